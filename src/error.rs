@@ -1,0 +1,208 @@
+//! The crate's error type: [`Error`], with the values it names ([`Scalar`],
+//! [`InvalidReason`], [`Oversize`]).
+//!
+//! Every fallible routine of the crate validates its whole input before it
+//! does any work and returns an [`Error`] that names the offending item (its
+//! index in the input, the dimension and the value), so that a caller can fix
+//! the input without a debugger. Nothing is dropped silently and no input
+//! makes the crate panic.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+/// A size, weight or capacity as it appears in an error message.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::Scalar;
+///
+/// assert_eq!(Scalar::Int(16384).to_string(), "16384");
+/// assert_eq!(Scalar::Float(0.5).to_string(), "0.5");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Scalar {
+    /// An unsigned integer value.
+    Int(u64),
+    /// A floating-point value.
+    Float(f64),
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scalar::Int(v) => write!(f, "{v}"),
+            Scalar::Float(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Why a float value was rejected.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::InvalidReason;
+///
+/// assert_eq!(InvalidReason::Negative.to_string(), "negative values are not sizes");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum InvalidReason {
+    /// The value is NaN.
+    NaN,
+    /// The value is below zero.
+    Negative,
+    /// The value is infinite.
+    Infinite,
+}
+
+impl fmt::Display for InvalidReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InvalidReason::NaN => "NaN is not a size",
+            InvalidReason::Negative => "negative values are not sizes",
+            InvalidReason::Infinite => "infinite values are not sizes",
+        })
+    }
+}
+
+/// One item that is larger than the capacity in one dimension, as listed by
+/// [`Error::Oversize`].
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::first_fit_decreasing;
+/// use microbatch::{Error, Scalar};
+///
+/// let err = first_fit_decreasing(&[5u32, 20, 7], 10).unwrap_err();
+/// let Error::Oversize { items } = err else { panic!() };
+/// assert_eq!((items[0].index, items[0].size, items[0].capacity), (1, Scalar::Int(20), Scalar::Int(10)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Oversize {
+    /// The item's index in the input.
+    pub index: usize,
+    /// The dimension in which it does not fit.
+    pub dim: usize,
+    /// Its size in that dimension.
+    pub size: Scalar,
+    /// The capacity in that dimension.
+    pub capacity: Scalar,
+}
+
+/// The error of every fallible routine in the crate.
+///
+/// Each variant names what is wrong with the input: the item index, the
+/// dimension, the value. The enum is `#[non_exhaustive]`: new variants may be
+/// added in minor releases.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::first_fit_decreasing;
+/// use microbatch::Error;
+///
+/// let err = first_fit_decreasing(&[3u32, 4], 0).unwrap_err();
+/// assert_eq!(err, Error::ZeroCapacity { dim: 0 });
+/// assert_eq!(err.to_string(), "the capacity is zero in dimension 0");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The capacity has no dimension at all.
+    NoDimensions,
+    /// The capacity is zero in dimension `dim`. No item could ever be placed
+    /// in such a bin, and a zero-size item alone does not make a bin useful.
+    ZeroCapacity {
+        /// The dimension.
+        dim: usize,
+    },
+    /// A float capacity is negative or infinite.
+    InvalidCapacity {
+        /// The dimension.
+        dim: usize,
+        /// The rejected value.
+        value: Scalar,
+        /// Why it was rejected.
+        reason: InvalidReason,
+    },
+    /// An item has a different number of dimensions than the capacity.
+    DimensionMismatch {
+        /// The item's index in the input.
+        index: usize,
+        /// The capacity's number of dimensions.
+        expected: usize,
+        /// The item's number of dimensions.
+        found: usize,
+    },
+    /// A float size is NaN, negative or infinite.
+    InvalidSize {
+        /// The item's index in the input.
+        index: usize,
+        /// The dimension.
+        dim: usize,
+        /// The rejected value.
+        value: Scalar,
+        /// Why it was rejected.
+        reason: InvalidReason,
+    },
+    /// Items larger than the capacity: every (item, dimension) pair that does
+    /// not fit, in input order.
+    Oversize {
+        /// The offending items.
+        items: Vec<Oversize>,
+    },
+}
+
+/// How many offending items [`Error::Oversize`] lists in its message.
+const LISTED: usize = 8;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoDimensions => f.write_str("the capacity has no dimension"),
+            Error::ZeroCapacity { dim } => write!(f, "the capacity is zero in dimension {dim}"),
+            Error::InvalidCapacity { dim, value, reason } => {
+                write!(f, "the capacity {value} in dimension {dim} is invalid: {reason}")
+            }
+            Error::DimensionMismatch {
+                index,
+                expected,
+                found,
+            } => write!(
+                f,
+                "item {index} has {found} dimensions but the capacity has {expected}"
+            ),
+            Error::InvalidSize {
+                index,
+                dim,
+                value: _,
+                reason,
+            } => write!(
+                f,
+                "item {index} has an invalid size in dimension {dim}: {reason}"
+            ),
+            Error::Oversize { items } => {
+                write!(f, "{} item(s) larger than the capacity:", items.len())?;
+                for o in items.iter().take(LISTED) {
+                    write!(
+                        f,
+                        " item {} has size {} > {} in dimension {};",
+                        o.index, o.size, o.capacity, o.dim
+                    )?;
+                }
+                if items.len() > LISTED {
+                    write!(f, " and {} more", items.len() - LISTED)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl core::error::Error for Error {}

@@ -1,0 +1,65 @@
+//! Load balancing for data-parallel training: bin packing, multiway
+//! partitioning, cost models and a planner over ranks and micro-steps.
+//!
+//! Data-parallel training of vision-language models gives every GPU (rank)
+//! its slice of the global batch, packs variable-length samples into
+//! fixed-length sequences and sums the gradients of all ranks at a barrier.
+//! A rank that got more work, often more images, makes every other rank wait.
+//! Because an optimizer step depends only on the *sum* of per-sample
+//! gradients, the samples of one step may be repacked and redistributed
+//! freely; `microbatch` provides the algorithms to do it well.
+//!
+//! # Overview
+//!
+//! - [`pack`]: bin packing. First-fit-decreasing, best-fit-decreasing, online
+//!   first-fit, best-fit and next-fit, and a [`StreamingPacker`](pack::StreamingPacker),
+//!   all with multi-dimensional capacities ("16384 tokens and at most 48
+//!   tiles"), in O(n log n) for one dimension.
+//! - [`Size`], [`Total`] and [`Item`]: the small numeric traits every algorithm
+//!   is generic over (unsigned integers and `NotNan` floats; scalars, arrays,
+//!   vectors and `(id, item)` pairs).
+//! - [`Error`]: one error type; every error names the offending item.
+//!
+//! # Example
+//!
+//! Pack sample lengths into sequences of 4096 tokens:
+//!
+//! ```
+//! use microbatch::pack::first_fit_decreasing;
+//!
+//! let lengths = [3000u32, 2500, 1200, 900, 700, 300];
+//! let packing = first_fit_decreasing(&lengths, 4096)?;
+//! assert_eq!(packing.len(), 3);
+//! assert_eq!(packing.bin(0).items(), &[0, 3]); // 3000 + 900
+//! assert_eq!(packing.bin(0).load(), &[3900]);
+//! assert_eq!(packing.lower_bounds().l1, 3);
+//! # Ok::<(), microbatch::Error>(())
+//! ```
+//!
+//! # Determinism
+//!
+//! Every algorithm is a pure function of its input: ties between equal sizes
+//! are broken by id (for `(id, item)` items) and then by input index, never by
+//! hash order or a random number generator, so every rank and every platform
+//! computes the same result.
+//!
+//! # Crate features
+//!
+//! - `std` (default): links the standard library. Everything works without
+//!   it, on `alloc` alone (`#![no_std]`).
+//! - `alloc`: implied by `std`; the crate always needs an allocator.
+//! - `serde`: derives `Serialize` and `Deserialize` on the result types.
+#![no_std]
+#![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+mod error;
+mod num;
+pub mod pack;
+
+pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
+pub use crate::num::{not_nan, Item, Size, Total};

@@ -1,0 +1,486 @@
+//! The numeric traits behind every size and weight in the crate.
+//!
+//! [`Size`] is implemented for the unsigned integers and for
+//! [`NotNan<f32>`](ordered_float::NotNan) / [`NotNan<f64>`](ordered_float::NotNan);
+//! [`Total`] is the wide accumulator its sums are kept in, so that no sum of
+//! sizes can overflow: `u128` for integers (a sum of up to 2^64 values of
+//! 64 bits fits), `f64` for floats.
+//!
+//! [`Item`] describes one item to pack or partition: a scalar [`Size`] is a
+//! one-dimensional item, `[T; N]` and `Vec<T>` are vectors of sizes (tokens,
+//! image tiles, ...), and a pair `(id, item)` carries an id that breaks ties
+//! between equal items, so that results do not depend on input order.
+
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+use core::fmt::Debug;
+
+use ordered_float::NotNan;
+
+use crate::error::{InvalidReason, Scalar};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A non-negative size or weight: an unsigned integer or a `NotNan` float.
+///
+/// The trait is sealed: it is implemented for `u8`, `u16`, `u32`, `u64`,
+/// `usize`, `NotNan<f32>` and `NotNan<f64>`. Integer arithmetic is exact;
+/// no operation of the crate can overflow, because loads are compared through
+/// [`Size::fits`] (which subtracts instead of adding for integers) and sums are
+/// kept in [`Size::Total`].
+///
+/// Float sizes must be finite and non-negative; the algorithms check this and
+/// return [`Error::InvalidSize`](crate::Error::InvalidSize) naming the item
+/// otherwise. `NotNan` keeps NaN out by construction; [`not_nan`] converts a
+/// slice of raw `f64` with an error that names the first NaN.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::Size;
+///
+/// assert!(u32::fits(10, 6, 16));
+/// assert!(!u32::fits(11, 6, 16));
+/// // No overflow even at the edge of the type.
+/// assert!(u64::fits(u64::MAX - 1, 1, u64::MAX));
+/// ```
+pub trait Size: Copy + Ord + Debug + sealed::Sealed + 'static {
+    /// The additive identity.
+    fn zero() -> Self;
+    /// The accumulator for sums of many sizes.
+    type Total: Total;
+
+    /// Whether an item of size `size` fits in a bin of capacity `capacity`
+    /// already holding `load`, that is `load + size <= capacity`.
+    ///
+    /// Requires `load <= capacity`. Integers evaluate `size <= capacity - load`
+    /// (no overflow); floats evaluate `load + size <= capacity` exactly as
+    /// [`Size::add`] will compute the new load, so a bin never ends above its
+    /// capacity by rounding.
+    fn fits(load: Self, size: Self, capacity: Self) -> bool;
+
+    /// `self + rhs`. Only called where [`Size::fits`] guarantees the result
+    /// is at most a capacity, so it cannot overflow.
+    fn add(self, rhs: Self) -> Self;
+
+    /// `self - rhs`, saturating at zero.
+    fn saturating_sub(self, rhs: Self) -> Self;
+
+    /// Widens to the accumulator type.
+    fn widen(self) -> Self::Total;
+
+    /// Converts to `f64` (rounding large integers), for ratios and reports.
+    fn to_f64(self) -> f64;
+
+    /// The value as an error payload.
+    fn to_scalar(self) -> Scalar;
+
+    /// Checks a user-supplied value: floats must be finite and non-negative.
+    /// Integers are always valid.
+    fn check(self) -> Result<(), InvalidReason>;
+
+    /// The value as a small array index, for algorithms that bucket by value
+    /// (counting sort, value-indexed best fit). `None` for floats and for
+    /// integers that do not fit in `usize`.
+    fn to_index(self) -> Option<usize>;
+
+    /// The smallest number of bins of capacity `capacity` whose total
+    /// capacity is at least `total`: `ceil(total / capacity)`, or `0` for a
+    /// zero capacity.
+    ///
+    /// For floats the quotient is shrunk by a relative `4 * n * f64::EPSILON`
+    /// before rounding up, where `n` is `terms`, the number of sizes summed
+    /// into `total`, so that rounding in the sum cannot push a lower bound one
+    /// bin above the truth.
+    fn bins_needed(total: Self::Total, capacity: Self, terms: usize) -> u64;
+}
+
+/// The accumulator of a [`Size`]: `u128` for integers, `f64` for floats.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::{Size, Total};
+///
+/// let sum = [u64::MAX, u64::MAX].iter().fold(u128::ZERO, |acc, &x| acc.add(x.widen()));
+/// assert_eq!(sum, 2 * u64::MAX as u128);
+/// ```
+pub trait Total: Copy + PartialEq + PartialOrd + Debug + sealed::Sealed + 'static {
+    /// The additive identity.
+    const ZERO: Self;
+    /// `self + rhs`. For `u128` this saturates, which no sum of fewer than
+    /// 2^64 sizes of at most 64 bits can reach.
+    fn add(self, rhs: Self) -> Self;
+    /// `self - rhs`, saturating at zero.
+    fn saturating_sub(self, rhs: Self) -> Self;
+    /// A total order (IEEE-754 `totalOrder` for `f64`).
+    fn total_cmp(&self, other: &Self) -> Ordering;
+    /// Converts to `f64`.
+    fn to_f64(self) -> f64;
+}
+
+impl sealed::Sealed for u128 {}
+impl Total for u128 {
+    const ZERO: Self = 0;
+    #[inline]
+    fn add(self, rhs: Self) -> Self {
+        self.saturating_add(rhs)
+    }
+    #[inline]
+    fn saturating_sub(self, rhs: Self) -> Self {
+        u128::saturating_sub(self, rhs)
+    }
+    #[inline]
+    fn total_cmp(&self, other: &Self) -> Ordering {
+        self.cmp(other)
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl sealed::Sealed for f64 {}
+impl Total for f64 {
+    const ZERO: Self = 0.0;
+    #[inline]
+    fn add(self, rhs: Self) -> Self {
+        self + rhs
+    }
+    #[inline]
+    fn saturating_sub(self, rhs: Self) -> Self {
+        let d = self - rhs;
+        // NaN-safe: `!(d > 0.0)` also maps a NaN difference (inf - inf) to 0.
+        if !(d > 0.0) {
+            0.0
+        } else {
+            d
+        }
+    }
+    #[inline]
+    fn total_cmp(&self, other: &Self) -> Ordering {
+        f64::total_cmp(self, other)
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+macro_rules! impl_size_uint {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Size for $t {
+            #[inline]
+            fn zero() -> Self {
+                0
+            }
+            type Total = u128;
+            #[inline]
+            fn fits(load: Self, size: Self, capacity: Self) -> bool {
+                // `load <= capacity` is a precondition, so this cannot wrap.
+                size <= capacity - load
+            }
+            #[inline]
+            fn add(self, rhs: Self) -> Self {
+                self.saturating_add(rhs)
+            }
+            #[inline]
+            fn saturating_sub(self, rhs: Self) -> Self {
+                <$t>::saturating_sub(self, rhs)
+            }
+            #[inline]
+            fn widen(self) -> u128 {
+                self as u128
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline]
+            fn to_scalar(self) -> Scalar {
+                Scalar::Int(self as u64)
+            }
+            #[inline]
+            fn check(self) -> Result<(), InvalidReason> {
+                Ok(())
+            }
+            #[inline]
+            fn to_index(self) -> Option<usize> {
+                usize::try_from(self).ok()
+            }
+            #[inline]
+            fn bins_needed(total: u128, capacity: Self, _terms: usize) -> u64 {
+                if capacity == 0 {
+                    return 0;
+                }
+                let bins = total.div_ceil(capacity as u128);
+                u64::try_from(bins).unwrap_or(u64::MAX)
+            }
+        }
+    )*};
+}
+impl_size_uint!(u8, u16, u32, u64, usize);
+
+macro_rules! impl_size_float {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for NotNan<$t> {}
+        impl Size for NotNan<$t> {
+            #[inline]
+            fn zero() -> Self {
+                NotNan::default()
+            }
+            type Total = f64;
+            #[inline]
+            fn fits(load: Self, size: Self, capacity: Self) -> bool {
+                load.into_inner() + size.into_inner() <= capacity.into_inner()
+            }
+            #[inline]
+            fn add(self, rhs: Self) -> Self {
+                let sum = self.into_inner() + rhs.into_inner();
+                // A sum of two non-NaN values is NaN only for inf + -inf, which
+                // validated (finite, non-negative) sizes never produce.
+                NotNan::new(sum).unwrap_or(self)
+            }
+            #[inline]
+            fn saturating_sub(self, rhs: Self) -> Self {
+                let d = self.into_inner() - rhs.into_inner();
+                // NaN-safe: `!(d > 0.0)` also catches a NaN from inf - inf.
+                if !(d > 0.0) { Self::zero() } else { NotNan::new(d).unwrap_or(Self::zero()) }
+            }
+            #[inline]
+            fn widen(self) -> f64 {
+                f64::from(self.into_inner())
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                f64::from(self.into_inner())
+            }
+            #[inline]
+            fn to_scalar(self) -> Scalar {
+                Scalar::Float(f64::from(self.into_inner()))
+            }
+            #[inline]
+            fn check(self) -> Result<(), InvalidReason> {
+                let x = self.into_inner();
+                if !x.is_finite() {
+                    Err(InvalidReason::Infinite)
+                } else if x < 0.0 {
+                    Err(InvalidReason::Negative)
+                } else {
+                    Ok(())
+                }
+            }
+            #[inline]
+            fn to_index(self) -> Option<usize> {
+                None
+            }
+            fn bins_needed(total: f64, capacity: Self, terms: usize) -> u64 {
+                let c = f64::from(capacity.into_inner());
+                if !(c > 0.0) {
+                    return 0;
+                }
+                let q = total / c;
+                let slack = 4.0 * (terms as f64 + 1.0) * f64::EPSILON;
+                let q = q - q * slack;
+                if !(q > 0.0) {
+                    return 0;
+                }
+                let whole = q as u64; // saturating float-to-int cast
+                if (whole as f64) < q { whole.saturating_add(1) } else { whole }
+            }
+        }
+    )*};
+}
+
+impl_size_float!(f32, f64);
+
+/// One item to pack or partition: a vector of [`Size`]s and an optional id.
+///
+/// - a scalar [`Size`] (`u32`, `NotNan<f64>`, ...) is a one-dimensional item
+///   without id;
+/// - `[T; N]`, `Vec<T>` and `[T]` are items with one size per dimension
+///   (say total tokens, image tiles and images);
+/// - `(id, item)` adds an id to any item. The decreasing algorithms break
+///   ties between equal sizes by id before input index, so permuting the
+///   input gives the same bins *by id*. Ids should be unique; equal ids fall
+///   back to input order.
+///
+/// Implement it for your own sample type to pack samples directly.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::Item;
+///
+/// struct Sample { id: u64, tokens: u32, tiles: u32 }
+///
+/// impl Item for Sample {
+///     type Size = u32;
+///     type Id = u64;
+///     fn dims(&self) -> usize { 2 }
+///     fn size(&self, dim: usize) -> u32 { if dim == 0 { self.tokens } else { self.tiles } }
+///     fn id(&self) -> &u64 { &self.id }
+/// }
+///
+/// let s = Sample { id: 7, tokens: 812, tiles: 3 };
+/// assert_eq!((s.dims(), s.size(0), s.size(1), *s.id()), (2, 812, 3, 7));
+/// assert_eq!([812u32, 3].size(1), 3);
+/// assert_eq!((7u64, 812u32).id(), &7);
+/// ```
+pub trait Item {
+    /// The numeric type of each size.
+    type Size: Size;
+    /// The id type; `()` for items without id.
+    type Id: Ord;
+    /// The number of dimensions (at least one for a valid item).
+    fn dims(&self) -> usize;
+    /// The size in dimension `dim`, for `dim < self.dims()`. Implementations
+    /// may panic for `dim >= self.dims()`; the crate never asks for one.
+    fn size(&self, dim: usize) -> Self::Size;
+    /// The id that breaks ties between equal items.
+    fn id(&self) -> &Self::Id;
+}
+
+macro_rules! impl_item_scalar {
+    ($($t:ty),*) => {$(
+        impl Item for $t {
+            type Size = $t;
+            type Id = ();
+            #[inline]
+            fn dims(&self) -> usize {
+                1
+            }
+            #[inline]
+            fn size(&self, _dim: usize) -> $t {
+                *self
+            }
+            #[inline]
+            fn id(&self) -> &() {
+                &()
+            }
+        }
+    )*};
+}
+impl_item_scalar!(u8, u16, u32, u64, usize, NotNan<f32>, NotNan<f64>);
+
+impl<T: Size, const N: usize> Item for [T; N] {
+    type Size = T;
+    type Id = ();
+    #[inline]
+    fn dims(&self) -> usize {
+        N
+    }
+    #[inline]
+    fn size(&self, dim: usize) -> T {
+        self[dim]
+    }
+    #[inline]
+    fn id(&self) -> &() {
+        &()
+    }
+}
+
+impl<T: Size> Item for [T] {
+    type Size = T;
+    type Id = ();
+    #[inline]
+    fn dims(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn size(&self, dim: usize) -> T {
+        self[dim]
+    }
+    #[inline]
+    fn id(&self) -> &() {
+        &()
+    }
+}
+
+impl<T: Size> Item for Vec<T> {
+    type Size = T;
+    type Id = ();
+    #[inline]
+    fn dims(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn size(&self, dim: usize) -> T {
+        self[dim]
+    }
+    #[inline]
+    fn id(&self) -> &() {
+        &()
+    }
+}
+
+impl<I: Item + ?Sized> Item for &I {
+    type Size = I::Size;
+    type Id = I::Id;
+    #[inline]
+    fn dims(&self) -> usize {
+        (**self).dims()
+    }
+    #[inline]
+    fn size(&self, dim: usize) -> I::Size {
+        (**self).size(dim)
+    }
+    #[inline]
+    fn id(&self) -> &I::Id {
+        (**self).id()
+    }
+}
+
+impl<K: Ord, I: Item> Item for (K, I) {
+    type Size = I::Size;
+    type Id = K;
+    #[inline]
+    fn dims(&self) -> usize {
+        self.1.dims()
+    }
+    #[inline]
+    fn size(&self, dim: usize) -> I::Size {
+        self.1.size(dim)
+    }
+    #[inline]
+    fn id(&self) -> &K {
+        &self.0
+    }
+}
+
+/// Converts raw `f64` values to [`NotNan`], naming the first NaN.
+///
+/// Negative and infinite values pass this conversion; the algorithms reject
+/// them with an error that names the item.
+///
+/// # Errors
+///
+/// [`Error::InvalidSize`](crate::Error::InvalidSize) with the index of the
+/// first NaN.
+///
+/// # Examples
+///
+/// ```
+/// let sizes = microbatch::not_nan(&[0.5, 0.25]).unwrap();
+/// assert_eq!(sizes[1].into_inner(), 0.25);
+///
+/// let err = microbatch::not_nan(&[0.5, f64::NAN]).unwrap_err();
+/// assert_eq!(err.to_string(), "item 1 has an invalid size in dimension 0: NaN is not a size");
+/// ```
+pub fn not_nan(values: &[f64]) -> Result<Vec<NotNan<f64>>, crate::Error> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, &v)| {
+            NotNan::new(v).map_err(|_| crate::Error::InvalidSize {
+                index,
+                dim: 0,
+                value: Scalar::Float(v),
+                reason: InvalidReason::NaN,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,1 @@
+//! Bin packing (work in progress).
