@@ -1,1 +1,139 @@
-fn main() {}
+//! Criterion benches of the bin-packing family, with `slice::sort_unstable`
+//! of the same keys in every group as the baseline.
+//!
+//! Run: `cargo bench --bench pack`. Sizes are sample lengths of a VLM batch:
+//! log-normal tokens (median 1500, sigma 1), clipped to [1, 16384], packed
+//! into sequences of 16384 tokens; the two-dimensional groups add a tile count
+//! in [0, 12] against a cap of 48 tiles per sequence.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use microbatch::pack;
+use std::hint::black_box;
+
+const CAPACITY: u32 = 16384;
+const TILES: u32 = 48;
+
+/// SplitMix64: a seeded, portable generator for the inputs.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// A standard normal by Box-Muller.
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+fn lengths(n: usize, seed: u64) -> Vec<u32> {
+    let mut rng = SplitMix(seed);
+    (0..n)
+        .map(|_| {
+            let x = (1500f64.ln() + rng.normal()).exp();
+            x.clamp(1.0, f64::from(CAPACITY)) as u32
+        })
+        .collect()
+}
+
+fn samples(n: usize, seed: u64) -> Vec<[u32; 2]> {
+    let mut rng = SplitMix(seed ^ 0xA5A5);
+    lengths(n, seed)
+        .into_iter()
+        .map(|t| [t, (rng.next() % 13) as u32])
+        .collect()
+}
+
+const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
+
+fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
+    let mut group = c.benchmark_group(name);
+    for n in SIZES {
+        if n >= 100_000 {
+            group.sample_size(10);
+        }
+        let keys = lengths(n, n as u64);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::new("sort_unstable", n), &keys, |b, keys| {
+            b.iter_batched_ref(
+                || keys.clone(),
+                |k| k.sort_unstable(),
+                criterion::BatchSize::LargeInput,
+            )
+        });
+        group.bench_with_input(BenchmarkId::new(name, n), &keys, |b, keys| {
+            b.iter(|| f(black_box(keys), CAPACITY))
+        });
+    }
+    group.finish();
+}
+
+fn group_2d(c: &mut Criterion, name: &str, f: fn(&[[u32; 2]], [u32; 2]) -> usize) {
+    let mut group = c.benchmark_group(name);
+    for n in SIZES {
+        if n >= 100_000 {
+            group.sample_size(10);
+        }
+        let items = samples(n, n as u64);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::new("sort_unstable", n), &items, |b, items| {
+            b.iter_batched_ref(
+                || items.to_vec(),
+                |k| k.sort_unstable(),
+                criterion::BatchSize::LargeInput,
+            )
+        });
+        group.bench_with_input(BenchmarkId::new(name, n), &items, |b, items| {
+            b.iter(|| f(black_box(items), [CAPACITY, TILES]))
+        });
+    }
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    group_1d(c, "first_fit_decreasing", |k, cap| {
+        pack::first_fit_decreasing(k, cap).map_or(0, |p| p.len())
+    });
+    group_1d(c, "best_fit_decreasing", |k, cap| {
+        pack::best_fit_decreasing(k, cap).map_or(0, |p| p.len())
+    });
+    group_1d(c, "first_fit", |k, cap| {
+        pack::first_fit(k, cap).map_or(0, |p| p.len())
+    });
+    group_1d(c, "best_fit", |k, cap| {
+        pack::best_fit(k, cap).map_or(0, |p| p.len())
+    });
+    group_1d(c, "next_fit", |k, cap| {
+        pack::next_fit(k, cap).map_or(0, |p| p.len())
+    });
+    group_1d(c, "streaming_ffd_4096", |k, cap| {
+        let mut packer = pack::StreamingPacker::new(cap, 4096).expect("valid capacity");
+        let mut bins = 0;
+        for &x in k {
+            packer.push(x).expect("valid item");
+            while packer.pop().is_some() {
+                bins += 1;
+            }
+        }
+        bins + packer.finish().len()
+    });
+    group_2d(c, "first_fit_decreasing_2d", |k, cap| {
+        pack::first_fit_decreasing(k, cap).map_or(0, |p| p.len())
+    });
+    group_2d(c, "best_fit_decreasing_2d", |k, cap| {
+        pack::best_fit_decreasing(k, cap).map_or(0, |p| p.len())
+    });
+}
+
+criterion_group!(pack_benches, benches);
+criterion_main!(pack_benches);

@@ -168,7 +168,10 @@ impl fmt::Display for Error {
             Error::NoDimensions => f.write_str("the capacity has no dimension"),
             Error::ZeroCapacity { dim } => write!(f, "the capacity is zero in dimension {dim}"),
             Error::InvalidCapacity { dim, value, reason } => {
-                write!(f, "the capacity {value} in dimension {dim} is invalid: {reason}")
+                write!(
+                    f,
+                    "the capacity {value} in dimension {dim} is invalid: {reason}"
+                )
             }
             Error::DimensionMismatch {
                 index,

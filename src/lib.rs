@@ -50,6 +50,7 @@
 //! - `alloc`: implied by `std`; the crate always needs an allocator.
 //! - `serde`: derives `Serialize` and `Deserialize` on the result types.
 #![no_std]
+#![deny(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -1,1 +1,439 @@
-//! Bin packing (work in progress).
+//! Bin packing: every item goes into exactly one bin and no bin exceeds its
+//! capacity in any dimension.
+//!
+//! | function | order | complexity (1 dimension) | bins used (worst case) |
+//! |---|---|---|---|
+//! | [`first_fit_decreasing`] | sizes decreasing | O(n log n) | 11/9 OPT + 6/9 |
+//! | [`best_fit_decreasing`] | sizes decreasing | O(n log n) | 11/9 OPT + 6/9 |
+//! | [`first_fit`] | arrival | O(n log n) | 1.7 OPT |
+//! | [`best_fit`] | arrival | O(n log n) | 1.7 OPT |
+//! | [`next_fit`] | arrival | O(n) | 2 OPT |
+//! | [`StreamingPacker`] | decreasing within a bounded look-ahead buffer | O(n log B) | as FFD/BFD when the buffer holds everything |
+//!
+//! All of them take a slice of [`Item`]s and a capacity of the same
+//! dimension, and return a [`Packing`]: the bins as lists of item indices, each
+//! bin's load, the Martello-Toth lower bounds and the packing efficiency.
+//!
+//! # Multi-dimensional capacities
+//!
+//! An item may have several sizes (total tokens, image tokens, ViT tiles) and
+//! the capacity one limit for each, e.g. "16384 tokens and at most 48 tiles".
+//! An item fits a bin when it fits in *every* dimension. The decreasing
+//! variants order vector items by the largest fraction of the capacity they
+//! use in any dimension, `max_d size[d] / capacity[d]` (computed in `f64`),
+//! then by the sum of those fractions, then by id, then by input index.
+//! One-dimensional items are ordered by their exact size.
+//!
+//! With one dimension every algorithm meets its stated complexity in the
+//! worst case. With several, the search structures prune by each dimension's
+//! best value in a subtree, which is exact for the first dimension and a
+//! necessary condition for the others; a search may then visit more than one
+//! path, up to O(bins) in the worst case. The benchmarks measure the
+//! realistic case ([`BENCHMARKS.md`](https://github.com/microbatch/microbatch/blob/main/BENCHMARKS.md)).
+//!
+//! # Errors
+//!
+//! Every function validates the whole input before packing and returns an
+//! [`Error`] naming what is wrong: a capacity with no dimension or a zero
+//! dimension, an item with a different number of dimensions, a float size
+//! that is negative or infinite, and every item larger than the capacity.
+//! Zero-size items are legal. No input makes these functions panic.
+//!
+//! # Examples
+//!
+//! Pack samples with (tokens, tiles) into sequences of 16384 tokens and at
+//! most 48 tiles:
+//!
+//! ```
+//! use microbatch::pack::best_fit_decreasing;
+//!
+//! let samples = [[9000u32, 30], [8000, 30], [7000, 10], [1000, 20], [500, 0]];
+//! let packing = best_fit_decreasing(&samples, [16384, 48])?;
+//! for bin in packing.bins() {
+//!     assert!(bin.load()[0] <= 16384 && bin.load()[1] <= 48);
+//! }
+//! assert_eq!(packing.len(), 3);
+//! # Ok::<(), microbatch::Error>(())
+//! ```
+
+mod best_fit;
+mod bitset;
+mod bounds;
+mod first_fit;
+mod next_fit;
+mod order;
+mod streaming;
+mod tree;
+
+use alloc::vec::Vec;
+use core::fmt;
+
+pub use self::best_fit::{best_fit, best_fit_decreasing};
+pub use self::bounds::lower_bounds;
+pub use self::first_fit::{first_fit, first_fit_decreasing};
+pub use self::next_fit::next_fit;
+pub use self::streaming::{Algorithm, Rejected, StreamedBin, StreamingPacker};
+
+use crate::error::{Error, Oversize};
+use crate::num::{Item, Size};
+
+/// Lower bounds on the number of bins any packing needs.
+///
+/// For several dimensions each bound is the largest of the one-dimensional
+/// bounds.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::first_fit_decreasing;
+///
+/// // Three items above half the capacity need three bins, which L1 does not see.
+/// let packing = first_fit_decreasing(&[6u32, 6, 6, 1], 10)?;
+/// let lb = packing.lower_bounds();
+/// assert_eq!((lb.l1, lb.l2), (2, 3));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct LowerBounds {
+    /// `ceil(sum of sizes / capacity)`.
+    pub l1: u64,
+    /// The Martello-Toth bound L2, at least `l1`.
+    pub l2: u64,
+}
+
+/// The result of a packing: bins as lists of item indices, with their loads.
+///
+/// Bins are numbered in the order they were opened; items within a bin are
+/// listed in the order they were placed.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::next_fit;
+///
+/// let packing = next_fit(&[4u32, 4, 4, 4], 10)?;
+/// assert_eq!(packing.len(), 2);
+/// assert_eq!(packing.bin(1).items(), &[2, 3]);
+/// assert_eq!(packing.bin(1).load(), &[8]);
+/// assert_eq!(packing.assignment(), vec![0, 0, 1, 1]);
+/// assert_eq!(packing.efficiency(0), 0.8);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Packing<T> {
+    capacity: Vec<T>,
+    /// `offsets[b]..offsets[b + 1]` indexes `items` for bin `b`.
+    offsets: Vec<usize>,
+    items: Vec<usize>,
+    /// `loads[b * dims + d]`.
+    loads: Vec<T>,
+    bounds: LowerBounds,
+}
+
+impl<T: Size> Packing<T> {
+    /// The number of bins.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Whether there are no bins (there were no items).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number of dimensions.
+    #[must_use]
+    pub fn dims(&self) -> usize {
+        self.capacity.len()
+    }
+
+    /// The capacity, one value per dimension.
+    #[must_use]
+    pub fn capacity(&self) -> &[T] {
+        &self.capacity
+    }
+
+    /// The number of items packed.
+    #[must_use]
+    pub fn item_count(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Bin `index`.
+    ///
+    /// # Panics
+    ///
+    /// When `index >= self.len()`; use [`Packing::get`] for a checked access.
+    #[must_use]
+    pub fn bin(&self, index: usize) -> Bin<'_, T> {
+        match self.get(index) {
+            Some(bin) => bin,
+            None => panic!("bin {index} out of range: there are {} bins", self.len()),
+        }
+    }
+
+    /// Bin `index`, or `None` when out of range.
+    #[must_use]
+    pub fn get(&self, index: usize) -> Option<Bin<'_, T>> {
+        let start = *self.offsets.get(index)?;
+        let end = *self.offsets.get(index + 1)?;
+        let d = self.dims();
+        Some(Bin {
+            items: &self.items[start..end],
+            load: &self.loads[index * d..(index + 1) * d],
+        })
+    }
+
+    /// The bins in order.
+    pub fn bins(&self) -> impl ExactSizeIterator<Item = Bin<'_, T>> + '_ {
+        (0..self.len()).map(move |b| self.bin(b))
+    }
+
+    /// The bin of every item: `assignment()[i]` is the bin holding item `i`.
+    #[must_use]
+    pub fn assignment(&self) -> Vec<usize> {
+        let mut bin_of = alloc::vec![0; self.items.len()];
+        for (b, bin) in self.bins().enumerate() {
+            for &i in bin.items() {
+                bin_of[i] = b;
+            }
+        }
+        bin_of
+    }
+
+    /// The lower bounds L1 and L2 of the instance.
+    #[must_use]
+    pub fn lower_bounds(&self) -> LowerBounds {
+        self.bounds
+    }
+
+    /// Packing efficiency in dimension `dim`: the sum of sizes over the
+    /// total capacity of the bins used, in `[0, 1]`; `1.0` when there are no
+    /// bins, and `0.0` for a dimension out of range.
+    #[must_use]
+    pub fn efficiency(&self, dim: usize) -> f64 {
+        let Some(cap) = self.capacity.get(dim) else {
+            return 0.0;
+        };
+        if self.is_empty() {
+            return 1.0;
+        }
+        let d = self.dims();
+        let used: f64 = self
+            .loads
+            .iter()
+            .skip(dim)
+            .step_by(d)
+            .map(|l| l.to_f64())
+            .sum();
+        used / (cap.to_f64() * self.len() as f64)
+    }
+}
+
+impl<T: Size> fmt::Debug for Packing<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Packing")
+            .field("capacity", &self.capacity)
+            .field("bins", &DebugBins(self))
+            .field("lower_bounds", &self.bounds)
+            .finish()
+    }
+}
+
+struct DebugBins<'a, T>(&'a Packing<T>);
+
+impl<T: Size> fmt::Debug for DebugBins<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.bins()).finish()
+    }
+}
+
+/// One bin of a [`Packing`]: its items (input indices) and its load.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::first_fit;
+///
+/// let packing = first_fit(&[[3u32, 1], [4, 1]], [10, 1])?;
+/// let bin = packing.bin(0);
+/// assert_eq!((bin.items(), bin.load()), (&[0][..], &[3, 1][..]));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bin<'a, T> {
+    items: &'a [usize],
+    load: &'a [T],
+}
+
+impl<'a, T> Bin<'a, T> {
+    /// The indices (in the input slice) of the items in this bin.
+    #[must_use]
+    pub fn items(&self) -> &'a [usize] {
+        self.items
+    }
+
+    /// The bin's load, one value per dimension.
+    #[must_use]
+    pub fn load(&self) -> &'a [T] {
+        self.load
+    }
+}
+
+/// Validated input: sizes flattened row-major (`sizes[i * dims + d]`).
+pub(crate) struct Input<T> {
+    pub(crate) dims: usize,
+    pub(crate) capacity: Vec<T>,
+    pub(crate) sizes: Vec<T>,
+}
+
+impl<T: Size> Input<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.sizes.len() / self.dims
+    }
+
+    #[inline]
+    pub(crate) fn item(&self, i: usize) -> &[T] {
+        &self.sizes[i * self.dims..(i + 1) * self.dims]
+    }
+}
+
+/// Validates a capacity: at least one dimension, every value valid and
+/// non-zero.
+pub(crate) fn check_capacity<C: Item>(capacity: &C) -> Result<Vec<C::Size>, Error> {
+    let dims = capacity.dims();
+    if dims == 0 {
+        return Err(Error::NoDimensions);
+    }
+    let mut cap = Vec::with_capacity(dims);
+    for dim in 0..dims {
+        let c = capacity.size(dim);
+        if let Err(reason) = c.check() {
+            return Err(Error::InvalidCapacity {
+                dim,
+                value: c.to_scalar(),
+                reason,
+            });
+        }
+        if c == C::Size::zero() {
+            return Err(Error::ZeroCapacity { dim });
+        }
+        cap.push(c);
+    }
+    Ok(cap)
+}
+
+/// Validates one item against a validated capacity, appending its sizes to
+/// `sizes` and any dimension where it is too large to `oversize`.
+pub(crate) fn check_item<I: Item>(
+    index: usize,
+    item: &I,
+    capacity: &[I::Size],
+    sizes: &mut Vec<I::Size>,
+    oversize: &mut Vec<Oversize>,
+) -> Result<(), Error> {
+    let dims = capacity.len();
+    if item.dims() != dims {
+        return Err(Error::DimensionMismatch {
+            index,
+            expected: dims,
+            found: item.dims(),
+        });
+    }
+    for (dim, &cap) in capacity.iter().enumerate() {
+        let s = item.size(dim);
+        if let Err(reason) = s.check() {
+            return Err(Error::InvalidSize {
+                index,
+                dim,
+                value: s.to_scalar(),
+                reason,
+            });
+        }
+        if s > cap {
+            oversize.push(Oversize {
+                index,
+                dim,
+                size: s.to_scalar(),
+                capacity: cap.to_scalar(),
+            });
+        }
+        sizes.push(s);
+    }
+    Ok(())
+}
+
+/// Validates every item and the capacity; see the module docs for the
+/// errors. Malformed items (wrong dimension, invalid float) are reported
+/// first, by the lowest index; oversize items are all collected.
+pub(crate) fn validate<I: Item, C: Item<Size = I::Size>>(
+    items: &[I],
+    capacity: &C,
+) -> Result<Input<I::Size>, Error> {
+    let capacity = check_capacity(capacity)?;
+    let dims = capacity.len();
+    let mut sizes = Vec::with_capacity(items.len().saturating_mul(dims));
+    let mut oversize = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        check_item(index, item, &capacity, &mut sizes, &mut oversize)?;
+    }
+    if !oversize.is_empty() {
+        return Err(Error::Oversize { items: oversize });
+    }
+    Ok(Input {
+        dims,
+        capacity,
+        sizes,
+    })
+}
+
+/// The sizes of the items in `order`, flattened. Gathering them before
+/// placing lets the independent loads overlap, where a gather inside the
+/// placement loop would stall it on every cache miss.
+pub(crate) fn gather<T: Size>(input: &Input<T>, order: &[usize]) -> Vec<T> {
+    if input.dims == 1 {
+        return order.iter().map(|&i| input.sizes[i]).collect();
+    }
+    let mut sorted = Vec::with_capacity(order.len() * input.dims);
+    for &i in order {
+        sorted.extend_from_slice(input.item(i));
+    }
+    sorted
+}
+
+/// Builds a [`Packing`] from the placement of each item.
+///
+/// `placed` lists `(item, bin)` in placement order; `loads` has
+/// `bins * dims` entries.
+pub(crate) fn assemble<T: Size>(
+    input: &Input<T>,
+    placed: &[(usize, usize)],
+    loads: Vec<T>,
+    bounds: LowerBounds,
+) -> Packing<T> {
+    let bins = loads.len() / input.dims;
+    let mut offsets = alloc::vec![0usize; bins + 1];
+    for &(_, b) in placed {
+        offsets[b + 1] += 1;
+    }
+    for b in 0..bins {
+        offsets[b + 1] += offsets[b];
+    }
+    let mut next = offsets.clone();
+    let mut items = alloc::vec![0usize; placed.len()];
+    for &(i, b) in placed {
+        items[next[b]] = i;
+        next[b] += 1;
+    }
+    Packing {
+        capacity: input.capacity.clone(),
+        offsets,
+        items,
+        loads,
+        bounds,
+    }
+}

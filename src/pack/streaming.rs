@@ -1,0 +1,356 @@
+//! A streaming packer for data loaders: items arrive one at a time, closed
+//! bins come out, and a bounded look-ahead buffer holds what is undecided.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::best_fit::bfd_validated;
+use super::first_fit::ffd_validated;
+use super::{check_capacity, check_item, Input, Packing};
+use crate::error::Error;
+use crate::num::{Item, Size};
+
+/// The batch algorithm a [`StreamingPacker`] runs over its buffer.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::{Algorithm, StreamingPacker};
+///
+/// let packer = StreamingPacker::<u32>::new(4096u32, 1024)?.algorithm(Algorithm::BestFitDecreasing);
+/// assert_eq!(packer.buffer_limit(), 1024);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Algorithm {
+    /// [`first_fit_decreasing`](super::first_fit_decreasing) (the default).
+    #[default]
+    FirstFitDecreasing,
+    /// [`best_fit_decreasing`](super::best_fit_decreasing).
+    BestFitDecreasing,
+}
+
+/// An item the [`StreamingPacker`] did not take, handed back with the reason.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::StreamingPacker;
+///
+/// let mut packer = StreamingPacker::new(100u32, 8)?;
+/// let rejected = packer.push(150).unwrap_err();
+/// assert_eq!(rejected.item, 150);
+/// assert_eq!(rejected.error.to_string(), "1 item(s) larger than the capacity: item 0 has size 150 > 100 in dimension 0;");
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, PartialEq)]
+pub struct Rejected<I> {
+    /// Why the item was refused; its index is the arrival number the item
+    /// would have had.
+    pub error: Error,
+    /// The item, untouched.
+    pub item: I,
+}
+
+impl<I> fmt::Debug for Rejected<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I> fmt::Display for Rejected<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<I> core::error::Error for Rejected<I> {}
+
+/// A closed bin emitted by a [`StreamingPacker`]: its items, each with its
+/// arrival number (0 for the first item pushed), and its load.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::StreamingPacker;
+///
+/// let mut packer = StreamingPacker::new(10u32, 8)?;
+/// for size in [6, 3, 4] {
+///     packer.push(size).unwrap();
+/// }
+/// let bins = packer.finish();
+/// assert_eq!(bins[0].arrivals(), &[0, 2]); // 6 + 4
+/// assert_eq!(bins[0].items(), &[6, 4]);
+/// assert_eq!(bins[0].load(), &[10]);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct StreamedBin<I, T> {
+    arrivals: Vec<u64>,
+    items: Vec<I>,
+    load: Vec<T>,
+}
+
+impl<I, T> StreamedBin<I, T> {
+    /// The arrival number of each item, in placement order.
+    #[must_use]
+    pub fn arrivals(&self) -> &[u64] {
+        &self.arrivals
+    }
+
+    /// The items, in placement order.
+    #[must_use]
+    pub fn items(&self) -> &[I] {
+        &self.items
+    }
+
+    /// The load, one value per dimension.
+    #[must_use]
+    pub fn load(&self) -> &[T] {
+        &self.load
+    }
+
+    /// The items, by value.
+    #[must_use]
+    pub fn into_items(self) -> Vec<I> {
+        self.items
+    }
+}
+
+/// Packs a stream of items with a bounded look-ahead buffer.
+///
+/// Items are buffered as they are [pushed](StreamingPacker::push). When a
+/// push would take the buffer beyond its limit `B`, the buffer is packed with
+/// the chosen decreasing [`Algorithm`], and the fullest bins (by the largest
+/// fraction of the capacity they use in any dimension; ties to the lower bin
+/// number) are closed and queued for [`pop`](StreamingPacker::pop) until at
+/// most `B / 2` items stay buffered; the items of the other bins wait for more
+/// arrivals to pair with. [`finish`](StreamingPacker::finish) packs what is
+/// left.
+///
+/// When the buffer holds every item (`B >= n`), the bins are exactly those of
+/// the batch algorithm over the items in arrival order, with arrival numbers
+/// for indices. Ties between equal items follow the batch rules (id, then
+/// arrival).
+///
+/// # Complexity
+///
+/// O(n log B) time amortized for one dimension: each flush packs at most
+/// `B + 1` items in O(B log B) and closes at least `B / 2` of them. O(B) space
+/// besides the closed bins not yet popped.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::StreamingPacker;
+///
+/// let mut packer = StreamingPacker::new(4096u32, 4)?;
+/// let mut sequences = Vec::new();
+/// for len in [3000, 1000, 2000, 2000, 96, 4000, 500] {
+///     packer.push(len).unwrap();
+///     while let Some(bin) = packer.pop() {
+///         sequences.push(bin);
+///     }
+/// }
+/// sequences.extend(packer.finish());
+/// let packed: u64 = sequences.iter().map(|b| b.arrivals().len() as u64).sum();
+/// assert_eq!(packed, 7);
+/// assert!(sequences.iter().all(|b| b.load()[0] <= 4096));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub struct StreamingPacker<I: Item> {
+    capacity: Vec<I::Size>,
+    limit: usize,
+    algorithm: Algorithm,
+    /// Buffered items in arrival order.
+    buffer: Vec<(u64, I)>,
+    ready: VecDeque<StreamedBin<I, I::Size>>,
+    arrived: u64,
+}
+
+impl<I: Item> StreamingPacker<I> {
+    /// A packer for bins of `capacity` with a look-ahead buffer of `buffer`
+    /// items (a buffer of 0 acts as 1).
+    ///
+    /// # Errors
+    ///
+    /// An invalid capacity: no dimension, a zero, a negative or infinite
+    /// float.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let packer = StreamingPacker::<[u32; 2]>::new([16384u32, 48], 512)?;
+    /// assert_eq!(packer.buffered(), 0);
+    /// assert!(StreamingPacker::<u32>::new(0u32, 512).is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub fn new<C: Item<Size = I::Size>>(capacity: C, buffer: usize) -> Result<Self, Error> {
+        Ok(StreamingPacker {
+            capacity: check_capacity(&capacity)?,
+            limit: buffer.max(1),
+            algorithm: Algorithm::default(),
+            buffer: Vec::new(),
+            ready: VecDeque::new(),
+            arrived: 0,
+        })
+    }
+
+    /// Chooses the batch algorithm run over the buffer.
+    #[must_use]
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// The buffer limit `B`.
+    #[must_use]
+    pub fn buffer_limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The number of items buffered, not yet in a closed bin.
+    #[must_use]
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// The number of closed bins waiting to be popped.
+    #[must_use]
+    pub fn ready(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Adds an item. When the buffer would exceed its limit, the buffer is
+    /// packed and its fullest bins are closed (see the type docs).
+    ///
+    /// # Errors
+    ///
+    /// An item with the wrong number of dimensions, an invalid float size or
+    /// a size above the capacity is refused and handed back in [`Rejected`];
+    /// its error names the arrival number it would have had. Nothing is
+    /// buffered then.
+    pub fn push(&mut self, item: I) -> Result<(), Rejected<I>> {
+        let mut sizes = Vec::new();
+        let mut oversize = Vec::new();
+        let index = usize::try_from(self.arrived).unwrap_or(usize::MAX);
+        let checked = check_item(index, &item, &self.capacity, &mut sizes, &mut oversize);
+        let error = match checked {
+            Err(error) => Some(error),
+            Ok(()) if !oversize.is_empty() => Some(Error::Oversize { items: oversize }),
+            Ok(()) => None,
+        };
+        if let Some(error) = error {
+            return Err(Rejected { error, item });
+        }
+        if self.buffer.len() == self.limit {
+            self.flush(false);
+        }
+        self.buffer.push((self.arrived, item));
+        self.arrived += 1;
+        Ok(())
+    }
+
+    /// The oldest closed bin, if any.
+    pub fn pop(&mut self) -> Option<StreamedBin<I, I::Size>> {
+        self.ready.pop_front()
+    }
+
+    /// Packs every buffered item and returns all bins not yet popped: the
+    /// closed ones first, then the bins of the final buffer in the batch
+    /// algorithm's order.
+    #[must_use]
+    pub fn finish(mut self) -> Vec<StreamedBin<I, I::Size>> {
+        self.flush(true);
+        self.ready.into_iter().collect()
+    }
+
+    /// Packs the buffer; closes every bin (`all`) or the fullest until at
+    /// most half the limit stays buffered.
+    fn flush(&mut self, all: bool) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let packing = self.pack_buffer();
+        let mut close: Vec<bool> = alloc::vec![all; packing.len()];
+        if !all {
+            let caps: Vec<f64> = self.capacity.iter().map(|c| c.to_f64()).collect();
+            let fill = |b: usize| -> f64 {
+                packing
+                    .bin(b)
+                    .load()
+                    .iter()
+                    .zip(&caps)
+                    .map(|(l, c)| l.to_f64() / c)
+                    .fold(0.0, f64::max)
+            };
+            let mut by_fill: Vec<(f64, usize)> = (0..packing.len()).map(|b| (fill(b), b)).collect();
+            by_fill.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let mut left = self.buffer.len();
+            for (_, b) in by_fill {
+                close[b] = true;
+                left -= packing.bin(b).items().len();
+                if left <= self.limit / 2 {
+                    break;
+                }
+            }
+        }
+        let mut slots: Vec<Option<(u64, I)>> = self.buffer.drain(..).map(Some).collect();
+        for (b, bin) in packing.bins().enumerate() {
+            if !close[b] {
+                continue;
+            }
+            let (mut arrivals, mut items) = (Vec::new(), Vec::new());
+            for &i in bin.items() {
+                if let Some((arrival, item)) = slots[i].take() {
+                    arrivals.push(arrival);
+                    items.push(item);
+                }
+            }
+            self.ready.push_back(StreamedBin {
+                arrivals,
+                items,
+                load: bin.load().to_vec(),
+            });
+        }
+        // The items of open bins go back, still in arrival order.
+        self.buffer.extend(slots.into_iter().flatten());
+    }
+
+    fn pack_buffer(&self) -> Packing<I::Size> {
+        let dims = self.capacity.len();
+        let mut sizes = Vec::with_capacity(self.buffer.len() * dims);
+        for (_, item) in &self.buffer {
+            sizes.extend((0..dims).map(|d| item.size(d)));
+        }
+        let input = Input {
+            dims,
+            capacity: self.capacity.clone(),
+            sizes,
+        };
+        let items: Vec<&I> = self.buffer.iter().map(|(_, item)| item).collect();
+        match self.algorithm {
+            Algorithm::FirstFitDecreasing => ffd_validated(&items, &input),
+            Algorithm::BestFitDecreasing => bfd_validated(&items, &input),
+        }
+    }
+}
+
+impl<I: Item> fmt::Debug for StreamingPacker<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamingPacker")
+            .field("capacity", &self.capacity)
+            .field("buffer_limit", &self.limit)
+            .field("algorithm", &self.algorithm)
+            .field("buffered", &self.buffer.len())
+            .field("ready", &self.ready.len())
+            .finish()
+    }
+}
