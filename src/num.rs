@@ -320,6 +320,7 @@ impl_size_float!(f32, f64);
 /// impl Item for Sample {
 ///     type Size = u32;
 ///     type Id = u64;
+///     type Capacity = [u32; 2];
 ///     fn dims(&self) -> usize { 2 }
 ///     fn size(&self, dim: usize) -> u32 { if dim == 0 { self.tokens } else { self.tiles } }
 ///     fn id(&self) -> &u64 { &self.id }
@@ -335,6 +336,11 @@ pub trait Item {
     type Size: Size;
     /// The id type; `()` for items without id.
     type Id: Ord;
+    /// The type of a capacity for such items: the item type itself for
+    /// scalars, arrays and vectors; the inner item's capacity for `(id, item)`
+    /// and references. Tying it to the item lets a literal capacity infer its
+    /// type (`first_fit_decreasing(&lengths, 4096)`).
+    type Capacity: Item<Size = Self::Size>;
     /// The number of dimensions (at least one for a valid item).
     fn dims(&self) -> usize;
     /// The size in dimension `dim`, for `dim < self.dims()`. Implementations
@@ -349,6 +355,7 @@ macro_rules! impl_item_scalar {
         impl Item for $t {
             type Size = $t;
             type Id = ();
+            type Capacity = $t;
             #[inline]
             fn dims(&self) -> usize {
                 1
@@ -369,6 +376,7 @@ impl_item_scalar!(u8, u16, u32, u64, usize, NotNan<f32>, NotNan<f64>);
 impl<T: Size, const N: usize> Item for [T; N] {
     type Size = T;
     type Id = ();
+    type Capacity = [T; N];
     #[inline]
     fn dims(&self) -> usize {
         N
@@ -386,6 +394,7 @@ impl<T: Size, const N: usize> Item for [T; N] {
 impl<T: Size> Item for [T] {
     type Size = T;
     type Id = ();
+    type Capacity = Vec<T>;
     #[inline]
     fn dims(&self) -> usize {
         self.len()
@@ -403,6 +412,7 @@ impl<T: Size> Item for [T] {
 impl<T: Size> Item for Vec<T> {
     type Size = T;
     type Id = ();
+    type Capacity = Vec<T>;
     #[inline]
     fn dims(&self) -> usize {
         self.len()
@@ -420,6 +430,7 @@ impl<T: Size> Item for Vec<T> {
 impl<I: Item + ?Sized> Item for &I {
     type Size = I::Size;
     type Id = I::Id;
+    type Capacity = I::Capacity;
     #[inline]
     fn dims(&self) -> usize {
         (**self).dims()
@@ -437,6 +448,7 @@ impl<I: Item + ?Sized> Item for &I {
 impl<K: Ord, I: Item> Item for (K, I) {
     type Size = I::Size;
     type Id = K;
+    type Capacity = I::Capacity;
     #[inline]
     fn dims(&self) -> usize {
         self.1.dims()

@@ -128,6 +128,15 @@ proptest! {
     }
 
     #[test]
+    fn l2_equals_its_definition((cap, sizes) in instance(200, 40)) {
+        let lb = lower_bounds(&sizes, cap).unwrap();
+        prop_assert_eq!(lb.l2, naive_l2(&sizes, cap));
+        let total: u64 = sizes.iter().map(|&s| u64::from(s)).sum();
+        prop_assert_eq!(lb.l1, total.div_ceil(u64::from(cap)));
+        prop_assert_eq!(lower_bounds(&scaled(&sizes), u64::from(cap) * SCALE).unwrap(), lb);
+    }
+
+    #[test]
     fn vector_bounds_below_opt((cap, items) in instance_2d(8)) {
         let rows: Vec<Vec<u32>> = items.iter().map(|i| i.to_vec()).collect();
         let opt = brute_force_opt(&rows, &cap);

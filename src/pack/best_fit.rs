@@ -61,9 +61,9 @@ use crate::num::{Item, Size};
 /// D. S. Johnson, *Near-optimal bin packing algorithms*, PhD thesis, MIT, 1973;
 /// G. Dósa, "The tight bound of first fit decreasing bin-packing algorithm is
 /// FFD(I) <= 11/9 OPT(I) + 6/9", ESCAPE 2007.
-pub fn best_fit_decreasing<I: Item, C: Item<Size = I::Size>>(
+pub fn best_fit_decreasing<I: Item>(
     items: &[I],
-    capacity: C,
+    capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
     Ok(bfd_validated(items, &input))
@@ -109,10 +109,7 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 /// # References
 ///
 /// G. Dósa and J. Sgall, "Optimal analysis of Best Fit bin packing", ICALP 2014.
-pub fn best_fit<I: Item, C: Item<Size = I::Size>>(
-    items: &[I],
-    capacity: C,
-) -> Result<Packing<I::Size>, Error> {
+pub fn best_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
     let order: Vec<usize> = (0..input.len()).collect();
     let bounds = bounds_of(&input, None);

@@ -47,10 +47,7 @@ use crate::num::{Item, Size, Total};
 ///
 /// S. Martello and P. Toth, "Lower bounds and reduction procedures for the
 /// bin packing problem", *Discrete Applied Mathematics* 28(1):59-70, 1990.
-pub fn lower_bounds<I: Item, C: Item<Size = I::Size>>(
-    items: &[I],
-    capacity: C,
-) -> Result<LowerBounds, Error> {
+pub fn lower_bounds<I: Item>(items: &[I], capacity: I::Capacity) -> Result<LowerBounds, Error> {
     let input = validate(items, &capacity)?;
     Ok(bounds_of(&input, None))
 }

@@ -58,9 +58,9 @@ use crate::num::{Item, Size};
 ///
 /// let a = [("a", 5u32), ("b", 5), ("c", 5), ("d", 4)];
 /// let b = [("d", 4u32), ("c", 5), ("b", 5), ("a", 5)];
-/// let ids = |items: &[(&str, u32)], p: &microbatch::pack::Packing<u32>| -> Vec<Vec<&str>> {
+/// fn ids<'a>(items: &[(&'a str, u32)], p: &microbatch::pack::Packing<u32>) -> Vec<Vec<&'a str>> {
 ///     p.bins().map(|bin| bin.items().iter().map(|&i| items[i].0).collect()).collect()
-/// };
+/// }
 /// let (pa, pb) = (first_fit_decreasing(&a, 10)?, first_fit_decreasing(&b, 10)?);
 /// assert_eq!(ids(&a, &pa), ids(&b, &pb));
 /// assert_eq!(ids(&a, &pa), [vec!["a", "b"], vec!["c", "d"]]);
@@ -72,9 +72,9 @@ use crate::num::{Item, Size};
 /// D. S. Johnson, *Near-optimal bin packing algorithms*, PhD thesis, MIT, 1973;
 /// G. Dósa, "The tight bound of first fit decreasing bin-packing algorithm is
 /// FFD(I) <= 11/9 OPT(I) + 6/9", ESCAPE 2007, LNCS 4614.
-pub fn first_fit_decreasing<I: Item, C: Item<Size = I::Size>>(
+pub fn first_fit_decreasing<I: Item>(
     items: &[I],
-    capacity: C,
+    capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
     Ok(ffd_validated(items, &input))
@@ -224,10 +224,7 @@ fn ffd_by_bins<T: Size>(
 /// "Worst-case performance bounds for simple one-dimensional packing
 /// algorithms", *SIAM J. Computing* 3(4):299-325, 1974; G. Dósa and J. Sgall,
 /// "First Fit bin packing: a tight analysis", STACS 2013.
-pub fn first_fit<I: Item, C: Item<Size = I::Size>>(
-    items: &[I],
-    capacity: C,
-) -> Result<Packing<I::Size>, Error> {
+pub fn first_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
     let order: Vec<usize> = (0..input.len()).collect();
     let bounds = bounds_of(&input, None);

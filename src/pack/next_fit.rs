@@ -42,10 +42,7 @@ use crate::num::{Item, Size};
 /// # References
 ///
 /// D. S. Johnson, *Near-optimal bin packing algorithms*, PhD thesis, MIT, 1973.
-pub fn next_fit<I: Item, C: Item<Size = I::Size>>(
-    items: &[I],
-    capacity: C,
-) -> Result<Packing<I::Size>, Error> {
+pub fn next_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
     let d = input.dims;
     let cap = &input.capacity;

@@ -18,7 +18,7 @@ use crate::num::{Item, Size};
 /// ```
 /// use microbatch::pack::{Algorithm, StreamingPacker};
 ///
-/// let packer = StreamingPacker::<u32>::new(4096u32, 1024)?.algorithm(Algorithm::BestFitDecreasing);
+/// let packer = StreamingPacker::<u32>::new(4096, 1024)?.algorithm(Algorithm::BestFitDecreasing);
 /// assert_eq!(packer.buffer_limit(), 1024);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
@@ -39,7 +39,7 @@ pub enum Algorithm {
 /// ```
 /// use microbatch::pack::StreamingPacker;
 ///
-/// let mut packer = StreamingPacker::new(100u32, 8)?;
+/// let mut packer = StreamingPacker::<u32>::new(100, 8)?;
 /// let rejected = packer.push(150).unwrap_err();
 /// assert_eq!(rejected.item, 150);
 /// assert_eq!(rejected.error.to_string(), "1 item(s) larger than the capacity: item 0 has size 150 > 100 in dimension 0;");
@@ -78,7 +78,7 @@ impl<I> core::error::Error for Rejected<I> {}
 /// ```
 /// use microbatch::pack::StreamingPacker;
 ///
-/// let mut packer = StreamingPacker::new(10u32, 8)?;
+/// let mut packer = StreamingPacker::<u32>::new(10, 8)?;
 /// for size in [6, 3, 4] {
 ///     packer.push(size).unwrap();
 /// }
@@ -149,7 +149,7 @@ impl<I, T> StreamedBin<I, T> {
 /// ```
 /// use microbatch::pack::StreamingPacker;
 ///
-/// let mut packer = StreamingPacker::new(4096u32, 4)?;
+/// let mut packer = StreamingPacker::<u32>::new(4096, 4)?;
 /// let mut sequences = Vec::new();
 /// for len in [3000, 1000, 2000, 2000, 96, 4000, 500] {
 ///     packer.push(len).unwrap();
@@ -187,12 +187,12 @@ impl<I: Item> StreamingPacker<I> {
     /// ```
     /// use microbatch::pack::StreamingPacker;
     ///
-    /// let packer = StreamingPacker::<[u32; 2]>::new([16384u32, 48], 512)?;
+    /// let packer = StreamingPacker::<[u32; 2]>::new([16384, 48], 512)?;
     /// assert_eq!(packer.buffered(), 0);
-    /// assert!(StreamingPacker::<u32>::new(0u32, 512).is_err());
+    /// assert!(StreamingPacker::<u32>::new(0, 512).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
-    pub fn new<C: Item<Size = I::Size>>(capacity: C, buffer: usize) -> Result<Self, Error> {
+    pub fn new(capacity: I::Capacity, buffer: usize) -> Result<Self, Error> {
         Ok(StreamingPacker {
             capacity: check_capacity(&capacity)?,
             limit: buffer.max(1),

@@ -215,3 +215,28 @@ impl SplitMix {
         self.next_u64() % n
     }
 }
+
+/// Martello-Toth L2 by its definition: the largest count over every integer
+/// threshold `0 <= α <= c / 2`.
+pub fn naive_l2(sizes: &[u32], c: u32) -> u64 {
+    let c = u64::from(c);
+    let mut best = 0u64;
+    for alpha in 0..=c / 2 {
+        let (mut j1, mut j2, mut s2, mut s3) = (0u64, 0u64, 0u64, 0u64);
+        for &s in sizes {
+            let s = u64::from(s);
+            if s > c - alpha {
+                j1 += 1;
+            } else if 2 * s > c {
+                j2 += 1;
+                s2 += s;
+            } else if s >= alpha {
+                s3 += s;
+            }
+        }
+        let free = j2 * c - s2;
+        let extra = s3.saturating_sub(free).div_ceil(c);
+        best = best.max(j1 + j2 + extra);
+    }
+    best
+}
