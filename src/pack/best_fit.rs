@@ -74,7 +74,7 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
     let order = order::decreasing(items, input);
     let sorted = gather(input, &order);
     let bounds = bounds_of(input, (input.dims == 1).then_some(&sorted[..]));
-    pack_best_fit(input, &order, &sorted, bounds)
+    pack_best_fit(input, Some(&order), &sorted, bounds)
 }
 
 /// Online best-fit (BF): puts each item, in input order, into the bin with
@@ -111,136 +111,172 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 /// G. Dósa and J. Sgall, "Optimal analysis of Best Fit bin packing", ICALP 2014.
 pub fn best_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
-    let order: Vec<usize> = (0..input.len()).collect();
     let bounds = bounds_of(&input, None);
-    Ok(pack_best_fit(&input, &order, &input.sizes, bounds))
+    Ok(pack_best_fit(&input, None, &input.sizes, bounds))
 }
 
-/// Best-fit over `order`; `sorted` holds the sizes in that order.
+/// Best-fit over `order` (arrival order when `None`); `sorted` holds the
+/// sizes in that order.
 pub(crate) fn pack_best_fit<T: Size>(
     input: &Input<T>,
-    order: &[usize],
+    order: Option<&[usize]>,
     sorted: &[T],
     bounds: LowerBounds,
 ) -> Packing<T> {
-    let mut bins = Bins::new(&input.capacity, input.len());
-    let placed: Vec<(usize, usize)> = order
-        .iter()
-        .zip(sorted.chunks_exact(input.dims))
-        .map(|(&i, size)| (i, bins.place(size)))
-        .collect();
-    assemble(input, &placed, bins.loads, bounds)
+    match super::order::dense_limit(input.capacity[0], input.len()) {
+        Some(c) => run(input, order, sorted, bounds, Dense::new(c)),
+        None => run(input, order, sorted, bounds, BTreeMap::new()),
+    }
+}
+
+fn run<T: Size, X: Index<T>>(
+    input: &Input<T>,
+    order: Option<&[usize]>,
+    sorted: &[T],
+    bounds: LowerBounds,
+    index: X,
+) -> Packing<T> {
+    let d = input.dims;
+    let mut bins = Bins {
+        dims: d,
+        capacity: input.capacity.clone(),
+        loads: Vec::new(),
+        room: Vec::new(),
+        next: Vec::new(),
+        prev: Vec::new(),
+        index,
+    };
+    let n = input.len();
+    let mut bin_at: Vec<usize> = Vec::with_capacity(n);
+    let (mut at, mut run_end) = (0, 0);
+    while at < n {
+        let size = &sorted[at * d..(at + 1) * d];
+        // A run of equal one-dimensional sizes: the best bin for one copy
+        // stays the best for the next while the copies fit, since no other
+        // bin had room between (see `Bins::place`).
+        if d > 1 {
+            run_end = at + 1;
+        } else if at >= run_end {
+            run_end = at + 1;
+            while run_end < n && sorted[run_end] == size[0] {
+                run_end += 1;
+            }
+        }
+        let (bin, copies) = bins.place(size, run_end - at);
+        bin_at.extend(core::iter::repeat(bin).take(copies));
+        at += copies;
+    }
+    assemble(input, order, &bin_at, bins.loads, bounds)
 }
 
 const NONE: usize = usize::MAX;
 
-/// The open bins, indexed by remaining capacity in the first dimension.
-/// Bins with equal remaining capacity form a doubly linked stack.
-struct Bins<T: Size> {
+/// An ordered index of the non-empty stacks of bins by remaining capacity
+/// (in the first dimension), holding the head bin of each.
+trait Index<T> {
+    /// The head of the stack at `room`, or [`NONE`].
+    fn head(&self, room: T) -> usize;
+    /// Sets the head of the stack at `room` ([`NONE`] empties it).
+    fn set_head(&mut self, room: T, bin: usize);
+    /// The smallest room `>= at` (`> at` when `exclusive`) with a non-empty
+    /// stack, with its head.
+    fn successor(&self, at: T, exclusive: bool) -> Option<(T, usize)>;
+}
+
+/// Integer capacities up to `max(2^16, 4n)`: heads by value and a bitset,
+/// O(log_64 capacity) per successor.
+struct Dense {
+    heads: Vec<usize>,
+    set: BitSet,
+}
+
+impl Dense {
+    fn new(c: usize) -> Self {
+        Dense {
+            heads: alloc::vec![NONE; c + 1],
+            set: BitSet::new(c + 1),
+        }
+    }
+}
+
+impl<T: Size> Index<T> for Dense {
+    #[inline]
+    fn head(&self, room: T) -> usize {
+        room.to_index().map_or(NONE, |v| self.heads[v])
+    }
+
+    #[inline]
+    fn set_head(&mut self, room: T, bin: usize) {
+        if let Some(v) = room.to_index() {
+            self.heads[v] = bin;
+            if bin == NONE {
+                self.set.remove(v);
+            } else {
+                self.set.insert(v);
+            }
+        }
+    }
+
+    #[inline]
+    fn successor(&self, at: T, exclusive: bool) -> Option<(T, usize)> {
+        let v = at.to_index()? + usize::from(exclusive);
+        let v = self.set.successor(v)?;
+        // Only the value's index is stored; `T` is an integer here, so the
+        // room is recovered exactly by the caller from the head bin.
+        Some((at, self.heads[v]))
+    }
+}
+
+/// Anything else (floats, large integers): a B-tree from room to head,
+/// O(log bins) per operation.
+impl<T: Size> Index<T> for BTreeMap<T, usize> {
+    fn head(&self, room: T) -> usize {
+        self.get(&room).copied().unwrap_or(NONE)
+    }
+
+    fn set_head(&mut self, room: T, bin: usize) {
+        if bin == NONE {
+            self.remove(&room);
+        } else {
+            self.insert(room, bin);
+        }
+    }
+
+    fn successor(&self, at: T, exclusive: bool) -> Option<(T, usize)> {
+        let lower = if exclusive {
+            Bound::Excluded(at)
+        } else {
+            Bound::Included(at)
+        };
+        self.range((lower, Bound::Unbounded))
+            .next()
+            .map(|(&v, &h)| (v, h))
+    }
+}
+
+/// The bins: loads, room left in the first dimension, and the stacks of
+/// bins with equal room (doubly linked), indexed by room.
+struct Bins<T: Size, X> {
     dims: usize,
     capacity: Vec<T>,
     /// `loads[b * dims + d]`.
     loads: Vec<T>,
+    room: Vec<T>,
     next: Vec<usize>,
     prev: Vec<usize>,
-    index: Index<T>,
+    index: X,
 }
 
-/// Heads of the stacks by remaining capacity, and an ordered view of the
-/// non-empty ones.
-enum Index<T> {
-    /// Small integer capacities: an array of heads by value and a bitset.
-    Dense { heads: Vec<usize>, set: BitSet },
-    /// Anything else: a B-tree from value to head.
-    Sparse(BTreeMap<T, usize>),
-}
-
-impl<T: Size> Bins<T> {
-    fn new(capacity: &[T], n: usize) -> Self {
-        let index = match super::order::dense_limit(capacity[0], n) {
-            Some(c) => Index::Dense {
-                heads: alloc::vec![NONE; c + 1],
-                set: BitSet::new(c + 1),
-            },
-            None => Index::Sparse(BTreeMap::new()),
-        };
-        Bins {
-            dims: capacity.len(),
-            capacity: capacity.to_vec(),
-            loads: Vec::new(),
-            next: Vec::new(),
-            prev: Vec::new(),
-            index,
-        }
-    }
-
-    fn remaining(&self, bin: usize) -> T {
-        self.capacity[0].saturating_sub(self.loads[bin * self.dims])
-    }
-
-    fn head(&self, rem: T) -> usize {
-        match &self.index {
-            Index::Dense { heads, .. } => rem.to_index().map_or(NONE, |v| heads[v]),
-            Index::Sparse(map) => map.get(&rem).copied().unwrap_or(NONE),
-        }
-    }
-
-    fn set_head(&mut self, rem: T, bin: usize) {
-        match &mut self.index {
-            Index::Dense { heads, set } => {
-                if let Some(v) = rem.to_index() {
-                    heads[v] = bin;
-                    if bin == NONE {
-                        set.remove(v);
-                    } else {
-                        set.insert(v);
-                    }
-                }
-            }
-            Index::Sparse(map) => {
-                if bin == NONE {
-                    map.remove(&rem);
-                } else {
-                    map.insert(rem, bin);
-                }
-            }
-        }
-    }
-
-    /// The smallest remaining capacity `>= at` (or `> at` when `exclusive`)
-    /// with a non-empty stack, and its head.
-    fn successor(&self, at: T, exclusive: bool) -> Option<(T, usize)> {
-        match &self.index {
-            Index::Dense { heads, set } => {
-                let v = at.to_index()? + usize::from(exclusive);
-                let v = set.successor(v)?;
-                // `v` indexes a bin's remaining capacity, itself a `T`; find
-                // it back from the head bin.
-                let head = heads[v];
-                Some((self.remaining(head), head))
-            }
-            Index::Sparse(map) => {
-                let lower = if exclusive {
-                    Bound::Excluded(at)
-                } else {
-                    Bound::Included(at)
-                };
-                map.range((lower, Bound::Unbounded))
-                    .next()
-                    .map(|(&v, &h)| (v, h))
-            }
-        }
-    }
-
+impl<T: Size, X: Index<T>> Bins<T, X> {
     fn push(&mut self, bin: usize) {
-        let rem = self.remaining(bin);
-        let head = self.head(rem);
+        let room = self.room[bin];
+        let head = self.index.head(room);
         self.next[bin] = head;
         self.prev[bin] = NONE;
         if head != NONE {
             self.prev[head] = bin;
         }
-        self.set_head(rem, bin);
+        self.index.set_head(room, bin);
     }
 
     fn unlink(&mut self, bin: usize) {
@@ -251,8 +287,7 @@ impl<T: Size> Bins<T> {
         if p != NONE {
             self.next[p] = n;
         } else {
-            let rem = self.remaining(bin);
-            self.set_head(rem, n);
+            self.index.set_head(self.room[bin], n);
         }
     }
 
@@ -267,10 +302,11 @@ impl<T: Size> Bins<T> {
             .all(|((&l, &s), &c)| T::fits(l, s, c))
     }
 
-    /// The best bin for the item, if any has room.
+    /// The best bin for the item, if any has room: the least room that
+    /// holds it, top of that stack first.
     fn find(&self, size: &[T]) -> Option<usize> {
-        let mut found = self.successor(size[0], false);
-        while let Some((rem, head)) = found {
+        let mut found = self.index.successor(size[0], false);
+        while let Some((_, head)) = found {
             let mut bin = head;
             while bin != NONE {
                 if self.dims == 1 || self.fits_rest(bin, size) {
@@ -278,12 +314,20 @@ impl<T: Size> Bins<T> {
                 }
                 bin = self.next[bin];
             }
-            found = self.successor(rem, true);
+            found = self.index.successor(self.room[head], true);
         }
         None
     }
 
-    fn place(&mut self, size: &[T]) -> usize {
+    /// Places up to `copies` copies of the item (one unless the item is
+    /// one-dimensional) in its best bin, opening a bin when none has room,
+    /// and returns the bin and the number of copies placed.
+    ///
+    /// After one copy goes into the best bin `b` of room `r`, no bin had room
+    /// in `[size, r)`, so `b` (room `r - size`) stays the best bin while the
+    /// next copy fits it; placing them together gives the same result as
+    /// one at a time.
+    fn place(&mut self, size: &[T], copies: usize) -> (usize, usize) {
         let d = self.dims;
         let bin = match self.find(size) {
             Some(bin) => {
@@ -292,15 +336,28 @@ impl<T: Size> Bins<T> {
             }
             None => {
                 self.loads.extend(core::iter::repeat(T::zero()).take(d));
+                self.room.push(self.capacity[0]);
                 self.next.push(NONE);
                 self.prev.push(NONE);
-                self.next.len() - 1
+                self.room.len() - 1
             }
         };
-        for (l, &s) in self.loads[bin * d..(bin + 1) * d].iter_mut().zip(size) {
-            *l = l.add(s);
+        let placed = if copies > 1 {
+            match (self.room[bin].to_index(), size[0].to_index()) {
+                (Some(_), Some(0)) => copies,
+                (Some(room), Some(s)) => (room / s).clamp(1, copies),
+                _ => 1,
+            }
+        } else {
+            1
+        };
+        for _ in 0..placed {
+            for (l, &s) in self.loads[bin * d..(bin + 1) * d].iter_mut().zip(size) {
+                *l = l.add(s);
+            }
         }
+        self.room[bin] = self.capacity[0].saturating_sub(self.loads[bin * d]);
         self.push(bin);
-        bin
+        (bin, placed)
     }
 }

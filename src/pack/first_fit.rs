@@ -86,7 +86,7 @@ pub(crate) fn ffd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
     let sorted = gather(input, &order);
     if input.dims > 1 {
         let bounds = bounds_of(input, None);
-        return pack_first_fit(input, &order, &sorted, bounds);
+        return pack_first_fit(input, Some(&order), &sorted, bounds);
     }
     let bounds = bounds_of(input, Some(&sorted));
     ffd_by_bins(input, &order, &sorted, bounds)
@@ -226,28 +226,27 @@ fn ffd_by_bins<T: Size>(
 /// "First Fit bin packing: a tight analysis", STACS 2013.
 pub fn first_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
-    let order: Vec<usize> = (0..input.len()).collect();
     let bounds = bounds_of(&input, None);
-    Ok(pack_first_fit(&input, &order, &input.sizes, bounds))
+    Ok(pack_first_fit(&input, None, &input.sizes, bounds))
 }
 
-/// First-fit over `order`, whose sizes are `sorted`; the tree is sized for twice the L1 bound, which
+/// First-fit over `order` (arrival order when `None`), whose sizes are
+/// `sorted`; the tree is sized for twice the L1 bound, which
 /// one-dimensional first-fit never exceeds by more than one bin.
 pub(crate) fn pack_first_fit<T: Size>(
     input: &Input<T>,
-    order: &[usize],
+    order: Option<&[usize]>,
     sorted: &[T],
     bounds: LowerBounds,
 ) -> Packing<T> {
-    let n = order.len();
+    let n = input.len();
     let hint = usize::try_from(bounds.l1.saturating_mul(2))
         .unwrap_or(usize::MAX)
         .min(n);
     let mut tree = LoadTree::new(&input.capacity, hint);
-    let placed: Vec<(usize, usize)> = order
-        .iter()
-        .zip(sorted.chunks_exact(input.dims))
-        .map(|(&i, size)| (i, tree.place(size)))
+    let bin_at: Vec<usize> = sorted
+        .chunks_exact(input.dims)
+        .map(|size| tree.place(size))
         .collect();
-    assemble(input, &placed, tree.into_loads(), bounds)
+    assemble(input, order, &bin_at, tree.into_loads(), bounds)
 }

@@ -405,28 +405,28 @@ pub(crate) fn gather<T: Size>(input: &Input<T>, order: &[usize]) -> Vec<T> {
     sorted
 }
 
-/// Builds a [`Packing`] from the placement of each item.
-///
-/// `placed` lists `(item, bin)` in placement order; `loads` has
-/// `bins * dims` entries.
+/// Builds a [`Packing`] from the placement of each item: the `k`-th item
+/// placed is `order[k]` (or `k` when `order` is `None`, arrival order) and
+/// went into bin `bin_at[k]`; `loads` has `bins * dims` entries.
 pub(crate) fn assemble<T: Size>(
     input: &Input<T>,
-    placed: &[(usize, usize)],
+    order: Option<&[usize]>,
+    bin_at: &[usize],
     loads: Vec<T>,
     bounds: LowerBounds,
 ) -> Packing<T> {
     let bins = loads.len() / input.dims;
     let mut offsets = alloc::vec![0usize; bins + 1];
-    for &(_, b) in placed {
+    for &b in bin_at {
         offsets[b + 1] += 1;
     }
     for b in 0..bins {
         offsets[b + 1] += offsets[b];
     }
     let mut next = offsets.clone();
-    let mut items = alloc::vec![0usize; placed.len()];
-    for &(i, b) in placed {
-        items[next[b]] = i;
+    let mut items = alloc::vec![0usize; bin_at.len()];
+    for (k, &b) in bin_at.iter().enumerate() {
+        items[next[b]] = order.map_or(k, |o| o[k]);
         next[b] += 1;
     }
     Packing {

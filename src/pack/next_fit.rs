@@ -47,7 +47,7 @@ pub fn next_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I
     let d = input.dims;
     let cap = &input.capacity;
     let mut loads: Vec<I::Size> = Vec::new();
-    let mut placed = Vec::with_capacity(input.len());
+    let mut bin_at = Vec::with_capacity(input.len());
     for i in 0..input.len() {
         let size = input.item(i);
         let bins = loads.len() / d;
@@ -64,8 +64,8 @@ pub fn next_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I
         for (l, &s) in loads[bin * d..].iter_mut().zip(size) {
             *l = l.add(s);
         }
-        placed.push((i, bin));
+        bin_at.push(bin);
     }
     let bounds = bounds_of(&input, None);
-    Ok(assemble(&input, &placed, loads, bounds))
+    Ok(assemble(&input, None, &bin_at, loads, bounds))
 }
