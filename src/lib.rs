@@ -63,4 +63,9 @@ mod num;
 pub mod pack;
 
 pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 pub use crate::num::{not_nan, Item, Size, Total};
