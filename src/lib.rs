@@ -51,6 +51,11 @@
 //! - `serde`: derives `Serialize` and `Deserialize` on the result types.
 #![no_std]
 #![deny(missing_docs)]
+#![warn(
+    clippy::std_instead_of_core,
+    clippy::alloc_instead_of_core,
+    clippy::std_instead_of_alloc
+)]
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

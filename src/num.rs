@@ -11,6 +11,9 @@
 //! image tiles, ...), and a pair `(id, item)` carries an id that breaks ties
 //! between equal items, so that results do not depend on input order.
 
+// `!(x > 0.0)` is deliberate: unlike `x <= 0.0` it is also true for NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::fmt::Debug;

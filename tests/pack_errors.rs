@@ -109,7 +109,7 @@ fn bad_capacities_are_refused() {
     );
     let none: Vec<u32> = Vec::new();
     assert_eq!(
-        first_fit(&[none.clone()], none).unwrap_err(),
+        first_fit(std::slice::from_ref(&none), none.clone()).unwrap_err(),
         Error::NoDimensions
     );
     let neg = NotNan::new(-1.0).unwrap();

@@ -39,95 +39,45 @@ fn pairs(seed: u64) -> Vec<[u32; 2]> {
         .collect()
 }
 
-#[test]
-fn one_dimensional_outputs_are_pinned() {
-    let s = sizes(2026);
-    let cases: [(&str, Packing<u32>, usize, &[usize], u64); 5] = [
-        (
-            "ffd",
-            first_fit_decreasing(&s, 1000).unwrap(),
-            PIN[0].0,
-            PIN[0].1,
-            PIN[0].2,
-        ),
-        (
-            "bfd",
-            best_fit_decreasing(&s, 1000).unwrap(),
-            PIN[1].0,
-            PIN[1].1,
-            PIN[1].2,
-        ),
-        (
-            "ff",
-            first_fit(&s, 1000).unwrap(),
-            PIN[2].0,
-            PIN[2].1,
-            PIN[2].2,
-        ),
-        (
-            "bf",
-            best_fit(&s, 1000).unwrap(),
-            PIN[3].0,
-            PIN[3].1,
-            PIN[3].2,
-        ),
-        (
-            "nf",
-            next_fit(&s, 1000).unwrap(),
-            PIN[4].0,
-            PIN[4].1,
-            PIN[4].2,
-        ),
-    ];
-    for (name, p, bins, first, hash) in cases {
+/// (bins, items of the first bin, fingerprint of all bins).
+type Pin = (usize, &'static [usize], u64);
+
+fn check(cases: Vec<(&str, Packing<u32>)>, pins: &[Pin]) {
+    assert_eq!(cases.len(), pins.len());
+    for ((name, p), &(bins, first, hash)) in cases.into_iter().zip(pins) {
         assert_eq!(p.len(), bins, "{name}");
         assert_eq!(p.bin(0).items(), first, "{name}");
         assert_eq!(fingerprint(&p), hash, "{name}");
     }
+}
+
+#[test]
+fn one_dimensional_outputs_are_pinned() {
+    let s = sizes(2026);
+    let cases = vec![
+        ("ffd", first_fit_decreasing(&s, 1000).unwrap()),
+        ("bfd", best_fit_decreasing(&s, 1000).unwrap()),
+        ("ff", first_fit(&s, 1000).unwrap()),
+        ("bf", best_fit(&s, 1000).unwrap()),
+        ("nf", next_fit(&s, 1000).unwrap()),
+    ];
+    check(cases, &PIN);
 }
 
 #[test]
 fn two_dimensional_outputs_are_pinned() {
     let s = pairs(7);
     let cap = [1000, 12];
-    let cases: [(&str, Packing<u32>, usize, &[usize], u64); 4] = [
-        (
-            "ffd",
-            first_fit_decreasing(&s, cap).unwrap(),
-            PIN2[0].0,
-            PIN2[0].1,
-            PIN2[0].2,
-        ),
-        (
-            "bfd",
-            best_fit_decreasing(&s, cap).unwrap(),
-            PIN2[1].0,
-            PIN2[1].1,
-            PIN2[1].2,
-        ),
-        (
-            "ff",
-            first_fit(&s, cap).unwrap(),
-            PIN2[2].0,
-            PIN2[2].1,
-            PIN2[2].2,
-        ),
-        (
-            "bf",
-            best_fit(&s, cap).unwrap(),
-            PIN2[3].0,
-            PIN2[3].1,
-            PIN2[3].2,
-        ),
+    let cases = vec![
+        ("ffd", first_fit_decreasing(&s, cap).unwrap()),
+        ("bfd", best_fit_decreasing(&s, cap).unwrap()),
+        ("ff", first_fit(&s, cap).unwrap()),
+        ("bf", best_fit(&s, cap).unwrap()),
     ];
-    for (name, p, bins, first, hash) in cases {
-        assert_eq!(p.len(), bins, "{name}");
-        assert_eq!(p.bin(0).items(), first, "{name}");
-        assert_eq!(fingerprint(&p), hash, "{name}");
-    }
+    check(cases, &PIN2);
 }
 
-const PIN: [(usize, &[usize], u64); 5] = [
+const PIN: [Pin; 5] = [
     (110, &[60], 0xbf85_3f3a_5e73_b8c5),
     (110, &[60], 0x8bb8_a00e_befe_51d5),
     (116, &[0, 1, 4, 11, 14, 37], 0xcc4e_94e5_35b6_ca25),
@@ -135,7 +85,7 @@ const PIN: [(usize, &[usize], u64); 5] = [
     (139, &[0, 1], 0x9dd2_e8eb_e3b7_c1dd),
 ];
 
-const PIN2: [(usize, &[usize], u64); 4] = [
+const PIN2: [Pin; 4] = [
     (63, &[3, 187], 0x9738_bc1f_493f_68ed),
     (64, &[3, 187], 0x68ed_880a_edea_4785),
     (66, &[0, 1, 2, 37, 73], 0x40a8_2dc8_0fe7_9295),
