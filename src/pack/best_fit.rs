@@ -8,7 +8,7 @@ use core::ops::Bound;
 
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
-use super::{assemble, gather, order, validate, Input, LowerBounds, Packing};
+use super::{assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
@@ -71,8 +71,7 @@ pub fn best_fit_decreasing<I: Item>(
 
 /// BFD over validated input.
 pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
-    let order = order::decreasing(items, input);
-    let sorted = gather(input, &order);
+    let (order, sorted) = order::decreasing(items, input);
     let bounds = bounds_of(input, (input.dims == 1).then_some(&sorted[..]));
     pack_best_fit(input, Some(&order), &sorted, bounds)
 }

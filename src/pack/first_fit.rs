@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
 use super::tree::LoadTree;
-use super::{assemble, gather, order, validate, Input, LowerBounds, Packing};
+use super::{assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
@@ -82,8 +82,7 @@ pub fn first_fit_decreasing<I: Item>(
 
 /// FFD over validated input.
 pub(crate) fn ffd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
-    let order = order::decreasing(items, input);
-    let sorted = gather(input, &order);
+    let (order, sorted) = order::decreasing(items, input);
     if input.dims > 1 {
         let bounds = bounds_of(input, None);
         return pack_first_fit(input, Some(&order), &sorted, bounds);

@@ -17,32 +17,39 @@ pub(crate) fn dense_limit<T: Size>(capacity: T, n: usize) -> Option<usize> {
 }
 
 /// The indices of `items` in decreasing order (see the module docs of
-/// [`crate::pack`] for the key of vector items).
+/// [`crate::pack`] for the key of vector items), and their sizes in that
+/// order (flattened, `dims` values an item).
 ///
 /// One dimension: a counting sort when the capacity is a small integer
 /// (O(n + capacity), stable by index), a comparison sort otherwise
 /// (O(n log n)). Runs of equal size are then ordered by id.
-pub(crate) fn decreasing<I: Item>(items: &[I], input: &Input<I::Size>) -> Vec<usize> {
+pub(crate) fn decreasing<I: Item>(
+    items: &[I],
+    input: &Input<I::Size>,
+) -> (Vec<usize>, Vec<I::Size>) {
     let n = input.len();
     if input.dims > 1 {
-        return decreasing_vectors(items, input);
+        let order = decreasing_vectors(items, input);
+        let sorted = super::gather(input, &order);
+        return (order, sorted);
     }
     let sizes = &input.sizes;
-    let mut order: Vec<usize> = match dense_limit(input.capacity[0], n) {
+    let (mut order, sorted): (Vec<usize>, Vec<I::Size>) = match dense_limit(input.capacity[0], n) {
         Some(c) => counting_sort_desc(sizes, c),
         None => {
             let mut keyed: Vec<(I::Size, usize)> = sizes.iter().copied().zip(0..n).collect();
             keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            keyed.into_iter().map(|(_, i)| i).collect()
+            let (sorted, order) = keyed.into_iter().unzip();
+            (order, sorted)
         }
     };
     if core::mem::size_of::<I::Id>() != 0 {
         // Equal sizes: by id, then (stable sort) by index.
         let mut start = 0;
         while start < n {
-            let s = sizes[order[start]];
+            let s = sorted[start];
             let mut end = start + 1;
-            while end < n && sizes[order[end]] == s {
+            while end < n && sorted[end] == s {
                 end += 1;
             }
             if end - start > 1 {
@@ -51,12 +58,13 @@ pub(crate) fn decreasing<I: Item>(items: &[I], input: &Input<I::Size>) -> Vec<us
             start = end;
         }
     }
-    order
+    (order, sorted)
 }
 
-/// Counting sort of indices by size, largest first, stable by index.
+/// Counting sort of indices by size, largest first, stable by index, and the
+/// sorted sizes, written in order from the counts rather than gathered.
 /// Every size is at most `c` (validated), so `to_index` succeeds.
-fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> Vec<usize> {
+fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> (Vec<usize>, Vec<T>) {
     let key = |s: T| c - s.to_index().unwrap_or(c).min(c);
     let mut start = alloc::vec![0usize; c + 2];
     for &s in sizes {
@@ -71,7 +79,16 @@ fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> Vec<usize> {
         order[start[k]] = i;
         start[k] += 1;
     }
-    order
+    // `start[k]` is now the end of key `k`'s run; one read per distinct size.
+    let mut sorted = Vec::with_capacity(sizes.len());
+    for k in 0..=c {
+        let end = start[k];
+        if end > sorted.len() {
+            let s = sizes[order[sorted.len()]];
+            sorted.resize(end, s);
+        }
+    }
+    (order, sorted)
 }
 
 /// Vector items: by the largest fraction of the capacity used in any
