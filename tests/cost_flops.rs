@@ -64,9 +64,21 @@ fn rel(a: f64, b: f64) -> f64 {
 }
 
 const LLMS: [(&str, LlmShape, [u64; 6]); 3] = [
-    ("vicuna-7b", LlmShape::VICUNA_7B, [32, 4096, 11008, 32, 32, 32000]),
-    ("qwen2-7b", LlmShape::QWEN2_7B, [28, 3584, 18944, 28, 4, 152064]),
-    ("internlm2.5-7b", LlmShape::INTERNLM2_5_7B, [32, 4096, 14336, 32, 8, 92544]),
+    (
+        "vicuna-7b",
+        LlmShape::VICUNA_7B,
+        [32, 4096, 11008, 32, 32, 32000],
+    ),
+    (
+        "qwen2-7b",
+        LlmShape::QWEN2_7B,
+        [28, 3584, 18944, 28, 4, 152064],
+    ),
+    (
+        "internlm2.5-7b",
+        LlmShape::INTERNLM2_5_7B,
+        [32, 4096, 14336, 32, 8, 92544],
+    ),
 ];
 
 #[test]
@@ -77,21 +89,40 @@ fn llm_linear_flops_match_the_gemms() {
         assert_eq!(6 * shape.weights(), by_hand, "{name}");
     }
     // The numbers themselves, for the record (FLOPs per token).
-    assert_eq!(llm_linear_by_hand(32, 4096, 11008, 32, 32, 32000), 39_642_464_256);
-    assert_eq!(llm_linear_by_hand(28, 3584, 18944, 28, 4, 152064), 42_421_714_944);
-    assert_eq!(llm_linear_by_hand(32, 4096, 14336, 32, 8, 92544), 44_150_292_480);
+    assert_eq!(
+        llm_linear_by_hand(32, 4096, 11008, 32, 32, 32000),
+        39_642_464_256
+    );
+    assert_eq!(
+        llm_linear_by_hand(28, 3584, 18944, 28, 4, 152064),
+        42_421_714_944
+    );
+    assert_eq!(
+        llm_linear_by_hand(32, 4096, 14336, 32, 8, 92544),
+        44_150_292_480
+    );
 }
 
 #[test]
 fn llm_attention_flops_match_the_gemms() {
     for (name, shape, [l, h, ..]) in LLMS {
-        let full = LlmShape { attention: AttentionCount::Full, ..shape };
-        let causal = LlmShape { attention: AttentionCount::Causal, ..shape };
+        let full = LlmShape {
+            attention: AttentionCount::Full,
+            ..shape
+        };
+        let causal = LlmShape {
+            attention: AttentionCount::Causal,
+            ..shape
+        };
         for t in [1u64, 577, 2048, 16384] {
             let by_hand = llm_attention_by_hand(l, h, t) as f64;
             let linear = shape.linear_flops_per_token() * t as f64;
             assert_eq!(full.training_flops(t) - linear, by_hand, "{name} T={t}");
-            assert_eq!(causal.training_flops(t) - linear, by_hand / 2.0, "{name} T={t}");
+            assert_eq!(
+                causal.training_flops(t) - linear,
+                by_hand / 2.0,
+                "{name} T={t}"
+            );
         }
     }
 }
@@ -99,11 +130,17 @@ fn llm_attention_flops_match_the_gemms() {
 #[test]
 fn llm_flops_equal_megatrons_formula() {
     for (name, shape, _) in LLMS {
-        let full = LlmShape { attention: AttentionCount::Full, ..shape };
+        let full = LlmShape {
+            attention: AttentionCount::Full,
+            ..shape
+        };
         for t in [128u64, 2048, 4096, 32768] {
             let ours = full.training_flops(t);
             let theirs = megatron(&shape, 1.0, t as f64);
-            assert!(rel(ours, theirs) < 1e-12, "{name} T={t}: {ours} vs {theirs}");
+            assert!(
+                rel(ours, theirs) < 1e-12,
+                "{name} T={t}: {ours} vs {theirs}"
+            );
         }
     }
     // Vicuna-7B at 4096 tokens: 6.5e15 FLOPs per sequence.
@@ -119,9 +156,14 @@ fn llm_quadratic_term_equals_the_linear_one_near_50k_to_65k_tokens() {
     // vocabulary on a smaller hidden size, 70.5k.
     let crossings: Vec<f64> = LLMS
         .iter()
-        .map(|(_, shape, _)| shape.linear_flops_per_token() / shape.attention_flops_per_token_pair())
+        .map(|(_, shape, _)| {
+            shape.linear_flops_per_token() / shape.attention_flops_per_token_pair()
+        })
         .collect();
-    assert_eq!(crossings.iter().map(|t| t.round()).collect::<Vec<_>>(), [50408.0, 70455.0, 56140.0]);
+    assert_eq!(
+        crossings.iter().map(|t| t.round()).collect::<Vec<_>>(),
+        [50408.0, 70455.0, 56140.0]
+    );
 }
 
 /// Forward FLOPs of one ViT attention unit of `n` tokens, GEMM by GEMM.
@@ -141,17 +183,27 @@ fn clip_and_internvit_tiles() {
     assert_eq!(VitShape::CLIP_L_14_336.forward_flops(577), clip_tile as f64);
     let intern_tile = vit_forward_by_hand(24, 1024, 2, 4096, 1025);
     assert_eq!(intern_tile, 722_359_910_400);
-    assert_eq!(VitShape::INTERNVIT_300M.forward_flops(1025), intern_tile as f64);
+    assert_eq!(
+        VitShape::INTERNVIT_300M.forward_flops(1025),
+        intern_tile as f64
+    );
 
     // Frozen CLIP: one forward per 576-token image.
-    let clip = VitShape::CLIP_L_14_336.cost_model(Training::Frozen).unwrap();
+    let clip = VitShape::CLIP_L_14_336
+        .cost_model(Training::Frozen)
+        .unwrap();
     let one = [Sample::new(40, [Image::new(576)])];
     assert_eq!(clip.cost(&one), Phases::new(clip_tile as f64, 0.0));
     // Trained InternViT, an image of 6 tiles + thumbnail and one of 1 tile.
-    let intern = VitShape::INTERNVIT_300M.cost_model(Training::Trained).unwrap();
+    let intern = VitShape::INTERNVIT_300M
+        .cost_model(Training::Trained)
+        .unwrap();
     let s = Sample::new(
         100,
-        [Image::with_units(7 * 256, NonZeroU32::new(7).unwrap()), Image::new(256)],
+        [
+            Image::with_units(7 * 256, NonZeroU32::new(7).unwrap()),
+            Image::new(256),
+        ],
     );
     assert_eq!(intern.cost(&[s]).vision, 3.0 * 8.0 * intern_tile as f64);
 }
@@ -175,7 +227,10 @@ fn qwen_vits() {
     let windowed = 28 * (62 * 4 * 64 * 64 * h + 4 * 32 * 32 * h);
     let full = 4 * 4 * n * n * h;
     let forward = (linear + windowed + full) as f64;
-    assert_eq!(vit.cost(&[Sample::new(0, [Image::new(1000)])]).vision, 3.0 * forward);
+    assert_eq!(
+        vit.cost(&[Sample::new(0, [Image::new(1000)])]).vision,
+        3.0 * forward
+    );
 
     // Qwen2-VL: full attention over the image's 4096 patches, plain MLP.
     let forward = vit_forward_by_hand(32, h, 2, 5120, 4096);
@@ -202,7 +257,10 @@ fn presets_equal_hand_computed_flops() {
     let language = 44_150_292_480.0 * t as f64 + causal(32, 4096, t);
     let vision = 3.0 * 3.0 * vit_forward_by_hand(24, 1024, 2, 4096, 1025) as f64;
     let got = intern.cost(&[Sample::new(500, [Image::new(768)])]);
-    assert!(rel(got.language, language) < 1e-15 && got.vision == vision, "{got:?}");
+    assert!(
+        rel(got.language, language) < 1e-15 && got.vision == vision,
+        "{got:?}"
+    );
 
     // Qwen2.5-VL-7B: 180 text tokens + a 1024-token image; trained ViT.
     let qwen = preset("qwen2.5-vl-7b").unwrap().cost_model().unwrap();
@@ -210,7 +268,10 @@ fn presets_equal_hand_computed_flops() {
     let language = 42_421_714_944.0 * t as f64 + causal(28, 3584, t);
     let vision = 3.0 * VitShape::QWEN2_5_VL.forward_flops(4096);
     let got = qwen.cost(&[Sample::new(180, [Image::new(1024)])]);
-    assert!(rel(got.language, language) < 1e-15 && got.vision == vision, "{got:?}");
+    assert!(
+        rel(got.language, language) < 1e-15 && got.vision == vision,
+        "{got:?}"
+    );
 }
 
 #[test]
@@ -233,7 +294,9 @@ fn vit_shares_per_image_token_match_the_domain_notes() {
 #[test]
 fn unknown_preset_lists_the_known_ones() {
     let err = preset("gpt-5").unwrap_err();
-    assert!(matches!(&err, Error::UnknownPreset { name, known } if name == "gpt-5" && known.len() == 3));
+    assert!(
+        matches!(&err, Error::UnknownPreset { name, known } if name == "gpt-5" && known.len() == 3)
+    );
     let msg = err.to_string();
     for name in PRESET_NAMES {
         assert!(msg.contains(name), "{msg}");
@@ -243,9 +306,18 @@ fn unknown_preset_lists_the_known_ones() {
 
 #[test]
 fn invalid_shapes_are_errors() {
-    let no_heads = LlmShape { heads: 0, ..LlmShape::VICUNA_7B };
-    assert!(matches!(no_heads.cost_model(), Err(Error::InvalidShape { name: "heads", .. })));
-    let too_many_kv = LlmShape { kv_heads: 64, ..LlmShape::VICUNA_7B };
+    let no_heads = LlmShape {
+        heads: 0,
+        ..LlmShape::VICUNA_7B
+    };
+    assert!(matches!(
+        no_heads.cost_model(),
+        Err(Error::InvalidShape { name: "heads", .. })
+    ));
+    let too_many_kv = LlmShape {
+        kv_heads: 64,
+        ..LlmShape::VICUNA_7B
+    };
     assert_eq!(
         too_many_kv.cost_model().unwrap_err().to_string(),
         "the model shape parameter `kv_heads` is 64; it must be between 1 and heads"
@@ -254,6 +326,10 @@ fn invalid_shapes_are_errors() {
     vit.layers = 3;
     assert!(matches!(
         vit.cost_model(Training::Trained),
-        Err(Error::InvalidShape { name: "full_layers", value: 4, .. })
+        Err(Error::InvalidShape {
+            name: "full_layers",
+            value: 4,
+            ..
+        })
     ));
 }

@@ -60,10 +60,19 @@ fn finite_non_negative(p: Phases) -> bool {
 }
 
 /// The `Additive` law on one model.
-fn additive_law<C: Additive + core::fmt::Debug>(model: &C, group: &[Sample]) -> Result<(), TestCaseError> {
+fn additive_law<C: Additive + core::fmt::Debug>(
+    model: &C,
+    group: &[Sample],
+) -> Result<(), TestCaseError> {
     let sum: Phases = group.iter().map(|s| model.sample_cost(s)).sum();
     let cost = model.cost(group);
-    prop_assert!(close_phases(sum, cost), "{:?}: {:?} != {:?}", model, sum, cost);
+    prop_assert!(
+        close_phases(sum, cost),
+        "{:?}: {:?} != {:?}",
+        model,
+        sum,
+        cost
+    );
     for s in group {
         prop_assert_eq!(model.sample_cost(s), model.cost(core::slice::from_ref(s)));
     }
@@ -229,7 +238,13 @@ proptest! {
 
 #[test]
 fn constructors_reject_nan_infinite_and_negative_coefficients() {
-    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, -f64::MIN_POSITIVE] {
+    for bad in [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -1.0,
+        -f64::MIN_POSITIVE,
+    ] {
         let errors = [
             Tokens::new(bad).map(|_| ()),
             PerSample::new(bad).map(|_| ()),
@@ -242,7 +257,10 @@ fn constructors_reject_nan_infinite_and_negative_coefficients() {
             Tokens::new(1.0).unwrap().scale(bad).map(|_| ()),
         ];
         for e in errors {
-            assert!(matches!(e, Err(Error::InvalidCoefficient { .. })), "{bad}: {e:?}");
+            assert!(
+                matches!(e, Err(Error::InvalidCoefficient { .. })),
+                "{bad}: {e:?}"
+            );
         }
     }
     let err = PerImage::new(1.0, -2.0, 4, Training::Frozen).unwrap_err();
@@ -256,7 +274,9 @@ fn constructors_reject_nan_infinite_and_negative_coefficients() {
         "the coefficient `per_token` is NaN (NaN); coefficients must be finite and non-negative"
     );
     let err = Tokens::new(1.0).unwrap().scale(f64::INFINITY).unwrap_err();
-    assert!(err.to_string().starts_with("the coefficient `factor` is infinite"));
+    assert!(err
+        .to_string()
+        .starts_with("the coefficient `factor` is infinite"));
     // Zero and the largest finite value are fine.
     assert!(Tokens::new(0.0).is_ok() && Tokens::new(f64::MAX).is_ok() && Tokens::new(-0.0).is_ok());
 }
@@ -274,7 +294,10 @@ fn shape_counts_must_be_positive() {
     ));
     assert!(matches!(
         PerImage::new(1.0, 1.0, 0, Training::Frozen),
-        Err(Error::InvalidShape { name: "patches_per_token", .. })
+        Err(Error::InvalidShape {
+            name: "patches_per_token",
+            ..
+        })
     ));
 }
 
@@ -282,35 +305,56 @@ fn shape_counts_must_be_positive() {
 fn debug_prints_the_composition_flat() {
     let model = Tokens::new(2e-5).unwrap()
         + DocumentAttention::new(3e-10).unwrap()
-        + PerTile::new(0.004, 256, Training::Trained).unwrap().in_phase(Phase::Vision);
+        + PerTile::new(0.004, 256, Training::Trained)
+            .unwrap()
+            .in_phase(Phase::Vision);
     assert_eq!(
         format!("{model:?}"),
         "Tokens { per_token: 2e-5 } + DocumentAttention { per_token_pair: 3e-10 } + \
          vision(PerTile { per_tile: 0.004, tokens_per_tile: 256, training: Trained })"
     );
-    let nested = (Tokens::new(1.0).unwrap() + Zero).scale(2.0).unwrap().max(cost_fn(|_: &[Sample]| Phases::ZERO));
-    assert_eq!(format!("{nested:?}"), "max(2.0 * (Tokens { per_token: 1.0 } + Zero), cost_fn)");
+    let nested = (Tokens::new(1.0).unwrap() + Zero)
+        .scale(2.0)
+        .unwrap()
+        .max(cost_fn(|_: &[Sample]| Phases::ZERO));
+    assert_eq!(
+        format!("{nested:?}"),
+        "max(2.0 * (Tokens { per_token: 1.0 } + Zero), cost_fn)"
+    );
 }
 
 #[test]
 fn hand_computed_costs() {
-    let s = Sample::new(100, [Image::new(300), Image::with_units(1000, NonZeroU32::new(3).unwrap())]);
+    let s = Sample::new(
+        100,
+        [
+            Image::new(300),
+            Image::with_units(1000, NonZeroU32::new(3).unwrap()),
+        ],
+    );
     assert_eq!(s.tokens(), 1400);
     // PerTile: ceil(300/256) = 2 tiles, max(3, ceil(1000/256) = 4) = 4 tiles.
     let tiles = PerTile::new(1.0, 256, Training::Frozen).unwrap();
-    assert_eq!(tiles.cost(&[s.clone()]).vision, 6.0);
+    assert_eq!(tiles.cost(core::slice::from_ref(&s)).vision, 6.0);
     // PerImage, 4 patches per token: 1200 patches; 4000 patches in units of
     // 1336, 1332, 1332 (1000 tokens = 334 + 333 + 333).
     let image = PerImage::new(0.0, 1.0, 4, Training::Trained).unwrap();
     let squares = 1200.0f64 * 1200.0 + 1336.0 * 1336.0 + 2.0 * 1332.0 * 1332.0;
-    assert_eq!(image.cost(&[s.clone()]).vision, 3.0 * squares);
+    assert_eq!(image.cost(core::slice::from_ref(&s)).vision, 3.0 * squares);
     // Windowed, windows of 64: 1200 = 18 * 64 + 48; 1336 = 20 * 64 + 56; 1332 = 20 * 64 + 52.
     let windows = Windowed::new(0.0, 1.0, 64, 0.0, 4, Training::Frozen).unwrap();
-    let w = 18.0 * 4096.0 + 48.0 * 48.0 + 20.0 * 4096.0 + 56.0 * 56.0 + 2.0 * (20.0 * 4096.0 + 52.0 * 52.0);
-    assert_eq!(windows.cost(&[s.clone()]).vision, w);
+    let w = 18.0 * 4096.0
+        + 48.0 * 48.0
+        + 20.0 * 4096.0
+        + 56.0 * 56.0
+        + 2.0 * (20.0 * 4096.0 + 52.0 * 52.0);
+    assert_eq!(windows.cost(core::slice::from_ref(&s)).vision, w);
     // Full attention over a pack vs document mask.
     let pack = [s.clone(), Sample::text_only(600)];
-    assert_eq!(FullAttention::new(1.0).unwrap().cost(&pack).language, 2000.0 * 2000.0);
+    assert_eq!(
+        FullAttention::new(1.0).unwrap().cost(&pack).language,
+        2000.0 * 2000.0
+    );
     assert_eq!(
         DocumentAttention::new(1.0).unwrap().cost(&pack).language,
         1400.0 * 1400.0 + 600.0 * 600.0

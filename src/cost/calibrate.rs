@@ -9,11 +9,16 @@
 //! with unit coefficients, so that the fitted coefficients plug straight
 //! back into the same models.
 //!
-//! The solver is Lawson and Hanson's active-set algorithm for non-negative
-//! least squares (NNLS), over columns scaled to a maximum of 1, with the
-//! least-squares subproblems solved by modified Gram-Schmidt with
-//! reorthogonalization. Coefficients are non-negative by construction, so a
-//! fitted model can never predict a negative time.
+//! The fit minimizes the squared *relative* error `sum(((predicted -
+//! measured) / measured)^2)`: timing noise is multiplicative, and a small
+//! micro-batch's time matters to a balancer as much as a large one's (an
+//! unweighted fit lets the largest rows decide and can be off by tens of
+//! percent on the smallest). The solver is Lawson and Hanson's active-set
+//! algorithm for non-negative least squares (NNLS) on the rows divided by
+//! their times, over columns scaled to a maximum of 1, with the least-squares
+//! subproblems solved by modified Gram-Schmidt with reorthogonalization (no
+//! square root, so no `std` float function). Coefficients are non-negative
+//! by construction, so a fitted model can never predict a negative time.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -99,7 +104,8 @@ impl Fit {
 }
 
 /// Fits non-negative coefficients `c` so that `sum(c[j] * features[j])`
-/// predicts the measured time of every row, in the least-squares sense.
+/// predicts the measured time of every row, minimizing the sum of squared
+/// relative errors (see the [module documentation](self)).
 ///
 /// `rows` are `(features, time)` pairs, for example
 /// `([sum(T), sum(T^2), n], seconds)` of one measured micro-batch. Features
@@ -196,9 +202,10 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
         });
     }
 
-    // Column-major, each column scaled to a maximum of 1.
+    // Rows weighted by 1 / time (relative least squares), column-major, each
+    // column then scaled to a maximum of 1.
     let mut columns: Vec<Vec<f64>> = (0..k)
-        .map(|j| rows.iter().map(|r| r.0.as_ref()[j]).collect())
+        .map(|j| rows.iter().map(|r| r.0.as_ref()[j] / r.1).collect())
         .collect();
     let mut scales = vec![0.0; k];
     for (j, col) in columns.iter_mut().enumerate() {
@@ -214,8 +221,8 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
     }
     check_rank(&columns)?;
 
+    let scaled = nnls(&columns, &vec![1.0; m]);
     let times: Vec<f64> = rows.iter().map(|r| r.1).collect();
-    let scaled = nnls(&columns, &times);
     let coefficients: Vec<f64> = scaled.iter().zip(&scales).map(|(x, s)| x / s).collect();
 
     // Judge the fit on the original rows.

@@ -29,9 +29,9 @@
 //!   sum their members. `Debug` prints a composition flat, as a formula.
 //!
 //! Every constructor validates its coefficients: a NaN, infinite or negative
-//! coefficient is an [`Error::InvalidCoefficient`](crate::Error::InvalidCoefficient)
-//! naming the parameter, so a model, once built, only produces finite,
-//! non-negative costs (closures excepted: their results are the caller's).
+//! coefficient is an [`Error::InvalidCoefficient`] naming the parameter, so
+//! a model, once built, only produces finite, non-negative costs (closures
+//! excepted: their results are the caller's).
 //!
 //! # Three ways to evaluate a model
 //!
@@ -66,8 +66,8 @@
 //!
 //! ```
 //! use microbatch::cost::{
-//!     CostModel, DocumentAttention, Image, Incremental, PerSample, PerTile, Phases, Sample,
-//!     Tokens, Training,
+//!     CostModel, DocumentAttention, Image, Incremental, PerSample, PerTile, Sample, Tokens,
+//!     Training,
 //! };
 //!
 //! let llm = Tokens::new(2e-5)? + DocumentAttention::new(3e-10)? + PerSample::new(1e-3)?;
@@ -124,12 +124,12 @@ use smallvec::SmallVec;
 
 use crate::error::{Error, InvalidReason};
 
-mod attention;
-mod calibrate;
-mod combinator;
-mod flops;
-mod tokens;
-mod vision;
+pub mod attention;
+pub mod calibrate;
+pub mod combinator;
+pub mod flops;
+pub mod tokens;
+pub mod vision;
 
 pub use self::attention::{DocumentAttention, FullAttention};
 pub use self::calibrate::{fit, fit_terms, Fit};
@@ -569,7 +569,7 @@ pub trait CostModel {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{CostModel, PerSample, Phase, Sample, Tokens};
+    /// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
     ///
     /// // Data loading overlaps the language model's compute.
     /// let loading = PerSample::new(0.5)?;
