@@ -300,12 +300,12 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
 /// assert!((model.cost(&groups[2]).total() / truth.cost(&groups[2]).total() - 1.0).abs() < 1e-9);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
-pub fn fit_terms<'a, C, G>(
+pub fn fit_terms<C, G>(
     terms: &[&C],
     groups: impl IntoIterator<Item = (G, f64)>,
 ) -> Result<Fit, Error>
 where
-    C: CostModel + ?Sized + 'a,
+    C: CostModel + ?Sized,
     G: AsRef<[Sample]>,
 {
     let rows: Vec<(Vec<f64>, f64)> = groups

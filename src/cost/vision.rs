@@ -306,8 +306,11 @@ impl_vision!(PerImage);
 /// window of the remaining `n mod window` patches, so `sum(w_i^2) =
 /// floor(n / window) * window^2 + (n mod window)^2`: linear in `n` for large
 /// images, quadratic for images smaller than a window. The real windows are
-/// 2-D blocks, so edge windows of a non-multiple image are smaller; this
-/// count ignores that (at most one window's worth per row of windows).
+/// 2-D blocks (8x8 patches), and an image whose sides are not multiples of
+/// the window side has smaller windows along its right and bottom edges;
+/// a [`Sample`] does not carry the image's 2-D shape, so this count packs
+/// the patches into as many full windows as fit and overestimates the
+/// windowed term of such images somewhat (by 20% for 20x20 patches).
 ///
 /// # Examples
 ///
