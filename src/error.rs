@@ -7,6 +7,7 @@
 //! the input without a debugger. Nothing is dropped silently and no input
 //! makes the crate panic.
 
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -157,6 +158,65 @@ pub enum Error {
         /// The offending items.
         items: Vec<Oversize>,
     },
+    /// A cost model coefficient is NaN, infinite or negative.
+    InvalidCoefficient {
+        /// The parameter, as named in the constructor's signature.
+        name: &'static str,
+        /// The rejected value.
+        value: f64,
+        /// Why it was rejected.
+        reason: InvalidReason,
+    },
+    /// A model shape parameter (a count) is out of its range.
+    InvalidShape {
+        /// The parameter.
+        name: &'static str,
+        /// The rejected value.
+        value: u64,
+        /// What the parameter must be, for example "at least 1".
+        requirement: &'static str,
+    },
+    /// No cost model preset has this name.
+    UnknownPreset {
+        /// The name asked for.
+        name: String,
+        /// The known names.
+        known: &'static [&'static str],
+    },
+    /// A calibration has too few rows to fit and judge its coefficients:
+    /// it needs more rows than features.
+    TooFewRows {
+        /// The rows given.
+        rows: usize,
+        /// The features per row.
+        features: usize,
+    },
+    /// A calibration row has a different number of features than the first.
+    RowLength {
+        /// The row's index.
+        row: usize,
+        /// The first row's number of features.
+        expected: usize,
+        /// This row's number of features.
+        found: usize,
+    },
+    /// A calibration value is invalid: a feature that is NaN, infinite or
+    /// negative, or a time that is not finite and positive.
+    InvalidMeasurement {
+        /// The row's index.
+        row: usize,
+        /// The feature's index, or `None` for the measured time.
+        feature: Option<usize>,
+        /// The rejected value.
+        value: f64,
+    },
+    /// A calibration feature is zero in every row or a linear combination
+    /// of the features before it (for example, rows that all have the same
+    /// features), so its coefficient cannot be told apart.
+    RankDeficient {
+        /// The feature's index.
+        feature: usize,
+    },
 }
 
 /// How many offending items [`Error::Oversize`] lists in its message.
@@ -204,6 +264,72 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::InvalidCoefficient {
+                name,
+                value,
+                reason,
+            } => {
+                let what = match reason {
+                    InvalidReason::NaN => "NaN",
+                    InvalidReason::Negative => "negative",
+                    InvalidReason::Infinite => "infinite",
+                };
+                write!(
+                    f,
+                    "the coefficient `{name}` is {what} ({value}); coefficients must be finite and non-negative"
+                )
+            }
+            Error::InvalidShape {
+                name,
+                value,
+                requirement,
+            } => write!(
+                f,
+                "the model shape parameter `{name}` is {value}; it must be {requirement}"
+            ),
+            Error::UnknownPreset { name, known } => {
+                write!(f, "unknown cost model preset {name:?}; known presets: ")?;
+                for (i, k) in known.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    f.write_str(k)?;
+                }
+                Ok(())
+            }
+            Error::TooFewRows { rows, features } => write!(
+                f,
+                "calibration needs more rows than features: {rows} row(s) for {features} feature(s)"
+            ),
+            Error::RowLength {
+                row,
+                expected,
+                found,
+            } => write!(
+                f,
+                "calibration row {row} has {found} features but row 0 has {expected}"
+            ),
+            Error::InvalidMeasurement {
+                row,
+                feature: Some(feature),
+                value,
+            } => write!(
+                f,
+                "calibration row {row} has feature {feature} = {value}; features must be finite and non-negative"
+            ),
+            Error::InvalidMeasurement {
+                row,
+                feature: None,
+                value,
+            } => write!(
+                f,
+                "calibration row {row} has time {value}; times must be finite and positive"
+            ),
+            Error::RankDeficient { feature } => write!(
+                f,
+                "calibration feature {feature} is zero in every row or a linear combination of \
+                 the features before it; vary the measured groups or drop the feature"
+            ),
         }
     }
 }

@@ -15,6 +15,10 @@
 //!   first-fit, best-fit and next-fit, and a [`StreamingPacker`](pack::StreamingPacker),
 //!   all with multi-dimensional capacities ("16384 tokens and at most 48
 //!   tiles"), in O(n log n) for one dimension.
+//! - [`cost`]: cost models of a sample or a group of samples, per phase
+//!   (vision, language): linear tokens, document-masked and full attention,
+//!   vision encoders, FLOPs from model shapes with named presets, fitting to
+//!   measured timings, and combinators to compose them ([`CostModel`]).
 //! - [`Size`], [`Total`] and [`Item`]: the small numeric traits every algorithm
 //!   is generic over (unsigned integers and `NotNan` floats; scalars, arrays,
 //!   vectors and `(id, item)` pairs).
@@ -63,10 +67,12 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod cost;
 mod error;
 mod num;
 pub mod pack;
 
+pub use crate::cost::{CostModel, Phases, Sample};
 pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.

@@ -1,0 +1,171 @@
+//! Attention terms of the language model: document-masked (`sum T^2` over
+//! the samples of a group) and full attention over the packed length
+//! (`L^2`).
+
+use super::combinator::impl_add;
+use super::{coefficient, f, Additive, CostModel, Incremental, Phases, Sample};
+use crate::error::Error;
+
+/// `per_token_pair * sum(T^2)`, in the language phase: attention under a
+/// document mask (FlashAttention varlen, `cu_seqlens`), where each sample
+/// attends only within itself.
+///
+/// For a causal transformer of `L` layers and hidden size `d` trained
+/// forward and backward, the attention FLOPs are `6 * L * d * T^2` (causal,
+/// half the score matrix) or `12 * L * d * T^2` (counting the full matrix, as
+/// Megatron-LM's classic formula does); see [`LlmShape`](super::LlmShape).
+/// For 7B models this term equals the linear one near `T` = 50k-65k tokens;
+/// verl uses `24576 * T + T^2`.
+///
+/// [`Additive`] and [`Incremental`] (state: `sum T^2`, exact in `u128`).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, DocumentAttention, Sample};
+///
+/// let model = DocumentAttention::new(1.0)?;
+/// let group = [Sample::text_only(3), Sample::text_only(4)];
+/// assert_eq!(model.cost(&group).language, 25.0); // 9 + 16, not 7^2
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct DocumentAttention {
+    per_token_pair: f64,
+}
+
+impl DocumentAttention {
+    /// A cost of `per_token_pair` per squared token of each sample.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCoefficient`] naming `per_token_pair` if it is NaN,
+    /// infinite or negative.
+    pub fn new(per_token_pair: f64) -> Result<Self, Error> {
+        Ok(DocumentAttention {
+            per_token_pair: coefficient("per_token_pair", per_token_pair)?,
+        })
+    }
+
+    /// The cost per squared token.
+    #[must_use]
+    pub fn per_token_pair(&self) -> f64 {
+        self.per_token_pair
+    }
+}
+
+#[inline]
+fn square(sample: &Sample) -> u128 {
+    let t = u128::from(sample.tokens());
+    t * t
+}
+
+impl CostModel for DocumentAttention {
+    fn cost(&self, group: &[Sample]) -> Phases {
+        self.evaluate(&self.state_of(group))
+    }
+}
+
+impl Additive for DocumentAttention {
+    #[inline]
+    fn sample_cost(&self, sample: &Sample) -> Phases {
+        Phases::new(0.0, self.per_token_pair * f(square(sample)))
+    }
+}
+
+impl Incremental for DocumentAttention {
+    /// `sum T^2` over the group.
+    type State = u128;
+    #[inline]
+    fn empty(&self) -> u128 {
+        0
+    }
+    #[inline]
+    fn insert(&self, state: &mut u128, sample: &Sample) {
+        *state = state.saturating_add(square(sample));
+    }
+    #[inline]
+    fn remove(&self, state: &mut u128, sample: &Sample) {
+        *state = state.saturating_sub(square(sample));
+    }
+    #[inline]
+    fn evaluate(&self, state: &u128) -> Phases {
+        Phases::new(0.0, self.per_token_pair * f(*state))
+    }
+}
+
+impl_add!(DocumentAttention);
+
+/// `per_token_pair * L^2`, in the language phase, where `L = sum T` is the
+/// packed length of the group: attention without a document mask, where
+/// every token of a packed sequence attends to every earlier one.
+///
+/// Evaluate it on groups that are one packed sequence each. Not
+/// [`Additive`]; [`Incremental`] (state: `L`, exact in `u64`).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, FullAttention, Sample};
+///
+/// let model = FullAttention::new(1.0)?;
+/// let group = [Sample::text_only(3), Sample::text_only(4)];
+/// assert_eq!(model.cost(&group).language, 49.0); // (3 + 4)^2
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct FullAttention {
+    per_token_pair: f64,
+}
+
+impl FullAttention {
+    /// A cost of `per_token_pair` per squared token of the packed length.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCoefficient`] naming `per_token_pair` if it is NaN,
+    /// infinite or negative.
+    pub fn new(per_token_pair: f64) -> Result<Self, Error> {
+        Ok(FullAttention {
+            per_token_pair: coefficient("per_token_pair", per_token_pair)?,
+        })
+    }
+
+    /// The cost per squared token.
+    #[must_use]
+    pub fn per_token_pair(&self) -> f64 {
+        self.per_token_pair
+    }
+}
+
+impl CostModel for FullAttention {
+    fn cost(&self, group: &[Sample]) -> Phases {
+        self.evaluate(&self.state_of(group))
+    }
+}
+
+impl Incremental for FullAttention {
+    /// The packed length `L = sum T`.
+    type State = u64;
+    #[inline]
+    fn empty(&self) -> u64 {
+        0
+    }
+    #[inline]
+    fn insert(&self, state: &mut u64, sample: &Sample) {
+        *state = state.saturating_add(sample.tokens());
+    }
+    #[inline]
+    fn remove(&self, state: &mut u64, sample: &Sample) {
+        *state = state.saturating_sub(sample.tokens());
+    }
+    #[inline]
+    fn evaluate(&self, state: &u64) -> Phases {
+        let l = u128::from(*state);
+        Phases::new(0.0, self.per_token_pair * f(l * l))
+    }
+}
+
+impl_add!(FullAttention);

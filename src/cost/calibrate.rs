@@ -1,0 +1,543 @@
+//! Calibration: non-negative least squares fits of cost coefficients to
+//! measured times, with the fit's R^2 and worst relative error.
+//!
+//! FLOPs do not predict kernel time well (memory-bound parts, launch
+//! overheads, attention kernels' efficiency that grows with length), so real
+//! balancers fit `time = a * sum(T) + b * sum(T^2) + c * n + ...` to the
+//! timings of warm-up steps. [`fit`] fits any such linear model over
+//! non-negative features; [`fit_terms`] builds the features from cost models
+//! with unit coefficients, so that the fitted coefficients plug straight
+//! back into the same models.
+//!
+//! The fit minimizes the squared *relative* error `sum(((predicted -
+//! measured) / measured)^2)`: timing noise is multiplicative, and a small
+//! micro-batch's time matters to a balancer as much as a large one's (an
+//! unweighted fit lets the largest rows decide and can be off by tens of
+//! percent on the smallest). The solver is Lawson and Hanson's active-set
+//! algorithm for non-negative least squares (NNLS) on the rows divided by
+//! their times, over columns scaled to a maximum of 1, with the least-squares
+//! subproblems solved by modified Gram-Schmidt with reorthogonalization (no
+//! square root, so no `std` float function). Coefficients are non-negative
+//! by construction, so a fitted model can never predict a negative time.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::{CostModel, Sample};
+use crate::error::Error;
+
+/// A feature is linearly dependent on the ones before it when its residual
+/// after projection is below this fraction of its norm.
+const RANK_TOLERANCE: f64 = 1e-9;
+
+/// The result of a calibration: the coefficients and how well they fit.
+///
+/// # Examples
+///
+/// ```
+/// let rows = [([1.0, 1.0], 3.0), ([2.0, 1.0], 5.0), ([3.0, 1.0], 7.0)];
+/// let fit = microbatch::cost::fit(&rows)?;
+/// assert!((fit.coefficients()[0] - 2.0).abs() < 1e-12);
+/// assert!((fit.coefficients()[1] - 1.0).abs() < 1e-12);
+/// assert!((fit.predict(&[4.0, 1.0]) - 9.0).abs() < 1e-12);
+/// assert!(fit.r_squared() > 0.999_999);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Fit {
+    coefficients: Vec<f64>,
+    r_squared: f64,
+    max_relative_error: f64,
+    worst_row: usize,
+    rows: usize,
+}
+
+impl Fit {
+    /// The fitted coefficients, one per feature, each finite and
+    /// non-negative. A coefficient of zero means the feature did not help
+    /// (its unconstrained coefficient would have been negative).
+    #[must_use]
+    pub fn coefficients(&self) -> &[f64] {
+        &self.coefficients
+    }
+
+    /// The coefficient of determination `1 - SS_res / SS_tot` over the rows:
+    /// 1 for a perfect fit, 0 for a fit no better than the mean time, and
+    /// negative for a worse one (possible: the model has no free intercept
+    /// unless a constant feature is given). If every row has the same time,
+    /// it is 1 for an exact fit and 0 otherwise.
+    #[must_use]
+    pub fn r_squared(&self) -> f64 {
+        self.r_squared
+    }
+
+    /// The worst relative error `|predicted - measured| / measured` over the
+    /// rows.
+    #[must_use]
+    pub fn max_relative_error(&self) -> f64 {
+        self.max_relative_error
+    }
+
+    /// The index of the row with the worst relative error.
+    #[must_use]
+    pub fn worst_row(&self) -> usize {
+        self.worst_row
+    }
+
+    /// The number of rows fitted.
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The predicted time of a row of features: `sum(coefficient * feature)`.
+    /// Missing features count as zero, extra ones are ignored.
+    #[must_use]
+    pub fn predict(&self, features: &[f64]) -> f64 {
+        self.coefficients
+            .iter()
+            .zip(features)
+            .map(|(c, x)| c * x)
+            .sum()
+    }
+}
+
+/// Fits non-negative coefficients `c` so that `sum(c[j] * features[j])`
+/// predicts the measured time of every row, minimizing the sum of squared
+/// relative errors (see the [module documentation](self)).
+///
+/// `rows` are `(features, time)` pairs, for example
+/// `([sum(T), sum(T^2), n], seconds)` of one measured micro-batch. Features
+/// must be finite and non-negative, times finite and positive, every row
+/// must have the same number of features, and there must be more rows than
+/// features so that the fit can be judged.
+///
+/// # Errors
+///
+/// - [`Error::InvalidShape`] if rows have no feature;
+/// - [`Error::RowLength`] if a row's length differs from the first row's;
+/// - [`Error::InvalidMeasurement`] for a NaN, infinite or negative feature
+///   or a time that is not finite and positive;
+/// - [`Error::TooFewRows`] if there are not more rows than features;
+/// - [`Error::RankDeficient`] if a feature is zero in every row or a linear
+///   combination of the features before it (for example, if all rows have
+///   the same features).
+///
+/// # Complexity
+///
+/// O(m k^2) time per active-set iteration for `m` rows and `k` features,
+/// at most `3k + 10` iterations; O(m k) extra space.
+///
+/// # Examples
+///
+/// Time per micro-batch from `sum(T)`, `sum(T^2)` and the sample count:
+///
+/// ```
+/// use microbatch::cost::fit;
+///
+/// let (a, b, c) = (2e-5, 3e-10, 1e-3);
+/// let rows: Vec<([f64; 3], f64)> = [(8.0, 1024.0), (4.0, 4096.0), (16.0, 512.0), (2.0, 8192.0)]
+///     .iter()
+///     .map(|&(n, t)| {
+///         let x = [n * t, n * t * t, n];
+///         (x, a * x[0] + b * x[1] + c * x[2])
+///     })
+///     .collect();
+/// let fit = fit(&rows)?;
+/// for (got, want) in fit.coefficients().iter().zip([a, b, c]) {
+///     assert!((got - want).abs() <= 1e-9 * want);
+/// }
+/// assert!(fit.max_relative_error() < 1e-9);
+///
+/// let err = microbatch::cost::fit(&rows[..3]).unwrap_err();
+/// assert_eq!(err.to_string(), "calibration needs more rows than features: 3 row(s) for 3 feature(s)");
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+///
+/// # References
+///
+/// C. L. Lawson and R. J. Hanson, *Solving Least Squares Problems*,
+/// Prentice-Hall 1974, chapter 23, algorithm NNLS.
+pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
+    let k = rows.first().map_or(0, |r| r.0.as_ref().len());
+    if k == 0 && !rows.is_empty() {
+        return Err(Error::InvalidShape {
+            name: "features",
+            value: 0,
+            requirement: "at least 1 per row",
+        });
+    }
+    for (i, (features, time)) in rows.iter().enumerate() {
+        let features = features.as_ref();
+        if features.len() != k {
+            return Err(Error::RowLength {
+                row: i,
+                expected: k,
+                found: features.len(),
+            });
+        }
+        for (j, &x) in features.iter().enumerate() {
+            if !x.is_finite() || x < 0.0 {
+                return Err(Error::InvalidMeasurement {
+                    row: i,
+                    feature: Some(j),
+                    value: x,
+                });
+            }
+        }
+        if !time.is_finite() || *time <= 0.0 {
+            return Err(Error::InvalidMeasurement {
+                row: i,
+                feature: None,
+                value: *time,
+            });
+        }
+    }
+    let m = rows.len();
+    if m <= k {
+        return Err(Error::TooFewRows {
+            rows: m,
+            features: k,
+        });
+    }
+
+    // Rows weighted by 1 / time (relative least squares), column-major, each
+    // column then scaled to a maximum of 1.
+    let mut columns: Vec<Vec<f64>> = (0..k)
+        .map(|j| rows.iter().map(|r| r.0.as_ref()[j] / r.1).collect())
+        .collect();
+    let mut scales = vec![0.0; k];
+    for (j, col) in columns.iter_mut().enumerate() {
+        let max = col.iter().fold(0.0f64, |a, &x| if x > a { x } else { a });
+        // Features are finite and non-negative here, so `max` is not NaN.
+        if max <= 0.0 {
+            return Err(Error::RankDeficient { feature: j });
+        }
+        for x in col.iter_mut() {
+            *x /= max;
+        }
+        scales[j] = max;
+    }
+    check_rank(&columns)?;
+
+    let scaled = nnls(&columns, &vec![1.0; m]);
+    let times: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    let coefficients: Vec<f64> = scaled.iter().zip(&scales).map(|(x, s)| x / s).collect();
+
+    // Judge the fit on the original rows.
+    let mean = times.iter().sum::<f64>() / m as f64;
+    let (mut ss_res, mut ss_tot) = (0.0, 0.0);
+    let (mut worst, mut worst_row) = (0.0, 0);
+    for (i, (features, time)) in rows.iter().enumerate() {
+        let predicted: f64 = coefficients
+            .iter()
+            .zip(features.as_ref())
+            .map(|(c, x)| c * x)
+            .sum();
+        let residual = predicted - time;
+        ss_res += residual * residual;
+        ss_tot += (time - mean) * (time - mean);
+        let relative = abs(residual) / time;
+        if relative > worst {
+            worst = relative;
+            worst_row = i;
+        }
+    }
+    let r_squared = if ss_tot > 0.0 {
+        1.0 - ss_res / ss_tot
+    } else if ss_res == 0.0 {
+        1.0
+    } else {
+        0.0
+    };
+    Ok(Fit {
+        coefficients,
+        r_squared,
+        max_relative_error: worst,
+        worst_row,
+        rows: m,
+    })
+}
+
+/// Fits one non-negative coefficient per cost model `term`, so that
+/// `sum(c[j] * terms[j].cost(group).total())` predicts each group's measured
+/// time; the features of [`fit`] are the terms' costs.
+///
+/// Give the terms unit coefficients (`Tokens::new(1.0)`,
+/// `DocumentAttention::new(1.0)`, ...) and the fitted coefficients are the
+/// ones to build the model with. To fit one phase (say, the ViT's measured
+/// time), give terms of that phase only.
+///
+/// # Errors
+///
+/// As [`fit`], with features numbered by term.
+///
+/// # Complexity
+///
+/// One evaluation of every term on every group, then as [`fit`].
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{
+///     fit_terms, CostModel, DocumentAttention, PerSample, Sample, Tokens,
+/// };
+///
+/// let terms: [&dyn CostModel; 3] =
+///     [&Tokens::new(1.0)?, &DocumentAttention::new(1.0)?, &PerSample::new(1.0)?];
+/// let truth = Tokens::new(2e-5)? + DocumentAttention::new(3e-10)? + PerSample::new(1e-3)?;
+///
+/// let groups: Vec<Vec<Sample>> = (1..=6u32)
+///     .map(|i| (0..i).map(|j| Sample::text_only(500 * i + 300 * j)).collect())
+///     .collect();
+/// let timed = groups.iter().map(|g| (g.as_slice(), truth.cost(g).total()));
+/// let fit = fit_terms(&terms, timed)?;
+///
+/// let [a, b, c] = [fit.coefficients()[0], fit.coefficients()[1], fit.coefficients()[2]];
+/// let model = Tokens::new(a)? + DocumentAttention::new(b)? + PerSample::new(c)?;
+/// assert!((a / 2e-5 - 1.0).abs() < 1e-6 && (c / 1e-3 - 1.0).abs() < 1e-6);
+/// assert!((model.cost(&groups[2]).total() / truth.cost(&groups[2]).total() - 1.0).abs() < 1e-9);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub fn fit_terms<C, G>(
+    terms: &[&C],
+    groups: impl IntoIterator<Item = (G, f64)>,
+) -> Result<Fit, Error>
+where
+    C: CostModel + ?Sized,
+    G: AsRef<[Sample]>,
+{
+    let rows: Vec<(Vec<f64>, f64)> = groups
+        .into_iter()
+        .map(|(group, time)| {
+            let group = group.as_ref();
+            let features = terms.iter().map(|t| t.cost(group).total()).collect();
+            (features, time)
+        })
+        .collect();
+    if rows.is_empty() {
+        return Err(Error::TooFewRows {
+            rows: 0,
+            features: terms.len(),
+        });
+    }
+    fit(&rows)
+}
+
+/// `|x|` without `f64::abs`, which is not in `core` on the crate's MSRV.
+#[inline]
+fn abs(x: f64) -> f64 {
+    if x < 0.0 {
+        -x
+    } else {
+        x
+    }
+}
+
+#[inline]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// `y += alpha * x`.
+#[inline]
+fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += alpha * xi;
+    }
+}
+
+/// Errors with the first column that is (numerically) a linear combination
+/// of the columns before it. Modified Gram-Schmidt, two passes, on
+/// orthogonal but unnormalized vectors (no square root needed).
+fn check_rank(columns: &[Vec<f64>]) -> Result<(), Error> {
+    let mut basis: Vec<(Vec<f64>, f64)> = Vec::with_capacity(columns.len());
+    for (j, col) in columns.iter().enumerate() {
+        let norm2 = dot(col, col);
+        let mut v = col.clone();
+        for _ in 0..2 {
+            for (q, qq) in &basis {
+                let c = dot(q, &v) / qq;
+                axpy(-c, q, &mut v);
+            }
+        }
+        let res2 = dot(&v, &v);
+        if res2.is_nan() || res2 <= RANK_TOLERANCE * RANK_TOLERANCE * norm2 {
+            return Err(Error::RankDeficient { feature: j });
+        }
+        basis.push((v, res2));
+    }
+    Ok(())
+}
+
+/// Least squares over the columns `cols` of `a`: the `z` minimizing
+/// `|sum(z[i] * a[cols[i]]) - b|`. The columns must be linearly independent.
+///
+/// `A = Q R` with `Q` orthogonal (unnormalized) and `R` unit upper
+/// triangular, by modified Gram-Schmidt with reorthogonalization; then
+/// `y = Q^+ b` and `R z = y` by back substitution.
+fn least_squares(a: &[Vec<f64>], cols: &[usize], b: &[f64]) -> Vec<f64> {
+    let p = cols.len();
+    let mut q: Vec<Vec<f64>> = Vec::with_capacity(p);
+    let mut qq: Vec<f64> = Vec::with_capacity(p);
+    let mut r = vec![0.0; p * p];
+    for (j, &c) in cols.iter().enumerate() {
+        let mut v = a[c].clone();
+        for _ in 0..2 {
+            for i in 0..j {
+                let coef = dot(&q[i], &v) / qq[i];
+                r[i * p + j] += coef;
+                axpy(-coef, &q[i], &mut v);
+            }
+        }
+        qq.push(dot(&v, &v));
+        q.push(v);
+    }
+    let mut rest = b.to_vec();
+    let mut y = vec![0.0; p];
+    for i in 0..p {
+        let c = if qq[i] > 0.0 {
+            dot(&q[i], &rest) / qq[i]
+        } else {
+            0.0
+        };
+        y[i] = c;
+        axpy(-c, &q[i], &mut rest);
+    }
+    let mut z = vec![0.0; p];
+    for i in (0..p).rev() {
+        let mut s = y[i];
+        for (j, zj) in z.iter().enumerate().skip(i + 1) {
+            s -= r[i * p + j] * zj;
+        }
+        z[i] = s;
+    }
+    z
+}
+
+/// Lawson-Hanson NNLS: `x >= 0` minimizing `|A x - b|` for the column-major
+/// `a` (full column rank).
+fn nnls(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
+    let k = a.len();
+    let mut x = vec![0.0; k];
+    let mut passive = vec![false; k];
+    let max_iterations = 3 * k + 10;
+
+    // The gradient's scale at x = 0 sets the stopping tolerance.
+    let w0: Vec<f64> = a.iter().map(|col| dot(col, b)).collect();
+    let scale = w0
+        .iter()
+        .fold(0.0f64, |m, &w| if abs(w) > m { abs(w) } else { m });
+    let tolerance = 1e-12 * scale;
+
+    let gradient = |x: &[f64]| -> Vec<f64> {
+        let mut residual = b.to_vec();
+        for (col, &xj) in a.iter().zip(x) {
+            if xj != 0.0 {
+                axpy(-xj, col, &mut residual);
+            }
+        }
+        a.iter().map(|col| dot(col, &residual)).collect()
+    };
+
+    let solve = |passive: &[bool]| -> Vec<f64> {
+        let cols: Vec<usize> = (0..k).filter(|&j| passive[j]).collect();
+        let z = least_squares(a, &cols, b);
+        let mut s = vec![0.0; k];
+        for (&j, zj) in cols.iter().zip(z) {
+            s[j] = zj;
+        }
+        s
+    };
+
+    let mut iterations = 0;
+    let mut w = w0;
+    loop {
+        // The active variable with the largest positive gradient enters.
+        let entering = (0..k)
+            .filter(|&j| !passive[j] && w[j] > tolerance)
+            .max_by(|&i, &j| w[i].total_cmp(&w[j]));
+        let Some(t) = entering else { break };
+        passive[t] = true;
+        let mut s = solve(&passive);
+        // Step back towards x until the passive set's solution is feasible.
+        while (0..k).any(|j| passive[j] && s[j] <= 0.0) {
+            iterations += 1;
+            if iterations > max_iterations {
+                break;
+            }
+            let mut alpha = 1.0f64;
+            for j in 0..k {
+                if passive[j] && s[j] <= 0.0 {
+                    let a = x[j] / (x[j] - s[j]);
+                    if a < alpha {
+                        alpha = a;
+                    }
+                }
+            }
+            for j in 0..k {
+                x[j] += alpha * (s[j] - x[j]);
+                if passive[j] && x[j] <= 0.0 {
+                    passive[j] = false;
+                    x[j] = 0.0;
+                }
+            }
+            s = solve(&passive);
+        }
+        iterations += 1;
+        if iterations > max_iterations {
+            // Rounding made the algorithm cycle; `x` is feasible.
+            break;
+        }
+        for j in 0..k {
+            x[j] = if passive[j] && s[j] > 0.0 { s[j] } else { 0.0 };
+        }
+        w = gradient(&x);
+        if !passive[t] {
+            // The entering variable left at once: its gradient was rounding.
+            break;
+        }
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_solves_a_square_system() {
+        // 2x + y = 5, x + 3y = 10  =>  x = 1, y = 3.
+        let a = vec![vec![2.0, 1.0], vec![1.0, 3.0]];
+        let z = least_squares(&a, &[0, 1], &[5.0, 10.0]);
+        assert!(
+            (z[0] - 1.0).abs() < 1e-12 && (z[1] - 3.0).abs() < 1e-12,
+            "{z:?}"
+        );
+    }
+
+    #[test]
+    fn nnls_clamps_a_negative_coefficient() {
+        // The unconstrained fit of b = 2*a0 - 1*a1 would be negative in a1.
+        let a0 = [1.0, 2.0, 3.0, 4.0];
+        let a1 = [1.0, 1.0, 2.0, 1.0];
+        let b: Vec<f64> = a0.iter().zip(&a1).map(|(x, y)| 2.0 * x - y + 0.0).collect();
+        let x = nnls(&[a0.to_vec(), a1.to_vec()], &b);
+        assert!(x[0] > 0.0 && x[1] == 0.0, "{x:?}");
+        // With a1 out, x0 is the one-column least squares a0.b / a0.a0.
+        let want = dot(&a0, &b) / dot(&a0, &a0);
+        assert!((x[0] - want).abs() < 1e-12, "{x:?} vs {want}");
+    }
+
+    #[test]
+    fn rank_check_names_the_dependent_column() {
+        let c0 = vec![1.0, 2.0, 3.0];
+        let c1 = vec![1.0, 1.0, 1.0];
+        let c2: Vec<f64> = c0.iter().zip(&c1).map(|(a, b)| 0.5 * a + b).collect();
+        assert_eq!(
+            check_rank(&[c0, c1, c2]),
+            Err(Error::RankDeficient { feature: 2 })
+        );
+    }
+}

@@ -1,0 +1,687 @@
+//! Combinators of cost models: sum, scale, per-phase placement, maximum,
+//! closure adapters, the identity [`Zero`], tuples, references and boxes.
+
+use alloc::boxed::Box;
+use core::fmt;
+
+use super::{coefficient, Additive, CostModel, Incremental, Phase, Phases, Sample};
+use crate::error::Error;
+
+/// Implements `+` (building a [`Sum`]) for a cost model type: operator sugar
+/// on top of [`CostModel::plus`].
+macro_rules! impl_add {
+    ($ty:ident $(<$($g:ident),*>)?) => {
+        impl<$($($g,)*)? Rhs> core::ops::Add<Rhs> for $ty$(<$($g),*>)?
+        where
+            Self: $crate::cost::CostModel,
+            Rhs: $crate::cost::CostModel,
+        {
+            type Output = $crate::cost::Sum<Self, Rhs>;
+            #[inline]
+            fn add(self, rhs: Rhs) -> Self::Output {
+                $crate::cost::CostModel::plus(self, rhs)
+            }
+        }
+    };
+}
+pub(crate) use impl_add;
+
+/// The sum of two cost models, phase by phase.
+///
+/// This `struct` is created by [`CostModel::plus`] and by `a + b`. `Debug`
+/// prints `a + b`, flat for nested sums.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
+///
+/// let model = Tokens::new(1.0)? + PerSample::new(2.0)? + PerSample::new(3.0)?;
+/// assert_eq!(model.cost(&[Sample::text_only(10)]).total(), 15.0);
+/// assert_eq!(
+///     format!("{model:?}"),
+///     "Tokens { per_token: 1.0 } + PerSample { cost: 2.0 } + PerSample { cost: 3.0 }"
+/// );
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct Sum<A, B> {
+    a: A,
+    b: B,
+}
+
+impl<A, B> Sum<A, B> {
+    pub(crate) fn new(a: A, b: B) -> Self {
+        Sum { a, b }
+    }
+
+    /// The two terms.
+    pub fn terms(&self) -> (&A, &B) {
+        (&self.a, &self.b)
+    }
+}
+
+impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Sum<A, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Flat like tower-layer's `Stack`: a nested sum prints as one formula.
+        if f.alternate() {
+            write!(f, "{:#?}\n+ {:#?}", self.a, self.b)
+        } else {
+            write!(f, "{:?} + {:?}", self.a, self.b)
+        }
+    }
+}
+
+impl<A: CostModel, B: CostModel> CostModel for Sum<A, B> {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        self.a.cost(group) + self.b.cost(group)
+    }
+}
+
+impl<A: Additive, B: Additive> Additive for Sum<A, B> {
+    #[inline]
+    fn sample_cost(&self, sample: &Sample) -> Phases {
+        self.a.sample_cost(sample) + self.b.sample_cost(sample)
+    }
+}
+
+impl<A: Incremental, B: Incremental> Incremental for Sum<A, B> {
+    type State = (A::State, B::State);
+    #[inline]
+    fn empty(&self) -> Self::State {
+        (self.a.empty(), self.b.empty())
+    }
+    #[inline]
+    fn insert(&self, state: &mut Self::State, sample: &Sample) {
+        self.a.insert(&mut state.0, sample);
+        self.b.insert(&mut state.1, sample);
+    }
+    #[inline]
+    fn remove(&self, state: &mut Self::State, sample: &Sample) {
+        self.a.remove(&mut state.0, sample);
+        self.b.remove(&mut state.1, sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &Self::State) -> Phases {
+        self.a.evaluate(&state.0) + self.b.evaluate(&state.1)
+    }
+}
+
+impl_add!(Sum<A, B>);
+
+/// A cost model with every cost multiplied by a fixed, validated factor.
+///
+/// This `struct` is created by [`CostModel::scale`]. `Debug` prints
+/// `factor * (inner)`.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, Sample, Tokens};
+///
+/// // A GPU twice as fast.
+/// let model = Tokens::new(1e-3)?.scale(0.5)?;
+/// assert_eq!(model.factor(), 0.5);
+/// assert_eq!(format!("{model:?}"), "0.5 * (Tokens { per_token: 0.001 })");
+/// assert_eq!(model.cost(&[Sample::text_only(1000)]).total(), 0.5);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct Scale<C> {
+    inner: C,
+    factor: f64,
+}
+
+impl<C> Scale<C> {
+    pub(crate) fn new(inner: C, factor: f64) -> Result<Self, Error> {
+        let factor = coefficient("factor", factor)?;
+        Ok(Scale { inner, factor })
+    }
+
+    /// The factor.
+    #[must_use]
+    pub fn factor(&self) -> f64 {
+        self.factor
+    }
+
+    /// The scaled model.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+}
+
+impl<C: fmt::Debug> fmt::Debug for Scale<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            write!(f, "{:?} * ({:#?})", self.factor, self.inner)
+        } else {
+            write!(f, "{:?} * ({:?})", self.factor, self.inner)
+        }
+    }
+}
+
+impl<C: CostModel> CostModel for Scale<C> {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        self.inner.cost(group) * self.factor
+    }
+}
+
+impl<C: Additive> Additive for Scale<C> {
+    #[inline]
+    fn sample_cost(&self, sample: &Sample) -> Phases {
+        self.inner.sample_cost(sample) * self.factor
+    }
+}
+
+impl<C: Incremental> Incremental for Scale<C> {
+    type State = C::State;
+    #[inline]
+    fn empty(&self) -> Self::State {
+        self.inner.empty()
+    }
+    #[inline]
+    fn insert(&self, state: &mut Self::State, sample: &Sample) {
+        self.inner.insert(state, sample);
+    }
+    #[inline]
+    fn remove(&self, state: &mut Self::State, sample: &Sample) {
+        self.inner.remove(state, sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &Self::State) -> Phases {
+        self.inner.evaluate(state) * self.factor
+    }
+}
+
+impl_add!(Scale<C>);
+
+/// A cost model whose whole cost ([`Phases::total`]) is placed in one phase.
+///
+/// This `struct` is created by [`CostModel::in_phase`]. `Debug` prints
+/// `phase(inner)`, for example `vision(Tokens { per_token: 1.0 })`.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, Phase, Phases, Sample, Tokens};
+///
+/// let model = Tokens::new(1.0)?.in_phase(Phase::Vision);
+/// assert_eq!(model.phase(), Phase::Vision);
+/// assert_eq!(format!("{model:?}"), "vision(Tokens { per_token: 1.0 })");
+/// assert_eq!(model.cost(&[Sample::text_only(4)]), Phases::new(4.0, 0.0));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct InPhase<C> {
+    inner: C,
+    phase: Phase,
+}
+
+impl<C> InPhase<C> {
+    pub(crate) fn new(inner: C, phase: Phase) -> Self {
+        InPhase { inner, phase }
+    }
+
+    /// The phase that receives the cost.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The placed model.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+}
+
+impl<C: fmt::Debug> fmt::Debug for InPhase<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            write!(f, "{}({:#?})", self.phase, self.inner)
+        } else {
+            write!(f, "{}({:?})", self.phase, self.inner)
+        }
+    }
+}
+
+impl<C: CostModel> CostModel for InPhase<C> {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        Phases::only(self.phase, self.inner.cost(group).total())
+    }
+}
+
+impl<C: Additive> Additive for InPhase<C> {
+    #[inline]
+    fn sample_cost(&self, sample: &Sample) -> Phases {
+        Phases::only(self.phase, self.inner.sample_cost(sample).total())
+    }
+}
+
+impl<C: Incremental> Incremental for InPhase<C> {
+    type State = C::State;
+    #[inline]
+    fn empty(&self) -> Self::State {
+        self.inner.empty()
+    }
+    #[inline]
+    fn insert(&self, state: &mut Self::State, sample: &Sample) {
+        self.inner.insert(state, sample);
+    }
+    #[inline]
+    fn remove(&self, state: &mut Self::State, sample: &Sample) {
+        self.inner.remove(state, sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &Self::State) -> Phases {
+        Phases::only(self.phase, self.inner.evaluate(state).total())
+    }
+}
+
+impl_add!(InPhase<C>);
+
+/// The phase-wise maximum of two cost models: work that overlaps in time.
+///
+/// This `struct` is created by [`CostModel::max`]. `Debug` prints
+/// `max(a, b)`. Not [`Additive`] (a maximum of sums is not a sum of
+/// maxima), but [`Incremental`] when both sides are.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
+///
+/// let model = Tokens::new(1.0)?.max(PerSample::new(50.0)?);
+/// assert_eq!(format!("{model:?}"), "max(Tokens { per_token: 1.0 }, PerSample { cost: 50.0 })");
+/// assert_eq!(model.cost(&[Sample::text_only(80)]).total(), 80.0);
+/// assert_eq!(model.cost(&[Sample::text_only(20)]).total(), 50.0);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct Max<A, B> {
+    a: A,
+    b: B,
+}
+
+impl<A, B> Max<A, B> {
+    pub(crate) fn new(a: A, b: B) -> Self {
+        Max { a, b }
+    }
+
+    /// The two sides.
+    pub fn sides(&self) -> (&A, &B) {
+        (&self.a, &self.b)
+    }
+}
+
+impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Max<A, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            write!(f, "max({:#?}, {:#?})", self.a, self.b)
+        } else {
+            write!(f, "max({:?}, {:?})", self.a, self.b)
+        }
+    }
+}
+
+impl<A: CostModel, B: CostModel> CostModel for Max<A, B> {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        self.a.cost(group).max(self.b.cost(group))
+    }
+}
+
+impl<A: Incremental, B: Incremental> Incremental for Max<A, B> {
+    type State = (A::State, B::State);
+    #[inline]
+    fn empty(&self) -> Self::State {
+        (self.a.empty(), self.b.empty())
+    }
+    #[inline]
+    fn insert(&self, state: &mut Self::State, sample: &Sample) {
+        self.a.insert(&mut state.0, sample);
+        self.b.insert(&mut state.1, sample);
+    }
+    #[inline]
+    fn remove(&self, state: &mut Self::State, sample: &Sample) {
+        self.a.remove(&mut state.0, sample);
+        self.b.remove(&mut state.1, sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &Self::State) -> Phases {
+        self.a.evaluate(&state.0).max(self.b.evaluate(&state.1))
+    }
+}
+
+impl_add!(Max<A, B>);
+
+/// The zero cost model: the identity of [`CostModel::plus`].
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, Phases, Sample, Tokens, Zero};
+///
+/// let group = [Sample::text_only(7)];
+/// assert_eq!(Zero.cost(&group), Phases::ZERO);
+/// let model = Tokens::new(1.0)?;
+/// assert_eq!(model.plus(Zero).cost(&group), model.cost(&group));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct Zero;
+
+impl CostModel for Zero {
+    #[inline]
+    fn cost(&self, _group: &[Sample]) -> Phases {
+        Phases::ZERO
+    }
+}
+
+impl Additive for Zero {
+    #[inline]
+    fn sample_cost(&self, _sample: &Sample) -> Phases {
+        Phases::ZERO
+    }
+}
+
+impl Incremental for Zero {
+    type State = ();
+    #[inline]
+    fn empty(&self) {}
+    #[inline]
+    fn insert(&self, _state: &mut (), _sample: &Sample) {}
+    #[inline]
+    fn remove(&self, _state: &mut (), _sample: &Sample) {}
+    #[inline]
+    fn evaluate(&self, _state: &()) -> Phases {
+        Phases::ZERO
+    }
+}
+
+impl_add!(Zero);
+
+/// A cost model from a closure over the whole group.
+///
+/// This `struct` is created by [`cost_fn`]. `Debug` prints `cost_fn`. Not
+/// [`Additive`] nor [`Incremental`]: the closure sees the whole group, so a
+/// planner re-evaluates it in O(group) per query. Prefer [`sample_fn`] when
+/// the cost is a sum over samples.
+///
+/// The closure's results are not checked: it should return finite,
+/// non-negative costs.
+#[derive(Clone, Copy)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct CostFn<F> {
+    f: F,
+}
+
+/// Wraps a closure `Fn(&[Sample]) -> Phases` as a [`CostModel`].
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{cost_fn, CostModel, Phases, Sample, Tokens};
+///
+/// // Padding: every sample of the micro-batch is padded to the longest.
+/// let padded = cost_fn(|group: &[Sample]| {
+///     let longest = group.iter().map(Sample::tokens).max().unwrap_or(0);
+///     Phases::new(0.0, (longest * group.len() as u64) as f64)
+/// });
+/// let group = [Sample::text_only(10), Sample::text_only(4)];
+/// assert_eq!(padded.cost(&group).language, 20.0);
+/// let model = padded + Tokens::new(0.0)?;
+/// assert_eq!(format!("{model:?}"), "cost_fn + Tokens { per_token: 0.0 }");
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub fn cost_fn<F>(f: F) -> CostFn<F>
+where
+    F: Fn(&[Sample]) -> Phases,
+{
+    CostFn { f }
+}
+
+impl<F> fmt::Debug for CostFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("cost_fn")
+    }
+}
+
+impl<F: Fn(&[Sample]) -> Phases> CostModel for CostFn<F> {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        (self.f)(group)
+    }
+}
+
+impl_add!(CostFn<F>);
+
+/// An additive cost model from a closure over one sample.
+///
+/// This `struct` is created by [`sample_fn`]. `Debug` prints `sample_fn`.
+/// [`Additive`] and [`Incremental`]; its state is the running sum of the
+/// closure's results, so removal is exact only up to rounding.
+///
+/// The closure's results are not checked: it should return finite,
+/// non-negative costs.
+#[derive(Clone, Copy)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct SampleFn<F> {
+    f: F,
+}
+
+/// Wraps a closure `Fn(&Sample) -> Phases` as an [`Additive`] cost model.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{sample_fn, Additive, CostModel, Image, Phases, Sample};
+///
+/// // A fixed preprocessing cost per image, in the vision phase.
+/// let decode = sample_fn(|s: &Sample| Phases::new(0.002 * s.images().len() as f64, 0.0));
+/// let s = Sample::new(10, [Image::new(64), Image::new(64)]);
+/// assert_eq!(decode.sample_cost(&s).vision, 0.004);
+/// assert_eq!(decode.cost(&[s.clone(), s]).vision, 0.008);
+/// ```
+pub fn sample_fn<F>(f: F) -> SampleFn<F>
+where
+    F: Fn(&Sample) -> Phases,
+{
+    SampleFn { f }
+}
+
+impl<F> fmt::Debug for SampleFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sample_fn")
+    }
+}
+
+impl<F: Fn(&Sample) -> Phases> CostModel for SampleFn<F> {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        group.iter().map(&self.f).sum()
+    }
+}
+
+impl<F: Fn(&Sample) -> Phases> Additive for SampleFn<F> {
+    #[inline]
+    fn sample_cost(&self, sample: &Sample) -> Phases {
+        (self.f)(sample)
+    }
+}
+
+impl<F: Fn(&Sample) -> Phases> Incremental for SampleFn<F> {
+    type State = Phases;
+    #[inline]
+    fn empty(&self) -> Phases {
+        Phases::ZERO
+    }
+    #[inline]
+    fn insert(&self, state: &mut Phases, sample: &Sample) {
+        *state += (self.f)(sample);
+    }
+    #[inline]
+    fn remove(&self, state: &mut Phases, sample: &Sample) {
+        *state = *state - (self.f)(sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &Phases) -> Phases {
+        *state
+    }
+}
+
+impl_add!(SampleFn<F>);
+
+// References and boxes of models are models, like rand's `impl Distribution
+// for &D`. This also makes `&dyn CostModel` and `Box<dyn CostModel>` models.
+
+impl<C: CostModel + ?Sized> CostModel for &C {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        (**self).cost(group)
+    }
+}
+
+impl<C: Additive + ?Sized> Additive for &C {
+    #[inline]
+    fn sample_cost(&self, sample: &Sample) -> Phases {
+        (**self).sample_cost(sample)
+    }
+}
+
+impl<C: Incremental + ?Sized> Incremental for &C {
+    type State = C::State;
+    #[inline]
+    fn empty(&self) -> Self::State {
+        (**self).empty()
+    }
+    #[inline]
+    fn insert(&self, state: &mut Self::State, sample: &Sample) {
+        (**self).insert(state, sample);
+    }
+    #[inline]
+    fn remove(&self, state: &mut Self::State, sample: &Sample) {
+        (**self).remove(state, sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &Self::State) -> Phases {
+        (**self).evaluate(state)
+    }
+}
+
+impl<C: CostModel + ?Sized> CostModel for Box<C> {
+    #[inline]
+    fn cost(&self, group: &[Sample]) -> Phases {
+        (**self).cost(group)
+    }
+}
+
+impl<C: Additive + ?Sized> Additive for Box<C> {
+    #[inline]
+    fn sample_cost(&self, sample: &Sample) -> Phases {
+        (**self).sample_cost(sample)
+    }
+}
+
+impl<C: Incremental + ?Sized> Incremental for Box<C> {
+    type State = C::State;
+    #[inline]
+    fn empty(&self) -> Self::State {
+        (**self).empty()
+    }
+    #[inline]
+    fn insert(&self, state: &mut Self::State, sample: &Sample) {
+        (**self).insert(state, sample);
+    }
+    #[inline]
+    fn remove(&self, state: &mut Self::State, sample: &Sample) {
+        (**self).remove(state, sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &Self::State) -> Phases {
+        (**self).evaluate(state)
+    }
+}
+
+/// Tuples of models sum their members, like tower-layer's tuple layers.
+macro_rules! impl_tuple {
+    ($($name:ident $idx:tt),+) => {
+        /// A tuple of cost models sums its members, phase by phase.
+        impl<$($name: CostModel),+> CostModel for ($($name,)+) {
+            #[inline]
+            fn cost(&self, group: &[Sample]) -> Phases {
+                Phases::ZERO $(+ self.$idx.cost(group))+
+            }
+        }
+
+        impl<$($name: Additive),+> Additive for ($($name,)+) {
+            #[inline]
+            fn sample_cost(&self, sample: &Sample) -> Phases {
+                Phases::ZERO $(+ self.$idx.sample_cost(sample))+
+            }
+        }
+
+        impl<$($name: Incremental),+> Incremental for ($($name,)+) {
+            type State = ($($name::State,)+);
+            #[inline]
+            fn empty(&self) -> Self::State {
+                ($(self.$idx.empty(),)+)
+            }
+            #[inline]
+            fn insert(&self, state: &mut Self::State, sample: &Sample) {
+                $(self.$idx.insert(&mut state.$idx, sample);)+
+            }
+            #[inline]
+            fn remove(&self, state: &mut Self::State, sample: &Sample) {
+                $(self.$idx.remove(&mut state.$idx, sample);)+
+            }
+            #[inline]
+            fn evaluate(&self, state: &Self::State) -> Phases {
+                Phases::ZERO $(+ self.$idx.evaluate(&state.$idx))+
+            }
+        }
+    };
+}
+
+impl_tuple!(A 0);
+impl_tuple!(A 0, B 1);
+impl_tuple!(A 0, B 1, C 2);
+impl_tuple!(A 0, B 1, C 2, D 3);
+impl_tuple!(A 0, B 1, C 2, D 3, E 4);
+impl_tuple!(A 0, B 1, C 2, D 3, E 4, F 5);
+impl_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+impl_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{Image, Tokens};
+
+    #[test]
+    fn tuples_sum_their_members() {
+        let t = Tokens::new(1.0).unwrap();
+        let group = [Sample::new(3, [Image::new(2)])];
+        assert_eq!((t, t, t).cost(&group).language, 15.0);
+        let mut s = (t, Zero).empty();
+        (t, Zero).insert(&mut s, &group[0]);
+        assert_eq!((t, Zero).evaluate(&s).language, 5.0);
+    }
+
+    #[test]
+    fn object_safe() {
+        let models: [Box<dyn CostModel>; 2] = [
+            Box::new(Tokens::new(1.0).unwrap()),
+            Box::new(cost_fn(|g: &[Sample]| Phases::new(g.len() as f64, 0.0))),
+        ];
+        let group = [Sample::text_only(4)];
+        let total: f64 = models.iter().map(|m| m.cost(&group).total()).sum();
+        assert_eq!(total, 5.0);
+    }
+}

@@ -1,0 +1,600 @@
+//! FLOPs from model shapes: a decoder-only LLM ([`LlmShape`]), a vision
+//! encoder ([`VitShape`]), and named [`preset`]s for the model pairs of the
+//! crate's workloads.
+//!
+//! # Formulas
+//!
+//! A GEMM of an `m x k` by a `k x n` matrix costs `2 * m * k * n` FLOPs;
+//! training runs each GEMM three times (forward, gradient of the input,
+//! gradient of the weight), so a trained layer costs 3x its forward pass.
+//! Norms, activations, rotary embeddings, softmax, biases and the input
+//! embedding lookup are not counted (each below 1% for these shapes).
+//!
+//! **LLM** of `L` layers, hidden size `h`, FFN size `f`, `a` query heads,
+//! `g` key/value heads (grouped-query attention; query projection size `h`),
+//! vocabulary `V`, trained on one document of `T` tokens:
+//!
+//! ```text
+//! linear    = 3 * [ L * (2hh (Q) + 2 * 2h(h*g/a) (K, V) + 2hh (O) + m * 2hf (MLP)) + 2hV (logits) ] * T
+//!           = [ 12 L h^2 (1 + g/a) + 6m L h f + 6 h V ] * T        (m = 3 with SwiGLU, 2 without)
+//! attention = 3 * L * (2 T^2 h (Q K^T) + 2 T^2 h (scores x V)) * c  = 12 c L h T^2
+//! ```
+//!
+//! with `c = 1` counting the full score matrix ([`AttentionCount::Full`],
+//! exactly Megatron-LM's `num_floating_point_operations`) or `c = 1/2`
+//! counting the causal half that FlashAttention computes
+//! ([`AttentionCount::Causal`], the `6 * L * d * T^2` of the crate's domain
+//! notes). The linear part is `6 * N * T` for the `N` weights of the
+//! matrices above ([`LlmShape::weights`]).
+//!
+//! **ViT** of `L` layers, hidden size `h`, MLP size `m`, forward pass over one
+//! attention unit of `n` tokens (full, bidirectional attention):
+//!
+//! ```text
+//! forward = L * n * (8 h^2 + m' * 2hm) + L * 4 h n^2        (m' = 3 with SwiGLU, 2 without)
+//! ```
+//!
+//! Windowed layers replace `n^2` by `sum(w_i^2)` over their windows
+//! ([`Windowed`]). The patch embedding and the projector (merger MLP) are not
+//! counted (about 2% of the encoder for Qwen2.5-VL). A frozen encoder pays
+//! the forward pass once, a trained one three times ([`Training`]).
+//!
+//! # Sources
+//!
+//! Shapes from the models' published configurations (`config.json` on the
+//! Hugging Face Hub): `lmsys/vicuna-7b-v1.5`, `Qwen/Qwen2-7B`,
+//! `internlm/internlm2_5-7b`, `openai/clip-vit-large-patch14-336`,
+//! `Qwen/Qwen2.5-VL-7B-Instruct` (`vision_config`), `Qwen/Qwen2-VL-7B-Instruct`
+//! (`vision_config`), `OpenGVLab/InternViT-300M-448px`. The formula is that of
+//! D. Narayanan et al., *Efficient Large-Scale Language Model Training on GPU
+//! Clusters Using Megatron-LM*, SC 2021, appendix, as implemented (with
+//! grouped-query attention and SwiGLU) by Megatron-LM's
+//! `num_floating_point_operations` in `megatron/training/training.py`.
+
+use super::attention::DocumentAttention;
+use super::combinator::Sum;
+use super::tokens::Tokens;
+use super::vision::{PerImage, PerTile, Training, Vision, Windowed};
+use super::CostModel;
+use crate::error::Error;
+
+/// How the LLM's attention FLOPs count the `T x T` score matrix of a causal
+/// model.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{AttentionCount, LlmShape};
+///
+/// let full = LlmShape { attention: AttentionCount::Full, ..LlmShape::VICUNA_7B };
+/// let causal = LlmShape { attention: AttentionCount::Causal, ..LlmShape::VICUNA_7B };
+/// assert_eq!(full.attention_flops_per_token_pair(), 2.0 * causal.attention_flops_per_token_pair());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum AttentionCount {
+    /// Only the causal lower triangle (what FlashAttention computes):
+    /// `6 * L * h * T^2`.
+    Causal,
+    /// The full matrix, as Megatron-LM's classic `num_floating_point_operations`
+    /// counts: `12 * L * h * T^2`.
+    Full,
+}
+
+/// The shape of a decoder-only language model, for its training FLOPs.
+///
+/// See the [module documentation](self) for the formula.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, LlmShape, Sample};
+///
+/// let vicuna = LlmShape::VICUNA_7B;
+/// // 6 FLOPs per weight per token, plus causal attention.
+/// assert_eq!(vicuna.linear_flops_per_token(), 6.0 * vicuna.weights() as f64);
+/// let t = 2048.0;
+/// let flops = vicuna.training_flops(2048);
+/// assert_eq!(flops, vicuna.linear_flops_per_token() * t + 6.0 * 32.0 * 4096.0 * t * t);
+///
+/// let model = vicuna.cost_model()?;
+/// assert_eq!(model.cost(&[Sample::text_only(2048)]).language, flops);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct LlmShape {
+    /// Transformer layers.
+    pub layers: u32,
+    /// Hidden size (also the query projection size).
+    pub hidden: u32,
+    /// FFN (intermediate) size.
+    pub ffn: u32,
+    /// Gated FFN (SwiGLU: three matrices) or plain (two matrices).
+    pub swiglu: bool,
+    /// Query attention heads.
+    pub heads: u32,
+    /// Key/value heads (grouped-query attention); equal to `heads` for
+    /// multi-head attention.
+    pub kv_heads: u32,
+    /// Vocabulary size (the output layer).
+    pub vocab: u32,
+    /// How the causal score matrix is counted.
+    pub attention: AttentionCount,
+}
+
+impl LlmShape {
+    /// Vicuna-7B v1.5 (LLaMA-2-7B shape), the LLM of LLaVA-1.5-7B.
+    pub const VICUNA_7B: LlmShape = LlmShape {
+        layers: 32,
+        hidden: 4096,
+        ffn: 11008,
+        swiglu: true,
+        heads: 32,
+        kv_heads: 32,
+        vocab: 32000,
+        attention: AttentionCount::Causal,
+    };
+
+    /// Qwen2-7B, the LLM of Qwen2-VL-7B and Qwen2.5-VL-7B.
+    pub const QWEN2_7B: LlmShape = LlmShape {
+        layers: 28,
+        hidden: 3584,
+        ffn: 18944,
+        swiglu: true,
+        heads: 28,
+        kv_heads: 4,
+        vocab: 152064,
+        attention: AttentionCount::Causal,
+    };
+
+    /// InternLM2.5-7B, the LLM of InternVL2.5-8B.
+    pub const INTERNLM2_5_7B: LlmShape = LlmShape {
+        layers: 32,
+        hidden: 4096,
+        ffn: 14336,
+        swiglu: true,
+        heads: 32,
+        kv_heads: 8,
+        vocab: 92544,
+        attention: AttentionCount::Causal,
+    };
+
+    /// Checks the shape: at least one head and `1 <= kv_heads <= heads`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidShape`] naming `heads` or `kv_heads`.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.heads == 0 {
+            return Err(Error::InvalidShape {
+                name: "heads",
+                value: 0,
+                requirement: "at least 1",
+            });
+        }
+        if self.kv_heads == 0 || self.kv_heads > self.heads {
+            return Err(Error::InvalidShape {
+                name: "kv_heads",
+                value: u64::from(self.kv_heads),
+                requirement: "between 1 and heads",
+            });
+        }
+        Ok(())
+    }
+
+    /// The weights of the matrices counted (Q, K, V, O and the FFN of every
+    /// layer, and the output layer): `N` in `6 * N * T`.
+    #[must_use]
+    pub fn weights(&self) -> u64 {
+        let h = u64::from(self.hidden);
+        let kv = h * u64::from(self.kv_heads) / u64::from(self.heads.max(1));
+        let mats = if self.swiglu { 3 } else { 2 };
+        let layer = 2 * h * h + 2 * h * kv + mats * h * u64::from(self.ffn);
+        u64::from(self.layers) * layer + h * u64::from(self.vocab)
+    }
+
+    /// Training FLOPs per token of the linear part (projections, FFN, output
+    /// layer): `12 L h^2 (1 + g/a) + 6m L h f + 6 h V`.
+    #[must_use]
+    pub fn linear_flops_per_token(&self) -> f64 {
+        let l = f64::from(self.layers);
+        let h = f64::from(self.hidden);
+        // The K and V projection size h * g / a (exact for the shapes here).
+        let kv = h * f64::from(self.kv_heads) / f64::from(self.heads.max(1));
+        let mats = if self.swiglu { 3.0 } else { 2.0 };
+        12.0 * l * h * (h + kv)
+            + 6.0 * mats * l * h * f64::from(self.ffn)
+            + 6.0 * h * f64::from(self.vocab)
+    }
+
+    /// Training FLOPs of attention per squared document length: `12 L h`
+    /// ([`AttentionCount::Full`]) or `6 L h` ([`AttentionCount::Causal`]).
+    #[must_use]
+    pub fn attention_flops_per_token_pair(&self) -> f64 {
+        let full = 12.0 * f64::from(self.layers) * f64::from(self.hidden);
+        match self.attention {
+            AttentionCount::Full => full,
+            AttentionCount::Causal => full / 2.0,
+        }
+    }
+
+    /// Training FLOPs (forward and backward) of one document of `tokens`
+    /// tokens.
+    #[must_use]
+    pub fn training_flops(&self, tokens: u64) -> f64 {
+        let t = tokens as f64;
+        self.linear_flops_per_token() * t + self.attention_flops_per_token_pair() * t * t
+    }
+
+    /// The LLM's cost model in FLOPs: [`Tokens`] for the linear part plus
+    /// [`DocumentAttention`] (each sample is one document of its packed
+    /// sequence), in the language phase.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidShape`] if [`check`](LlmShape::check) fails.
+    pub fn cost_model(&self) -> Result<Sum<Tokens, DocumentAttention>, Error> {
+        self.check()?;
+        Ok(
+            Tokens::new(self.linear_flops_per_token())?.plus(DocumentAttention::new(
+                self.attention_flops_per_token_pair(),
+            )?),
+        )
+    }
+}
+
+/// What a vision encoder's attention spans, and how its tokens relate to the
+/// LLM's.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{VitScope, VitShape};
+///
+/// assert_eq!(
+///     VitShape::INTERNVIT_300M.scope,
+///     VitScope::Tile { tokens_per_tile: 1025, llm_tokens_per_tile: 256 }
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum VitScope {
+    /// Attention within fixed tiles (CLIP, SigLIP, InternViT): the cost is
+    /// linear in tiles.
+    Tile {
+        /// ViT tokens per tile, class token included (577 for CLIP-L/14 at
+        /// 336px, 1025 for InternViT at 448px).
+        tokens_per_tile: u32,
+        /// LLM tokens per tile (576 for LLaVA-1.5; 256 for InternVL after
+        /// its 2x2 pixel shuffle).
+        llm_tokens_per_tile: u32,
+    },
+    /// Full attention over each image or frame group (Qwen2-VL).
+    Image {
+        /// ViT patches per LLM token (4: a 2x2 merger).
+        patches_per_token: u32,
+    },
+    /// Windowed attention with full attention in some layers (Qwen2.5-VL).
+    Windowed {
+        /// Patches per window (64: 112px / 14px = 8 patches a side).
+        window: u32,
+        /// Layers with full attention over the image (4 of 32).
+        full_layers: u32,
+        /// ViT patches per LLM token (4: a 2x2 merger).
+        patches_per_token: u32,
+    },
+}
+
+/// The shape of a vision transformer, for its FLOPs.
+///
+/// See the [module documentation](self) for the formula.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, Image, Sample, Training, VitShape};
+///
+/// let clip = VitShape::CLIP_L_14_336;
+/// let tile = clip.forward_flops(577);
+/// let h = 1024.0;
+/// assert_eq!(tile, 24.0 * (577.0 * (8.0 * h * h + 4.0 * h * 4096.0) + 4.0 * h * 577.0 * 577.0));
+///
+/// let model = clip.cost_model(Training::Frozen)?;
+/// assert_eq!(model.cost(&[Sample::new(30, [Image::new(576)])]).vision, tile);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct VitShape {
+    /// Transformer layers.
+    pub layers: u32,
+    /// Hidden size.
+    pub hidden: u32,
+    /// MLP (intermediate) size.
+    pub mlp: u32,
+    /// Gated MLP (SwiGLU: three matrices) or plain (two matrices).
+    pub swiglu: bool,
+    /// What attention spans.
+    pub scope: VitScope,
+}
+
+impl VitShape {
+    /// CLIP ViT-L/14 at 336px (LLaVA-1.5): 24x24 patches + a class token,
+    /// one tile per image, 576 LLM tokens.
+    pub const CLIP_L_14_336: VitShape = VitShape {
+        layers: 24,
+        hidden: 1024,
+        mlp: 4096,
+        swiglu: false,
+        scope: VitScope::Tile {
+            tokens_per_tile: 577,
+            llm_tokens_per_tile: 576,
+        },
+    };
+
+    /// InternViT-300M at 448px (InternVL2.5-8B): 32x32 patches + a class
+    /// token per tile, 256 LLM tokens per tile.
+    pub const INTERNVIT_300M: VitShape = VitShape {
+        layers: 24,
+        hidden: 1024,
+        mlp: 4096,
+        swiglu: false,
+        scope: VitScope::Tile {
+            tokens_per_tile: 1025,
+            llm_tokens_per_tile: 256,
+        },
+    };
+
+    /// The Qwen2-VL vision encoder: full attention per image, plain MLP of
+    /// 4 x 1280, 4 patches per LLM token.
+    pub const QWEN2_VL: VitShape = VitShape {
+        layers: 32,
+        hidden: 1280,
+        mlp: 5120,
+        swiglu: false,
+        scope: VitScope::Image {
+            patches_per_token: 4,
+        },
+    };
+
+    /// The Qwen2.5-VL vision encoder: SwiGLU MLP of 3420, 64-patch windows,
+    /// full attention in 4 of 32 layers, 4 patches per LLM token.
+    pub const QWEN2_5_VL: VitShape = VitShape {
+        layers: 32,
+        hidden: 1280,
+        mlp: 3420,
+        swiglu: true,
+        scope: VitScope::Windowed {
+            window: 64,
+            full_layers: 4,
+            patches_per_token: 4,
+        },
+    };
+
+    /// Forward FLOPs per ViT token of the linear part, all layers:
+    /// `L * (8 h^2 + m' * 2hm)`.
+    #[must_use]
+    pub fn linear_flops_per_token(&self) -> f64 {
+        let h = f64::from(self.hidden);
+        let mats = if self.swiglu { 3.0 } else { 2.0 };
+        f64::from(self.layers) * (8.0 * h * h + mats * 2.0 * h * f64::from(self.mlp))
+    }
+
+    /// Forward FLOPs of attention per squared token count, per layer: `4 h`.
+    #[must_use]
+    pub fn attention_flops_per_token_pair(&self) -> f64 {
+        4.0 * f64::from(self.hidden)
+    }
+
+    /// Forward FLOPs of one attention unit (a tile, an image, a frame group)
+    /// of `tokens` ViT tokens.
+    #[must_use]
+    pub fn forward_flops(&self, tokens: u64) -> f64 {
+        let n = tokens as f64;
+        let attn = self.attention_flops_per_token_pair();
+        let linear = self.linear_flops_per_token() * n;
+        match self.scope {
+            VitScope::Tile { .. } | VitScope::Image { .. } => {
+                linear + f64::from(self.layers) * attn * n * n
+            }
+            VitScope::Windowed {
+                window,
+                full_layers,
+                ..
+            } => {
+                let w = u64::from(window.max(1));
+                let (full, rest) = (tokens / w, tokens % w);
+                let windows = (full * w * w + rest * rest) as f64;
+                let windowed_layers = f64::from(self.layers.saturating_sub(full_layers));
+                linear
+                    + windowed_layers * attn * windows
+                    + f64::from(full_layers.min(self.layers)) * attn * n * n
+            }
+        }
+    }
+
+    /// The encoder's cost model in FLOPs, in the vision phase: [`PerTile`],
+    /// [`PerImage`] or [`Windowed`] by [`scope`](VitShape::scope), paying the
+    /// forward pass once if frozen and three times if trained.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidShape`] if a count of the scope is zero or
+    /// `full_layers` exceeds `layers`.
+    pub fn cost_model(&self, training: Training) -> Result<Vision, Error> {
+        let linear = self.linear_flops_per_token();
+        let attn = self.attention_flops_per_token_pair();
+        let layers = f64::from(self.layers);
+        Ok(match self.scope {
+            VitScope::Tile {
+                tokens_per_tile,
+                llm_tokens_per_tile,
+            } => {
+                let per_tile = self.forward_flops(u64::from(tokens_per_tile));
+                PerTile::new(per_tile, llm_tokens_per_tile, training)?.into()
+            }
+            VitScope::Image { patches_per_token } => {
+                PerImage::new(linear, layers * attn, patches_per_token, training)?.into()
+            }
+            VitScope::Windowed {
+                window,
+                full_layers,
+                patches_per_token,
+            } => {
+                if full_layers > self.layers {
+                    return Err(Error::InvalidShape {
+                        name: "full_layers",
+                        value: u64::from(full_layers),
+                        requirement: "at most layers",
+                    });
+                }
+                let windowed = f64::from(self.layers - full_layers) * attn;
+                let full = f64::from(full_layers) * attn;
+                Windowed::new(linear, windowed, window, full, patches_per_token, training)?.into()
+            }
+        })
+    }
+}
+
+/// The names [`preset`] knows, in order.
+pub const PRESET_NAMES: [&str; 3] = ["llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b"];
+
+/// A named vision-language model pair: its encoder, whether the encoder is
+/// trained, and its LLM. Built by [`preset`].
+///
+/// | name | vision encoder | LLM |
+/// |---|---|---|
+/// | `llava-1.5-7b` | CLIP-L/14-336, frozen | Vicuna-7B |
+/// | `qwen2.5-vl-7b` | Qwen2.5-VL ViT, trained | Qwen2-7B |
+/// | `internvl2.5-8b` | InternViT-300M, trained | InternLM2.5-7B |
+///
+/// Attention is counted causally ([`AttentionCount::Causal`]).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{preset, LlmShape, Training, VitShape};
+///
+/// let p = preset("internvl2.5-8b")?;
+/// assert_eq!(p.name(), "internvl2.5-8b");
+/// assert_eq!(p.llm(), LlmShape::INTERNLM2_5_7B);
+/// assert_eq!(p.vit(), VitShape::INTERNVIT_300M);
+/// assert_eq!(p.vit_training(), Training::Trained);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Preset {
+    name: &'static str,
+    vit: VitShape,
+    vit_training: Training,
+    llm: LlmShape,
+}
+
+/// The model of a [`Preset`]: the encoder in the vision phase plus the LLM's
+/// linear and document-masked attention terms in the language phase, in
+/// FLOPs.
+pub type PresetModel = Sum<Vision, Sum<Tokens, DocumentAttention>>;
+
+impl Preset {
+    /// The preset's name.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The vision encoder's shape.
+    #[must_use]
+    pub fn vit(&self) -> VitShape {
+        self.vit
+    }
+
+    /// Whether the vision encoder is trained.
+    #[must_use]
+    pub fn vit_training(&self) -> Training {
+        self.vit_training
+    }
+
+    /// The LLM's shape.
+    #[must_use]
+    pub fn llm(&self) -> LlmShape {
+        self.llm
+    }
+
+    /// The training FLOPs model of the pair.
+    ///
+    /// # Errors
+    ///
+    /// None for the built-in presets; the `Result` is that of
+    /// [`VitShape::cost_model`] and [`LlmShape::cost_model`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, CostModel, Image, Sample};
+    ///
+    /// let model = preset("qwen2.5-vl-7b")?.cost_model()?;
+    /// let cost = model.cost(&[Sample::new(180, [Image::new(1024)])]);
+    /// let share = cost.vision / cost.total();
+    /// assert!(share > 0.2 && share < 0.3, "{share}");
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub fn cost_model(&self) -> Result<PresetModel, Error> {
+        Ok(self
+            .vit
+            .cost_model(self.vit_training)?
+            .plus(self.llm.cost_model()?))
+    }
+}
+
+const PRESETS: [Preset; 3] = [
+    Preset {
+        name: PRESET_NAMES[0],
+        vit: VitShape::CLIP_L_14_336,
+        vit_training: Training::Frozen,
+        llm: LlmShape::VICUNA_7B,
+    },
+    Preset {
+        name: PRESET_NAMES[1],
+        vit: VitShape::QWEN2_5_VL,
+        vit_training: Training::Trained,
+        llm: LlmShape::QWEN2_7B,
+    },
+    Preset {
+        name: PRESET_NAMES[2],
+        vit: VitShape::INTERNVIT_300M,
+        vit_training: Training::Trained,
+        llm: LlmShape::INTERNLM2_5_7B,
+    },
+];
+
+/// The model pair named `name`: one of [`PRESET_NAMES`].
+///
+/// # Errors
+///
+/// [`Error::UnknownPreset`] for any other name; its message lists the known
+/// names.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::preset;
+///
+/// assert_eq!(preset("llava-1.5-7b")?.name(), "llava-1.5-7b");
+/// let err = preset("llava-2").unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "unknown cost model preset \"llava-2\"; known presets: llava-1.5-7b, qwen2.5-vl-7b, internvl2.5-8b"
+/// );
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub fn preset(name: &str) -> Result<Preset, Error> {
+    PRESETS
+        .iter()
+        .find(|p| p.name == name)
+        .copied()
+        .ok_or_else(|| Error::UnknownPreset {
+            name: name.into(),
+            known: &PRESET_NAMES,
+        })
+}

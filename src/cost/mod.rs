@@ -1,0 +1,730 @@
+//! Cost models: how long a sample or a group of samples takes to train, per phase.
+//!
+//! The planner balances *time*, not tokens. A vision-language model spends
+//! its time in two places with their own barriers under FSDP/ZeRO-3: the
+//! vision encoder (ViT), whose cost grows with image work only, and the
+//! language model (LLM), whose cost grows with all tokens and with attention.
+//! This module describes that time as a [`CostModel`]: a map from a group of
+//! [`Sample`]s (a packed sequence or a micro-batch) to a [`Phases`] vector
+//! (`vision`, `language`; [`Phases::total`] for a single barrier).
+//!
+//! # Building a model
+//!
+//! Models are small values that compose, in the style of rand's
+//! `Distribution::map` and tower's layers:
+//!
+//! - built-in terms, one family a file: [`Tokens`], [`PerSample`] and
+//!   [`PerGroup`] (linear terms and fixed overheads); [`DocumentAttention`]
+//!   (`sum T^2` under a document mask) and [`FullAttention`] (`L^2` over the
+//!   packed length); the vision encoders [`PerTile`] (CLIP, SigLIP,
+//!   InternViT), [`PerImage`] (Qwen2-VL) and [`Windowed`] (Qwen2.5-VL), frozen
+//!   or trained ([`Training`]);
+//! - FLOPs from model shapes: [`LlmShape`], [`VitShape`] and the named
+//!   [`preset`]s `llava-1.5-7b`, `qwen2.5-vl-7b` and `internvl2.5-8b`;
+//! - coefficients from measured timings: [`fit`] and [`fit_terms`]
+//!   (non-negative least squares, with R^2 and the worst relative error);
+//! - combinators: [`CostModel::plus`] (also `+`), [`CostModel::scale`],
+//!   [`CostModel::in_phase`], [`CostModel::max`], the closures [`cost_fn`] and
+//!   [`sample_fn`], the identity [`Zero`], and tuples `(A, B, ...)`, which
+//!   sum their members. `Debug` prints a composition flat, as a formula.
+//!
+//! Every constructor validates its coefficients: a NaN, infinite or negative
+//! coefficient is an [`Error::InvalidCoefficient`] naming the parameter, so
+//! a model, once built, only produces finite, non-negative costs (closures
+//! excepted: their results are the caller's).
+//!
+//! # Three ways to evaluate a model
+//!
+//! | trait | what | cost of "group + one sample" |
+//! |---|---|---|
+//! | [`CostModel`] | [`cost`](CostModel::cost) of a whole group (a slice of samples) | O(group) |
+//! | [`Additive`] | [`sample_cost`](Additive::sample_cost): the group cost is the sum of these | O(1): add a number |
+//! | [`Incremental`] | a small [`State`](Incremental::State) of sufficient statistics, with [`insert`](Incremental::insert), [`remove`](Incremental::remove) and [`evaluate`](Incremental::evaluate) | O(1) for every built-in model |
+//!
+//! - **Additive** models (linear tokens, document-masked attention, per-sample
+//!   overheads, every vision encoder, and sums, scalings and phase placements
+//!   of those) have a cost per sample. Compute it once per sample and hand the
+//!   numbers to any algorithm over plain weights (LPT, Karmarkar-Karp, first
+//!   fit decreasing).
+//! - **Incremental** covers the non-additive terms as well: full attention
+//!   over a packed sequence keeps `L = sum T` and evaluates `b * L^2`; a
+//!   per-group overhead keeps the sample count; [`Max`] keeps the states of
+//!   both sides. A greedy planner keeps one state per open group and asks
+//!   [`evaluate_with`](Incremental::evaluate_with) for the cost with one more
+//!   sample, in O(1), without touching the group's samples. Built-in states
+//!   are integer sums (tokens, squared tokens, tiles, patches), so insertion
+//!   and removal are exact and the result does not depend on insertion order:
+//!   every rank computes the same plan.
+//!
+//! Only the closure adapter [`cost_fn`] is not incremental: it sees the
+//! whole group.
+//!
+//! # Examples
+//!
+//! The classic fitted model `a * sum(T) + b * sum(T^2) + c * n` with a
+//! trained ViT in its own phase:
+//!
+//! ```
+//! use microbatch::cost::{
+//!     CostModel, DocumentAttention, Image, Incremental, PerSample, PerTile, Sample, Tokens,
+//!     Training,
+//! };
+//!
+//! let llm = Tokens::new(2e-5)? + DocumentAttention::new(3e-10)? + PerSample::new(1e-3)?;
+//! let vit = PerTile::new(4e-3, 256, Training::Trained)?; // seconds per tile (forward)
+//! let model = vit.plus(llm);
+//!
+//! let group = [
+//!     Sample::text_only(1000),
+//!     Sample::new(200, [Image::new(512)]), // 2 tiles of 256 tokens
+//! ];
+//! let cost = model.cost(&group);
+//! let tokens = 1000.0 + 712.0;
+//! let squares = 1000.0 * 1000.0 + 712.0 * 712.0;
+//! let language = 2e-5 * tokens + 3e-10 * squares + 1e-3 * 2.0;
+//! assert!((cost.language - language).abs() < 1e-12);
+//! assert!((cost.vision - 3.0 * 2.0 * 4e-3).abs() < 1e-12);
+//!
+//! // The same in O(1) per sample, as a greedy planner would do it:
+//! let mut state = model.empty();
+//! for s in &group {
+//!     model.insert(&mut state, s);
+//! }
+//! assert_eq!(model.evaluate(&state), cost);
+//! println!("{model:?}");
+//! # Ok::<(), microbatch::Error>(())
+//! ```
+//!
+//! FLOPs of a named model pair:
+//!
+//! ```
+//! use microbatch::cost::{preset, CostModel, Image, Sample};
+//!
+//! let llava = preset("llava-1.5-7b")?.cost_model()?;
+//! let cost = llava.cost(&[Sample::new(300, [Image::new(576)])]);
+//! assert!(cost.vision / cost.total() < 0.02); // frozen CLIP: forward only
+//! # Ok::<(), microbatch::Error>(())
+//! ```
+//!
+//! # References
+//!
+//! - D. Narayanan et al., *Efficient Large-Scale Language Model Training on
+//!   GPU Clusters Using Megatron-LM*, SC 2021, appendix "Floating-point
+//!   operations" (the FLOPs formula of [`LlmShape`]).
+//! - C. L. Lawson and R. J. Hanson, *Solving Least Squares Problems*,
+//!   Prentice-Hall 1974, chapter 23 (the NNLS algorithm of [`fit`]).
+//! - verl `seqlen_balancing.py` (`24576 * T + T^2`) and LoongForge (fits
+//!   `a * sum(T^2) + b * sum(T) + c * n` from timings): the peers' models.
+
+use core::fmt;
+use core::num::NonZeroU32;
+use core::ops::{Add, AddAssign, Mul, Sub};
+
+use smallvec::SmallVec;
+
+use crate::error::{Error, InvalidReason};
+
+pub mod attention;
+pub mod calibrate;
+pub mod combinator;
+pub mod flops;
+pub mod tokens;
+pub mod vision;
+
+pub use self::attention::{DocumentAttention, FullAttention};
+pub use self::calibrate::{fit, fit_terms, Fit};
+pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
+pub use self::flops::{
+    preset, AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape, PRESET_NAMES,
+};
+pub use self::tokens::{PerGroup, PerSample, Tokens};
+pub use self::vision::{PerImage, PerTile, Training, Vision, Windowed};
+
+/// One image of a [`Sample`]: the tokens it adds to the LLM sequence and the
+/// number of units its vision encoder attends within.
+///
+/// A *unit* is what the ViT's attention stays inside: a tile (CLIP, SigLIP,
+/// InternViT), a whole image or a two-frame group of a video (Qwen2-VL,
+/// Qwen2.5-VL). The image's tokens are split over its units as evenly as
+/// integers allow. At least one unit, by construction.
+///
+/// # Examples
+///
+/// ```
+/// use core::num::NonZeroU32;
+/// use microbatch::cost::Image;
+///
+/// let photo = Image::new(576);
+/// assert_eq!((photo.tokens(), photo.units()), (576, 1));
+///
+/// // InternVL: 6 tiles + 1 thumbnail tile of 256 tokens each.
+/// let tiled = Image::with_units(7 * 256, NonZeroU32::new(7).unwrap());
+/// assert_eq!(tiled.units(), 7);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Image {
+    tokens: u32,
+    units: NonZeroU32,
+}
+
+impl Image {
+    /// An image of `tokens` LLM tokens, attended as one unit.
+    #[must_use]
+    pub const fn new(tokens: u32) -> Self {
+        Image {
+            tokens,
+            units: NonZeroU32::MIN,
+        }
+    }
+
+    /// An image of `tokens` LLM tokens split into `units` attention units
+    /// (tiles or frame groups).
+    #[must_use]
+    pub const fn with_units(tokens: u32, units: NonZeroU32) -> Self {
+        Image { tokens, units }
+    }
+
+    /// The tokens this image adds to the LLM sequence.
+    #[must_use]
+    pub const fn tokens(&self) -> u32 {
+        self.tokens
+    }
+
+    /// The number of attention units (at least 1).
+    #[must_use]
+    pub const fn units(&self) -> u32 {
+        self.units.get()
+    }
+
+    /// The sizes of the units in LLM tokens, as even as integers allow: the
+    /// first `tokens % units` units get one token more. Calls `f(size, count)`
+    /// at most twice.
+    pub(crate) fn for_each_unit(&self, mut f: impl FnMut(u64, u64)) {
+        let tokens = u64::from(self.tokens);
+        let units = u64::from(self.units.get());
+        let (base, extra) = (tokens / units, tokens % units);
+        if extra > 0 {
+            f(base + 1, extra);
+        }
+        if units > extra {
+            f(base, units - extra);
+        }
+    }
+}
+
+/// One training sample: text tokens and the images it carries.
+///
+/// Each sample is one document of its packed sequence: under a document mask
+/// its tokens attend only to each other. Its LLM length is
+/// [`tokens`](Sample::tokens) = text tokens + the image tokens of every image.
+///
+/// A *group* is a slice of samples: a packed sequence or a micro-batch.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{Image, Sample};
+///
+/// let s = Sample::new(180, [Image::new(256), Image::new(1024)]);
+/// assert_eq!((s.text(), s.image_tokens(), s.tokens()), (180, 1280, 1460));
+/// assert_eq!(s.images().len(), 2);
+/// assert_eq!(Sample::text_only(700).tokens(), 700);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Sample {
+    text: u32,
+    images: SmallVec<[Image; 1]>,
+}
+
+impl Sample {
+    /// A sample of `text` text tokens and the given images.
+    pub fn new(text: u32, images: impl IntoIterator<Item = Image>) -> Self {
+        Sample {
+            text,
+            images: images.into_iter().collect(),
+        }
+    }
+
+    /// A sample without images.
+    #[must_use]
+    pub fn text_only(text: u32) -> Self {
+        Sample {
+            text,
+            images: SmallVec::new(),
+        }
+    }
+
+    /// Adds one image (builder style).
+    #[must_use]
+    pub fn with_image(mut self, image: Image) -> Self {
+        self.images.push(image);
+        self
+    }
+
+    /// The text tokens.
+    #[must_use]
+    pub fn text(&self) -> u32 {
+        self.text
+    }
+
+    /// The images, in order.
+    #[must_use]
+    pub fn images(&self) -> &[Image] {
+        &self.images
+    }
+
+    /// The image tokens of all images, in `u64` so that no sum overflows.
+    #[must_use]
+    pub fn image_tokens(&self) -> u64 {
+        self.images.iter().map(|i| u64::from(i.tokens)).sum()
+    }
+
+    /// The sample's length in the LLM: text + image tokens.
+    #[must_use]
+    pub fn tokens(&self) -> u64 {
+        u64::from(self.text) + self.image_tokens()
+    }
+}
+
+/// A phase of a training step with its own barrier under FSDP/ZeRO-3: the
+/// vision encoder or the language model.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{Phase, Phases};
+///
+/// let p = Phases::only(Phase::Vision, 2.0);
+/// assert_eq!((p.get(Phase::Vision), p.get(Phase::Language)), (2.0, 0.0));
+/// assert_eq!(Phase::ALL.len(), 2);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Phase {
+    /// The vision encoder (and its projector).
+    Vision,
+    /// The language model.
+    Language,
+}
+
+impl Phase {
+    /// Every phase, in order.
+    pub const ALL: [Phase; 2] = [Phase::Vision, Phase::Language];
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Vision => "vision",
+            Phase::Language => "language",
+        })
+    }
+}
+
+/// A cost per phase, in the model's unit (seconds, FLOPs, ...).
+///
+/// Costs add phase by phase; [`total`](Phases::total) is the scalar view for
+/// setups with a single barrier (DDP with `no_sync`). Built-in models only
+/// produce finite, non-negative values.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::Phases;
+///
+/// let a = Phases::new(1.0, 4.0);
+/// let b = Phases::new(3.0, 2.0);
+/// assert_eq!(a + b, Phases::new(4.0, 6.0));
+/// assert_eq!(a.max(b), Phases::new(3.0, 4.0));
+/// assert_eq!((a * 2.0).total(), 10.0);
+/// assert_eq!([a, b].into_iter().sum::<Phases>(), a + b);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Phases {
+    /// The vision encoder's cost.
+    pub vision: f64,
+    /// The language model's cost.
+    pub language: f64,
+}
+
+impl Phases {
+    /// The zero cost.
+    pub const ZERO: Phases = Phases {
+        vision: 0.0,
+        language: 0.0,
+    };
+
+    /// A cost of `vision` in the vision phase and `language` in the language
+    /// phase.
+    #[must_use]
+    pub const fn new(vision: f64, language: f64) -> Self {
+        Phases { vision, language }
+    }
+
+    /// `value` in `phase`, zero elsewhere.
+    #[must_use]
+    pub const fn only(phase: Phase, value: f64) -> Self {
+        match phase {
+            Phase::Vision => Phases::new(value, 0.0),
+            Phase::Language => Phases::new(0.0, value),
+        }
+    }
+
+    /// The cost of one phase.
+    #[must_use]
+    pub const fn get(&self, phase: Phase) -> f64 {
+        match phase {
+            Phase::Vision => self.vision,
+            Phase::Language => self.language,
+        }
+    }
+
+    /// The sum over phases: the cost under a single barrier.
+    #[must_use]
+    pub fn total(&self) -> f64 {
+        self.vision + self.language
+    }
+
+    /// The phase-wise maximum.
+    #[must_use]
+    pub fn max(self, other: Phases) -> Phases {
+        Phases::new(
+            max_f64(self.vision, other.vision),
+            max_f64(self.language, other.language),
+        )
+    }
+
+    /// Applies `f` to every phase.
+    #[must_use]
+    pub fn map(self, mut f: impl FnMut(f64) -> f64) -> Phases {
+        Phases::new(f(self.vision), f(self.language))
+    }
+}
+
+/// `max` without `f64::max` semantics questions: NaN never occurs in built-in
+/// costs; if one does (a user closure), it propagates from `a`.
+#[inline]
+fn max_f64(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+impl Add for Phases {
+    type Output = Phases;
+    #[inline]
+    fn add(self, rhs: Phases) -> Phases {
+        Phases::new(self.vision + rhs.vision, self.language + rhs.language)
+    }
+}
+
+impl AddAssign for Phases {
+    #[inline]
+    fn add_assign(&mut self, rhs: Phases) {
+        *self = *self + rhs;
+    }
+}
+
+impl Sub for Phases {
+    type Output = Phases;
+    #[inline]
+    fn sub(self, rhs: Phases) -> Phases {
+        Phases::new(self.vision - rhs.vision, self.language - rhs.language)
+    }
+}
+
+impl Mul<f64> for Phases {
+    type Output = Phases;
+    #[inline]
+    fn mul(self, rhs: f64) -> Phases {
+        Phases::new(self.vision * rhs, self.language * rhs)
+    }
+}
+
+impl core::iter::Sum for Phases {
+    fn sum<I: Iterator<Item = Phases>>(iter: I) -> Phases {
+        iter.fold(Phases::ZERO, Add::add)
+    }
+}
+
+impl<'a> core::iter::Sum<&'a Phases> for Phases {
+    fn sum<I: Iterator<Item = &'a Phases>>(iter: I) -> Phases {
+        iter.fold(Phases::ZERO, |a, b| a + *b)
+    }
+}
+
+/// A cost model: the cost of a group of samples, per phase.
+///
+/// One required method, [`cost`](CostModel::cost); the provided methods are
+/// adapters that build bigger models from smaller ones. Capabilities beyond
+/// the group cost are separate traits: [`Additive`] (a cost per sample) and
+/// [`Incremental`] (O(1) updates of a group's cost).
+///
+/// The trait is implemented for references and boxes of models, for tuples
+/// of models (which sum their members), and is object safe:
+/// `&dyn CostModel` and `Box<dyn CostModel>` are models too.
+///
+/// # Examples
+///
+/// A model of your own, composed with built-in terms:
+///
+/// ```
+/// use microbatch::cost::{CostModel, Phases, Sample, Tokens};
+///
+/// /// One second per image, in the vision phase.
+/// #[derive(Debug)]
+/// struct PerImageSecond;
+///
+/// impl CostModel for PerImageSecond {
+///     fn cost(&self, group: &[Sample]) -> Phases {
+///         let images: usize = group.iter().map(|s| s.images().len()).sum();
+///         Phases::new(images as f64, 0.0)
+///     }
+/// }
+///
+/// let model = PerImageSecond.plus(Tokens::new(1e-3)?);
+/// let group = [Sample::new(1000, [microbatch::cost::Image::new(24)])];
+/// assert_eq!(model.cost(&group), Phases::new(1.0, 1.024));
+/// assert_eq!(format!("{model:?}"), "PerImageSecond + Tokens { per_token: 0.001 }");
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub trait CostModel {
+    /// The cost of a group of samples (a packed sequence or a micro-batch).
+    /// The empty group costs zero for every built-in model.
+    ///
+    /// # Complexity
+    ///
+    /// O(group length + images) for every built-in model.
+    fn cost(&self, group: &[Sample]) -> Phases;
+
+    /// The sum of `self` and `other`, phase by phase. Also written `self + other`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
+    ///
+    /// let model = Tokens::new(1.0)?.plus(PerSample::new(10.0)?);
+    /// assert_eq!(model.cost(&[Sample::text_only(5)]).total(), 15.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn plus<B: CostModel>(self, other: B) -> Sum<Self, B>
+    where
+        Self: Sized,
+    {
+        Sum::new(self, other)
+    }
+
+    /// `self` with every cost multiplied by `factor` (finite, non-negative).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCoefficient`] naming `factor` if it is NaN, infinite or
+    /// negative.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Sample, Tokens};
+    ///
+    /// let model = Tokens::new(2.0)?.scale(0.5)?;
+    /// assert_eq!(model.cost(&[Sample::text_only(8)]).language, 8.0);
+    /// assert!(Tokens::new(2.0)?.scale(-1.0).is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn scale(self, factor: f64) -> Result<Scale<Self>, Error>
+    where
+        Self: Sized,
+    {
+        Scale::new(self, factor)
+    }
+
+    /// `self` with its whole cost ([`Phases::total`]) placed in `phase`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Phase, Phases, Sample, Tokens};
+    ///
+    /// // The projector runs per image token, next to the ViT.
+    /// let projector = Tokens::new(1.0)?.in_phase(Phase::Vision);
+    /// assert_eq!(projector.cost(&[Sample::text_only(3)]), Phases::new(3.0, 0.0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn in_phase(self, phase: Phase) -> InPhase<Self>
+    where
+        Self: Sized,
+    {
+        InPhase::new(self, phase)
+    }
+
+    /// The phase-wise maximum of `self` and `other`: two pieces of work that
+    /// overlap in time (say, two CUDA streams) cost as much as the longer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
+    ///
+    /// // Data loading overlaps the language model's compute.
+    /// let loading = PerSample::new(0.5)?;
+    /// let model = Tokens::new(0.01)?.max(loading);
+    /// let group = [Sample::text_only(100), Sample::text_only(20)];
+    /// assert_eq!(model.cost(&group).language, 1.2); // max(1.2, 1.0)
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn max<B: CostModel>(self, other: B) -> Max<Self, B>
+    where
+        Self: Sized,
+    {
+        Max::new(self, other)
+    }
+}
+
+/// A [`CostModel`] whose group cost is the sum of a cost per sample.
+///
+/// Law: `cost(group) == group.iter().map(sample_cost).sum()` up to floating
+/// point rounding (built-in models keep integer sums and multiply once, so
+/// the two can differ in the last bits).
+///
+/// This is the cheap path for planners: compute every sample's cost once,
+/// and any algorithm over plain weights (LPT, Karmarkar-Karp, first fit
+/// decreasing) balances by it; the cost of "group + one more sample" is one
+/// addition. Sums, scalings and phase placements of additive models are
+/// additive; [`Max`], [`FullAttention`], [`PerGroup`] and [`cost_fn`] are
+/// not (use [`Incremental`] for those).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{Additive, CostModel, DocumentAttention, Sample, Tokens};
+///
+/// let model = Tokens::new(1.0)? + DocumentAttention::new(0.5)?;
+/// let group = [Sample::text_only(2), Sample::text_only(4)];
+/// let per_sample: f64 = group.iter().map(|s| model.sample_cost(s).total()).sum();
+/// assert_eq!(per_sample, model.cost(&group).total()); // 2 + 2 + 4 + 8
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub trait Additive: CostModel {
+    /// The cost of one sample, equal to `self.cost(&[sample.clone()])`.
+    ///
+    /// # Complexity
+    ///
+    /// O(images of the sample).
+    fn sample_cost(&self, sample: &Sample) -> Phases;
+}
+
+/// A [`CostModel`] that keeps a small state of sufficient statistics per
+/// group, so that adding or removing a sample and re-evaluating the group's
+/// cost take O(1) (per image of the sample).
+///
+/// Laws, for every group `g` and sample `s`:
+///
+/// - `evaluate(&state_of(g)) == cost(g)`;
+/// - inserting `s` then removing it gives back the state (exactly, for the
+///   integer states of all built-in models);
+/// - the state does not depend on the order of insertion (for built-in
+///   models).
+///
+/// Every built-in model and every adapter over incremental models is
+/// incremental, except the closure adapter [`cost_fn`], which needs the
+/// whole group. A greedy planner keeps one `State` per open group (a packed
+/// sequence, a rank's micro-step) and asks
+/// [`evaluate_with`](Incremental::evaluate_with) for the cost of "this group
+/// + that sample".
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, FullAttention, Incremental, PerGroup, Sample, Tokens};
+///
+/// // Not additive: L^2 over the packed length, and a fixed cost per group.
+/// let model = Tokens::new(1.0)? + FullAttention::new(0.01)? + PerGroup::new(5.0)?;
+/// let mut pack = model.empty();
+/// assert_eq!(model.evaluate(&pack).total(), 0.0);
+///
+/// model.insert(&mut pack, &Sample::text_only(10));
+/// // "pack + one more sample", without changing `pack`:
+/// let with = model.evaluate_with(&pack, &Sample::text_only(20));
+/// assert_eq!(with.total(), 30.0 + 0.01 * 900.0 + 5.0);
+///
+/// let group = [Sample::text_only(10), Sample::text_only(20)];
+/// assert_eq!(with, model.cost(&group));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub trait Incremental: CostModel {
+    /// The sufficient statistics of a group (token sums, squared sums,
+    /// counts, ...). Small and cheap to clone for every built-in model.
+    type State: Clone + fmt::Debug;
+
+    /// The state of the empty group.
+    fn empty(&self) -> Self::State;
+
+    /// Adds `sample` to the group of `state`.
+    fn insert(&self, state: &mut Self::State, sample: &Sample);
+
+    /// Removes `sample`, which must have been inserted before, from the group
+    /// of `state`. Removing a sample that is not in the group leaves an
+    /// unspecified state (it never panics; integer sums saturate at zero).
+    fn remove(&self, state: &mut Self::State, sample: &Sample);
+
+    /// The cost of the group of `state`; equal to [`CostModel::cost`] of the
+    /// group.
+    fn evaluate(&self, state: &Self::State) -> Phases;
+
+    /// The cost of the group of `state` with `sample` added, leaving `state`
+    /// as it is.
+    ///
+    /// # Complexity
+    ///
+    /// One clone of the state, one insertion, one evaluation: O(1) per image
+    /// of the sample for the built-in models.
+    fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
+        let mut s = state.clone();
+        self.insert(&mut s, sample);
+        self.evaluate(&s)
+    }
+
+    /// The state of a group given by any iterator of samples, for example
+    /// `indices.iter().map(|&i| &samples[i])`.
+    fn state_of<'a, I>(&self, group: I) -> Self::State
+    where
+        I: IntoIterator<Item = &'a Sample>,
+        Self: Sized,
+    {
+        let mut s = self.empty();
+        for sample in group {
+            self.insert(&mut s, sample);
+        }
+        s
+    }
+}
+
+/// Checks one coefficient: finite and non-negative, naming `name` otherwise.
+pub(crate) fn coefficient(name: &'static str, value: f64) -> Result<f64, Error> {
+    let reason = if value.is_nan() {
+        InvalidReason::NaN
+    } else if value.is_infinite() {
+        InvalidReason::Infinite
+    } else if value < 0.0 {
+        InvalidReason::Negative
+    } else {
+        return Ok(value);
+    };
+    Err(Error::InvalidCoefficient {
+        name,
+        value,
+        reason,
+    })
+}
+
+/// Converts a `u128` sum to `f64` (rounding to nearest above 2^53).
+#[inline]
+pub(crate) fn f(x: u128) -> f64 {
+    x as f64
+}

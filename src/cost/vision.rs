@@ -1,0 +1,503 @@
+//! Vision encoders: per-tile linear (CLIP, SigLIP, InternViT), per-image
+//! quadratic (Qwen2-VL) and windowed with some full-attention layers
+//! (Qwen2.5-VL); frozen (forward only) or trained (forward + backward).
+//!
+//! Every model here puts its cost in the vision phase, depends only on the
+//! images of a sample, and is [`Additive`] and [`Incremental`] with an
+//! integer state (tiles, patches, squared patches), so insertion and removal
+//! are exact.
+
+use core::fmt;
+
+use super::combinator::impl_add;
+use super::{coefficient, f, Additive, CostModel, Image, Incremental, Phases, Sample};
+use crate::error::Error;
+
+/// Whether the vision encoder is trained or frozen, which sets the multiple
+/// of its forward cost that a training step pays.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::Training;
+///
+/// assert_eq!(Training::Frozen.factor(), 1.0);
+/// assert_eq!(Training::Trained.factor(), 3.0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Training {
+    /// Frozen: forward only. The backward pass stops at the projector, so
+    /// the encoder costs one forward pass (LLaVA-1.5's CLIP).
+    Frozen,
+    /// Trained: forward and backward, the backward costing about twice the
+    /// forward (gradients with respect to inputs and to weights): 3x.
+    Trained,
+}
+
+impl Training {
+    /// The multiple of the forward cost: 1 when frozen, 3 when trained.
+    #[must_use]
+    pub const fn factor(self) -> f64 {
+        match self {
+            Training::Frozen => 1.0,
+            Training::Trained => 3.0,
+        }
+    }
+}
+
+/// The state of every vision model: three integer feature sums (which ones
+/// depends on the model).
+type Features = [u128; 3];
+
+fn add_features(state: &mut Features, x: &Features) {
+    for (s, v) in state.iter_mut().zip(x) {
+        *s = s.saturating_add(*v);
+    }
+}
+
+fn sub_features(state: &mut Features, x: &Features) {
+    for (s, v) in state.iter_mut().zip(x) {
+        *s = s.saturating_sub(*v);
+    }
+}
+
+/// Implements `CostModel`, `Additive` and `Incremental` from
+/// `features(&Sample) -> Features` and `value(&Features) -> f64`.
+macro_rules! impl_vision {
+    ($ty:ident) => {
+        impl CostModel for $ty {
+            fn cost(&self, group: &[Sample]) -> Phases {
+                self.evaluate(&self.state_of(group))
+            }
+        }
+
+        impl Additive for $ty {
+            #[inline]
+            fn sample_cost(&self, sample: &Sample) -> Phases {
+                Phases::new(self.value(&self.features(sample)), 0.0)
+            }
+        }
+
+        impl Incremental for $ty {
+            /// Integer feature sums of the group.
+            type State = [u128; 3];
+            #[inline]
+            fn empty(&self) -> [u128; 3] {
+                [0; 3]
+            }
+            #[inline]
+            fn insert(&self, state: &mut [u128; 3], sample: &Sample) {
+                add_features(state, &self.features(sample));
+            }
+            #[inline]
+            fn remove(&self, state: &mut [u128; 3], sample: &Sample) {
+                sub_features(state, &self.features(sample));
+            }
+            #[inline]
+            fn evaluate(&self, state: &[u128; 3]) -> Phases {
+                Phases::new(self.value(state), 0.0)
+            }
+        }
+
+        impl_add!($ty);
+    };
+}
+
+/// Checks that a count parameter is at least 1.
+fn at_least_one(name: &'static str, value: u32) -> Result<u32, Error> {
+    if value == 0 {
+        Err(Error::InvalidShape {
+            name,
+            value: 0,
+            requirement: "at least 1",
+        })
+    } else {
+        Ok(value)
+    }
+}
+
+/// A vision encoder that attends within fixed-size tiles, so that its cost
+/// is linear in tiles: `training.factor() * per_tile * tiles`, in the vision
+/// phase (CLIP, SigLIP, InternViT).
+///
+/// An image's tiles are `max(units, ceil(tokens / tokens_per_tile))`: its
+/// units when they are given ([`Image::with_units`]), or as many tiles as
+/// its tokens need (LLaVA-1.5: 576 tokens per 336px tile; InternVL: 256
+/// tokens per 448px tile). A text-only sample costs nothing.
+///
+/// # Examples
+///
+/// ```
+/// use core::num::NonZeroU32;
+/// use microbatch::cost::{CostModel, Image, PerTile, Sample, Training};
+///
+/// let internvit = PerTile::new(1.0, 256, Training::Trained)?;
+/// let s = Sample::new(50, [Image::new(600)]); // ceil(600 / 256) = 3 tiles
+/// assert_eq!(internvit.cost(&[s]).vision, 9.0);
+/// let tiled = Sample::new(0, [Image::with_units(256, NonZeroU32::new(2).unwrap())]);
+/// assert_eq!(internvit.tiles(&tiled.images()[0]), 2);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct PerTile {
+    per_tile: f64,
+    tokens_per_tile: u32,
+    training: Training,
+}
+
+impl PerTile {
+    /// A forward cost of `per_tile` per tile of `tokens_per_tile` LLM tokens.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCoefficient`] naming `per_tile` if it is NaN, infinite
+    /// or negative; [`Error::InvalidShape`] if `tokens_per_tile` is zero.
+    pub fn new(per_tile: f64, tokens_per_tile: u32, training: Training) -> Result<Self, Error> {
+        Ok(PerTile {
+            per_tile: coefficient("per_tile", per_tile)?,
+            tokens_per_tile: at_least_one("tokens_per_tile", tokens_per_tile)?,
+            training,
+        })
+    }
+
+    /// The forward cost per tile.
+    #[must_use]
+    pub fn per_tile(&self) -> f64 {
+        self.per_tile
+    }
+
+    /// The LLM tokens of one tile.
+    #[must_use]
+    pub fn tokens_per_tile(&self) -> u32 {
+        self.tokens_per_tile
+    }
+
+    /// Frozen or trained.
+    #[must_use]
+    pub fn training(&self) -> Training {
+        self.training
+    }
+
+    /// The tiles of one image: `max(units, ceil(tokens / tokens_per_tile))`.
+    #[must_use]
+    pub fn tiles(&self, image: &Image) -> u64 {
+        let needed = u64::from(image.tokens()).div_ceil(u64::from(self.tokens_per_tile));
+        needed.max(u64::from(image.units()))
+    }
+
+    fn features(&self, sample: &Sample) -> Features {
+        let tiles: u64 = sample.images().iter().map(|i| self.tiles(i)).sum();
+        [u128::from(tiles), 0, 0]
+    }
+
+    fn value(&self, x: &Features) -> f64 {
+        self.training.factor() * self.per_tile * f(x[0])
+    }
+}
+
+impl_vision!(PerTile);
+
+/// A vision encoder with full attention over each image (or each frame group
+/// of a video): `training.factor() * (per_patch * sum(n) + per_patch_pair *
+/// sum(n^2))` over the units of every image, `n` being a unit's patches, in
+/// the vision phase (Qwen2-VL).
+///
+/// A unit of `t` LLM tokens has `n = patches_per_token * t` patches (4 for
+/// Qwen2-VL's 2x2 patch merger). An image's tokens are split over its units
+/// as evenly as integers allow.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, Image, PerImage, Sample, Training};
+///
+/// let vit = PerImage::new(1.0, 0.5, 4, Training::Frozen)?;
+/// // 100 tokens = 400 patches: 400 + 0.5 * 400^2.
+/// assert_eq!(vit.cost(&[Sample::new(7, [Image::new(100)])]).vision, 80_400.0);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct PerImage {
+    per_patch: f64,
+    per_patch_pair: f64,
+    patches_per_token: u32,
+    training: Training,
+}
+
+impl PerImage {
+    /// A forward cost of `per_patch` per patch (projections, MLP) plus
+    /// `per_patch_pair` per squared patch count of each unit (attention), with
+    /// `patches_per_token` ViT patches per LLM token.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCoefficient`] naming `per_patch` or `per_patch_pair`
+    /// if one is NaN, infinite or negative; [`Error::InvalidShape`] if
+    /// `patches_per_token` is zero.
+    pub fn new(
+        per_patch: f64,
+        per_patch_pair: f64,
+        patches_per_token: u32,
+        training: Training,
+    ) -> Result<Self, Error> {
+        Ok(PerImage {
+            per_patch: coefficient("per_patch", per_patch)?,
+            per_patch_pair: coefficient("per_patch_pair", per_patch_pair)?,
+            patches_per_token: at_least_one("patches_per_token", patches_per_token)?,
+            training,
+        })
+    }
+
+    /// The forward cost per patch.
+    #[must_use]
+    pub fn per_patch(&self) -> f64 {
+        self.per_patch
+    }
+
+    /// The forward cost per squared patch count of a unit.
+    #[must_use]
+    pub fn per_patch_pair(&self) -> f64 {
+        self.per_patch_pair
+    }
+
+    /// ViT patches per LLM token.
+    #[must_use]
+    pub fn patches_per_token(&self) -> u32 {
+        self.patches_per_token
+    }
+
+    /// Frozen or trained.
+    #[must_use]
+    pub fn training(&self) -> Training {
+        self.training
+    }
+
+    fn features(&self, sample: &Sample) -> Features {
+        let p = u128::from(self.patches_per_token);
+        let mut x = [0u128; 3];
+        for image in sample.images() {
+            image.for_each_unit(|tokens, count| {
+                let n = p * u128::from(tokens); // < 2^64: no overflow
+                let c = u128::from(count);
+                x[0] = x[0].saturating_add(c * n);
+                x[1] = x[1].saturating_add(c.saturating_mul(n * n));
+            });
+        }
+        x
+    }
+
+    fn value(&self, x: &Features) -> f64 {
+        self.training.factor() * (self.per_patch * f(x[0]) + self.per_patch_pair * f(x[1]))
+    }
+}
+
+impl_vision!(PerImage);
+
+/// A vision encoder whose layers mostly attend within windows of `window`
+/// patches, with full attention over the unit in a few layers (Qwen2.5-VL:
+/// 8x8 = 64-patch windows, full attention in 4 of 32 layers):
+/// `training.factor() * (per_patch * sum(n) + per_window_pair * sum(w_i^2) +
+/// per_patch_pair * sum(n^2))`, in the vision phase.
+///
+/// A unit of `n` patches is cut into `floor(n / window)` full windows and one
+/// window of the remaining `n mod window` patches, so `sum(w_i^2) =
+/// floor(n / window) * window^2 + (n mod window)^2`: linear in `n` for large
+/// images, quadratic for images smaller than a window. The real windows are
+/// 2-D blocks (8x8 patches), and an image whose sides are not multiples of
+/// the window side has smaller windows along its right and bottom edges;
+/// a [`Sample`] does not carry the image's 2-D shape, so this count packs
+/// the patches into as many full windows as fit and overestimates the
+/// windowed term of such images somewhat (by 20% for 20x20 patches).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, Image, Sample, Training, Windowed};
+///
+/// let vit = Windowed::new(0.0, 1.0, 64, 0.0, 4, Training::Frozen)?;
+/// // 40 tokens = 160 patches = 64 + 64 + 32.
+/// let s = Sample::new(0, [Image::new(40)]);
+/// assert_eq!(vit.cost(&[s]).vision, 2.0 * 64.0 * 64.0 + 32.0 * 32.0);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct Windowed {
+    per_patch: f64,
+    per_window_pair: f64,
+    window: u32,
+    per_patch_pair: f64,
+    patches_per_token: u32,
+    training: Training,
+}
+
+impl Windowed {
+    /// A forward cost of `per_patch` per patch, `per_window_pair` per
+    /// squared window size (the windowed layers' attention, windows of
+    /// `window` patches) and `per_patch_pair` per squared patch count of a
+    /// unit (the full-attention layers), with `patches_per_token` ViT
+    /// patches per LLM token.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCoefficient`] naming the first NaN, infinite or
+    /// negative coefficient; [`Error::InvalidShape`] if `window` or
+    /// `patches_per_token` is zero.
+    pub fn new(
+        per_patch: f64,
+        per_window_pair: f64,
+        window: u32,
+        per_patch_pair: f64,
+        patches_per_token: u32,
+        training: Training,
+    ) -> Result<Self, Error> {
+        Ok(Windowed {
+            per_patch: coefficient("per_patch", per_patch)?,
+            per_window_pair: coefficient("per_window_pair", per_window_pair)?,
+            window: at_least_one("window", window)?,
+            per_patch_pair: coefficient("per_patch_pair", per_patch_pair)?,
+            patches_per_token: at_least_one("patches_per_token", patches_per_token)?,
+            training,
+        })
+    }
+
+    /// The forward cost per patch.
+    #[must_use]
+    pub fn per_patch(&self) -> f64 {
+        self.per_patch
+    }
+
+    /// The forward cost per squared window size.
+    #[must_use]
+    pub fn per_window_pair(&self) -> f64 {
+        self.per_window_pair
+    }
+
+    /// The window, in patches.
+    #[must_use]
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// The forward cost per squared patch count of a unit.
+    #[must_use]
+    pub fn per_patch_pair(&self) -> f64 {
+        self.per_patch_pair
+    }
+
+    /// ViT patches per LLM token.
+    #[must_use]
+    pub fn patches_per_token(&self) -> u32 {
+        self.patches_per_token
+    }
+
+    /// Frozen or trained.
+    #[must_use]
+    pub fn training(&self) -> Training {
+        self.training
+    }
+
+    fn features(&self, sample: &Sample) -> Features {
+        let p = u128::from(self.patches_per_token);
+        let w = u128::from(self.window);
+        let mut x = [0u128; 3];
+        for image in sample.images() {
+            image.for_each_unit(|tokens, count| {
+                let n = p * u128::from(tokens); // < 2^64: no overflow
+                let c = u128::from(count);
+                // `full * w <= n` and `rest < w`, so this is at most `n * w`.
+                let (full, rest) = (n / w, n % w);
+                let windows = full * w * w + rest * rest;
+                x[0] = x[0].saturating_add(c * n);
+                x[1] = x[1].saturating_add(c.saturating_mul(windows));
+                x[2] = x[2].saturating_add(c.saturating_mul(n * n));
+            });
+        }
+        x
+    }
+
+    fn value(&self, x: &Features) -> f64 {
+        self.training.factor()
+            * (self.per_patch * f(x[0])
+                + self.per_window_pair * f(x[1])
+                + self.per_patch_pair * f(x[2]))
+    }
+}
+
+impl_vision!(Windowed);
+
+/// Any of the three vision encoders, as built by
+/// [`VitShape::cost_model`](super::VitShape::cost_model). `Debug` prints the
+/// encoder inside.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{CostModel, Image, PerTile, Sample, Training, Vision};
+///
+/// let vit = Vision::from(PerTile::new(2.0, 576, Training::Frozen)?);
+/// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(576)])]).vision, 2.0);
+/// assert!(format!("{vit:?}").starts_with("PerTile {"));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub enum Vision {
+    /// Attention within tiles: linear in tiles.
+    PerTile(PerTile),
+    /// Full attention per image: quadratic per image.
+    PerImage(PerImage),
+    /// Windowed attention with some full-attention layers.
+    Windowed(Windowed),
+}
+
+impl From<PerTile> for Vision {
+    fn from(m: PerTile) -> Self {
+        Vision::PerTile(m)
+    }
+}
+
+impl From<PerImage> for Vision {
+    fn from(m: PerImage) -> Self {
+        Vision::PerImage(m)
+    }
+}
+
+impl From<Windowed> for Vision {
+    fn from(m: Windowed) -> Self {
+        Vision::Windowed(m)
+    }
+}
+
+impl fmt::Debug for Vision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Vision::PerTile(m) => fmt::Debug::fmt(m, f),
+            Vision::PerImage(m) => fmt::Debug::fmt(m, f),
+            Vision::Windowed(m) => fmt::Debug::fmt(m, f),
+        }
+    }
+}
+
+impl Vision {
+    fn features(&self, sample: &Sample) -> Features {
+        match self {
+            Vision::PerTile(m) => m.features(sample),
+            Vision::PerImage(m) => m.features(sample),
+            Vision::Windowed(m) => m.features(sample),
+        }
+    }
+
+    fn value(&self, x: &Features) -> f64 {
+        match self {
+            Vision::PerTile(m) => m.value(x),
+            Vision::PerImage(m) => m.value(x),
+            Vision::Windowed(m) => m.value(x),
+        }
+    }
+}
+
+impl_vision!(Vision);
