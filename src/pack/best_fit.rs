@@ -177,9 +177,9 @@ trait Index<T> {
     fn head(&self, room: T) -> usize;
     /// Sets the head of the stack at `room` ([`NONE`] empties it).
     fn set_head(&mut self, room: T, bin: usize);
-    /// The smallest room `>= at` (`> at` when `exclusive`) with a non-empty
-    /// stack, with its head.
-    fn successor(&self, at: T, exclusive: bool) -> Option<(T, usize)>;
+    /// The head of the non-empty stack with the smallest room `>= at`
+    /// (`> at` when `exclusive`).
+    fn successor(&self, at: T, exclusive: bool) -> Option<usize>;
 }
 
 /// Integer capacities up to `max(2^16, 4n)`: heads by value and a bitset,
@@ -217,12 +217,9 @@ impl<T: Size> Index<T> for Dense {
     }
 
     #[inline]
-    fn successor(&self, at: T, exclusive: bool) -> Option<(T, usize)> {
+    fn successor(&self, at: T, exclusive: bool) -> Option<usize> {
         let v = at.to_index()? + usize::from(exclusive);
-        let v = self.set.successor(v)?;
-        // Only the value's index is stored; `T` is an integer here, so the
-        // room is recovered exactly by the caller from the head bin.
-        Some((at, self.heads[v]))
+        Some(self.heads[self.set.successor(v)?])
     }
 }
 
@@ -241,15 +238,13 @@ impl<T: Size> Index<T> for BTreeMap<T, usize> {
         }
     }
 
-    fn successor(&self, at: T, exclusive: bool) -> Option<(T, usize)> {
+    fn successor(&self, at: T, exclusive: bool) -> Option<usize> {
         let lower = if exclusive {
             Bound::Excluded(at)
         } else {
             Bound::Included(at)
         };
-        self.range((lower, Bound::Unbounded))
-            .next()
-            .map(|(&v, &h)| (v, h))
+        self.range((lower, Bound::Unbounded)).next().map(|(_, &h)| h)
     }
 }
 
@@ -305,7 +300,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
     /// holds it, top of that stack first.
     fn find(&self, size: &[T]) -> Option<usize> {
         let mut found = self.index.successor(size[0], false);
-        while let Some((_, head)) = found {
+        while let Some(head) = found {
             let mut bin = head;
             while bin != NONE {
                 if self.dims == 1 || self.fits_rest(bin, size) {

@@ -28,8 +28,8 @@
 //! worst case. With several, the search structures prune by each dimension's
 //! best value in a subtree, which is exact for the first dimension and a
 //! necessary condition for the others; a search may then visit more than one
-//! path, up to O(bins) in the worst case. The benchmarks measure the
-//! realistic case ([`BENCHMARKS.md`](https://github.com/microbatch/microbatch/blob/main/BENCHMARKS.md)).
+//! path, up to O(bins) in the worst case. The benchmarks (`benches/pack.rs`,
+//! figures in the repository's `BENCHMARKS.md`) measure a realistic case.
 //!
 //! # Errors
 //!

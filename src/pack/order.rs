@@ -81,8 +81,7 @@ fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> (Vec<usize>, Vec<T>) {
     }
     // `start[k]` is now the end of key `k`'s run; one read per distinct size.
     let mut sorted = Vec::with_capacity(sizes.len());
-    for k in 0..=c {
-        let end = start[k];
+    for &end in &start[..=c] {
         if end > sorted.len() {
             let s = sizes[order[sorted.len()]];
             sorted.resize(end, s);
