@@ -244,7 +244,9 @@ impl<T: Size> Index<T> for BTreeMap<T, usize> {
         } else {
             Bound::Included(at)
         };
-        self.range((lower, Bound::Unbounded)).next().map(|(_, &h)| h)
+        self.range((lower, Bound::Unbounded))
+            .next()
+            .map(|(_, &h)| h)
     }
 }
 
