@@ -8,6 +8,7 @@ use core::ops::Bound;
 
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
+use super::order::Classes;
 use super::{assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
@@ -71,9 +72,14 @@ pub fn best_fit_decreasing<I: Item>(
 
 /// BFD over validated input.
 pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
-    let (order, sorted) = order::decreasing(items, input);
-    let bounds = bounds_of(input, (input.dims == 1).then_some(&sorted[..]));
-    pack_best_fit(input, Some(&order), &sorted, bounds)
+    let sorted = order::decreasing(items, input);
+    let bounds = bounds_of(input, Some(&sorted.classes));
+    let sizes = if input.dims == 1 {
+        Sizes::Runs(&sorted.classes)
+    } else {
+        Sizes::Flat(&sorted.sizes)
+    };
+    pack_best_fit(input, Some(&sorted.order), sizes, bounds)
 }
 
 /// Online best-fit (BF): puts each item, in input order, into the bin with
@@ -111,15 +117,28 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 pub fn best_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
     let bounds = bounds_of(&input, None);
-    Ok(pack_best_fit(&input, None, &input.sizes, bounds))
+    Ok(pack_best_fit(
+        &input,
+        None,
+        Sizes::Flat(&input.sizes),
+        bounds,
+    ))
 }
 
-/// Best-fit over `order` (arrival order when `None`); `sorted` holds the
-/// sizes in that order.
+/// The sizes of the items in placement order.
+pub(crate) enum Sizes<'a, T> {
+    /// Flattened, `dims` values an item.
+    Flat(&'a [T]),
+    /// One dimension, as runs of equal size.
+    Runs(&'a Classes<T>),
+}
+
+/// Best-fit over `order` (arrival order when `None`), with the sizes in that
+/// order.
 pub(crate) fn pack_best_fit<T: Size>(
     input: &Input<T>,
     order: Option<&[usize]>,
-    sorted: &[T],
+    sorted: Sizes<'_, T>,
     bounds: LowerBounds,
 ) -> Packing<T> {
     match super::order::dense_limit(input.capacity[0], input.len()) {
@@ -131,39 +150,46 @@ pub(crate) fn pack_best_fit<T: Size>(
 fn run<T: Size, X: Index<T>>(
     input: &Input<T>,
     order: Option<&[usize]>,
-    sorted: &[T],
+    sorted: Sizes<'_, T>,
     bounds: LowerBounds,
     index: X,
 ) -> Packing<T> {
     let d = input.dims;
+    // One-dimensional best-fit never leaves two bins at most half full, so it
+    // opens at most 2 L1 + 1 bins; reserve that much (it grows beyond).
+    let hint = usize::try_from(bounds.l1.saturating_mul(2).saturating_add(1))
+        .unwrap_or(usize::MAX)
+        .min(input.len());
     let mut bins = Bins {
         dims: d,
         capacity: input.capacity.clone(),
-        loads: Vec::new(),
-        room: Vec::new(),
-        next: Vec::new(),
-        prev: Vec::new(),
+        loads: Vec::with_capacity(hint * d),
+        room: Vec::with_capacity(hint),
+        next: Vec::with_capacity(hint),
+        prev: Vec::with_capacity(hint),
         index,
     };
-    let n = input.len();
-    let mut bin_at: Vec<usize> = Vec::with_capacity(n);
-    let (mut at, mut run_end) = (0, 0);
-    while at < n {
-        let size = &sorted[at * d..(at + 1) * d];
-        // A run of equal one-dimensional sizes: the best bin for one copy
-        // stays the best for the next while the copies fit, since no other
-        // bin had room between (see `Bins::place`).
-        if d > 1 {
-            run_end = at + 1;
-        } else if at >= run_end {
-            run_end = at + 1;
-            while run_end < n && sorted[run_end] == size[0] {
-                run_end += 1;
+    let mut bin_at: Vec<usize> = Vec::with_capacity(input.len());
+    match sorted {
+        // A run of equal sizes: the best bin for one copy stays the best for
+        // the next while the copies fit, since no other bin had room between
+        // (see `Bins::place`), so copies are placed together.
+        Sizes::Runs(classes) => {
+            for k in 0..classes.len() {
+                let size = [classes.size[k]];
+                let mut left = classes.count(k);
+                while left > 0 {
+                    let (bin, copies) = bins.place(&size, left);
+                    bin_at.extend(core::iter::repeat(bin).take(copies));
+                    left -= copies;
+                }
             }
         }
-        let (bin, copies) = bins.place(size, run_end - at);
-        bin_at.extend(core::iter::repeat(bin).take(copies));
-        at += copies;
+        Sizes::Flat(sizes) => {
+            for size in sizes.chunks_exact(d) {
+                bin_at.push(bins.place(size, 1).0);
+            }
+        }
     }
     assemble(input, order, &bin_at, bins.loads, bounds)
 }

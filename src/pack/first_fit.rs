@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
+use super::order::Sorted;
 use super::tree::LoadTree;
 use super::{assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
@@ -82,13 +83,13 @@ pub fn first_fit_decreasing<I: Item>(
 
 /// FFD over validated input.
 pub(crate) fn ffd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
-    let (order, sorted) = order::decreasing(items, input);
+    let sorted = order::decreasing(items, input);
     if input.dims > 1 {
         let bounds = bounds_of(input, None);
-        return pack_first_fit(input, Some(&order), &sorted, bounds);
+        return pack_first_fit(input, Some(&sorted.order), &sorted.sizes, bounds);
     }
-    let bounds = bounds_of(input, Some(&sorted));
-    ffd_by_bins(input, &order, &sorted, bounds)
+    let bounds = bounds_of(input, Some(&sorted.classes));
+    ffd_by_bins(input, sorted, bounds)
 }
 
 /// One-dimensional FFD, filled bin by bin.
@@ -108,24 +109,12 @@ pub(crate) fn ffd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 /// (integer capacities up to `max(2^16, 4n)`) or a binary search over the
 /// classes. O(n log n) in all, O(n) space, and the bins come out in order
 /// with their items in placement order, without a second pass.
-fn ffd_by_bins<T: Size>(
-    input: &Input<T>,
-    order: &[usize],
-    sorted: &[T],
-    bounds: LowerBounds,
-) -> Packing<T> {
-    let n = sorted.len();
+fn ffd_by_bins<T: Size>(input: &Input<T>, sorted: Sorted<T>, bounds: LowerBounds) -> Packing<T> {
+    let n = sorted.order.len();
+    let order = &sorted.order;
     let c = input.capacity[0];
     // Classes of equal size, largest first: `start[k]..start[k + 1]`.
-    let mut size: Vec<T> = Vec::new();
-    let mut start: Vec<usize> = Vec::new();
-    for (p, &s) in sorted.iter().enumerate() {
-        if size.last() != Some(&s) {
-            size.push(s);
-            start.push(p);
-        }
-    }
-    start.push(n);
+    let (size, start) = (&sorted.classes.size, &sorted.classes.start);
     let classes = size.len();
     let mut cursor = start[..classes].to_vec();
     let mut left = BitSet::new(classes);
