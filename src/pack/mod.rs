@@ -122,6 +122,7 @@ pub struct LowerBounds {
 /// ```
 #[derive(Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "PackingParts<T>"))]
 pub struct Packing<T> {
     capacity: Vec<T>,
     /// `offsets[b]..offsets[b + 1]` indexes `items` for bin `b`.
@@ -231,6 +232,49 @@ impl<T: Size> Packing<T> {
             .map(|l| l.to_f64())
             .sum();
         used / (cap.to_f64() * self.len() as f64)
+    }
+}
+
+/// The fields of a [`Packing`] as deserialized, checked before they become
+/// one, so that a malformed document is an error rather than a later panic.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+struct PackingParts<T> {
+    capacity: Vec<T>,
+    offsets: Vec<usize>,
+    items: Vec<usize>,
+    loads: Vec<T>,
+    bounds: LowerBounds,
+}
+
+#[cfg(feature = "serde")]
+impl<T> TryFrom<PackingParts<T>> for Packing<T> {
+    type Error = &'static str;
+
+    fn try_from(p: PackingParts<T>) -> Result<Self, Self::Error> {
+        if p.capacity.is_empty() {
+            return Err("a packing needs at least one dimension");
+        }
+        if p.offsets.first() != Some(&0)
+            || p.offsets.last() != Some(&p.items.len())
+            || p.offsets.windows(2).any(|w| w[0] > w[1])
+        {
+            return Err("bin offsets must rise from 0 to the number of items");
+        }
+        if p.items.iter().any(|&i| i >= p.items.len()) {
+            return Err("item indices must be below the number of items");
+        }
+        let bins = p.offsets.len() - 1;
+        if p.loads.len() != bins.saturating_mul(p.capacity.len()) {
+            return Err("there must be one load per bin and dimension");
+        }
+        Ok(Packing {
+            capacity: p.capacity,
+            offsets: p.offsets,
+            items: p.items,
+            loads: p.loads,
+            bounds: p.bounds,
+        })
     }
 }
 
