@@ -32,9 +32,11 @@ use crate::num::{Item, Size};
 /// successor query in an ordered index of remaining capacities. When the
 /// capacity is an integer below `max(2^16, 4n)` the index is a 64-ary bitset
 /// over the capacity values (O(log_64 capacity) per query), otherwise a
-/// B-tree (O(log bins)). With several dimensions the query walks upward
-/// through the candidate bins until one fits in every dimension, up to
-/// O(bins) in the worst case.
+/// B-tree (O(log bins)). With several dimensions whose secondary capacities
+/// allow at most 256 combinations of remaining capacity `p`, one index per
+/// combination: O(n p log n). Otherwise the query walks upward through the
+/// candidate bins until one fits in every dimension, up to O(bins) per item
+/// (see the [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
 ///
@@ -141,9 +143,77 @@ pub(crate) fn pack_best_fit<T: Size>(
     sorted: Sizes<'_, T>,
     bounds: LowerBounds,
 ) -> Packing<T> {
-    match super::order::dense_limit(input.capacity[0], input.len()) {
-        Some(c) => run(input, order, sorted, bounds, Dense::new(c)),
-        None => run(input, order, sorted, bounds, BTreeMap::new()),
+    let groups = Groups::of(&input.capacity);
+    let values = usize::try_from(groups.count).unwrap_or(usize::MAX);
+    let dense = input.capacity[0].to_index().filter(|&c| {
+        c.saturating_add(1).saturating_mul(values) <= super::order::DENSE_MIN.max(4 * input.len())
+    });
+    match dense {
+        Some(c) => run(input, order, sorted, bounds, groups, || Dense::new(c)),
+        None => run(input, order, sorted, bounds, groups, BTreeMap::new),
+    }
+}
+
+/// Most groups of bins by remaining secondary capacity (see [`Groups`]).
+const GROUPS_MAX: u64 = 256;
+
+/// With several dimensions whose secondary capacities are small integers
+/// (say at most 48 tiles), bins are grouped by their remaining capacity in
+/// the secondary dimensions, one index of the first dimension per group. A
+/// query then asks each group that has room for the item for its best bin,
+/// O(groups * log) instead of walking every bin with room in the first
+/// dimension. `count` is 1 (no grouping) otherwise.
+struct Groups {
+    count: u64,
+    /// The capacity of each secondary dimension, as an index.
+    caps: Vec<usize>,
+}
+
+impl Groups {
+    fn of<T: Size>(capacity: &[T]) -> Self {
+        let none = Groups {
+            count: 1,
+            caps: Vec::new(),
+        };
+        if capacity.len() < 2 {
+            return none;
+        }
+        let mut caps = Vec::with_capacity(capacity.len() - 1);
+        let mut count = 1u64;
+        for c in &capacity[1..] {
+            let Some(c) = c.to_index() else { return none };
+            count = count.saturating_mul(c as u64 + 1);
+            if count > GROUPS_MAX {
+                return none;
+            }
+            caps.push(c);
+        }
+        Groups { count, caps }
+    }
+
+    fn grouped(&self) -> bool {
+        !self.caps.is_empty()
+    }
+
+    /// The group of a remaining secondary capacity (every value `<= cap`).
+    fn group<T: Size>(&self, room: impl Iterator<Item = T>) -> usize {
+        let mut g = 0;
+        for (r, &c) in room.zip(&self.caps) {
+            g = g * (c + 1) + r.to_index().unwrap_or(0).min(c);
+        }
+        g
+    }
+
+    /// Whether group `g` has room `size` in every secondary dimension.
+    fn has_room<T: Size>(&self, mut g: usize, size: &[T]) -> bool {
+        for (s, &c) in size.iter().zip(&self.caps).rev() {
+            let room = g % (c + 1);
+            g /= c + 1;
+            if s.to_index().map_or(true, |s| s > room) {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -152,7 +222,8 @@ fn run<T: Size, X: Index<T>>(
     order: Option<&[usize]>,
     sorted: Sizes<'_, T>,
     bounds: LowerBounds,
-    index: X,
+    groups: Groups,
+    index: impl Fn() -> X,
 ) -> Packing<T> {
     let d = input.dims;
     // One-dimensional best-fit never leaves two bins at most half full, so it
@@ -167,7 +238,10 @@ fn run<T: Size, X: Index<T>>(
         room: Vec::with_capacity(hint),
         next: Vec::with_capacity(hint),
         prev: Vec::with_capacity(hint),
-        index,
+        stamp: Vec::with_capacity(hint),
+        clock: 0,
+        index: (0..groups.count).map(|_| index()).collect(),
+        groups,
     };
     let mut bin_at: Vec<usize> = Vec::with_capacity(input.len());
     match sorted {
@@ -277,7 +351,7 @@ impl<T: Size> Index<T> for BTreeMap<T, usize> {
 }
 
 /// The bins: loads, room left in the first dimension, and the stacks of
-/// bins with equal room (doubly linked), indexed by room.
+/// bins with equal room (doubly linked), indexed by room, per group.
 struct Bins<T: Size, X> {
     dims: usize,
     capacity: Vec<T>,
@@ -286,19 +360,41 @@ struct Bins<T: Size, X> {
     room: Vec<T>,
     next: Vec<usize>,
     prev: Vec<usize>,
-    index: X,
+    /// When each bin last changed, to break ties between groups as the
+    /// stacks do within one: the most recent first.
+    stamp: Vec<u64>,
+    clock: u64,
+    /// One index per group.
+    index: Vec<X>,
+    groups: Groups,
 }
 
 impl<T: Size, X: Index<T>> Bins<T, X> {
+    /// The group of bin `bin`, from its current loads.
+    fn group_of(&self, bin: usize) -> usize {
+        if !self.groups.grouped() {
+            return 0;
+        }
+        let d = self.dims;
+        let loads = &self.loads[bin * d + 1..(bin + 1) * d];
+        let room = loads
+            .iter()
+            .zip(&self.capacity[1..])
+            .map(|(&l, &c)| c.saturating_sub(l));
+        self.groups.group(room)
+    }
+
     fn push(&mut self, bin: usize) {
-        let room = self.room[bin];
-        let head = self.index.head(room);
+        let (room, g) = (self.room[bin], self.group_of(bin));
+        let head = self.index[g].head(room);
         self.next[bin] = head;
         self.prev[bin] = NONE;
         if head != NONE {
             self.prev[head] = bin;
         }
-        self.index.set_head(room, bin);
+        self.index[g].set_head(room, bin);
+        self.stamp[bin] = self.clock;
+        self.clock += 1;
     }
 
     fn unlink(&mut self, bin: usize) {
@@ -309,7 +405,8 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
         if p != NONE {
             self.next[p] = n;
         } else {
-            self.index.set_head(self.room[bin], n);
+            let g = self.group_of(bin);
+            self.index[g].set_head(self.room[bin], n);
         }
     }
 
@@ -327,7 +424,28 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
     /// The best bin for the item, if any has room: the least room that
     /// holds it, top of that stack first.
     fn find(&self, size: &[T]) -> Option<usize> {
-        let mut found = self.index.successor(size[0], false);
+        if self.groups.grouped() {
+            // Every bin of a group with room has room in the secondary
+            // dimensions: each group's best is the head of its least room.
+            let mut best: Option<usize> = None;
+            for (g, index) in self.index.iter().enumerate() {
+                if !self.groups.has_room(g, &size[1..]) {
+                    continue;
+                }
+                if let Some(bin) = index.successor(size[0], false) {
+                    let better = best.map_or(true, |b| {
+                        (self.room[bin], core::cmp::Reverse(self.stamp[bin]))
+                            < (self.room[b], core::cmp::Reverse(self.stamp[b]))
+                    });
+                    if better {
+                        best = Some(bin);
+                    }
+                }
+            }
+            return best;
+        }
+        let index = &self.index[0];
+        let mut found = index.successor(size[0], false);
         while let Some(head) = found {
             let mut bin = head;
             while bin != NONE {
@@ -336,7 +454,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 }
                 bin = self.next[bin];
             }
-            found = self.index.successor(self.room[head], true);
+            found = index.successor(self.room[head], true);
         }
         None
     }
@@ -361,6 +479,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 self.room.push(self.capacity[0]);
                 self.next.push(NONE);
                 self.prev.push(NONE);
+                self.stamp.push(0);
                 self.room.len() - 1
             }
         };

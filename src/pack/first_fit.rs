@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
-use super::order::Sorted;
+use super::order::{Classes, Sorted};
 use super::tree::LoadTree;
 use super::{assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
@@ -25,9 +25,12 @@ use crate::num::{Item, Size};
 /// O(n log n) time and O(n) extra space for one dimension: a sort (a
 /// counting sort, O(n + capacity), when the capacity is an integer below
 /// `max(2^16, 4n)`) and, per item, one descent of a tree over the bins' loads
-/// that finds the leftmost bin with room in O(log bins). With several
-/// dimensions the descent prunes by per-dimension minimums and may backtrack
-/// (see the [module docs](crate::pack#multi-dimensional-capacities)).
+/// that finds the leftmost bin with room in O(log bins); in fact the bins
+/// are filled one after the other, each taking the largest remaining item
+/// that fits through a successor query over the distinct sizes (the same
+/// packing, see the source). Several dimensions: O(n log n + n g log n) with
+/// `g <= 64` groups of equal secondary sizes, else a tree search that may
+/// backtrack (see the [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
 ///
@@ -86,10 +89,152 @@ pub(crate) fn ffd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
     let sorted = order::decreasing(items, input);
     if input.dims > 1 {
         let bounds = bounds_of(input, None);
-        return pack_first_fit(input, Some(&sorted.order), &sorted.sizes, bounds);
+        return match ItemGroups::of(input, &sorted.sizes) {
+            Some(groups) => ffd_grouped(input, &sorted, groups, bounds),
+            None => pack_first_fit(input, Some(&sorted.order), &sorted.sizes, bounds),
+        };
     }
     let bounds = bounds_of(input, Some(&sorted.classes));
     ffd_by_bins(input, sorted, bounds)
+}
+
+/// Most groups of items by secondary sizes for [`ffd_grouped`].
+const ITEM_GROUPS_MAX: usize = 64;
+
+/// Vector items grouped by their sizes in the secondary dimensions (say
+/// their tile count), each group's members (positions in the decreasing
+/// order) split into runs of equal first-dimension size.
+struct ItemGroups<T> {
+    /// The secondary sizes of each group, `dims - 1` values a group.
+    secondary: Vec<T>,
+    /// The positions of each group's members, in order.
+    members: Vec<Vec<usize>>,
+    /// The runs of equal first-dimension size of each group (indices into
+    /// `members`).
+    runs: Vec<Classes<T>>,
+}
+
+impl<T: Size> ItemGroups<T> {
+    /// Groups the sorted items, or `None` when there are more than
+    /// [`ITEM_GROUPS_MAX`] distinct secondary size vectors, or when a group
+    /// is not in decreasing first-dimension order (possible only when
+    /// rounding of the `f64` order key merges two huge sizes).
+    fn of(input: &Input<T>, sorted: &[T]) -> Option<Self> {
+        let d = input.dims;
+        let mut secondary: Vec<T> = Vec::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (pos, item) in sorted.chunks_exact(d).enumerate() {
+            let key = &item[1..];
+            let g = match secondary.chunks_exact(d - 1).position(|s| s == key) {
+                Some(g) => g,
+                None if members.len() < ITEM_GROUPS_MAX => {
+                    secondary.extend_from_slice(key);
+                    members.push(Vec::new());
+                    members.len() - 1
+                }
+                None => return None,
+            };
+            members[g].push(pos);
+        }
+        let mut runs = Vec::with_capacity(members.len());
+        for m in &members {
+            let first = m.iter().map(|&pos| sorted[pos * d]);
+            if first.clone().zip(first.clone().skip(1)).any(|(a, b)| a < b) {
+                return None;
+            }
+            runs.push(Classes::of(first));
+        }
+        Some(ItemGroups {
+            secondary,
+            members,
+            runs,
+        })
+    }
+}
+
+/// Vector FFD, filled bin by bin (as [`ffd_by_bins`]) over groups of items
+/// with equal secondary sizes.
+///
+/// The next item a bin takes is the first remaining one, in the decreasing
+/// order, that fits it in every dimension. Within a group the order is by
+/// decreasing first-dimension size (the order key grows with it when the
+/// other sizes are fixed), so each group answers "its first item that fits"
+/// with a successor query over its runs, as in one dimension, and the bin
+/// takes the earliest of the groups' answers. O(n log n + n g log n) for
+/// `g` groups (at most 64; more fall back to the tree).
+fn ffd_grouped<T: Size>(
+    input: &Input<T>,
+    sorted: &Sorted<T>,
+    groups: ItemGroups<T>,
+    bounds: LowerBounds,
+) -> Packing<T> {
+    let (d, n) = (input.dims, sorted.order.len());
+    let cap = &input.capacity;
+    let count = groups.members.len();
+    let mut cursor: Vec<Vec<usize>> = groups
+        .runs
+        .iter()
+        .map(|r| r.start[..r.len()].to_vec())
+        .collect();
+    let mut left: Vec<BitSet> = groups
+        .runs
+        .iter()
+        .map(|r| {
+            let mut set = BitSet::new(r.len());
+            for k in 0..r.len() {
+                set.insert(k);
+            }
+            set
+        })
+        .collect();
+    let mut offsets = alloc::vec![0usize];
+    let mut items = Vec::with_capacity(n);
+    let mut loads = Vec::new();
+    let mut load = alloc::vec![T::zero(); d];
+    while items.len() < n {
+        load.iter_mut().for_each(|l| *l = T::zero());
+        loop {
+            // The earliest item, over the groups, that fits the bin.
+            let mut best: Option<(usize, usize, usize)> = None;
+            for g in 0..count {
+                let secondary = &groups.secondary[g * (d - 1)..(g + 1) * (d - 1)];
+                let fits = secondary
+                    .iter()
+                    .zip(&load[1..])
+                    .zip(&cap[1..])
+                    .all(|((&s, &l), &c)| T::fits(l, s, c));
+                if !fits {
+                    continue;
+                }
+                let runs = &groups.runs[g];
+                let from = runs.size.partition_point(|&s| !T::fits(load[0], s, cap[0]));
+                if let Some(k) = left[g].successor(from) {
+                    let pos = groups.members[g][cursor[g][k]];
+                    if best.map_or(true, |(p, _, _)| pos < p) {
+                        best = Some((pos, g, k));
+                    }
+                }
+            }
+            let Some((pos, g, k)) = best else { break };
+            items.push(sorted.order[pos]);
+            cursor[g][k] += 1;
+            if cursor[g][k] == groups.runs[g].start[k + 1] {
+                left[g].remove(k);
+            }
+            for (l, &s) in load.iter_mut().zip(&sorted.sizes[pos * d..(pos + 1) * d]) {
+                *l = l.add(s);
+            }
+        }
+        loads.extend_from_slice(&load);
+        offsets.push(items.len());
+    }
+    Packing {
+        capacity: cap.clone(),
+        offsets,
+        items,
+        loads,
+        bounds,
+    }
 }
 
 /// One-dimensional FFD, filled bin by bin.
@@ -183,9 +328,11 @@ fn ffd_by_bins<T: Size>(input: &Input<T>, sorted: Sorted<T>, bounds: LowerBounds
 ///
 /// # Complexity
 ///
-/// O(n log n) time and O(n) extra space for one dimension: one tree descent
-/// per item, plus a sort for the L2 bound of the result. Several dimensions
-/// as in [`first_fit_decreasing`].
+/// O(n log n) time and O(n) extra space for one dimension: one descent of a
+/// 16-ary tree over the bins' loads per item, plus a sort for the L2 bound
+/// of the result. With several dimensions the descent prunes by
+/// per-dimension minimums and may backtrack, up to O(bins) per item (see the
+/// [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
 ///

@@ -25,11 +25,23 @@
 //! One-dimensional items are ordered by their exact size.
 //!
 //! With one dimension every algorithm meets its stated complexity in the
-//! worst case. With several, the search structures prune by each dimension's
-//! best value in a subtree, which is exact for the first dimension and a
-//! necessary condition for the others; a search may then visit more than one
-//! path, up to O(bins) in the worst case. The benchmarks (`benches/pack.rs`,
-//! figures in the repository's `BENCHMARKS.md`) measure a realistic case.
+//! worst case. With several, finding a bin with room in every dimension is a
+//! dominance query, for which no structure gives O(log n) in general; the
+//! crate exploits what training data looks like, secondary dimensions with
+//! few values (tiles, images):
+//!
+//! - [`first_fit_decreasing`] groups the items by their secondary sizes; with
+//!   at most 64 groups `g` it runs in O(n log n + n g log n);
+//! - [`best_fit_decreasing`] and [`best_fit`] group the bins by their
+//!   remaining secondary capacity; when the secondary capacities allow at most
+//!   256 such groups `p` (say 48 tiles: 49) they run in O(n p log n);
+//! - beyond those limits, and always for [`first_fit`], the search prunes by
+//!   each dimension's best value in a subtree, which is exact for the first
+//!   dimension and only a necessary condition for the others: a search may
+//!   visit many paths, up to O(bins) per item in the worst case.
+//!
+//! The benchmarks (`benches/pack.rs`, figures in the repository's
+//! `BENCHMARKS.md`) measure both cases on (tokens, tiles) samples.
 //!
 //! # Errors
 //!

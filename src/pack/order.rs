@@ -7,7 +7,7 @@ use super::Input;
 use crate::num::{Item, Size};
 
 /// Capacities up to this many values are counting-sorted regardless of `n`.
-const DENSE_MIN: usize = 1 << 16;
+pub(crate) const DENSE_MIN: usize = 1 << 16;
 
 /// Whether values in `0..=capacity` are few enough to index an array by
 /// value: at most `max(2^16, 4 n)`, so the array costs O(n) space.
