@@ -3,8 +3,9 @@
 //!
 //! Run: `cargo bench --bench pack`. Sizes are sample lengths of a VLM batch:
 //! log-normal tokens (median 1500, sigma 1), clipped to [1, 16384], packed
-//! into sequences of 16384 tokens; the two-dimensional groups add a tile count
-//! in [0, 12] against a cap of 48 tiles per sequence.
+//! into sequences of 16384 tokens. The two-dimensional groups pack
+//! (tokens, tiles) samples, InternVL-like: 0 to 12 tiles of 256 tokens plus
+//! log-normal text (median 300), against 16384 tokens and 48 tiles.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use microbatch::pack;
@@ -48,9 +49,12 @@ fn lengths(n: usize, seed: u64) -> Vec<u32> {
 
 fn samples(n: usize, seed: u64) -> Vec<[u32; 2]> {
     let mut rng = SplitMix(seed ^ 0xA5A5);
-    lengths(n, seed)
-        .into_iter()
-        .map(|t| [t, (rng.next() % 13) as u32])
+    (0..n)
+        .map(|_| {
+            let tiles = (rng.next() % 13) as u32;
+            let text = (300f64.ln() + rng.normal()).exp().clamp(1.0, 4096.0) as u32;
+            [text + 256 * tiles, tiles]
+        })
         .collect()
 }
 
@@ -132,6 +136,12 @@ fn benches(c: &mut Criterion) {
     });
     group_2d(c, "best_fit_decreasing_2d", |k, cap| {
         pack::best_fit_decreasing(k, cap).map_or(0, |p| p.len())
+    });
+    group_2d(c, "first_fit_2d", |k, cap| {
+        pack::first_fit(k, cap).map_or(0, |p| p.len())
+    });
+    group_2d(c, "best_fit_2d", |k, cap| {
+        pack::best_fit(k, cap).map_or(0, |p| p.len())
     });
 }
 

@@ -114,8 +114,8 @@ proptest! {
     }
 
     /// Wide secondary dimensions: more than 64 distinct secondary sizes and
-    /// more than 256 secondary capacities, so FFD and BFD leave their grouped
-    /// paths for the tree and the scan.
+    /// more than 256 secondary capacities, so FFD, BFD, FF and BF leave their
+    /// grouped paths for the trees and the scan.
     #[test]
     fn vector_fallback_paths_equal_naive(
         cap in (20..=200u32, 500..=1000u32),
@@ -129,12 +129,18 @@ proptest! {
         let cap = [cap.0, cap.1];
         let rows: Vec<Vec<u32>> = items.iter().map(|i| i.to_vec()).collect();
         let dec = decreasing_order_vec(&rows, &cap);
+        let arrival: Vec<usize> = (0..n).collect();
         let ffd = first_fit_decreasing(&items, cap).unwrap();
         let bfd = best_fit_decreasing(&items, cap).unwrap();
-        check_packing(&rows, &cap, &ffd);
-        check_packing(&rows, &cap, &bfd);
+        let ff = first_fit(&items, cap).unwrap();
+        let bf = best_fit(&items, cap).unwrap();
+        for p in [&ffd, &bfd, &ff, &bf] {
+            check_packing(&rows, &cap, p);
+        }
         prop_assert_eq!(bins_of(&ffd), naive_first_fit(&rows, &cap, &dec));
         prop_assert_eq!(bins_of(&bfd), naive_best_fit(&rows, &cap, &dec));
+        prop_assert_eq!(bins_of(&ff), naive_first_fit(&rows, &cap, &arrival));
+        prop_assert_eq!(bins_of(&bf), naive_best_fit(&rows, &cap, &arrival));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
+use super::grid::{Grid, GridTree};
 use super::order::{Classes, Sorted};
 use super::tree::LoadTree;
 use super::{assemble, order, validate, Input, LowerBounds, Packing};
@@ -330,7 +331,9 @@ fn ffd_by_bins<T: Size>(input: &Input<T>, sorted: Sorted<T>, bounds: LowerBounds
 ///
 /// O(n log n) time and O(n) extra space for one dimension: one descent of a
 /// 16-ary tree over the bins' loads per item, plus a sort for the L2 bound
-/// of the result. With several dimensions the descent prunes by
+/// of the result. Several dimensions: O(n p log n) when the secondary
+/// capacities allow at most 64 remaining vectors `p` (the tree keeps the
+/// least load per remaining vector); beyond, the descent prunes by
 /// per-dimension minimums and may backtrack, up to O(bins) per item (see the
 /// [module docs](crate::pack#multi-dimensional-capacities)).
 ///
@@ -378,10 +381,22 @@ pub(crate) fn pack_first_fit<T: Size>(
     let hint = usize::try_from(bounds.l1.saturating_mul(2))
         .unwrap_or(usize::MAX)
         .min(n);
-    let mut tree = LoadTree::new(&input.capacity, hint);
-    let bin_at: Vec<usize> = sorted
-        .chunks_exact(input.dims)
-        .map(|size| tree.place(size))
-        .collect();
-    assemble(input, order, &bin_at, tree.into_loads(), bounds)
+    let sizes = sorted.chunks_exact(input.dims);
+    let (bin_at, loads): (Vec<usize>, Vec<T>) = match Grid::of(&input.capacity) {
+        Some(grid) => {
+            let mut tree = GridTree::new(grid, &input.capacity, hint);
+            (
+                sizes.map(|size| tree.place(size)).collect(),
+                tree.into_loads(),
+            )
+        }
+        None => {
+            let mut tree = LoadTree::new(&input.capacity, hint);
+            (
+                sizes.map(|size| tree.place(size)).collect(),
+                tree.into_loads(),
+            )
+        }
+    };
+    assemble(input, order, &bin_at, loads, bounds)
 }

@@ -35,10 +35,14 @@
 //! - [`best_fit_decreasing`] and [`best_fit`] group the bins by their
 //!   remaining secondary capacity; when the secondary capacities allow at most
 //!   256 such groups `p` (say 48 tiles: 49) they run in O(n p log n);
-//! - beyond those limits, and always for [`first_fit`], the search prunes by
-//!   each dimension's best value in a subtree, which is exact for the first
-//!   dimension and only a necessary condition for the others: a search may
-//!   visit many paths, up to O(bins) per item in the worst case.
+//! - [`first_fit`] keeps, in each node of its tree over the bins, the least
+//!   load for every possible remaining secondary capacity; when there are at
+//!   most 64 of those `p`, a search is one exact descent and an update costs
+//!   O(16 p) a level: O(n p log n) in all;
+//! - beyond those limits the search prunes by each dimension's best value in
+//!   a subtree, which is exact for the first dimension and only a necessary
+//!   condition for the others: a search may visit many paths, up to O(bins)
+//!   per item in the worst case.
 //!
 //! The benchmarks (`benches/pack.rs`, figures in the repository's
 //! `BENCHMARKS.md`) measure both cases on (tokens, tiles) samples.
@@ -72,6 +76,7 @@ mod best_fit;
 mod bitset;
 mod bounds;
 mod first_fit;
+mod grid;
 mod next_fit;
 mod order;
 mod streaming;
