@@ -60,13 +60,20 @@ fn samples(n: usize, seed: u64) -> Vec<[u32; 2]> {
 
 const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
 
-fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
+/// One group: `sort_unstable` of the keys as the baseline, then `f`, at
+/// every size; `make(n)` builds the seeded keys.
+fn group<K: Clone + Ord>(
+    c: &mut Criterion,
+    name: &str,
+    make: fn(usize) -> Vec<K>,
+    f: impl Fn(&[K]) -> usize,
+) {
     let mut group = c.benchmark_group(name);
     for n in SIZES {
         if n >= 100_000 {
             group.sample_size(10);
         }
-        let keys = lengths(n, n as u64);
+        let keys = make(n);
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::new("sort_unstable", n), &keys, |b, keys| {
             b.iter_batched_ref(
@@ -76,32 +83,18 @@ fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
             )
         });
         group.bench_with_input(BenchmarkId::new(name, n), &keys, |b, keys| {
-            b.iter(|| f(black_box(keys), CAPACITY))
+            b.iter(|| f(black_box(keys)))
         });
     }
     group.finish();
 }
 
+fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
+    group(c, name, |n| lengths(n, n as u64), |k| f(k, CAPACITY));
+}
+
 fn group_2d(c: &mut Criterion, name: &str, f: fn(&[[u32; 2]], [u32; 2]) -> usize) {
-    let mut group = c.benchmark_group(name);
-    for n in SIZES {
-        if n >= 100_000 {
-            group.sample_size(10);
-        }
-        let items = samples(n, n as u64);
-        group.throughput(Throughput::Elements(n as u64));
-        group.bench_with_input(BenchmarkId::new("sort_unstable", n), &items, |b, items| {
-            b.iter_batched_ref(
-                || items.to_vec(),
-                |k| k.sort_unstable(),
-                criterion::BatchSize::LargeInput,
-            )
-        });
-        group.bench_with_input(BenchmarkId::new(name, n), &items, |b, items| {
-            b.iter(|| f(black_box(items), [CAPACITY, TILES]))
-        });
-    }
-    group.finish();
+    group(c, name, |n| samples(n, n as u64), |k| f(k, [CAPACITY, TILES]));
 }
 
 fn benches(c: &mut Criterion) {

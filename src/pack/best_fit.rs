@@ -30,7 +30,7 @@ use crate::num::{Item, Size};
 /// O(n log n) time and O(n) extra space for one dimension: the sort of
 /// [`first_fit_decreasing`](super::first_fit_decreasing), then per item one
 /// successor query in an ordered index of remaining capacities. When the
-/// capacity is an integer below `max(2^16, 4n)` the index is a 64-ary bitset
+/// capacity is an integer below `max(2^10, 2n)` the index is a 64-ary bitset
 /// over the capacity values (O(log_64 capacity) per query), otherwise a
 /// B-tree (O(log bins)). With several dimensions whose secondary capacities
 /// allow at most 256 combinations of remaining capacity `p`, one index per
@@ -146,7 +146,7 @@ pub(crate) fn pack_best_fit<T: Size>(
     let groups = Groups::of(&input.capacity);
     let values = usize::try_from(groups.count).unwrap_or(usize::MAX);
     let dense = input.capacity[0].to_index().filter(|&c| {
-        c.saturating_add(1).saturating_mul(values) <= super::order::DENSE_MIN.max(4 * input.len())
+        super::order::dense_enough(c.saturating_add(1).saturating_mul(values), input.len())
     });
     match dense {
         Some(c) => run(input, order, sorted, bounds, groups, || Dense::new(c)),
@@ -282,7 +282,7 @@ trait Index<T> {
     fn successor(&self, at: T, exclusive: bool) -> Option<usize>;
 }
 
-/// Integer capacities up to `max(2^16, 4n)`: heads by value and a bitset,
+/// Integer capacities up to `max(2^10, 2n)`: heads by value and a bitset,
 /// O(log_64 capacity) per successor.
 struct Dense {
     heads: Vec<usize>,

@@ -24,14 +24,15 @@ use crate::num::{Item, Size};
 /// # Complexity
 ///
 /// O(n log n) time and O(n) extra space for one dimension: a sort (a
-/// counting sort, O(n + capacity), when the capacity is an integer below
-/// `max(2^16, 4n)`) and, per item, one descent of a tree over the bins' loads
-/// that finds the leftmost bin with room in O(log bins); in fact the bins
-/// are filled one after the other, each taking the largest remaining item
-/// that fits through a successor query over the distinct sizes (the same
-/// packing, see the source). Several dimensions: O(n log n + n g log n) with
-/// `g <= 64` groups of equal secondary sizes, else a tree search that may
-/// backtrack (see the [module docs](crate::pack#multi-dimensional-capacities)).
+/// counting sort, O(n + capacity), when the capacity is an integer of at
+/// most `max(2^10, 2n)`), then the bins are filled one after the other, each
+/// taking the largest remaining item that fits, found by a successor query
+/// over the distinct sizes in O(log_64 n). First-fit in a fixed order gives
+/// the same packing filled bin by bin as item by item, so this is FFD
+/// exactly, without a search over the bins. Several dimensions:
+/// O(n log n + n g log n) with at most 64 groups `g` of equal secondary
+/// sizes, else a tree search over the bins that may backtrack (see the
+/// [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
 ///
@@ -252,7 +253,7 @@ fn ffd_grouped<T: Size>(
 /// [`BitSet`] over the classes, largest first, holds those with items left,
 /// and each class has a cursor to its next item. Taking an item is one
 /// successor query from the first class that fits, found by a table lookup
-/// (integer capacities up to `max(2^16, 4n)`) or a binary search over the
+/// (integer capacities up to `max(2^10, 2n)`) or a binary search over the
 /// classes. O(n log n) in all, O(n) space, and the bins come out in order
 /// with their items in placement order, without a second pass.
 fn ffd_by_bins<T: Size>(input: &Input<T>, sorted: Sorted<T>, bounds: LowerBounds) -> Packing<T> {

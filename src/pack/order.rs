@@ -6,14 +6,21 @@ use alloc::vec::Vec;
 use super::Input;
 use crate::num::{Item, Size};
 
-/// Capacities up to this many values are counting-sorted regardless of `n`.
-pub(crate) const DENSE_MIN: usize = 1 << 16;
+/// Arrays indexed by value are used up to this many values regardless of `n`.
+const DENSE_MIN: usize = 1 << 10;
 
-/// Whether values in `0..=capacity` are few enough to index an array by
-/// value: at most `max(2^16, 4 n)`, so the array costs O(n) space.
+/// Whether an array of `values` entries (indexed by a size or a remaining
+/// capacity) is cheap next to `n` items: at most `max(2^10, 2n)` entries, so
+/// that it costs O(n) time and space to set up.
+pub(crate) fn dense_enough(values: usize, n: usize) -> bool {
+    values <= DENSE_MIN.max(n.saturating_mul(2))
+}
+
+/// The capacity as an array bound, when values in `0..=capacity` are few
+/// enough to index an array by value ([`dense_enough`]).
 pub(crate) fn dense_limit<T: Size>(capacity: T, n: usize) -> Option<usize> {
     let c = capacity.to_index()?;
-    (c <= DENSE_MIN.max(n.saturating_mul(4))).then_some(c)
+    dense_enough(c.saturating_add(1), n).then_some(c)
 }
 
 /// Items in decreasing order.
