@@ -15,6 +15,9 @@
 //!   first-fit, best-fit and next-fit, and a [`StreamingPacker`](pack::StreamingPacker),
 //!   all with multi-dimensional capacities ("16384 tokens and at most 48
 //!   tiles"), in O(n log n) for one dimension.
+//! - [`partition`]: multiway partitioning over ranks. LPT, Karmarkar-Karp,
+//!   refinement, an exact branch and bound and lower bounds, with equal-count,
+//!   per-part cap and no-empty-part constraints and multi-dimensional weights.
 //! - [`Size`], [`Total`] and [`Item`]: the small numeric traits every algorithm
 //!   is generic over (unsigned integers and `NotNan` floats; scalars, arrays,
 //!   vectors and `(id, item)` pairs).
@@ -60,6 +63,8 @@ extern crate std;
 mod error;
 mod num;
 pub mod pack;
+pub mod partition;
 
 pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
 pub use crate::num::{not_nan, Item, Size, Total};
+pub use crate::partition::{karmarkar_karp, lpt, Partition, Partitioner};

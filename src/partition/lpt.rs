@@ -1,0 +1,221 @@
+//! Longest processing time first (LPT): each item, largest first, to the
+//! least-loaded part.
+
+use alloc::collections::BinaryHeap;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cmp::{Ordering, Reverse};
+
+use crate::error::Error;
+use crate::num::{Item, Total};
+
+use super::instance::{self, Config, Instance, Load};
+use super::{Algorithm, Partition, Partitioner, TotalOf};
+
+/// Partitions `items` into `k` parts with LPT: items in decreasing order
+/// (ties by id, then input index), each to the least-loaded part (ties by
+/// fewer items, then lower part index).
+///
+/// Items with several dimensions go by their combined weight (the sum over
+/// dimensions). No part is left empty; use [`Partitioner`] for constraints,
+/// other objectives and refinement.
+///
+/// # Complexity
+///
+/// O(n log n + n log k) time (a sort, then a binary heap of the `k` parts
+/// keyed by (sum, item count, part index)), O(n + k) extra space.
+///
+/// # Approximation
+///
+/// The largest part is at most `4/3 - 1/(3k)` times the optimum (Graham
+/// 1969), and at most the optimum plus the smallest item of the part that
+/// ends largest.
+///
+/// # References
+///
+/// R. L. Graham, "Bounds on multiprocessing timing anomalies", SIAM Journal
+/// on Applied Mathematics 17(2), 1969.
+///
+/// # Errors
+///
+/// [`Error::ZeroParts`] for `k == 0`, [`Error::TooManyParts`] for `k > n`,
+/// and [`Error::DimensionMismatch`], [`Error::NoDimensions`] or
+/// [`Error::InvalidSize`] for invalid items.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::partition::lpt;
+///
+/// let p = lpt(&[8u32, 7, 6, 5, 4], 2)?;
+/// assert_eq!(p.part(0), &[0, 3, 4]); // 8 + 5 + 4
+/// assert_eq!(p.part(1), &[1, 2]); // 7 + 6
+/// assert_eq!(p.objective(), 17); // the optimum is 15: {8, 7}, {6, 5, 4}
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub fn lpt<I: Item>(items: &[I], k: usize) -> Result<Partition<TotalOf<I>>, Error> {
+    Partitioner::new(k)
+        .algorithm(Algorithm::Lpt)
+        .refinement(false)
+        .partition(items)
+}
+
+/// LPT by rank: the heap for one objective dimension, else a scan of the
+/// parts for the placement that least raises the objective.
+pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
+    if inst.od == 1 && (cfg.cap.is_none() || inst.d == 1) {
+        heap(inst, cfg)
+    } else {
+        scan(inst, cfg)
+    }
+}
+
+/// One objective dimension: a min-heap of (sum, count, part). With a
+/// one-dimensional cap the least-loaded part is the only candidate anyway.
+fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
+    let k = cfg.k;
+    let mut part_of = vec![0; inst.n];
+    let mut heap: BinaryHeap<Reverse<(Load<T>, usize, usize)>> =
+        (0..k).map(|p| Reverse((Load(T::ZERO), 0, p))).collect();
+    if !cfg.equal_count {
+        for (r, slot) in part_of.iter_mut().enumerate() {
+            let Some(mut top) = heap.peek_mut() else {
+                break;
+            };
+            let Reverse((load, count, p)) = &mut *top;
+            load.0 = load.0.add(inst.key(r));
+            *count += 1;
+            *slot = *p;
+        }
+        return part_of;
+    }
+    // Equal counts: at most `hi` items a part, and only `extra` parts may
+    // reach `hi`; after that the limit drops to `lo`. Full parts leave the
+    // heap (lazily, when popped).
+    let (lo, hi, extra) = cfg.counts(inst.n);
+    let mut limit = hi;
+    let mut at_hi = 0;
+    for (r, slot) in part_of.iter_mut().enumerate() {
+        while let Some(Reverse((load, count, p))) = heap.pop() {
+            if count >= limit {
+                continue;
+            }
+            *slot = p;
+            let count = count + 1;
+            if extra > 0 && count == hi {
+                at_hi += 1;
+                if at_hi == extra {
+                    limit = lo;
+                }
+            }
+            if count < limit {
+                heap.push(Reverse((Load(load.0.add(inst.key(r))), count, p)));
+            }
+            break;
+        }
+    }
+    part_of
+}
+
+/// Several objective dimensions or a cap in several dimensions: each item
+/// to the part where it fits the cap (if any does) and least raises the
+/// objective, ties by combined load, then part index. O(n k d).
+fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
+    let (k, d, od) = (cfg.k, inst.d, inst.od);
+    let (lo, hi, extra) = cfg.counts(inst.n);
+    let mut limit = if cfg.equal_count { hi } else { usize::MAX };
+    let mut at_hi = 0;
+    let mut part_of = vec![0; inst.n];
+    let mut sums = vec![T::ZERO; k * d];
+    let mut osums = vec![T::ZERO; k * od];
+    let mut loads = vec![T::ZERO; k];
+    let mut counts = vec![0usize; k];
+    let mut top = vec![T::ZERO; od];
+    for r in 0..inst.n {
+        let x = inst.sizes(r);
+        // (does not fit, objective after, load, count, part)
+        let mut best: Option<(bool, T, T, usize, usize)> = None;
+        let empty = counts.iter().filter(|&&c| c == 0).count();
+        for p in 0..k {
+            if counts[p] >= limit {
+                continue;
+            }
+            // Keep enough items for the empty parts.
+            if !cfg.allow_empty && counts[p] > 0 && empty >= inst.n - r {
+                continue;
+            }
+            let misfit = cfg.cap.as_ref().is_some_and(|cap| {
+                (0..d).any(|j| instance::cmp(sums[p * d + j].add(x[j]), cap[j]) == Ordering::Greater)
+            });
+            let after = (0..od).fold(T::ZERO, |acc, j| {
+                acc.add(instance::max(top[j], osums[p * od + j].add(inst.ow(r, j))))
+            });
+            let cand = (misfit, after, loads[p], counts[p], p);
+            let better = match &best {
+                None => true,
+                Some(b) => {
+                    (cand.0, Load(cand.1), Load(cand.2), cand.3, cand.4)
+                        < (b.0, Load(b.1), Load(b.2), b.3, b.4)
+                }
+            };
+            if better {
+                best = Some(cand);
+            }
+        }
+        let Some((_, _, _, _, p)) = best else {
+            continue;
+        };
+        part_of[r] = p;
+        for j in 0..d {
+            sums[p * d + j] = sums[p * d + j].add(x[j]);
+        }
+        for (j, t) in top.iter_mut().enumerate() {
+            osums[p * od + j] = osums[p * od + j].add(inst.ow(r, j));
+            *t = instance::max(*t, osums[p * od + j]);
+        }
+        loads[p] = loads[p].add(inst.key(r));
+        counts[p] += 1;
+        if cfg.equal_count && extra > 0 && counts[p] == hi {
+            at_hi += 1;
+            if at_hi == extra {
+                limit = lo;
+            }
+        }
+    }
+    part_of
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::Dims;
+
+    fn cfg(k: usize, equal_count: bool) -> Config<u128> {
+        Config {
+            k,
+            objective: crate::partition::Objective::MaxPart,
+            equal_count,
+            allow_empty: false,
+            cap: None,
+        }
+    }
+
+    #[test]
+    fn heap_and_scan_agree_on_one_dimension() {
+        let items = [9u32, 7, 7, 5, 4, 4, 3, 2, 2, 1, 0, 0];
+        let inst = instance::instance(&items, Dims::Combined, None).unwrap();
+        for k in 1..=5 {
+            for eq in [false, true] {
+                let c = cfg(k, eq);
+                assert_eq!(heap(&inst, &c), scan(&inst, &c), "k = {k}, equal = {eq}");
+            }
+        }
+    }
+
+    #[test]
+    fn zero_weights_fill_every_part() {
+        let inst = instance::instance(&[0u32; 5], Dims::Combined, None).unwrap();
+        let part_of = heap(&inst, &cfg(5, false));
+        assert_eq!(part_of, [0, 1, 2, 3, 4]);
+    }
+}
