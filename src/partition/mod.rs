@@ -135,12 +135,15 @@ pub enum Objective {
 /// use microbatch::partition::{Dims, Partitioner};
 ///
 /// // (ViT cost, LLM cost) per sample.
-/// let items = [[9u32, 1], [8, 2], [1, 9], [2, 8]];
+/// let items = [[6u32, 0], [5, 0], [0, 6], [0, 5]];
+/// // Balanced totals, but one rank has all the ViT work: 11 + 11 per phase.
 /// let combined = Partitioner::new(2).partition(&items)?;
-/// assert_eq!(combined.objective(), 10);
+/// assert_eq!(combined.objective(), 11);
+/// assert_eq!((combined.max_sum(0), combined.max_sum(1)), (11, 11));
+/// // Each phase balanced: 6 + 6.
 /// let per_dim = Partitioner::new(2).dims(Dims::PerDim).partition(&items)?;
-/// assert_eq!(per_dim.objective(), 20); // 10 + 10: each phase balanced
-/// assert_eq!((per_dim.max_sum(0), per_dim.max_sum(1)), (10, 10));
+/// assert_eq!(per_dim.objective(), 12);
+/// assert_eq!((per_dim.max_sum(0), per_dim.max_sum(1)), (6, 6));
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -466,11 +469,30 @@ impl<S: Size> Partitioner<S> {
         self
     }
 
-    /// A cap on every part sum: a scalar for one dimension, an array or a
-    /// vector with one cap per dimension.
+    /// A cap on every part sum, for one-dimensional items.
     #[must_use]
-    pub fn cap<C: Item<Size = S>>(mut self, cap: C) -> Self {
-        self.cap = Some((0..cap.dims()).map(|d| cap.size(d)).collect());
+    pub fn cap(mut self, cap: S) -> Self {
+        self.cap = Some(vec![cap]);
+        self
+    }
+
+    /// A cap on every part sum per dimension, for items with
+    /// `caps.len()` dimensions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// // (tokens, images) per sample; at most 9000 tokens and 4 images a rank.
+    /// let samples = [[4000u32, 2], [3500, 1], [3000, 3], [2500, 0], [2000, 2], [1000, 0]];
+    /// let p = Partitioner::new(2).cap_per_dim(&[9000, 4]).partition(&samples)?;
+    /// assert!(p.max_sum(0) <= 9000 && p.max_sum(1) <= 4);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn cap_per_dim(mut self, caps: &[S]) -> Self {
+        self.cap = Some(caps.to_vec());
         self
     }
 

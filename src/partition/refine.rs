@@ -181,8 +181,9 @@ impl<T: Total> State<'_, T> {
         })
     }
 
-    /// Whether the step keeps the cap: no part sum of `a` or `b` may rise
-    /// above the cap (a sum already above it may only fall).
+    /// Whether the step keeps the cap: in every dimension the larger excess
+    /// over the cap of the two parts does not grow (so parts within the cap
+    /// stay within it, and parts above it get no further above).
     fn within_cap(&self, step: Step) -> bool {
         let Some(cap) = &self.cfg.cap else {
             return true;
@@ -192,12 +193,11 @@ impl<T: Total> State<'_, T> {
         let y = step.y.map(|y| self.inst.sizes(y));
         (0..d).all(|j| {
             let yj = y.map_or(T::ZERO, |y| y[j]);
-            let to = self.sums[step.to * d + j].add(x[j]).saturating_sub(yj);
-            let from = self.sums[step.from * d + j].add(yj).saturating_sub(x[j]);
-            let ok = |new: T, old: T| {
-                instance::cmp(new, cap[j]) != Ordering::Greater || instance::cmp(new, old) != Ordering::Greater
-            };
-            ok(to, self.sums[step.to * d + j]) && ok(from, self.sums[step.from * d + j])
+            let (old_to, old_from) = (self.sums[step.to * d + j], self.sums[step.from * d + j]);
+            let to = old_to.add(x[j]).saturating_sub(yj);
+            let from = old_from.add(yj).saturating_sub(x[j]);
+            let excess = |a: T, b: T| instance::max(a, b).saturating_sub(cap[j]);
+            instance::cmp(excess(to, from), excess(old_to, old_from)) != Ordering::Greater
         })
     }
 
