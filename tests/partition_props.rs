@@ -145,6 +145,14 @@ fn weights(min_n: usize, max_n: usize, max_w: u32) -> impl Strategy<Value = Vec<
     prop::collection::vec((0..=max_w).prop_map(|w| vec![w]), min_n..=max_n)
 }
 
+/// Weights with a part count `k <= min(n, max_k)`.
+fn with_k(min_n: usize, max_n: usize, max_w: u32, max_k: usize) -> impl Strategy<Value = (Vec<Vec<u32>>, usize)> {
+    weights(min_n.max(1), max_n, max_w).prop_flat_map(move |items| {
+        let n = items.len();
+        (Just(items), 1..=n.min(max_k))
+    })
+}
+
 /// Two-dimensional weights.
 fn weights2(min_n: usize, max_n: usize, max_w: u32) -> impl Strategy<Value = Vec<Vec<u32>>> {
     prop::collection::vec(prop::collection::vec(0..=max_w, 2), min_n..=max_n)
@@ -173,8 +181,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn heuristics_hold_every_item_once(items in weights(1, 40, 1000), k in 1usize..=8) {
-        prop_assume!(k <= items.len());
+    fn heuristics_hold_every_item_once((items, k) in with_k(1, 40, 1000, 8)) {
         let o = Opts::plain(k);
         let xs = scalars(&items);
         check_valid(&items, &lpt(&xs, k).unwrap(), &o)?;
@@ -183,15 +190,13 @@ proptest! {
     }
 
     #[test]
-    fn lower_bound_is_below_the_optimum(items in weights(1, 7, 50), k in 1usize..=4) {
-        prop_assume!(k <= items.len());
+    fn lower_bound_is_below_the_optimum((items, k) in with_k(1, 7, 50, 4)) {
         let opt = brute_force(&items, &Opts::plain(k)).unwrap();
         prop_assert!(lower_bound(&scalars(&items), k).unwrap() <= opt);
     }
 
     #[test]
-    fn lpt_within_graham_bound(items in weights(1, 8, 100), k in 1usize..=4) {
-        prop_assume!(k <= items.len() && (k < 4 || items.len() <= 7));
+    fn lpt_within_graham_bound((items, k) in with_k(1, 7, 100, 4)) {
         let opt = brute_force(&items, &Opts::plain(k)).unwrap();
         let got = lpt(&scalars(&items), k).unwrap().objective();
         // got <= (4/3 - 1/(3k)) opt  <=>  3k got <= (4k - 1) opt
@@ -206,8 +211,7 @@ proptest! {
     }
 
     #[test]
-    fn refine_never_worse(items in weights(1, 40, 1000), k in 1usize..=8, o in options(1)) {
-        prop_assume!(k <= items.len());
+    fn refine_never_worse((items, k) in with_k(1, 40, 1000, 8), o in options(1)) {
         let o = Opts { k, cap: None, equal_count: false, allow_empty: false, ..o };
         let xs: Vec<[u32; 2]> = items.iter().map(|v| [v[0], v[0] / 3]).collect();
         let items: Vec<Vec<u32>> = xs.iter().map(|a| a.to_vec()).collect();
@@ -220,8 +224,7 @@ proptest! {
     }
 
     #[test]
-    fn exact_equals_brute_force(items in weights(1, 7, 40), k in 1usize..=4) {
-        prop_assume!(k <= items.len() && (k < 4 || items.len() <= 6));
+    fn exact_equals_brute_force((items, k) in with_k(1, 7, 40, 4)) {
         let o = Opts::plain(k);
         let p = exact(&scalars(&items), k, u64::MAX).unwrap();
         check_valid(&items, &p, &o)?;
@@ -258,12 +261,10 @@ proptest! {
 
     #[test]
     fn result_by_id_independent_of_input_order(
-        items in weights(1, 30, 20),
-        k in 1usize..=6,
+        (items, k) in with_k(1, 30, 20, 6),
         seed in any::<u64>(),
         o in options(1),
     ) {
-        prop_assume!(k <= items.len());
         let o = Opts { k, cap: None, dims: Dims::Combined, ..o };
         let tagged: Vec<(u32, u32)> = items.iter().enumerate().map(|(i, v)| (1000 - i as u32, v[0])).collect();
         // Deterministic shuffle (Fisher-Yates with splitmix64).

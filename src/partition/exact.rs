@@ -138,7 +138,10 @@ pub(crate) fn run<T: Total>(
         let remaining = n - depth - 1;
         let feasible = s.deficit <= remaining && (cfg.allow_empty || s.empty <= remaining);
         let bound = s.bound(cfg, k, od, &rest[(depth + 1) * od..(depth + 2) * od]);
-        let promising = best_value.map_or(true, |b| instance::cmp(bound, b) == Ordering::Less);
+        let rest_now = &rest[(depth + 1) * od..(depth + 2) * od];
+        let promising = best_value.map_or(true, |b| {
+            instance::cmp(bound, b) == Ordering::Less && s.room(cfg, k, od, b, rest_now)
+        });
         if feasible && promising && depth + 1 == n {
             let v = instance::objective_value(cfg.objective, k, od, &s.osums);
             if best_value.map_or(true, |b| instance::cmp(v, b) == Ordering::Less) {
@@ -264,6 +267,23 @@ impl<T: Total> Search<T> {
         }
         if self.counts[p] == 0 {
             self.empty += 1;
+        }
+    }
+
+    /// For the largest part in one objective dimension: whether the parts
+    /// have room for the remaining weight `rest` while all staying below
+    /// `best` (the sum over parts of `best - 1 - sum`, or `best - sum` for
+    /// floats, must reach it). Always `true` otherwise.
+    fn room(&self, cfg: &Config<T>, k: usize, od: usize, best: T, rest: &[T]) -> bool {
+        if cfg.objective != Objective::MaxPart || od != 1 {
+            return true;
+        }
+        let below = best.saturating_sub(instance::unit());
+        let slack = (0..k).fold(T::ZERO, |acc, p| acc.add(below.saturating_sub(self.osums[p])));
+        match instance::cmp(slack, rest[0]) {
+            Ordering::Greater => true,
+            Ordering::Equal => instance::is_integer::<T>(),
+            Ordering::Less => false,
         }
     }
 

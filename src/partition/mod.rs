@@ -100,7 +100,7 @@ pub use self::karmarkar_karp::karmarkar_karp;
 pub use self::lpt::lpt;
 pub use self::refine::refine;
 
-use self::instance::{Config, Instance};
+use self::instance::{Config, Instance, Load};
 
 /// The sum type of an item's sizes: `u128` for integers, `f64` for floats.
 pub type TotalOf<I> = <<I as Item>::Size as Size>::Total;
@@ -588,12 +588,33 @@ impl<S: Size> Partitioner<S> {
         if algorithm != Algorithm::Exact {
             return (part_of, false);
         }
+        // The incumbent: the better of refined LPT and refined KK (KK only
+        // where it sees the objective, one objective dimension).
+        if inst.od == 1 {
+            let mut kk = karmarkar_karp::run(inst, cfg);
+            refine::run(inst, cfg, &mut kk, self.max_rounds);
+            if self.rank(inst, cfg, &kk) < self.rank(inst, cfg, &part_of) {
+                part_of = kk;
+            }
+        }
         let within_cap = cfg.cap.as_ref().map_or(true, |cap| {
             instance::cap_violation(cap, inst.d, &inst.sums(cfg.k, &part_of)).is_none()
         });
         let incumbent = within_cap.then(|| part_of.clone());
         let (found, proven) = exact::run(inst, cfg, incumbent, self.node_budget);
         (found.unwrap_or(part_of), proven)
+    }
+
+    /// Orders candidate assignments: within the cap first, then by
+    /// objective.
+    fn rank(&self, inst: &Instance<S::Total>, cfg: &Config<S::Total>, part_of: &[usize]) -> (bool, Load<S::Total>) {
+        let sums = inst.sums(cfg.k, part_of);
+        let over = cfg
+            .cap
+            .as_ref()
+            .is_some_and(|cap| instance::cap_violation(cap, inst.d, &sums).is_some());
+        let osums = inst.objective_sums(cfg.k, &sums);
+        (over, Load(instance::objective_value(cfg.objective, cfg.k, inst.od, &osums)))
     }
 
     /// The heuristic missed the cap: search within the node budget (unless a
