@@ -71,9 +71,12 @@ fn known_answers_match() {
         }
         assert!(kk.objective() >= opt, "{what}: KK below the optimum");
 
-        let best = exact(&items, k, 2_000_000).unwrap();
-        assert!(best.objective() >= opt, "{what}: exact below the optimum");
+        // Budgets keep the debug-mode test short: the large planted
+        // instances are not proven within any of them.
         let large = items.len() >= 20;
+        let budget = if large { 100_000 } else { 2_000_000 };
+        let best = exact(&items, k, budget).unwrap();
+        assert!(best.objective() >= opt, "{what}: exact below the optimum");
         assert!(best.proven_optimal() || large, "{what}: not proven");
         if !best.proven_optimal() {
             eprintln!("{what}: exact not proven: {} (optimum {opt}, KK {}, LPT {})", best.objective(), kk.objective(), greedy.objective());
@@ -87,7 +90,7 @@ fn known_answers_match() {
         let spread = Partitioner::new(k)
             .algorithm(Algorithm::Exact)
             .objective(Objective::Spread)
-            .node_budget(2_000_000)
+            .node_budget(budget)
             .partition(&items)
             .unwrap();
         assert!(spread.objective() >= opt_diff, "{what}: spread below the optimum");
@@ -97,7 +100,7 @@ fn known_answers_match() {
     }
     eprintln!("KK sums equal to the reference in {kk_same} of 47; exact proven in {exact_proven} of 47");
     // The three planted perfect partitions with 20, 48 and 128 items need
-    // more than the 2 million nodes given here (the 20-item one takes about
-    // 10 million); every other instance is proven.
+    // more nodes than given here (the 20-item one takes about 10 million);
+    // every other instance is proven.
     assert!(exact_proven >= 44, "only {exact_proven} of 47 proven");
 }
