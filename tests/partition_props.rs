@@ -77,7 +77,7 @@ fn brute_force(items: &[Vec<u32>], o: &Opts) -> Option<u128> {
         }
         let ok_empty = o.allow_empty || counts.iter().all(|&c| c > 0);
         let ok_count = !o.equal_count || counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1;
-        let ok_cap = o.cap.is_none_or(|c| sums.iter().all(|s| s.iter().all(|&x| x <= u128::from(c))));
+        let ok_cap = o.cap.map_or(true, |c| sums.iter().all(|s| s.iter().all(|&x| x <= u128::from(c))));
         if ok_empty && ok_count && ok_cap {
             let v = objective(&sums, o);
             best = Some(best.map_or(v, |b| b.min(v)));

@@ -245,7 +245,8 @@ pub(crate) fn instance<I: Item>(
             })?;
         }
     }
-    let mut w = Vec::with_capacity(n * d);
+    // One dimension: the sizes come back with the order, read sequentially.
+    let mut w = Vec::with_capacity(if d == 1 { 0 } else { n * d });
     let mut oversize = Vec::new();
     for (index, item) in items.iter().enumerate() {
         let found = item.dims();
@@ -274,7 +275,9 @@ pub(crate) fn instance<I: Item>(
                     });
                 }
             }
-            w.push(x.widen());
+            if d > 1 {
+                w.push(x.widen());
+            }
         }
     }
     if !oversize.is_empty() {
@@ -282,8 +285,7 @@ pub(crate) fn instance<I: Item>(
     }
     let od = if dims == Dims::PerDim { d } else { 1 };
     if d == 1 {
-        let index = decreasing_scalar(items);
-        let w = index.iter().map(|&i| w[i]).collect();
+        let (index, w) = decreasing_scalar(items);
         return Ok(Instance {
             n,
             d,
@@ -316,17 +318,17 @@ pub(crate) fn instance<I: Item>(
 }
 
 /// Input indices of one-dimensional items in decreasing order of size, ties
-/// by id, then index.
+/// by id, then index, with the widened sizes in that order.
 ///
 /// Integer sizes below 2^32 (with fewer than 2^32 items) are sorted as packed
 /// `u64` keys, which is as fast as sorting the sizes themselves.
-fn decreasing_scalar<I: Item>(items: &[I]) -> Vec<usize> {
+fn decreasing_scalar<I: Item>(items: &[I]) -> (Vec<usize>, Vec<<I::Size as Size>::Total>) {
     let n = items.len();
     let small = u32::try_from(n).is_ok()
         && items
             .iter()
             .all(|it| matches!(it.size(0).to_index(), Some(v) if v <= u32::MAX as usize));
-    let mut index: Vec<usize> = if small {
+    let (mut index, w): (Vec<usize>, Vec<_>) = if small {
         let mut packed: Vec<u64> = items
             .iter()
             .enumerate()
@@ -336,15 +338,28 @@ fn decreasing_scalar<I: Item>(items: &[I]) -> Vec<usize> {
             })
             .collect();
         packed.sort_unstable();
-        packed.iter().map(|&p| (p & u64::from(u32::MAX)) as usize).collect()
+        let index = packed.iter().map(|&p| (p & u64::from(u32::MAX)) as usize).collect();
+        // The packed key holds the size: no random access to `items`.
+        let w = packed
+            .iter()
+            .map(|&p| u128_total::<<I::Size as Size>::Total>(u128::from(u32::MAX - (p >> 32) as u32)))
+            .collect();
+        (index, w)
     } else {
         let mut pairs: Vec<(I::Size, usize)> =
             items.iter().enumerate().map(|(i, it)| (it.size(0), i)).collect();
         pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        pairs.iter().map(|&(_, i)| i).collect()
+        pairs.iter().map(|&(x, i)| (i, x.widen())).unzip()
     };
-    break_ties_by_id(items, &mut index, |a, b| items[a].size(0) == items[b].size(0));
-    index
+    if core::mem::size_of::<I::Id>() != 0 {
+        break_ties_by_id(items, &mut index, |a, b| items[a].size(0) == items[b].size(0));
+    }
+    (index, w)
+}
+
+/// An integer as an integer total (only called for `u128` totals).
+fn u128_total<T: Total>(v: u128) -> T {
+    cast(v).unwrap_or(T::ZERO)
 }
 
 /// Re-sorts each run of equal keys in `index` (sorted by key, then index) by
@@ -385,4 +400,10 @@ pub(crate) fn has_remainder<T: Total>(x: T, k: usize) -> bool {
 /// floats.
 pub(crate) fn unit<T: Total>() -> T {
     cast(1u128).unwrap_or(T::ZERO)
+}
+
+/// An integer total as `u128`; `None` for floats.
+#[inline]
+pub(crate) fn as_u128<T: Total>(x: T) -> Option<u128> {
+    cast(x)
 }

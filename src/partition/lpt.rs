@@ -78,6 +78,9 @@ fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     let mut heap: BinaryHeap<Reverse<(Load<T>, usize, usize)>> =
         (0..k).map(|p| Reverse((Load(T::ZERO), 0, p))).collect();
     if !cfg.equal_count {
+        if let Some(part_of) = packed(inst, k) {
+            return part_of;
+        }
         for (r, slot) in part_of.iter_mut().enumerate() {
             let Some(mut top) = heap.peek_mut() else {
                 break;
@@ -115,6 +118,58 @@ fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
         }
     }
     part_of
+}
+
+/// The heap of [`heap`] without equal counts, for integer sums below 2^64
+/// and fewer than 2^32 items and parts: each part is one `u128` key
+/// `sum << 64 | count << 32 | part`, so that the order is one comparison and
+/// an item is one addition, and the replacement of the top sifts the hole to
+/// the bottom of a 4-ary heap with branch-free child selection, then the new
+/// key up (Floyd).
+/// The result is that of the generic heap: both take the least key.
+fn packed<T: Total>(inst: &Instance<T>, k: usize) -> Option<Vec<usize>> {
+    let total = (0..inst.n).try_fold(0u64, |acc, r| {
+        let w = u64::try_from(instance::as_u128(inst.key(r))?).ok()?;
+        acc.checked_add(w)
+    })?;
+    let _ = total;
+    if u32::try_from(inst.n).is_err() || u32::try_from(k).is_err() {
+        return None;
+    }
+    // A 4-ary heap (half the depth of a binary one; the four children are
+    // loaded in parallel). Padding makes missing children read as
+    // `u128::MAX`.
+    let mut keys: Vec<u128> = (0..k as u128).collect();
+    keys.resize(4 * k + 4, u128::MAX);
+    let one = 1u128 << 32;
+    let mut part_of = vec![0; inst.n];
+    for (r, slot) in part_of.iter_mut().enumerate() {
+        let w = instance::as_u128(inst.key(r)).unwrap_or(0);
+        let new = keys[0] + (w << 64) + one;
+        *slot = (keys[0] & 0xFFFF_FFFF) as usize;
+        let mut i = 0;
+        loop {
+            let c = 4 * i + 1;
+            if c >= k {
+                break;
+            }
+            let a = c + usize::from(keys[c + 1] < keys[c]);
+            let b = c + 2 + usize::from(keys[c + 3] < keys[c + 2]);
+            let m = if keys[b] < keys[a] { b } else { a };
+            keys[i] = keys[m];
+            i = m;
+        }
+        while i > 0 {
+            let parent = (i - 1) / 4;
+            if keys[parent] <= new {
+                break;
+            }
+            keys[i] = keys[parent];
+            i = parent;
+        }
+        keys[i] = new;
+    }
+    Some(part_of)
 }
 
 /// Several objective dimensions or a cap in several dimensions: each item

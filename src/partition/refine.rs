@@ -8,6 +8,7 @@ use core::cmp::Ordering;
 use crate::error::Error;
 use crate::num::{Item, Size, Total};
 
+use super::bounds;
 use super::instance::{self, Config, Instance, Load};
 use super::{Objective, Partition, Partitioner};
 
@@ -27,9 +28,9 @@ use super::{Objective, Partition, Partitioner};
 ///
 /// # Complexity
 ///
-/// Per step, for one objective dimension, O(k + n + h k log n) time where `h`
-/// is the size of the extreme part (moves are scanned, the best swap partner
-/// is found by binary search in each part's sorted items); for several
+/// Per step, for one objective dimension, O(n + k h) time where `h` is the
+/// size of the extreme part (moves are scanned, the best swap partners are
+/// found by a merge-like walk of the two parts' sorted items); for several
 /// objective dimensions, swaps are scanned, O(h n d). The number of steps is
 /// unbounded in theory and small in practice; [`Partitioner::max_rounds`]
 /// caps it. O(n + k d) extra space.
@@ -113,7 +114,12 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>, part_of: &mut [
         top: vec![[usize::MAX; 3]; inst.od],
         bottom: vec![[usize::MAX; 3]; inst.od],
     };
+    // Nothing beats the lower bound.
+    let bound = bounds::objective_bound(inst, cfg);
     for _ in 0..max_rounds {
+        if instance::cmp(st.objective(), bound) != Ordering::Greater {
+            break;
+        }
         st.extremes();
         let Some(step) = st.best_step() else {
             break;
@@ -226,22 +232,17 @@ impl<T: Total> State<'_, T> {
         (self.objective_after(a, b, &na, &nb), self.gap(&na, &nb))
     }
 
-    /// The best improving step, if any.
+    /// The best improving step, if any: moves out of (and for the spread
+    /// into) the first extreme part of each objective dimension, and swaps
+    /// between it and every other part.
     fn best_step(&self) -> Option<Step> {
         let (k, od) = (self.k(), self.inst.od);
+        let spread = self.cfg.objective == Objective::Spread;
         let mut extreme = vec![false; k];
         for j in 0..od {
-            let mark = |list: &[usize; 3], extreme: &mut [bool]| {
-                let v = self.osums[list[0] * od + j];
-                for (q, e) in extreme.iter_mut().enumerate() {
-                    if instance::cmp(self.osums[q * od + j], v) == Ordering::Equal {
-                        *e = true;
-                    }
-                }
-            };
-            mark(&self.top[j], &mut extreme);
-            if self.cfg.objective == Objective::Spread {
-                mark(&self.bottom[j], &mut extreme);
+            extreme[self.top[j][0]] = true;
+            if spread {
+                extreme[self.bottom[j][0]] = true;
             }
         }
         let objective = self.objective();
@@ -264,7 +265,9 @@ impl<T: Total> State<'_, T> {
         for a in (0..k).filter(|&a| extreme[a]) {
             for b in (0..k).filter(|&b| b != a && !(extreme[b] && b < a)) {
                 let base_gap = self.gap(&|j| self.osums[a * od + j], &|j| self.osums[b * od + j]);
-                for (from, to) in [(a, b), (b, a)] {
+                // Moves into a part at the maximum never help the maximum.
+                let directions: &[(usize, usize)] = if spread || extreme[b] { &[(a, b), (b, a)] } else { &[(a, b)] };
+                for &(from, to) in directions {
                     if !self.move_allowed(from, to) {
                         continue;
                     }
@@ -272,9 +275,13 @@ impl<T: Total> State<'_, T> {
                         consider(self, Step { from, to, x, y: None }, base_gap);
                     }
                 }
-                for &x in &self.lists[a] {
-                    for y in self.partners(a, b, x) {
-                        consider(self, Step { from: a, to: b, x, y: Some(y) }, base_gap);
+                if od == 1 {
+                    self.balanced_swaps(a, b, |y, x| consider(self, Step { from: a, to: b, x, y: Some(y) }, base_gap));
+                } else {
+                    for &x in &self.lists[a] {
+                        for &y in &self.lists[b] {
+                            consider(self, Step { from: a, to: b, x, y: Some(y) }, base_gap);
+                        }
                     }
                 }
             }
@@ -282,25 +289,31 @@ impl<T: Total> State<'_, T> {
         best.map(|(step, _, _)| step)
     }
 
-    /// Swap partners of `x` (in `a`) in part `b`: for one objective
-    /// dimension, the two around the one that balances the pair (binary
-    /// search); otherwise all of `b`.
-    fn partners(&self, a: usize, b: usize, x: usize) -> impl Iterator<Item = usize> + '_ {
+    /// For one objective dimension, calls `f(y, x)` for each `x` in part `a`
+    /// with the two `y` in part `b` around the one that balances the pair:
+    /// `sum_a - x + y` against `sum_b + x - y`. Both lists have decreasing
+    /// weights, so the balancing position only moves forward: O(|a| + |b|).
+    fn balanced_swaps(&self, a: usize, b: usize, mut f: impl FnMut(usize, usize)) {
+        let (sa, sb) = (self.osums[a], self.osums[b]);
         let list = &self.lists[b];
-        let (lo, hi) = if self.inst.od == 1 {
-            let (sa, sb) = (self.osums[a], self.osums[b]);
+        let mut i = 0;
+        for &x in &self.lists[a] {
             let wx = self.inst.key(x);
             let target = sb.add(wx).add(wx);
-            // `list` has decreasing weights, so `sa + 2 w(y)` decreases.
-            let i = list.partition_point(|&y| {
-                let wy = self.inst.key(y);
+            // Past `i`, part `a` would end no heavier than part `b`.
+            while i < list.len() && {
+                let wy = self.inst.key(list[i]);
                 instance::cmp(sa.add(wy).add(wy), target) == Ordering::Greater
-            });
-            (i.saturating_sub(1), (i + 1).min(list.len()))
-        } else {
-            (0, list.len())
-        };
-        list[lo..hi].iter().copied()
+            } {
+                i += 1;
+            }
+            if i > 0 {
+                f(list[i - 1], x);
+            }
+            if i < list.len() {
+                f(list[i], x);
+            }
+        }
     }
 
     fn apply(&mut self, step: Step, part_of: &mut [usize]) {
