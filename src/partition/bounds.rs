@@ -42,30 +42,28 @@ pub fn lower_bound<I: Item>(items: &[I], k: usize) -> Result<TotalOf<I>, Error> 
         return Err(Error::ZeroParts);
     }
     let inst = instance::instance(items, Dims::Combined, None)?;
-    let keys: Vec<_> = (0..inst.n).map(|r| inst.key(r)).collect();
-    Ok(max_part_bound(&keys, k, None))
+    Ok(max_part_bound(inst.n, |r| inst.key(r), k, None))
 }
 
-/// The bound of [`lower_bound`] on values sorted in decreasing order, with
-/// the equal-count bound when `counts` gives the smallest part count: the
-/// part of the largest item holds at least `lo - 1` more items.
-fn max_part_bound<T: Total>(sorted: &[T], k: usize, lo: Option<usize>) -> T {
-    let n = sorted.len();
-    let Some(&largest) = sorted.first() else {
+/// The bound of [`lower_bound`] on the `n` values `at(0), at(1), ...`, in
+/// decreasing order, with the equal-count bound when `lo` gives the smallest
+/// part count: the part of the largest item holds at least `lo - 1` more
+/// items.
+fn max_part_bound<T: Total>(n: usize, at: impl Fn(usize) -> T, k: usize, lo: Option<usize>) -> T {
+    if n == 0 {
         return T::ZERO;
-    };
-    let sum = sorted.iter().fold(T::ZERO, |acc, &x| acc.add(x));
-    let mut bound = instance::max(largest, instance::div_ceil(sum, k));
+    }
+    let largest = at(0);
+    let sum_of = |range: core::ops::Range<usize>| range.fold(T::ZERO, |acc, i| acc.add(at(i)));
+    let mut bound = instance::max(largest, instance::div_ceil(sum_of(0..n), k));
     let mut j = 1;
     while j * k < n && j * (j + 1) / 2 <= n {
         let top = j * k;
-        let window = sorted[top - j..=top].iter().fold(T::ZERO, |acc, &x| acc.add(x));
-        bound = instance::max(bound, window);
+        bound = instance::max(bound, sum_of(top - j..top + 1));
         j += 1;
     }
     if let Some(lo) = lo.filter(|&lo| lo > 1) {
-        let smallest = sorted[n - (lo - 1)..].iter().fold(largest, |acc, &x| acc.add(x));
-        bound = instance::max(bound, smallest);
+        bound = instance::max(bound, largest.add(sum_of(n - (lo - 1)..n)));
     }
     bound
 }
@@ -75,17 +73,21 @@ pub(crate) fn objective_bound<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> 
     let lo = cfg.equal_count.then_some(inst.n / cfg.k);
     let mut total = T::ZERO;
     for j in 0..inst.od {
-        let mut values: Vec<T> = (0..inst.n).map(|r| inst.ow(r, j)).collect();
+        // Ranks are in decreasing combined weight: one objective dimension
+        // is read in place, several are sorted per dimension.
+        let mut sorted: Vec<T> = Vec::new();
         if inst.od > 1 {
-            values.sort_unstable_by(|a, b| instance::cmp(*b, *a));
+            sorted = (0..inst.n).map(|r| inst.ow(r, j)).collect();
+            sorted.sort_unstable_by(|a, b| instance::cmp(*b, *a));
         }
-        let max_part = max_part_bound(&values, cfg.k, lo);
+        let at = |r: usize| if inst.od > 1 { sorted[r] } else { inst.key(r) };
+        let max_part = max_part_bound(inst.n, at, cfg.k, lo);
         let bound = match cfg.objective {
             Objective::MaxPart => max_part,
             // With fewer items than parts some part is empty.
             Objective::Spread if inst.n < cfg.k => max_part,
             Objective::Spread => {
-                let sum = values.iter().fold(T::ZERO, |acc, &x| acc.add(x));
+                let sum = (0..inst.n).fold(T::ZERO, |acc, r| acc.add(at(r)));
                 if instance::has_remainder(sum, cfg.k) {
                     instance::unit()
                 } else {
@@ -104,15 +106,18 @@ mod tests {
 
     #[test]
     fn bounds_by_hand() {
-        assert_eq!(max_part_bound::<u128>(&[], 3, None), 0);
-        assert_eq!(max_part_bound::<u128>(&[8, 7, 6, 5, 4], 2, None), 15);
+        fn on<T: Total>(v: &[T], k: usize, lo: Option<usize>) -> T {
+            max_part_bound(v.len(), |i| v[i], k, lo)
+        }
+        assert_eq!(on::<u128>(&[], 3, None), 0);
+        assert_eq!(on::<u128>(&[8, 7, 6, 5, 4], 2, None), 15);
         // k-th and (k+1)-th largest share a part: 5 + 5.
-        assert_eq!(max_part_bound::<u128>(&[5, 5, 5], 2, None), 10);
+        assert_eq!(on::<u128>(&[5, 5, 5], 2, None), 10);
         // j = 2: three of the five largest share a part: 3 + 3 + 3.
-        assert_eq!(max_part_bound::<u128>(&[3, 3, 3, 3, 3], 2, None), 9);
+        assert_eq!(on::<u128>(&[3, 3, 3, 3, 3], 2, None), 9);
         // Equal counts of 2: the largest item takes the smallest one along.
-        assert_eq!(max_part_bound::<u128>(&[10, 1, 1, 1], 2, Some(2)), 11);
-        assert_eq!(max_part_bound::<f64>(&[1.0, 1.0, 1.0], 4, None), 1.0);
-        assert_eq!(max_part_bound::<u128>(&[1, 1], 4, None), 1);
+        assert_eq!(on::<u128>(&[10, 1, 1, 1], 2, Some(2)), 11);
+        assert_eq!(on::<f64>(&[1.0, 1.0, 1.0], 4, None), 1.0);
+        assert_eq!(on::<u128>(&[1, 1], 4, None), 1);
     }
 }

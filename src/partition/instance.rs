@@ -321,7 +321,7 @@ pub(crate) fn instance<I: Item>(
 /// by id, then index, with the widened sizes in that order.
 ///
 /// Integer sizes below 2^32 (with fewer than 2^32 items) are sorted as packed
-/// `u64` keys, which is as fast as sorting the sizes themselves.
+/// `u64` keys (see [`sort_packed`]).
 fn decreasing_scalar<I: Item>(items: &[I]) -> (Vec<usize>, Vec<<I::Size as Size>::Total>) {
     let n = items.len();
     let small = u32::try_from(n).is_ok()
@@ -337,13 +337,14 @@ fn decreasing_scalar<I: Item>(items: &[I]) -> (Vec<usize>, Vec<<I::Size as Size>
                 (u64::from(u32::MAX) - v) << 32 | i as u64
             })
             .collect();
-        packed.sort_unstable();
-        let index = packed.iter().map(|&p| (p & u64::from(u32::MAX)) as usize).collect();
+        sort_packed(&mut packed);
         // The packed key holds the size: no random access to `items`.
         let w = packed
             .iter()
             .map(|&p| u128_total::<<I::Size as Size>::Total>(u128::from(u32::MAX - (p >> 32) as u32)))
             .collect();
+        // Collected in place: `u64` and `usize` share a layout on 64-bit.
+        let index = packed.into_iter().map(|p| (p & u64::from(u32::MAX)) as usize).collect();
         (index, w)
     } else {
         let mut pairs: Vec<(I::Size, usize)> =
@@ -355,6 +356,41 @@ fn decreasing_scalar<I: Item>(items: &[I]) -> (Vec<usize>, Vec<<I::Size as Size>
         break_ties_by_id(items, &mut index, |a, b| items[a].size(0) == items[b].size(0));
     }
     (index, w)
+}
+
+/// Sorts packed keys `(u32::MAX - size) << 32 | index`, built in index
+/// order. Large inputs use a stable least-significant-digit radix sort over
+/// only the bits the sizes use (two passes of 8 bits for sizes below 2^16),
+/// O(n) time and O(n) extra space; small ones `sort_unstable`. Both give the
+/// same order, the keys being distinct.
+fn sort_packed(packed: &mut Vec<u64>) {
+    const RADIX_FROM: usize = 1 << 12;
+    if packed.len() < RADIX_FROM {
+        packed.sort_unstable();
+        return;
+    }
+    // Bits in which the inverted sizes differ; the rest are equal.
+    let first = packed[0] >> 32;
+    let varying = packed.iter().fold(0u64, |acc, &p| acc | ((p >> 32) ^ first));
+    let bits = 64 - varying.leading_zeros() as usize;
+    let mut scratch = alloc::vec![0u64; packed.len()];
+    let mut shift = 32;
+    while shift < 32 + bits {
+        let mut counts = [0usize; 257];
+        for &p in packed.iter() {
+            counts[((p >> shift) & 0xFF) as usize + 1] += 1;
+        }
+        for b in 1..257 {
+            counts[b] += counts[b - 1];
+        }
+        for &p in packed.iter() {
+            let b = ((p >> shift) & 0xFF) as usize;
+            scratch[counts[b]] = p;
+            counts[b] += 1;
+        }
+        core::mem::swap(packed, &mut scratch);
+        shift += 8;
+    }
 }
 
 /// An integer as an integer total (only called for `u128` totals).
@@ -406,4 +442,29 @@ pub(crate) fn unit<T: Total>() -> T {
 #[inline]
 pub(crate) fn as_u128<T: Total>(x: T) -> Option<u128> {
     cast(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn radix_sort_matches_sort_unstable() {
+        let mut state = 7u64;
+        for (n, max) in [(5000usize, 1u64 << 14), (6000, 3), (4096, u64::from(u32::MAX)), (9000, 1)] {
+            let mut packed: Vec<u64> = (0..n as u64)
+                .map(|i| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let v = state % (max + 1);
+                    (u64::from(u32::MAX) - v) << 32 | i
+                })
+                .collect();
+            let mut expected = packed.clone();
+            expected.sort_unstable();
+            sort_packed(&mut packed);
+            assert_eq!(packed, expected, "n = {n}, max = {max}");
+        }
+    }
 }

@@ -13,8 +13,8 @@ use super::instance::{self, Config, Instance, Load};
 use super::{Algorithm, Partition, Partitioner, TotalOf};
 
 /// Partitions `items` into `k` parts with LPT: items in decreasing order
-/// (ties by id, then input index), each to the least-loaded part (ties by
-/// fewer items, then lower part index).
+/// (ties by id, then input index); the first `k` open the `k` parts, each
+/// later one goes to the least-loaded part (ties by lower part index).
 ///
 /// Items with several dimensions go by their combined weight (the sum over
 /// dimensions). No part is left empty; use [`Partitioner`] for constraints,
@@ -22,8 +22,10 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 ///
 /// # Complexity
 ///
-/// O(n log n + n log k) time (a sort, then a binary heap of the `k` parts
-/// keyed by (sum, item count, part index)), O(n + k) extra space.
+/// O(n log n + n log k) time (a sort, then a heap of the `k` parts keyed by
+/// (sum, part index)), O(n + k) extra space. Integer sizes below 2^32 are
+/// sorted by a radix sort in O(n), and integer sums below 2^54 (for 1024
+/// parts) use a 4-ary heap of packed `u64` keys.
 ///
 /// # Approximation
 ///
@@ -70,49 +72,52 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     }
 }
 
-/// One objective dimension: a min-heap of (sum, count, part). With a
+/// One objective dimension: the first `k` items open the `k` parts, then
+/// each item goes to the part of least (sum, index), from a min-heap. With a
 /// one-dimensional cap the least-loaded part is the only candidate anyway.
 fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
-    let k = cfg.k;
-    let mut part_of = vec![0; inst.n];
-    let mut heap: BinaryHeap<Reverse<(Load<T>, usize, usize)>> =
-        (0..k).map(|p| Reverse((Load(T::ZERO), 0, p))).collect();
+    let (n, k) = (inst.n, cfg.k);
+    let mut part_of: Vec<usize> = (0..n).map(|r| r.min(k)).collect();
+    if n <= k {
+        return part_of;
+    }
+    if !cfg.equal_count && packed(inst, k, &mut part_of) {
+        return part_of;
+    }
+    let mut heap: BinaryHeap<Reverse<(Load<T>, usize)>> = (0..k).map(|p| Reverse((Load(inst.key(p)), p))).collect();
     if !cfg.equal_count {
-        if let Some(part_of) = packed(inst, k) {
-            return part_of;
-        }
-        for (r, slot) in part_of.iter_mut().enumerate() {
+        for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
             let Some(mut top) = heap.peek_mut() else {
                 break;
             };
-            let Reverse((load, count, p)) = &mut *top;
+            let Reverse((load, p)) = &mut *top;
             load.0 = load.0.add(inst.key(r));
-            *count += 1;
             *slot = *p;
         }
         return part_of;
     }
     // Equal counts: at most `hi` items a part, and only `extra` parts may
     // reach `hi`; after that the limit drops to `lo`. Full parts leave the
-    // heap (lazily, when popped).
-    let (lo, hi, extra) = cfg.counts(inst.n);
+    // heap (lazily, when popped). Here `n > k`, so `hi >= 2`.
+    let (lo, hi, extra) = cfg.counts(n);
+    let mut counts = vec![1; k];
     let mut limit = hi;
     let mut at_hi = 0;
-    for (r, slot) in part_of.iter_mut().enumerate() {
-        while let Some(Reverse((load, count, p))) = heap.pop() {
-            if count >= limit {
+    for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
+        while let Some(Reverse((load, p))) = heap.pop() {
+            if counts[p] >= limit {
                 continue;
             }
             *slot = p;
-            let count = count + 1;
-            if extra > 0 && count == hi {
+            counts[p] += 1;
+            if extra > 0 && counts[p] == hi {
                 at_hi += 1;
                 if at_hi == extra {
                     limit = lo;
                 }
             }
-            if count < limit {
-                heap.push(Reverse((Load(load.0.add(inst.key(r))), count, p)));
+            if counts[p] < limit {
+                heap.push(Reverse((Load(load.0.add(inst.key(r))), p)));
             }
             break;
         }
@@ -120,42 +125,44 @@ fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     part_of
 }
 
-/// The heap of [`heap`] without equal counts, for integer sums below 2^64
-/// and fewer than 2^32 items and parts: each part is one `u128` key
-/// `sum << 64 | count << 32 | part`, so that the order is one comparison and
-/// an item is one addition, and the replacement of the top sifts the hole to
-/// the bottom of a 4-ary heap with branch-free child selection, then the new
-/// key up (Floyd).
-/// The result is that of the generic heap: both take the least key.
-fn packed<T: Total>(inst: &Instance<T>, k: usize) -> Option<Vec<usize>> {
-    let total = (0..inst.n).try_fold(0u64, |acc, r| {
+/// The heap of [`heap`] without equal counts, for integer sums that fit in
+/// `64 - b` bits where `b` bits hold a part index: each part is one `u64`
+/// key `sum << b | part`, so that the order is one comparison and an item
+/// one addition, in a 4-ary heap (half the depth of a binary one, the four
+/// children loaded together) whose top is replaced by sifting the hole to
+/// the bottom with branch-free child selection, then the new key up. The
+/// result is that of the generic heap: both take the least (sum, part).
+/// Returns `false`, doing nothing, when the sums do not fit.
+fn packed<T: Total>(inst: &Instance<T>, k: usize, part_of: &mut [usize]) -> bool {
+    let b = (usize::BITS - (k - 1).leading_zeros()).max(1);
+    let Some(total) = (0..inst.n).try_fold(0u64, |acc, r| {
         let w = u64::try_from(instance::as_u128(inst.key(r))?).ok()?;
         acc.checked_add(w)
-    })?;
-    let _ = total;
-    if u32::try_from(inst.n).is_err() || u32::try_from(k).is_err() {
-        return None;
+    }) else {
+        return false;
+    };
+    if b >= 64 || total >> (64 - b) != 0 {
+        return false;
     }
-    // A 4-ary heap (half the depth of a binary one; the four children are
-    // loaded in parallel). Padding makes missing children read as
-    // `u128::MAX`.
-    let mut keys: Vec<u128> = (0..k as u128).collect();
-    keys.resize(4 * k + 4, u128::MAX);
-    let one = 1u128 << 32;
-    let mut part_of = vec![0; inst.n];
-    for (r, slot) in part_of.iter_mut().enumerate() {
-        let w = instance::as_u128(inst.key(r)).unwrap_or(0);
-        let new = keys[0] + (w << 64) + one;
-        *slot = (keys[0] & 0xFFFF_FFFF) as usize;
+    let weight = |r: usize| instance::as_u128(inst.key(r)).map_or(0, |w| w as u64);
+    // Sorted keys are a valid heap; padding makes missing children read as
+    // `u64::MAX`.
+    let mut keys: Vec<u64> = (0..k).map(|p| weight(p) << b | p as u64).collect();
+    keys.sort_unstable();
+    keys.resize(4 * k + 4, u64::MAX);
+    let mask = (1u64 << b) - 1;
+    for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
+        let new = keys[0] + (weight(r) << b);
+        *slot = (keys[0] & mask) as usize;
         let mut i = 0;
         loop {
             let c = 4 * i + 1;
             if c >= k {
                 break;
             }
-            let a = c + usize::from(keys[c + 1] < keys[c]);
-            let b = c + 2 + usize::from(keys[c + 3] < keys[c + 2]);
-            let m = if keys[b] < keys[a] { b } else { a };
+            let x = c + usize::from(keys[c + 1] < keys[c]);
+            let y = c + 2 + usize::from(keys[c + 3] < keys[c + 2]);
+            let m = if keys[y] < keys[x] { y } else { x };
             keys[i] = keys[m];
             i = m;
         }
@@ -169,7 +176,7 @@ fn packed<T: Total>(inst: &Instance<T>, k: usize) -> Option<Vec<usize>> {
         }
         keys[i] = new;
     }
-    Some(part_of)
+    true
 }
 
 /// Several objective dimensions or a cap in several dimensions: each item
@@ -188,15 +195,11 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     let mut top = vec![T::ZERO; od];
     for r in 0..inst.n {
         let x = inst.sizes(r);
-        // (does not fit, objective after, load, count, part)
-        let mut best: Option<(bool, T, T, usize, usize)> = None;
-        let empty = counts.iter().filter(|&&c| c == 0).count();
-        for p in 0..k {
+        // (does not fit, objective after, load, part); the first `k` items
+        // open the parts.
+        let mut best: Option<(bool, T, T, usize)> = (r < k).then(|| (false, T::ZERO, T::ZERO, r));
+        for p in (0..k).filter(|_| r >= k) {
             if counts[p] >= limit {
-                continue;
-            }
-            // Keep enough items for the empty parts.
-            if !cfg.allow_empty && counts[p] > 0 && empty >= inst.n - r {
                 continue;
             }
             let misfit = cfg.cap.as_ref().is_some_and(|cap| {
@@ -205,19 +208,16 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
             let after = (0..od).fold(T::ZERO, |acc, j| {
                 acc.add(instance::max(top[j], osums[p * od + j].add(inst.ow(r, j))))
             });
-            let cand = (misfit, after, loads[p], counts[p], p);
+            let cand = (misfit, after, loads[p], p);
             let better = match &best {
                 None => true,
-                Some(b) => {
-                    (cand.0, Load(cand.1), Load(cand.2), cand.3, cand.4)
-                        < (b.0, Load(b.1), Load(b.2), b.3, b.4)
-                }
+                Some(b) => (cand.0, Load(cand.1), Load(cand.2), cand.3) < (b.0, Load(b.1), Load(b.2), b.3),
             };
             if better {
                 best = Some(cand);
             }
         }
-        let Some((_, _, _, _, p)) = best else {
+        let Some((_, _, _, p)) = best else {
             continue;
         };
         part_of[r] = p;
@@ -264,6 +264,26 @@ mod tests {
                 let c = cfg(k, eq);
                 assert_eq!(heap(&inst, &c), scan(&inst, &c), "k = {k}, equal = {eq}");
             }
+        }
+    }
+
+    #[test]
+    fn packed_heap_agrees_with_the_generic_heap() {
+        let ints: Vec<u32> = (0..5000u32).map(|i| (i * 7919 + 13) % 1009).collect();
+        let floats: Vec<ordered_float::NotNan<f64>> =
+            ints.iter().map(|&x| ordered_float::NotNan::new(f64::from(x)).unwrap()).collect();
+        let a = instance::instance(&ints, Dims::Combined, None).unwrap();
+        let b = instance::instance(&floats, Dims::Combined, None).unwrap();
+        for k in [1, 2, 3, 5, 64, 1000] {
+            let cb = Config {
+                k,
+                objective: crate::partition::Objective::MaxPart,
+                equal_count: false,
+                allow_empty: false,
+                cap: None,
+            };
+            // Integers take the packed heap, floats the generic one.
+            assert_eq!(heap(&a, &cfg(k, false)), heap(&b, &cb), "k = {k}");
         }
     }
 

@@ -748,7 +748,11 @@ impl<S: Size> Partitioner<S> {
 /// Turns an assignment by rank into a [`Partition`].
 fn finish<T: Total>(inst: &Instance<T>, cfg: &Config<T>, part_of: Vec<usize>, proven: bool) -> Partition<T> {
     let k = cfg.k;
-    let mut parts: Vec<Vec<usize>> = vec![Vec::new(); k];
+    let mut counts = vec![0usize; k];
+    for &p in &part_of {
+        counts[p] += 1;
+    }
+    let mut parts: Vec<Vec<usize>> = counts.iter().map(|&c| Vec::with_capacity(c)).collect();
     for (r, &p) in part_of.iter().enumerate() {
         parts[p].push(inst.index[r]);
     }
