@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo bench --bench partition -- --warm-up-time 1 --measurement-time 3`
 
-use std::hint::black_box;
+use core::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use microbatch::partition::{exact, karmarkar_karp, lpt, refine};
@@ -22,17 +22,24 @@ fn lengths(n: usize, seed: u64) -> Vec<u32> {
         .collect()
 }
 
-fn sort_baseline(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, keys: &[u32]) {
-    group.bench_with_input(BenchmarkId::new("sort_unstable", keys.len()), keys, |b, keys| {
-        b.iter_batched(
-            || keys.to_vec(),
-            |mut v| {
-                v.sort_unstable();
-                v
-            },
-            BatchSize::LargeInput,
-        );
-    });
+fn sort_baseline(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    keys: &[u32],
+) {
+    group.bench_with_input(
+        BenchmarkId::new("sort_unstable", keys.len()),
+        keys,
+        |b, keys| {
+            b.iter_batched(
+                || keys.to_vec(),
+                |mut v| {
+                    v.sort_unstable();
+                    v
+                },
+                BatchSize::LargeInput,
+            );
+        },
+    );
 }
 
 fn bench_lpt(c: &mut Criterion) {
@@ -95,5 +102,11 @@ fn bench_exact(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_lpt, bench_karmarkar_karp, bench_refine, bench_exact);
+criterion_group!(
+    benches,
+    bench_lpt,
+    bench_karmarkar_karp,
+    bench_refine,
+    bench_exact
+);
 criterion_main!(benches);

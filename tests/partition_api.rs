@@ -16,43 +16,79 @@ fn zero_parts_and_too_many_parts() {
         err.to_string(),
         "3 parts for 2 items would leave a part empty (empty parts are not allowed)"
     );
-    assert_eq!(exact(&[] as &[u32], 1, 10).unwrap_err(), Error::TooManyParts { parts: 1, items: 0 });
+    assert_eq!(
+        exact(&[] as &[u32], 1, 10).unwrap_err(),
+        Error::TooManyParts { parts: 1, items: 0 }
+    );
 }
 
 #[test]
 fn empty_parts_when_allowed() {
-    let p = Partitioner::new(4).allow_empty(true).partition(&[5u32, 3]).unwrap();
+    let p = Partitioner::new(4)
+        .allow_empty(true)
+        .partition(&[5u32, 3])
+        .unwrap();
     assert_eq!(p.len(), 4);
     assert_eq!(p.parts().filter(|q| q.is_empty()).count(), 2);
     assert_eq!(p.objective(), 5);
-    let none = Partitioner::new(2).allow_empty(true).partition(&[] as &[u32]).unwrap();
+    let none = Partitioner::new(2)
+        .allow_empty(true)
+        .partition(&[] as &[u32])
+        .unwrap();
     assert_eq!((none.len(), none.objective()), (2, 0));
 }
 
 #[test]
 fn invalid_items_are_named() {
     let items = [[1u32, 2], [3, 4]];
-    let err = Partitioner::new(2).cap_per_dim(&[10]).partition(&items).unwrap_err();
-    assert_eq!(err, Error::DimensionMismatch { index: 0, expected: 1, found: 2 });
+    let err = Partitioner::new(2)
+        .cap_per_dim(&[10])
+        .partition(&items)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::DimensionMismatch {
+            index: 0,
+            expected: 1,
+            found: 2
+        }
+    );
     let ragged = vec![vec![1u32, 2], vec![3]];
     assert_eq!(
         lpt(&ragged, 1).unwrap_err(),
-        Error::DimensionMismatch { index: 1, expected: 2, found: 1 }
+        Error::DimensionMismatch {
+            index: 1,
+            expected: 2,
+            found: 1
+        }
     );
     let floats = not_nan(&[1.0, -2.0, 3.0]).unwrap();
     let err = lpt(&floats, 2).unwrap_err();
     assert_eq!(
         err,
-        Error::InvalidSize { index: 1, dim: 0, value: Scalar::Float(-2.0), reason: InvalidReason::Negative }
+        Error::InvalidSize {
+            index: 1,
+            dim: 0,
+            value: Scalar::Float(-2.0),
+            reason: InvalidReason::Negative
+        }
     );
     let inf = not_nan(&[1.0, f64::INFINITY]).unwrap();
-    assert!(matches!(karmarkar_karp(&inf, 2), Err(Error::InvalidSize { index: 1, .. })));
+    assert!(matches!(
+        karmarkar_karp(&inf, 2),
+        Err(Error::InvalidSize { index: 1, .. })
+    ));
 }
 
 #[test]
 fn oversize_items_are_all_listed() {
-    let err = Partitioner::new(2).cap(10).partition(&[5u32, 20, 7, 11]).unwrap_err();
-    let Error::Oversize { items } = err else { panic!("{err:?}") };
+    let err = Partitioner::new(2)
+        .cap(10)
+        .partition(&[5u32, 20, 7, 11])
+        .unwrap_err();
+    let Error::Oversize { items } = err else {
+        panic!("{err:?}")
+    };
     assert_eq!(items.iter().map(|o| o.index).collect::<Vec<_>>(), [1, 3]);
 }
 
@@ -72,12 +108,36 @@ fn cap_infeasible_says_what_would_work() {
         }
     );
     // Feasible by sum, infeasible by structure: proven by the search.
-    let err = Partitioner::new(2).cap(10).partition(&[6u32, 6, 6]).unwrap_err();
-    assert!(matches!(err, Error::CapExceeded { proven: true, parts_needed: Some(3), .. }), "{err:?}");
+    let err = Partitioner::new(2)
+        .cap(10)
+        .partition(&[6u32, 6, 6])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CapExceeded {
+                proven: true,
+                parts_needed: Some(3),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     // Equal counts make a feasible cap infeasible: 9 + 1 | 5 + 5 is out.
-    let err = Partitioner::new(2).cap(10).equal_count(true).partition(&[9u32, 1, 1, 5, 5, 1]).unwrap_err();
-    assert!(matches!(err, Error::CapExceeded { proven: true, .. }), "{err:?}");
-    let ok = Partitioner::new(2).cap(11).equal_count(true).partition(&[9u32, 1, 1, 5, 5, 1]).unwrap();
+    let err = Partitioner::new(2)
+        .cap(10)
+        .equal_count(true)
+        .partition(&[9u32, 1, 1, 5, 5, 1])
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::CapExceeded { proven: true, .. }),
+        "{err:?}"
+    );
+    let ok = Partitioner::new(2)
+        .cap(11)
+        .equal_count(true)
+        .partition(&[9u32, 1, 1, 5, 5, 1])
+        .unwrap();
     assert!(ok.max_sum(0) <= 11);
 }
 
@@ -85,7 +145,11 @@ fn cap_infeasible_says_what_would_work() {
 fn cap_met_where_the_heuristic_misses_it() {
     // LPT gives 26 | 23 here; the cap of 25 is met by the search.
     let sizes = [10u32, 9, 8, 7, 6, 5, 4];
-    let p = Partitioner::new(2).refinement(false).cap(25).partition(&sizes).unwrap();
+    let p = Partitioner::new(2)
+        .refinement(false)
+        .cap(25)
+        .partition(&sizes)
+        .unwrap();
     assert_eq!(p.max_sum(0), 25);
 }
 
@@ -93,10 +157,27 @@ fn cap_met_where_the_heuristic_misses_it() {
 fn not_a_partition_is_reported() {
     let p = lpt(&[3u32, 2, 1], 2).unwrap();
     let err = refine(&[3u32, 2, 1, 4], &p).unwrap_err();
-    assert_eq!(err, Error::NotAPartition { items: 4, index: 3, times: 0 });
+    assert_eq!(
+        err,
+        Error::NotAPartition {
+            items: 4,
+            index: 3,
+            times: 0
+        }
+    );
     let err = refine(&[3u32, 2], &p).unwrap_err();
-    assert_eq!(err, Error::NotAPartition { items: 2, index: 2, times: 1 });
-    assert_eq!(err.to_string(), "not a partition of 2 items: item 2 appears 1 times");
+    assert_eq!(
+        err,
+        Error::NotAPartition {
+            items: 2,
+            index: 2,
+            times: 1
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "not a partition of 2 items: item 2 appears 1 times"
+    );
 }
 
 #[test]
@@ -110,17 +191,26 @@ fn equal_count_holds_for_every_algorithm() {
             .partition(&sizes)
             .unwrap();
         let counts: Vec<usize> = p.parts().map(<[usize]>::len).collect();
-        assert!(counts.iter().all(|&c| c == 4 || c == 5), "{algorithm:?}: {counts:?}");
+        assert!(
+            counts.iter().all(|&c| c == 4 || c == 5),
+            "{algorithm:?}: {counts:?}"
+        );
     }
 }
 
 #[test]
 fn spread_objective() {
     let sizes = [5u32, 4, 3, 3, 1];
-    let p = Partitioner::new(2).objective(Objective::Spread).partition(&sizes).unwrap();
+    let p = Partitioner::new(2)
+        .objective(Objective::Spread)
+        .partition(&sizes)
+        .unwrap();
     assert_eq!(p.max_sum(0) - p.min_sum(0), p.objective());
     assert_eq!(p.objective(), 0);
-    let p = Partitioner::new(3).objective(Objective::Spread).partition(&[4u32, 4, 4, 1]).unwrap();
+    let p = Partitioner::new(3)
+        .objective(Objective::Spread)
+        .partition(&[4u32, 4, 4, 1])
+        .unwrap();
     assert_eq!(p.lower_bound(), 1);
     assert_eq!(p.objective(), 1); // 4 + 1 | 4 | 4
 }
@@ -130,12 +220,19 @@ fn per_dim_objective_balances_each_phase() {
     // (ViT cost, LLM cost): image-heavy and text-heavy samples.
     let items = [[6u32, 0], [5, 0], [0, 6], [0, 5], [3, 3], [3, 3]];
     let combined = Partitioner::new(2).partition(&items).unwrap();
-    let per_dim = Partitioner::new(2).dims(Dims::PerDim).partition(&items).unwrap();
+    let per_dim = Partitioner::new(2)
+        .dims(Dims::PerDim)
+        .partition(&items)
+        .unwrap();
     let phases = |p: &microbatch::Partition<u128>| p.max_sum(0) + p.max_sum(1);
     assert!(phases(&per_dim) <= phases(&combined));
     assert_eq!(per_dim.objective(), phases(&per_dim));
     assert_eq!(per_dim.objective(), 18); // 9 | 9 in both phases
-    let best = Partitioner::new(2).dims(Dims::PerDim).algorithm(Algorithm::Exact).partition(&items).unwrap();
+    let best = Partitioner::new(2)
+        .dims(Dims::PerDim)
+        .algorithm(Algorithm::Exact)
+        .partition(&items)
+        .unwrap();
     assert_eq!(best.objective(), 18);
     assert!(best.proven_optimal());
 }
@@ -156,8 +253,21 @@ fn sums_do_not_overflow() {
     let sizes = [u64::MAX; 4];
     let p = lpt(&sizes, 2).unwrap();
     assert_eq!(p.objective(), 2 * u128::from(u64::MAX));
-    let err = Partitioner::new(1).cap(u64::MAX).partition(&sizes).unwrap_err();
-    assert!(matches!(err, Error::CapExceeded { proven: true, best: Scalar::Int(u64::MAX), .. }), "{err:?}");
+    let err = Partitioner::new(1)
+        .cap(u64::MAX)
+        .partition(&sizes)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CapExceeded {
+                proven: true,
+                best: Scalar::Int(u64::MAX),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -184,7 +294,8 @@ fn value_stability() {
     let greedy = lpt(&sizes, 4).unwrap();
     let kk = karmarkar_karp(&sizes, 4).unwrap();
     let refined = refine(&sizes, &greedy).unwrap();
-    let sums = |p: &microbatch::Partition<u128>| (0..p.len()).map(|i| p.sum(i)[0]).collect::<Vec<_>>();
+    let sums =
+        |p: &microbatch::Partition<u128>| (0..p.len()).map(|i| p.sum(i)[0]).collect::<Vec<_>>();
     assert_eq!(sums(&greedy), PINNED_LPT);
     assert_eq!(sums(&kk), PINNED_KK);
     assert_eq!(sums(&refined), PINNED_REFINED);
@@ -197,3 +308,26 @@ const PINNED_KK: [u128; 4] = [660, 660, 659, 659];
 const PINNED_REFINED: [u128; 4] = [660, 659, 660, 659];
 const PINNED_LPT_PART0: &[usize] = &[38, 39, 8, 9, 29, 4, 26, 7, 10, 27];
 const PINNED_KK_PART0: &[usize] = &[17, 34, 0, 9, 1, 4, 26, 7, 10, 27];
+
+#[cfg(feature = "serde")]
+#[test]
+fn serde_round_trip_and_tampered_partitions() {
+    let sizes = [8u32, 7, 6, 5, 4];
+    let p = lpt(&sizes, 2).unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    let back: microbatch::Partition<u128> = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, p);
+    assert_eq!(refine(&sizes, &back).unwrap().objective(), 15);
+    // A deserialized partition that repeats an item is refused.
+    let tampered = json.replace("[[0,3,4],[1,2]]", "[[0,3,4],[1,1]]");
+    assert_ne!(tampered, json);
+    let bad: microbatch::Partition<u128> = serde_json::from_str(&tampered).unwrap();
+    assert_eq!(
+        refine(&sizes, &bad).unwrap_err(),
+        Error::NotAPartition {
+            items: 5,
+            index: 1,
+            times: 2
+        }
+    );
+}

@@ -5,18 +5,26 @@
 
 use std::path::PathBuf;
 
-use microbatch::partition::{exact, karmarkar_karp, lower_bound, lpt, Algorithm, Objective, Partitioner};
+use microbatch::partition::{
+    exact, karmarkar_karp, lower_bound, lpt, Algorithm, Objective, Partitioner,
+};
 use serde_json::Value;
 
 fn known_answers() -> Option<Vec<Value>> {
     let path = std::env::var_os("MICROBATCH_KNOWN_ANSWERS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/known_answers.json"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/known_answers.json")
+        });
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("known_answers.json is valid JSON")),
         Err(e) => {
             let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-            assert!(!ci, "known answers missing at {} ({e}) and CI=true", path.display());
+            assert!(
+                !ci,
+                "known answers missing at {} ({e}) and CI=true",
+                path.display()
+            );
             eprintln!("known answers absent at {} ({e}); skipping", path.display());
             None
         }
@@ -24,7 +32,11 @@ fn known_answers() -> Option<Vec<Value>> {
 }
 
 fn u64s(v: &Value) -> Vec<u64> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
 }
 
 fn sorted_sums(p: &microbatch::Partition<u128>) -> Vec<u64> {
@@ -51,13 +63,20 @@ fn known_answers_match() {
         // bounds of items that must share a part, so it may be higher, never
         // above the optimum.
         let lb = lower_bound(&items, k).unwrap();
-        assert!(lb >= u128::from(case["lb"].as_u64().unwrap()), "{what}: bound");
+        assert!(
+            lb >= u128::from(case["lb"].as_u64().unwrap()),
+            "{what}: bound"
+        );
         assert!(lb <= opt, "{what}: bound above the optimum");
 
         // LPT sums do not depend on tie-breaking.
         let greedy = lpt(&items, k).unwrap();
         assert_eq!(sorted_sums(&greedy), u64s(&case["lpt_sums"]), "{what}: LPT");
-        assert_eq!(greedy.objective(), u128::from(case["lpt_max"].as_u64().unwrap()), "{what}");
+        assert_eq!(
+            greedy.objective(),
+            u128::from(case["lpt_max"].as_u64().unwrap()),
+            "{what}"
+        );
 
         // KK sums can depend on ties; the largest part must not be worse
         // than the reference's by more than the tie effect, and the exact
@@ -67,7 +86,10 @@ fn known_answers_match() {
         if sorted_sums(&kk) == kk_ref {
             kk_same += 1;
         } else {
-            eprintln!("{what}: KK sums {:?}, reference {kk_ref:?}", sorted_sums(&kk));
+            eprintln!(
+                "{what}: KK sums {:?}, reference {kk_ref:?}",
+                sorted_sums(&kk)
+            );
         }
         assert!(kk.objective() >= opt, "{what}: KK below the optimum");
 
@@ -79,7 +101,12 @@ fn known_answers_match() {
         assert!(best.objective() >= opt, "{what}: exact below the optimum");
         assert!(best.proven_optimal() || large, "{what}: not proven");
         if !best.proven_optimal() {
-            eprintln!("{what}: exact not proven: {} (optimum {opt}, KK {}, LPT {})", best.objective(), kk.objective(), greedy.objective());
+            eprintln!(
+                "{what}: exact not proven: {} (optimum {opt}, KK {}, LPT {})",
+                best.objective(),
+                kk.objective(),
+                greedy.objective()
+            );
         }
         if best.proven_optimal() {
             exact_proven += 1;
@@ -93,12 +120,17 @@ fn known_answers_match() {
             .node_budget(budget)
             .partition(&items)
             .unwrap();
-        assert!(spread.objective() >= opt_diff, "{what}: spread below the optimum");
+        assert!(
+            spread.objective() >= opt_diff,
+            "{what}: spread below the optimum"
+        );
         if spread.proven_optimal() {
             assert_eq!(spread.objective(), opt_diff, "{what}: spread");
         }
     }
-    eprintln!("KK sums equal to the reference in {kk_same} of 47; exact proven in {exact_proven} of 47");
+    eprintln!(
+        "KK sums equal to the reference in {kk_same} of 47; exact proven in {exact_proven} of 47"
+    );
     // The three planted perfect partitions with 20, 48 and 128 items need
     // more nodes than given here (the 20-item one takes about 10 million);
     // every other instance is proven.

@@ -1,7 +1,8 @@
 //! Property tests of `microbatch::partition` against a brute-force oracle.
 
 use microbatch::partition::{
-    exact, karmarkar_karp, lower_bound, lpt, refine, Algorithm, Dims, Objective, Partition, Partitioner,
+    exact, karmarkar_karp, lower_bound, lpt, refine, Algorithm, Dims, Objective, Partition,
+    Partitioner,
 };
 use microbatch::Error;
 use proptest::prelude::*;
@@ -55,7 +56,9 @@ fn objective(sums: &[Vec<u128>], o: &Opts) -> u128 {
         }
     };
     match o.dims {
-        Dims::PerDim => (0..d).map(|j| per(sums.iter().map(|s| s[j]).collect())).sum(),
+        Dims::PerDim => (0..d)
+            .map(|j| per(sums.iter().map(|s| s[j]).collect()))
+            .sum(),
         _ => per(sums.iter().map(|s| s.iter().sum()).collect()),
     }
 }
@@ -76,8 +79,11 @@ fn brute_force(items: &[Vec<u32>], o: &Opts) -> Option<u128> {
             }
         }
         let ok_empty = o.allow_empty || counts.iter().all(|&c| c > 0);
-        let ok_count = !o.equal_count || counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1;
-        let ok_cap = o.cap.map_or(true, |c| sums.iter().all(|s| s.iter().all(|&x| x <= u128::from(c))));
+        let ok_count =
+            !o.equal_count || counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1;
+        let ok_cap = o.cap.map_or(true, |c| {
+            sums.iter().all(|s| s.iter().all(|&x| x <= u128::from(c)))
+        });
         if ok_empty && ok_count && ok_cap {
             let v = objective(&sums, o);
             best = Some(best.map_or(v, |b| b.min(v)));
@@ -117,17 +123,30 @@ fn check_valid(items: &[Vec<u32>], p: &Partition<u128>, o: &Opts) -> Result<(), 
         prop_assert_eq!(p.sum(q), &s[..]);
         sums.push(s);
     }
-    prop_assert!(seen.iter().all(|&c| c == 1), "every item exactly once: {:?}", seen);
+    prop_assert!(
+        seen.iter().all(|&c| c == 1),
+        "every item exactly once: {:?}",
+        seen
+    );
     prop_assert_eq!(p.objective(), objective(&sums, o));
     let counts: Vec<usize> = p.parts().map(<[usize]>::len).collect();
     if !o.allow_empty {
         prop_assert!(counts.iter().all(|&c| c > 0), "empty part: {:?}", counts);
     }
     if o.equal_count {
-        prop_assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1, "counts {:?}", counts);
+        prop_assert!(
+            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+            "counts {:?}",
+            counts
+        );
     }
     if let Some(cap) = o.cap {
-        prop_assert!(sums.iter().all(|s| s.iter().all(|&x| x <= u128::from(cap))), "cap {} broken: {:?}", cap, sums);
+        prop_assert!(
+            sums.iter().all(|s| s.iter().all(|&x| x <= u128::from(cap))),
+            "cap {} broken: {:?}",
+            cap,
+            sums
+        );
     }
     let assignment = p.assignment();
     for (q, part) in p.parts().enumerate() {
@@ -146,7 +165,12 @@ fn weights(min_n: usize, max_n: usize, max_w: u32) -> impl Strategy<Value = Vec<
 }
 
 /// Weights with a part count `k <= min(n, max_k)`.
-fn with_k(min_n: usize, max_n: usize, max_w: u32, max_k: usize) -> impl Strategy<Value = (Vec<Vec<u32>>, usize)> {
+fn with_k(
+    min_n: usize,
+    max_n: usize,
+    max_w: u32,
+    max_k: usize,
+) -> impl Strategy<Value = (Vec<Vec<u32>>, usize)> {
     weights(min_n.max(1), max_n, max_w).prop_flat_map(move |items| {
         let n = items.len();
         (Just(items), 1..=n.min(max_k))
@@ -167,14 +191,16 @@ fn options(k: usize) -> impl Strategy<Value = Opts> {
         any::<bool>(),
         prop::option::of(20u32..=80),
     )
-        .prop_map(move |(objective, dims, equal_count, allow_empty, cap)| Opts {
-            k,
-            objective,
-            dims,
-            equal_count,
-            allow_empty,
-            cap,
-        })
+        .prop_map(
+            move |(objective, dims, equal_count, allow_empty, cap)| Opts {
+                k,
+                objective,
+                dims,
+                equal_count,
+                allow_empty,
+                cap,
+            },
+        )
 }
 
 proptest! {
@@ -315,5 +341,9 @@ fn kk_vs_lpt_majority() {
         pct(at_most),
         pct(strictly)
     );
-    assert!(pct(at_most) >= 90.0, "KK <= LPT only in {:.1}%", pct(at_most));
+    assert!(
+        pct(at_most) >= 90.0,
+        "KK <= LPT only in {:.1}%",
+        pct(at_most)
+    );
 }

@@ -62,7 +62,11 @@ use super::{Algorithm, Objective, Partition, Partitioner, TotalOf};
 /// assert!(p.objective() >= 62);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
-pub fn exact<I: Item>(items: &[I], k: usize, node_budget: u64) -> Result<Partition<TotalOf<I>>, Error> {
+pub fn exact<I: Item>(
+    items: &[I],
+    k: usize,
+    node_budget: u64,
+) -> Result<Partition<TotalOf<I>>, Error> {
     Partitioner::new(k)
         .algorithm(Algorithm::Exact)
         .node_budget(node_budget)
@@ -179,7 +183,10 @@ impl<T: Total> Search<T> {
     /// count. Parts in equal states are interchangeable.
     fn state_cmp(&self, inst: &Instance<T>, p: usize, q: usize) -> Ordering {
         let d = inst.d;
-        let (sp, sq) = (&self.sums[p * d..(p + 1) * d], &self.sums[q * d..(q + 1) * d]);
+        let (sp, sq) = (
+            &self.sums[p * d..(p + 1) * d],
+            &self.sums[q * d..(q + 1) * d],
+        );
         let load = |s: &[T]| s.iter().fold(T::ZERO, |acc, &x| acc.add(x));
         instance::cmp(load(sp), load(sq))
             .then_with(|| sp.iter().map(|&x| Load(x)).cmp(sq.iter().map(|&x| Load(x))))
@@ -215,7 +222,16 @@ impl<T: Total> Search<T> {
 
     /// Whether rank `r` may go to part `p`: the cap and the counts.
     #[allow(clippy::too_many_arguments)]
-    fn fits(&self, inst: &Instance<T>, cfg: &Config<T>, r: usize, p: usize, lo: usize, hi: usize, extra: usize) -> bool {
+    fn fits(
+        &self,
+        inst: &Instance<T>,
+        cfg: &Config<T>,
+        r: usize,
+        p: usize,
+        lo: usize,
+        hi: usize,
+        extra: usize,
+    ) -> bool {
         if cfg.equal_count && self.counts[p] >= self.limit(lo, hi, extra) {
             return false;
         }
@@ -228,7 +244,16 @@ impl<T: Total> Search<T> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn place(&mut self, inst: &Instance<T>, cfg: &Config<T>, r: usize, p: usize, lo: usize, hi: usize, extra: usize) {
+    fn place(
+        &mut self,
+        inst: &Instance<T>,
+        cfg: &Config<T>,
+        r: usize,
+        p: usize,
+        lo: usize,
+        hi: usize,
+        extra: usize,
+    ) {
         let (d, od) = (inst.d, inst.od);
         for (j, &x) in inst.sizes(r).iter().enumerate() {
             self.sums[p * d + j] = self.sums[p * d + j].add(x);
@@ -250,7 +275,16 @@ impl<T: Total> Search<T> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn unplace(&mut self, inst: &Instance<T>, cfg: &Config<T>, r: usize, p: usize, lo: usize, hi: usize, extra: usize) {
+    fn unplace(
+        &mut self,
+        inst: &Instance<T>,
+        cfg: &Config<T>,
+        r: usize,
+        p: usize,
+        lo: usize,
+        hi: usize,
+        extra: usize,
+    ) {
         let (d, od) = (inst.d, inst.od);
         for (j, &x) in inst.sizes(r).iter().enumerate() {
             self.sums[p * d + j] = self.sums[p * d + j].saturating_sub(x);
@@ -279,7 +313,9 @@ impl<T: Total> Search<T> {
             return true;
         }
         let below = best.saturating_sub(instance::unit());
-        let slack = (0..k).fold(T::ZERO, |acc, p| acc.add(below.saturating_sub(self.osums[p])));
+        let slack = (0..k).fold(T::ZERO, |acc, p| {
+            acc.add(below.saturating_sub(self.osums[p]))
+        });
         match instance::cmp(slack, rest[0]) {
             Ordering::Greater => true,
             Ordering::Equal => instance::is_integer::<T>(),

@@ -188,7 +188,12 @@ impl<T: Total> Instance<T> {
 
 /// The objective value of objective-dimension part sums `osums` (`k * od`):
 /// the sum over objective dimensions of the largest part, or of the spread.
-pub(crate) fn objective_value<T: Total>(objective: Objective, k: usize, od: usize, osums: &[T]) -> T {
+pub(crate) fn objective_value<T: Total>(
+    objective: Objective,
+    k: usize,
+    od: usize,
+    osums: &[T],
+) -> T {
     let mut value = T::ZERO;
     for j in 0..od {
         let mut hi = osums[j];
@@ -297,11 +302,16 @@ pub(crate) fn instance<I: Item>(
     }
     let key: Vec<_> = w
         .chunks_exact(d)
-        .map(|c| c.iter().fold(Total::ZERO, |acc: <I::Size as Size>::Total, &x| acc.add(x)))
+        .map(|c| {
+            c.iter()
+                .fold(Total::ZERO, |acc: <I::Size as Size>::Total, &x| acc.add(x))
+        })
         .collect();
     let mut index: Vec<usize> = (0..n).collect();
     index.sort_unstable_by(|&a, &b| cmp(key[b], key[a]).then(a.cmp(&b)));
-    break_ties_by_id(items, &mut index, |a, b| cmp(key[a], key[b]) == Ordering::Equal);
+    break_ties_by_id(items, &mut index, |a, b| {
+        cmp(key[a], key[b]) == Ordering::Equal
+    });
     let mut wr = Vec::with_capacity(n * d);
     for &i in &index {
         wr.extend_from_slice(&w[i * d..(i + 1) * d]);
@@ -341,19 +351,29 @@ fn decreasing_scalar<I: Item>(items: &[I]) -> (Vec<usize>, Vec<<I::Size as Size>
         // The packed key holds the size: no random access to `items`.
         let w = packed
             .iter()
-            .map(|&p| u128_total::<<I::Size as Size>::Total>(u128::from(u32::MAX - (p >> 32) as u32)))
+            .map(|&p| {
+                u128_total::<<I::Size as Size>::Total>(u128::from(u32::MAX - (p >> 32) as u32))
+            })
             .collect();
         // Collected in place: `u64` and `usize` share a layout on 64-bit.
-        let index = packed.into_iter().map(|p| (p & u64::from(u32::MAX)) as usize).collect();
+        let index = packed
+            .into_iter()
+            .map(|p| (p & u64::from(u32::MAX)) as usize)
+            .collect();
         (index, w)
     } else {
-        let mut pairs: Vec<(I::Size, usize)> =
-            items.iter().enumerate().map(|(i, it)| (it.size(0), i)).collect();
+        let mut pairs: Vec<(I::Size, usize)> = items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (it.size(0), i))
+            .collect();
         pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         pairs.iter().map(|&(x, i)| (i, x.widen())).unzip()
     };
     if core::mem::size_of::<I::Id>() != 0 {
-        break_ties_by_id(items, &mut index, |a, b| items[a].size(0) == items[b].size(0));
+        break_ties_by_id(items, &mut index, |a, b| {
+            items[a].size(0) == items[b].size(0)
+        });
     }
     (index, w)
 }
@@ -371,7 +391,9 @@ fn sort_packed(packed: &mut Vec<u64>) {
     }
     // Bits in which the inverted sizes differ; the rest are equal.
     let first = packed[0] >> 32;
-    let varying = packed.iter().fold(0u64, |acc, &p| acc | ((p >> 32) ^ first));
+    let varying = packed
+        .iter()
+        .fold(0u64, |acc, &p| acc | ((p >> 32) ^ first));
     let bits = 64 - varying.leading_zeros() as usize;
     let mut scratch = alloc::vec![0u64; packed.len()];
     let mut shift = 32;
@@ -400,7 +422,11 @@ fn u128_total<T: Total>(v: u128) -> T {
 
 /// Re-sorts each run of equal keys in `index` (sorted by key, then index) by
 /// id, then index. A no-op for items without id.
-fn break_ties_by_id<I: Item>(items: &[I], index: &mut [usize], same: impl Fn(usize, usize) -> bool) {
+fn break_ties_by_id<I: Item>(
+    items: &[I],
+    index: &mut [usize],
+    same: impl Fn(usize, usize) -> bool,
+) {
     if core::mem::size_of::<I::Id>() == 0 {
         // A zero-sized id carries no information: all ids compare equal.
         return;
@@ -412,7 +438,8 @@ fn break_ties_by_id<I: Item>(items: &[I], index: &mut [usize], same: impl Fn(usi
             end += 1;
         }
         if end - start > 1 {
-            index[start..end].sort_unstable_by(|&a, &b| items[a].id().cmp(items[b].id()).then(a.cmp(&b)));
+            index[start..end]
+                .sort_unstable_by(|&a, &b| items[a].id().cmp(items[b].id()).then(a.cmp(&b)));
         }
         start = end;
     }
@@ -451,7 +478,12 @@ mod tests {
     #[test]
     fn radix_sort_matches_sort_unstable() {
         let mut state = 7u64;
-        for (n, max) in [(5000usize, 1u64 << 14), (6000, 3), (4096, u64::from(u32::MAX)), (9000, 1)] {
+        for (n, max) in [
+            (5000usize, 1u64 << 14),
+            (6000, 3),
+            (4096, u64::from(u32::MAX)),
+            (9000, 1),
+        ] {
             let mut packed: Vec<u64> = (0..n as u64)
                 .map(|i| {
                     state ^= state << 13;

@@ -231,7 +231,9 @@ impl<T: Total> Kk<T> {
 
     fn push(&mut self, slot: usize) {
         let k = self.k;
-        let spread = self.arena[slot * k].sum.saturating_sub(self.arena[slot * k + k - 1].sum);
+        let spread = self.arena[slot * k]
+            .sum
+            .saturating_sub(self.arena[slot * k + k - 1].sum);
         self.stamp += 1;
         self.heap.push((Load(spread), Reverse(self.stamp), slot));
     }
@@ -290,7 +292,10 @@ pub(crate) fn fill_empty<T: Total>(inst: &Instance<T>, k: usize, part_of: &mut [
         if counts[empty] > 0 {
             continue;
         }
-        let Some(from) = (0..k).filter(|&p| counts[p] > 1).max_by_key(|&p| (counts[p], Reverse(p))) else {
+        let Some(from) = (0..k)
+            .filter(|&p| counts[p] > 1)
+            .max_by_key(|&p| (counts[p], Reverse(p)))
+        else {
             return;
         };
         // Ranks are in decreasing weight: the last rank of `from` is lightest.

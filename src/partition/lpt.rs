@@ -84,7 +84,8 @@ fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     if !cfg.equal_count && packed(inst, k, &mut part_of) {
         return part_of;
     }
-    let mut heap: BinaryHeap<Reverse<(Load<T>, usize)>> = (0..k).map(|p| Reverse((Load(inst.key(p)), p))).collect();
+    let mut heap: BinaryHeap<Reverse<(Load<T>, usize)>> =
+        (0..k).map(|p| Reverse((Load(inst.key(p)), p))).collect();
     if !cfg.equal_count {
         for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
             let Some(mut top) = heap.peek_mut() else {
@@ -193,17 +194,18 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     let mut loads = vec![T::ZERO; k];
     let mut counts = vec![0usize; k];
     let mut top = vec![T::ZERO; od];
-    for r in 0..inst.n {
+    for (r, slot) in part_of.iter_mut().enumerate() {
         let x = inst.sizes(r);
         // (does not fit, objective after, load, part); the first `k` items
         // open the parts.
-        let mut best: Option<(bool, T, T, usize)> = (r < k).then(|| (false, T::ZERO, T::ZERO, r));
+        let mut best: Option<(bool, T, T, usize)> = (r < k).then_some((false, T::ZERO, T::ZERO, r));
         for p in (0..k).filter(|_| r >= k) {
             if counts[p] >= limit {
                 continue;
             }
             let misfit = cfg.cap.as_ref().is_some_and(|cap| {
-                (0..d).any(|j| instance::cmp(sums[p * d + j].add(x[j]), cap[j]) == Ordering::Greater)
+                (0..d)
+                    .any(|j| instance::cmp(sums[p * d + j].add(x[j]), cap[j]) == Ordering::Greater)
             });
             let after = (0..od).fold(T::ZERO, |acc, j| {
                 acc.add(instance::max(top[j], osums[p * od + j].add(inst.ow(r, j))))
@@ -211,7 +213,9 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
             let cand = (misfit, after, loads[p], p);
             let better = match &best {
                 None => true,
-                Some(b) => (cand.0, Load(cand.1), Load(cand.2), cand.3) < (b.0, Load(b.1), Load(b.2), b.3),
+                Some(b) => {
+                    (cand.0, Load(cand.1), Load(cand.2), cand.3) < (b.0, Load(b.1), Load(b.2), b.3)
+                }
             };
             if better {
                 best = Some(cand);
@@ -220,9 +224,9 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
         let Some((_, _, _, p)) = best else {
             continue;
         };
-        part_of[r] = p;
-        for j in 0..d {
-            sums[p * d + j] = sums[p * d + j].add(x[j]);
+        *slot = p;
+        for (j, &xj) in x.iter().enumerate() {
+            sums[p * d + j] = sums[p * d + j].add(xj);
         }
         for (j, t) in top.iter_mut().enumerate() {
             osums[p * od + j] = osums[p * od + j].add(inst.ow(r, j));
@@ -270,8 +274,10 @@ mod tests {
     #[test]
     fn packed_heap_agrees_with_the_generic_heap() {
         let ints: Vec<u32> = (0..5000u32).map(|i| (i * 7919 + 13) % 1009).collect();
-        let floats: Vec<ordered_float::NotNan<f64>> =
-            ints.iter().map(|&x| ordered_float::NotNan::new(f64::from(x)).unwrap()).collect();
+        let floats: Vec<ordered_float::NotNan<f64>> = ints
+            .iter()
+            .map(|&x| ordered_float::NotNan::new(f64::from(x)).unwrap())
+            .collect();
         let a = instance::instance(&ints, Dims::Combined, None).unwrap();
         let b = instance::instance(&floats, Dims::Combined, None).unwrap();
         for k in [1, 2, 3, 5, 64, 1000] {

@@ -274,7 +274,9 @@ impl<T: Total> Partition<T> {
     #[must_use]
     pub fn max_sum(&self, dim: usize) -> T {
         assert!(dim < self.dims, "dimension {dim} out of range");
-        (0..self.len()).fold(T::ZERO, |acc, p| instance::max(acc, self.sums[p * self.dims + dim]))
+        (0..self.len()).fold(T::ZERO, |acc, p| {
+            instance::max(acc, self.sums[p * self.dims + dim])
+        })
     }
 
     /// The smallest part sum in dimension `dim` (zero for no parts).
@@ -518,7 +520,10 @@ impl<S: Size> Partitioner<S> {
             objective: self.objective,
             equal_count: self.equal_count,
             allow_empty: self.allow_empty,
-            cap: self.cap.as_ref().map(|c| c.iter().map(|&x| x.widen()).collect()),
+            cap: self
+                .cap
+                .as_ref()
+                .map(|c| c.iter().map(|&x| x.widen()).collect()),
         }
     }
 
@@ -564,7 +569,13 @@ impl<S: Size> Partitioner<S> {
         if let Some(cap) = &cfg.cap {
             let sums = inst.sums(cfg.k, &part_of);
             if let Some((dim, best)) = instance::cap_violation(cap, inst.d, &sums) {
-                return self.repair(&inst, &cfg, dim, best, self.algorithm == Algorithm::Exact && proven);
+                return self.repair(
+                    &inst,
+                    &cfg,
+                    dim,
+                    best,
+                    self.algorithm == Algorithm::Exact && proven,
+                );
             }
         }
         Ok(finish(&inst, &cfg, part_of, proven))
@@ -607,14 +618,27 @@ impl<S: Size> Partitioner<S> {
 
     /// Orders candidate assignments: within the cap first, then by
     /// objective.
-    fn rank(&self, inst: &Instance<S::Total>, cfg: &Config<S::Total>, part_of: &[usize]) -> (bool, Load<S::Total>) {
+    fn rank(
+        &self,
+        inst: &Instance<S::Total>,
+        cfg: &Config<S::Total>,
+        part_of: &[usize],
+    ) -> (bool, Load<S::Total>) {
         let sums = inst.sums(cfg.k, part_of);
         let over = cfg
             .cap
             .as_ref()
             .is_some_and(|cap| instance::cap_violation(cap, inst.d, &sums).is_some());
         let osums = inst.objective_sums(cfg.k, &sums);
-        (over, Load(instance::objective_value(cfg.objective, cfg.k, inst.od, &osums)))
+        (
+            over,
+            Load(instance::objective_value(
+                cfg.objective,
+                cfg.k,
+                inst.od,
+                &osums,
+            )),
+        )
     }
 
     /// The heuristic missed the cap: search within the node budget (unless a
@@ -721,7 +745,10 @@ impl<S: Size> Partitioner<S> {
                 match part_of.get_mut(i) {
                     Some(slot) if *slot == usize::MAX => *slot = p,
                     _ => {
-                        let times = partition.parts().map(|q| q.iter().filter(|&&j| j == i).count()).sum();
+                        let times = partition
+                            .parts()
+                            .map(|q| q.iter().filter(|&&j| j == i).count())
+                            .sum();
                         return Err(Error::NotAPartition {
                             items: inst.n,
                             index: i,
@@ -746,7 +773,12 @@ impl<S: Size> Partitioner<S> {
 }
 
 /// Turns an assignment by rank into a [`Partition`].
-fn finish<T: Total>(inst: &Instance<T>, cfg: &Config<T>, part_of: Vec<usize>, proven: bool) -> Partition<T> {
+fn finish<T: Total>(
+    inst: &Instance<T>,
+    cfg: &Config<T>,
+    part_of: Vec<usize>,
+    proven: bool,
+) -> Partition<T> {
     let k = cfg.k;
     let mut counts = vec![0usize; k];
     for &p in &part_of {
@@ -757,7 +789,8 @@ fn finish<T: Total>(inst: &Instance<T>, cfg: &Config<T>, part_of: Vec<usize>, pr
         parts[p].push(inst.index[r]);
     }
     let sums = inst.sums(k, &part_of);
-    let objective = instance::objective_value(cfg.objective, k, inst.od, &inst.objective_sums(k, &sums));
+    let objective =
+        instance::objective_value(cfg.objective, k, inst.od, &inst.objective_sums(k, &sums));
     let lower_bound = bounds::objective_bound(inst, cfg);
     let proven = proven || instance::cmp(objective, lower_bound) != Ordering::Greater;
     Partition {

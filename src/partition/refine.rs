@@ -94,7 +94,12 @@ struct State<'a, T> {
 }
 
 /// Refines an assignment by rank in place, for at most `max_rounds` steps.
-pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>, part_of: &mut [usize], max_rounds: usize) {
+pub(crate) fn run<T: Total>(
+    inst: &Instance<T>,
+    cfg: &Config<T>,
+    part_of: &mut [usize],
+    max_rounds: usize,
+) {
     let k = cfg.k;
     if k < 2 || inst.n == 0 {
         return;
@@ -141,8 +146,12 @@ impl<T: Total> State<'_, T> {
             let mut order: [usize; 3] = [usize::MAX; 3];
             let mut low: [usize; 3] = [usize::MAX; 3];
             for p in 0..k {
-                insert3(&mut order, p, |a, b| instance::cmp(self.osums[b * od + j], self.osums[a * od + j]));
-                insert3(&mut low, p, |a, b| instance::cmp(self.osums[a * od + j], self.osums[b * od + j]));
+                insert3(&mut order, p, |a, b| {
+                    instance::cmp(self.osums[b * od + j], self.osums[a * od + j])
+                });
+                insert3(&mut low, p, |a, b| {
+                    instance::cmp(self.osums[a * od + j], self.osums[b * od + j])
+                });
             }
             self.top[j] = order;
             self.bottom[j] = low;
@@ -155,12 +164,22 @@ impl<T: Total> State<'_, T> {
 
     /// The objective after parts `a` and `b` take objective sums `na(j)` and
     /// `nb(j)`, O(od).
-    fn objective_after(&self, a: usize, b: usize, na: &impl Fn(usize) -> T, nb: &impl Fn(usize) -> T) -> T {
+    fn objective_after(
+        &self,
+        a: usize,
+        b: usize,
+        na: &impl Fn(usize) -> T,
+        nb: &impl Fn(usize) -> T,
+    ) -> T {
         let od = self.inst.od;
         let mut value = T::ZERO;
         for j in 0..od {
             let (va, vb) = (na(j), nb(j));
-            let other = |list: &[usize; 3]| list.iter().copied().find(|&p| p != a && p != b && p != usize::MAX);
+            let other = |list: &[usize; 3]| {
+                list.iter()
+                    .copied()
+                    .find(|&p| p != a && p != b && p != usize::MAX)
+            };
             let mut hi = instance::max(va, vb);
             if let Some(p) = other(&self.top[j]) {
                 hi = instance::max(hi, self.osums[p * od + j]);
@@ -223,11 +242,15 @@ impl<T: Total> State<'_, T> {
         let (a, b) = (step.from, step.to);
         let na = |j: usize| {
             let y = step.y.map_or(T::ZERO, |y| inst.ow(y, j));
-            self.osums[a * od + j].add(y).saturating_sub(inst.ow(step.x, j))
+            self.osums[a * od + j]
+                .add(y)
+                .saturating_sub(inst.ow(step.x, j))
         };
         let nb = |j: usize| {
             let y = step.y.map_or(T::ZERO, |y| inst.ow(y, j));
-            self.osums[b * od + j].add(inst.ow(step.x, j)).saturating_sub(y)
+            self.osums[b * od + j]
+                .add(inst.ow(step.x, j))
+                .saturating_sub(y)
         };
         (self.objective_after(a, b, &na, &nb), self.gap(&na, &nb))
     }
@@ -266,21 +289,54 @@ impl<T: Total> State<'_, T> {
             for b in (0..k).filter(|&b| b != a && !(extreme[b] && b < a)) {
                 let base_gap = self.gap(&|j| self.osums[a * od + j], &|j| self.osums[b * od + j]);
                 // Moves into a part at the maximum never help the maximum.
-                let directions: &[(usize, usize)] = if spread || extreme[b] { &[(a, b), (b, a)] } else { &[(a, b)] };
+                let directions: &[(usize, usize)] = if spread || extreme[b] {
+                    &[(a, b), (b, a)]
+                } else {
+                    &[(a, b)]
+                };
                 for &(from, to) in directions {
                     if !self.move_allowed(from, to) {
                         continue;
                     }
                     for &x in &self.lists[from] {
-                        consider(self, Step { from, to, x, y: None }, base_gap);
+                        consider(
+                            self,
+                            Step {
+                                from,
+                                to,
+                                x,
+                                y: None,
+                            },
+                            base_gap,
+                        );
                     }
                 }
                 if od == 1 {
-                    self.balanced_swaps(a, b, |y, x| consider(self, Step { from: a, to: b, x, y: Some(y) }, base_gap));
+                    self.balanced_swaps(a, b, |y, x| {
+                        consider(
+                            self,
+                            Step {
+                                from: a,
+                                to: b,
+                                x,
+                                y: Some(y),
+                            },
+                            base_gap,
+                        )
+                    });
                 } else {
                     for &x in &self.lists[a] {
                         for &y in &self.lists[b] {
-                            consider(self, Step { from: a, to: b, x, y: Some(y) }, base_gap);
+                            consider(
+                                self,
+                                Step {
+                                    from: a,
+                                    to: b,
+                                    x,
+                                    y: Some(y),
+                                },
+                                base_gap,
+                            );
                         }
                     }
                 }
@@ -333,9 +389,9 @@ impl<T: Total> State<'_, T> {
         self.lists[to].insert(i, r);
         part_of[r] = to;
         let x = self.inst.sizes(r);
-        for j in 0..d {
-            self.sums[from * d + j] = self.sums[from * d + j].saturating_sub(x[j]);
-            self.sums[to * d + j] = self.sums[to * d + j].add(x[j]);
+        for (j, &xj) in x.iter().enumerate() {
+            self.sums[from * d + j] = self.sums[from * d + j].saturating_sub(xj);
+            self.sums[to * d + j] = self.sums[to * d + j].add(xj);
         }
         for j in 0..od {
             let w = self.inst.ow(r, j);
