@@ -182,6 +182,13 @@ fn weights2(min_n: usize, max_n: usize, max_w: u32) -> impl Strategy<Value = Vec
     prop::collection::vec(prop::collection::vec(0..=max_w, 2), min_n..=max_n)
 }
 
+/// Two-dimensional weights, mostly small with a few large ones (so that a
+/// part with a large item needs fewer items).
+fn skewed2(min_n: usize, max_n: usize) -> impl Strategy<Value = Vec<Vec<u32>>> {
+    let size = prop_oneof![8 => 0u32..=100, 1 => 1000u32..=5000];
+    prop::collection::vec(prop::collection::vec(size, 2), min_n..=max_n)
+}
+
 /// Random options for `k` parts, with a cap drawn from `cap`.
 fn options(k: usize) -> impl Strategy<Value = Opts> {
     (
@@ -281,6 +288,22 @@ proptest! {
                     prop_assert_eq!(oracle, None);
                 }
                 Err(e) => prop_assert!(false, "unexpected error {}", e),
+            }
+        }
+    }
+
+    #[test]
+    fn constraints_hold_on_larger_instances(items in skewed2(1, 60), k in 1usize..=8, o in options(1)) {
+        // Caps the heuristics can meet or miss; no oracle at this size.
+        let o = Opts { k, cap: o.cap.map(|c| c * 200), ..o };
+        for algorithm in [Algorithm::Lpt, Algorithm::KarmarkarKarp] {
+            for refinement in [false, true] {
+                match o.partitioner(algorithm).refinement(refinement).node_budget(1000).partition(&items) {
+                    Ok(p) => check_valid(&items, &p, &o)?,
+                    Err(Error::TooManyParts { .. }) => prop_assert!(!o.allow_empty && k > items.len()),
+                    Err(Error::Oversize { .. } | Error::CapExceeded { .. }) => prop_assert!(o.cap.is_some()),
+                    Err(e) => prop_assert!(false, "unexpected error {}", e),
+                }
             }
         }
     }

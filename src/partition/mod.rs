@@ -402,7 +402,7 @@ pub struct Partitioner<S> {
     allow_empty: bool,
     cap: Option<Vec<S>>,
     node_budget: u64,
-    max_rounds: usize,
+    max_rounds: Option<usize>,
 }
 
 /// The default node budget of exact search.
@@ -424,7 +424,7 @@ impl<S: Size> Partitioner<S> {
             allow_empty: false,
             cap: None,
             node_budget: DEFAULT_NODE_BUDGET,
-            max_rounds: usize::MAX,
+            max_rounds: None,
         }
     }
 
@@ -506,12 +506,18 @@ impl<S: Size> Partitioner<S> {
         self
     }
 
-    /// The most improving steps of refinement (default unlimited; it stops
-    /// when no move or swap improves).
+    /// The most improving steps of refinement (default `16 (n + k)`; with
+    /// one objective dimension it usually stops far earlier, when no move or
+    /// swap improves).
     #[must_use]
     pub fn max_rounds(mut self, rounds: usize) -> Self {
-        self.max_rounds = rounds;
+        self.max_rounds = Some(rounds);
         self
+    }
+
+    fn rounds(&self, n: usize, k: usize) -> usize {
+        self.max_rounds
+            .unwrap_or_else(|| n.saturating_add(k).saturating_mul(16))
     }
 
     fn config(&self, k: usize) -> Config<S::Total> {
@@ -594,7 +600,7 @@ impl<S: Size> Partitioner<S> {
             Algorithm::Lpt | Algorithm::Exact => lpt::run(inst, cfg),
         };
         if self.refinement || algorithm == Algorithm::Exact {
-            refine::run(inst, cfg, &mut part_of, self.max_rounds);
+            refine::run(inst, cfg, &mut part_of, self.rounds(inst.n, cfg.k));
         }
         if algorithm != Algorithm::Exact {
             return (part_of, false);
@@ -603,7 +609,7 @@ impl<S: Size> Partitioner<S> {
         // where it sees the objective, one objective dimension).
         if inst.od == 1 {
             let mut kk = karmarkar_karp::run(inst, cfg);
-            refine::run(inst, cfg, &mut kk, self.max_rounds);
+            refine::run(inst, cfg, &mut kk, self.rounds(inst.n, cfg.k));
             if self.rank(inst, cfg, &kk) < self.rank(inst, cfg, &part_of) {
                 part_of = kk;
             }
@@ -767,7 +773,7 @@ impl<S: Size> Partitioner<S> {
         }
         let mut by_rank: Vec<usize> = inst.index.iter().map(|&i| part_of[i]).collect();
         let cfg = self.config(k);
-        refine::run(&inst, &cfg, &mut by_rank, self.max_rounds);
+        refine::run(&inst, &cfg, &mut by_rank, self.rounds(inst.n, k));
         Ok(finish(&inst, &cfg, by_rank, false))
     }
 }

@@ -32,8 +32,8 @@ use super::{Objective, Partition, Partitioner};
 /// size of the extreme part (moves are scanned, the best swap partners are
 /// found by a merge-like walk of the two parts' sorted items); for several
 /// objective dimensions, swaps are scanned, O(h n d). The number of steps is
-/// unbounded in theory and small in practice; [`Partitioner::max_rounds`]
-/// caps it. O(n + k d) extra space.
+/// small in practice and capped by [`Partitioner::max_rounds`] (by default
+/// `16 (n + k)`). O(n + k d) extra space.
 ///
 /// # Approximation
 ///
