@@ -17,11 +17,12 @@ use super::{Objective, Partition, Partitioner};
 /// lightest) and any other part, as long as one improves; the result is
 /// never worse than the input.
 ///
-/// Each step takes the best candidate by (objective after, imbalance of the
-/// two parts after); it is taken only when the objective drops, or stays and
-/// the two parts get closer. For one objective dimension the objective never
-/// rises and the sum of squared part sums falls at every step, so the pass
-/// ends. Float sums are kept incrementally and may differ from a fresh sum in
+/// Each step takes the best candidate by (objective after, the larger of the
+/// two parts after, their imbalance after); it is taken only when the
+/// objective drops, or stays and the larger of the two parts drops (for the
+/// spread: the two get closer). For one objective dimension the objective
+/// never rises and the sum of squared part sums falls at every step, so the
+/// pass ends. Float sums are kept incrementally and may differ from a fresh sum in
 /// the last bits. Use [`Partitioner::refine`] for constraints and other
 /// objectives; this function keeps the defaults (largest part, no empty part
 /// created).
@@ -198,12 +199,22 @@ impl<T: Total> State<'_, T> {
         value
     }
 
-    /// The sum over objective dimensions of |a - b|.
-    fn gap(&self, na: &impl Fn(usize) -> T, nb: &impl Fn(usize) -> T) -> T {
-        (0..self.inst.od).fold(T::ZERO, |acc, j| {
+    /// How two parts with objective sums `na(j)` and `nb(j)` stand, for
+    /// steps that keep the objective: (the sum over dimensions of the larger
+    /// of the two for [`Objective::MaxPart`], else of `|a - b|`; the sum of
+    /// `|a - b|`). Lower is better; both fall when the pair gets closer with
+    /// its total kept.
+    fn pair(&self, na: &impl Fn(usize) -> T, nb: &impl Fn(usize) -> T) -> (T, T) {
+        let (mut hi, mut gap) = (T::ZERO, T::ZERO);
+        for j in 0..self.inst.od {
             let (a, b) = (na(j), nb(j));
-            acc.add(instance::max(a, b).saturating_sub(instance::min(a, b)))
-        })
+            hi = hi.add(instance::max(a, b));
+            gap = gap.add(instance::max(a, b).saturating_sub(instance::min(a, b)));
+        }
+        match self.cfg.objective {
+            Objective::MaxPart => (hi, gap),
+            Objective::Spread => (gap, gap),
+        }
     }
 
     /// Whether the step keeps the cap: in every dimension the larger excess
@@ -235,8 +246,8 @@ impl<T: Total> State<'_, T> {
         !self.cfg.equal_count || cf == ct + 1
     }
 
-    /// (objective, gap) after the step.
-    fn score(&self, step: Step) -> (T, T) {
+    /// (objective, [`State::pair`]) after the step.
+    fn score(&self, step: Step) -> (T, (T, T)) {
         let inst = self.inst;
         let od = inst.od;
         let (a, b) = (step.from, step.to);
@@ -252,7 +263,7 @@ impl<T: Total> State<'_, T> {
                 .add(inst.ow(step.x, j))
                 .saturating_sub(y)
         };
-        (self.objective_after(a, b, &na, &nb), self.gap(&na, &nb))
+        (self.objective_after(a, b, &na, &nb), self.pair(&na, &nb))
     }
 
     /// The best improving step, if any: moves out of (and for the spread
@@ -269,25 +280,26 @@ impl<T: Total> State<'_, T> {
             }
         }
         let objective = self.objective();
-        let mut best: Option<(Step, T, T)> = None;
-        let mut consider = |this: &Self, step: Step, base_gap: T| {
-            let (obj, gap) = this.score(step);
+        let mut best: Option<(Step, T, (T, T))> = None;
+        let mut consider = |this: &Self, step: Step, base: (T, T)| {
+            let (obj, pair) = this.score(step);
             let improves = match instance::cmp(obj, objective) {
                 Ordering::Less => true,
-                Ordering::Equal => instance::cmp(gap, base_gap) == Ordering::Less,
+                Ordering::Equal => instance::cmp(pair.0, base.0) == Ordering::Less,
                 Ordering::Greater => false,
             };
+            let key = |o: T, p: (T, T)| (Load(o), Load(p.0), Load(p.1));
             let better = match &best {
                 None => true,
-                Some((_, bo, bg)) => (Load(obj), Load(gap)) < (Load(*bo), Load(*bg)),
+                Some((_, bo, bp)) => key(obj, pair) < key(*bo, *bp),
             };
             if improves && better && this.within_cap(step) {
-                best = Some((step, obj, gap));
+                best = Some((step, obj, pair));
             }
         };
         for a in (0..k).filter(|&a| extreme[a]) {
             for b in (0..k).filter(|&b| b != a && !(extreme[b] && b < a)) {
-                let base_gap = self.gap(&|j| self.osums[a * od + j], &|j| self.osums[b * od + j]);
+                let base_gap = self.pair(&|j| self.osums[a * od + j], &|j| self.osums[b * od + j]);
                 // Moves into a part at the maximum never help the maximum.
                 let directions: &[(usize, usize)] = if spread || extreme[b] {
                     &[(a, b), (b, a)]
