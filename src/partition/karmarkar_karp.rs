@@ -29,8 +29,9 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 ///
 /// O(n log n + n k log k) time. Singletons are never materialized (a merge
 /// with one is O(k)), item lists are linked through one next-index array so
-/// that a merge of two tuples costs O(k log k) with no allocation, and the
-/// live tuples take O(n + k) extra space in the usual case (at most O(n k)).
+/// that a merge of two tuples costs O(k log k) and moves no item, and a tuple
+/// stores only its non-empty parts, so that all live tuples together take
+/// O(n) space whatever `k` (O(n + k) extra space in all).
 ///
 /// # Approximation
 ///
@@ -117,18 +118,26 @@ impl<T: Total> Entry<T> {
 
 /// KK by rank over the combined weight; part 0 ends heaviest.
 pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
+    run_with_peak(inst, cfg).0
+}
+
+/// [`run`], with the largest number of tuple entries alive at once.
+fn run_with_peak<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> (Vec<usize>, usize) {
     let (n, k) = (inst.n, cfg.k);
     let mut part_of = vec![0; n];
     if k == 1 || n == 0 {
-        return part_of;
+        return (part_of, 0);
     }
+    let mut peak = 0;
     let mut kk = Kk {
         k,
         next: vec![NONE; n],
-        arena: Vec::new(),
+        tuples: Vec::new(),
         free: Vec::new(),
+        scratch: Vec::new(),
         heap: BinaryHeap::new(),
         stamp: 0,
+        entries: 0,
     };
     // Singletons wait in rank order (decreasing weight); a singleton's
     // spread is its weight.
@@ -137,7 +146,9 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
         for start in (0..n).step_by(k) {
             let slot = kk.alloc();
             for r in start..(start + k).min(n) {
-                kk.arena[slot * k + r - start] = kk.leaf(r, inst.key(r));
+                let leaf = kk.leaf(r, inst.key(r));
+                kk.tuples[slot].push(leaf);
+                kk.entries += 1;
             }
             kk.push(slot);
         }
@@ -149,8 +160,9 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
         let slot = match (a, b) {
             (Taken::Single(ra), Taken::Single(rb)) => {
                 let slot = kk.alloc();
-                kk.arena[slot * k] = kk.leaf(ra, inst.key(ra));
-                kk.arena[slot * k + 1] = kk.leaf(rb, inst.key(rb));
+                let (la, lb) = (kk.leaf(ra, inst.key(ra)), kk.leaf(rb, inst.key(rb)));
+                kk.tuples[slot].extend([la, lb]);
+                kk.entries += 2;
                 slot
             }
             (Taken::Tuple(slot), Taken::Single(r)) | (Taken::Single(r), Taken::Tuple(slot)) => {
@@ -164,15 +176,12 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
             }
         };
         kk.push(slot);
+        peak = peak.max(kk.entries);
     }
     let parts: Vec<Entry<T>> = match kk.heap.pop() {
-        Some((_, _, slot)) => kk.arena[slot * k..(slot + 1) * k].to_vec(),
+        Some((_, _, slot)) => core::mem::take(&mut kk.tuples[slot]),
         // One item, never materialized.
-        None => {
-            let mut parts = vec![Entry::EMPTY; k];
-            parts[0] = kk.leaf(0, inst.key(0));
-            parts
-        }
+        None => vec![kk.leaf(0, inst.key(0))],
     };
     for (p, e) in parts.iter().enumerate() {
         let mut r = e.head;
@@ -184,7 +193,7 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     if !cfg.allow_empty {
         fill_empty(inst, k, &mut part_of);
     }
-    part_of
+    (part_of, peak)
 }
 
 enum Taken {
@@ -192,15 +201,21 @@ enum Taken {
     Tuple(usize),
 }
 
-/// The KK state: tuples of `k` entries in `arena` slots, sorted by
-/// [`Entry::order`], in a max-heap by spread (ties: older first).
+/// The KK state. A tuple keeps only its non-empty parts, sorted by
+/// [`Entry::order`]; the other `k - len` parts are empty (sum zero) and come
+/// last. So all tuples together hold at most `n` entries, whatever `k`.
+/// Tuples sit in a max-heap by spread (ties: older first); freed tuples'
+/// buffers are reused.
 struct Kk<T> {
     k: usize,
     next: Vec<usize>,
-    arena: Vec<Entry<T>>,
+    tuples: Vec<Vec<Entry<T>>>,
     free: Vec<usize>,
+    scratch: Vec<Entry<T>>,
     heap: BinaryHeap<(Load<T>, Reverse<u64>, usize)>,
     stamp: u64,
+    /// Entries held by all tuples (at most `n`).
+    entries: usize,
 }
 
 impl<T: Total> Kk<T> {
@@ -213,29 +228,30 @@ impl<T: Total> Kk<T> {
         }
     }
 
-    /// A slot of `k` empty entries.
+    /// An empty tuple (a reused buffer when one is free).
     fn alloc(&mut self) -> usize {
-        let k = self.k;
         match self.free.pop() {
-            Some(slot) => {
-                self.arena[slot * k..(slot + 1) * k].fill(Entry::EMPTY);
-                slot
-            }
+            Some(slot) => slot,
             None => {
-                let slot = self.arena.len() / k;
-                self.arena.resize(self.arena.len() + k, Entry::EMPTY);
-                slot
+                self.tuples.push(Vec::new());
+                self.tuples.len() - 1
             }
         }
     }
 
     fn push(&mut self, slot: usize) {
-        let k = self.k;
-        let spread = self.arena[slot * k]
-            .sum
-            .saturating_sub(self.arena[slot * k + k - 1].sum);
+        let tuple = &self.tuples[slot];
+        let largest = tuple.first().map_or(T::ZERO, |e| e.sum);
+        let smallest = match tuple.last() {
+            Some(e) if tuple.len() == self.k => e.sum,
+            _ => T::ZERO,
+        };
         self.stamp += 1;
-        self.heap.push((Load(spread), Reverse(self.stamp), slot));
+        self.heap.push((
+            Load(largest.saturating_sub(smallest)),
+            Reverse(self.stamp),
+            slot,
+        ));
     }
 
     /// The partial partition of largest spread: the next singleton on a tie
@@ -255,28 +271,50 @@ impl<T: Total> Kk<T> {
         Taken::Single(*single - 1)
     }
 
-    /// Adds a one-item part to the smallest part of `slot` and restores the
-    /// order by insertion, O(k).
+    /// Adds a one-item part to the smallest part of `slot` (an empty one if
+    /// any) and restores the order by insertion, O(k).
     fn add_to_smallest(&mut self, slot: usize, leaf: Entry<T>) {
-        let k = self.k;
-        let tuple = &mut self.arena[slot * k..(slot + 1) * k];
-        tuple[k - 1].absorb(&leaf, &mut self.next);
-        let mut i = k - 1;
+        let tuple = &mut self.tuples[slot];
+        if tuple.len() < self.k {
+            tuple.push(leaf);
+            self.entries += 1;
+        } else if let Some(last) = tuple.last_mut() {
+            last.absorb(&leaf, &mut self.next);
+        }
+        let mut i = tuple.len() - 1;
         while i > 0 && tuple[i].order(&tuple[i - 1]) == Ordering::Less {
             tuple.swap(i, i - 1);
             i -= 1;
         }
     }
 
-    /// Merges slot `b` into slot `a`, largest part with smallest, and frees
-    /// `b`. O(k log k), no allocation.
+    /// Merges tuple `b` into tuple `a`, the `i`-th largest part of `a` with
+    /// the `i`-th smallest of `b` (empty parts included), and frees `b`.
+    /// O(m log m) for the `m <= k` non-empty parts of the result.
     fn merge(&mut self, a: usize, b: usize) {
         let k = self.k;
-        for i in 0..k {
-            let other = self.arena[b * k + k - 1 - i];
-            self.arena[a * k + i].absorb(&other, &mut self.next);
+        let (la, lb) = (self.tuples[a].len(), self.tuples[b].len());
+        self.scratch.clear();
+        // Part i of the result: a[i] (if i < la) with b[k - 1 - i] (if
+        // k - 1 - i < lb); only those i are non-empty.
+        for i in (0..la).chain((k - lb).max(la)..k) {
+            let mut e = if i < la {
+                self.tuples[a][i]
+            } else {
+                Entry::EMPTY
+            };
+            if k - 1 - i < lb {
+                let other = self.tuples[b][k - 1 - i];
+                e.absorb(&other, &mut self.next);
+            }
+            self.scratch.push(e);
         }
-        self.arena[a * k..(a + 1) * k].sort_unstable_by(Entry::order);
+        self.scratch.sort_unstable_by(Entry::order);
+        self.entries = self.entries + self.scratch.len() - la - lb;
+        let tuple = &mut self.tuples[a];
+        tuple.clear();
+        tuple.extend_from_slice(&self.scratch);
+        self.tuples[b].clear();
         self.free.push(b);
     }
 }
@@ -356,6 +394,27 @@ mod tests {
                 let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
                 assert!(hi - lo <= 1, "n = {n}, k = {k}: {counts:?}");
             }
+        }
+    }
+
+    #[test]
+    fn live_entries_stay_within_n() {
+        // Equal weights made the dense k-tuples of the textbook method
+        // take n k / 2 entries here.
+        for (items, k) in [
+            (vec![7u32; 3000], 512),
+            ((0..3000).map(|i| i % 17).collect(), 64),
+        ] {
+            let inst = instance::instance(&items, Dims::Combined, None).unwrap();
+            let cfg = Config {
+                k,
+                objective: Objective::MaxPart,
+                equal_count: false,
+                allow_empty: false,
+                cap: None,
+            };
+            let (_, peak) = run_with_peak(&inst, &cfg);
+            assert!(peak <= items.len(), "k = {k}: {peak} entries");
         }
     }
 
