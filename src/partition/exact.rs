@@ -32,10 +32,11 @@ use super::{Algorithm, Objective, Partition, Partitioner, TotalOf};
 ///
 /// # Complexity
 ///
-/// At most `node_budget` nodes, each O(k d) time; O(n + k d) extra space.
-/// Without a budget the search is exponential in `n` (the problem is
-/// NP-hard); inputs up to about 20 to 30 items usually finish in well under
-/// a million nodes.
+/// At most `node_budget` nodes (candidate placements, tried or pruned),
+/// each O(k d) time; O(n + k d) extra space. Without a budget the search is
+/// exponential in `n` (the problem is NP-hard): random inputs of 20 items
+/// into 3 parts finish in a few milliseconds, while perfect partitions of
+/// 20 or more items can need tens of millions of nodes.
 ///
 /// # References
 ///
@@ -131,12 +132,13 @@ pub(crate) fn run<T: Total>(
             continue;
         };
         last[depth] = p;
-        if !s.fits(inst, cfg, depth, p, lo, hi, extra) {
-            continue;
-        }
+        // Every candidate counts, placed or not, so that a node costs O(k d).
         nodes += 1;
         if nodes > node_budget {
             return (best, false);
+        }
+        if !s.fits(inst, cfg, depth, p, lo, hi, extra) {
+            continue;
         }
         s.place(inst, cfg, depth, p, lo, hi, extra);
         let remaining = n - depth - 1;

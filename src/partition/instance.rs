@@ -212,14 +212,10 @@ pub(crate) fn objective_value<T: Total>(
 
 /// The first (dimension, part sum) that exceeds the cap, if any.
 pub(crate) fn cap_violation<T: Total>(cap: &[T], d: usize, sums: &[T]) -> Option<(usize, T)> {
-    let mut worst: Option<(usize, T)> = None;
-    for (j, &c) in cap.iter().enumerate() {
+    cap.iter().enumerate().find_map(|(j, &c)| {
         let hi = (0..sums.len() / d).fold(T::ZERO, |acc, p| max(acc, sums[p * d + j]));
-        if cmp(hi, c) == Ordering::Greater && worst.is_none() {
-            worst = Some((j, hi));
-        }
-    }
-    worst
+        (cmp(hi, c) == Ordering::Greater).then_some((j, hi))
+    })
 }
 
 /// Validates `items` (and the cap) and lays them out in decreasing order.

@@ -369,8 +369,8 @@ impl<T: Total> Partition<T> {
 /// # Complexity
 ///
 /// The algorithm's, plus refinement (see [`refine`]); with a cap that the
-/// heuristic misses, up to the node budget of exact search and `O(log n)`
-/// heuristic runs to find a part count that works.
+/// heuristic misses, up to the node budget of exact search (each node
+/// O(k d)) and `O(log n)` heuristic runs to find a part count that works.
 ///
 /// # Examples
 ///

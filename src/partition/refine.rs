@@ -38,9 +38,11 @@ use super::{Objective, Partition, Partitioner};
 ///
 /// # Approximation
 ///
-/// Never worse than its input. A partition where no single move from the
-/// largest part helps is within `2 - 2/(k + 1)` of the optimum (the bound of
-/// a local optimum under moves, Finn & Horowitz 1979).
+/// Never worse than its input. Without constraints and for one dimension,
+/// when the pass stops because no step improves (not at the step cap), no
+/// item of the largest part fits below its sum elsewhere, so the largest
+/// part is within `2 - 2/(k + 1)` of the optimum (the bound of such local
+/// optima, Finn & Horowitz 1979).
 ///
 /// # References
 ///
