@@ -117,6 +117,10 @@ pub(crate) fn run<T: Total>(
         at_hi: 0,
         empty: k,
         deficit: if cfg.equal_count { lo * k } else { 0 },
+        equal_count: cfg.equal_count,
+        lo,
+        hi,
+        extra,
     };
     let mut last = vec![NONE; n];
     let mut nodes = 0u64;
@@ -128,7 +132,7 @@ pub(crate) fn run<T: Total>(
                 return (best, true);
             }
             depth -= 1;
-            s.unplace(inst, cfg, depth, last[depth], lo, hi, extra);
+            s.unplace(inst, depth, last[depth]);
             continue;
         };
         last[depth] = p;
@@ -137,10 +141,10 @@ pub(crate) fn run<T: Total>(
         if nodes > node_budget {
             return (best, false);
         }
-        if !s.fits(inst, cfg, depth, p, lo, hi, extra) {
+        if !s.fits(inst, cfg, depth, p) {
             continue;
         }
-        s.place(inst, cfg, depth, p, lo, hi, extra);
+        s.place(inst, depth, p);
         let remaining = n - depth - 1;
         let feasible = s.deficit <= remaining && (cfg.allow_empty || s.empty <= remaining);
         let bound = s.bound(cfg, k, od, &rest[(depth + 1) * od..(depth + 2) * od]);
@@ -161,7 +165,7 @@ pub(crate) fn run<T: Total>(
         if feasible && promising && depth + 1 < n {
             depth += 1;
         } else {
-            s.unplace(inst, cfg, depth, p, lo, hi, extra);
+            s.unplace(inst, depth, p);
         }
     }
 }
@@ -178,6 +182,11 @@ struct Search<T> {
     empty: usize,
     /// Items still needed to bring every part to the smaller count `lo`.
     deficit: usize,
+    /// Equal counts: every part gets `lo` or `hi` items, `extra` parts `hi`.
+    equal_count: bool,
+    lo: usize,
+    hi: usize,
+    extra: usize,
 }
 
 impl<T: Total> Search<T> {
@@ -214,27 +223,18 @@ impl<T: Total> Search<T> {
         next
     }
 
-    fn limit(&self, lo: usize, hi: usize, extra: usize) -> usize {
-        if extra > 0 && self.at_hi == extra {
-            lo
+    /// The most items a part may take now under equal counts.
+    fn limit(&self) -> usize {
+        if self.extra > 0 && self.at_hi == self.extra {
+            self.lo
         } else {
-            hi
+            self.hi
         }
     }
 
     /// Whether rank `r` may go to part `p`: the cap and the counts.
-    #[allow(clippy::too_many_arguments)]
-    fn fits(
-        &self,
-        inst: &Instance<T>,
-        cfg: &Config<T>,
-        r: usize,
-        p: usize,
-        lo: usize,
-        hi: usize,
-        extra: usize,
-    ) -> bool {
-        if cfg.equal_count && self.counts[p] >= self.limit(lo, hi, extra) {
+    fn fits(&self, inst: &Instance<T>, cfg: &Config<T>, r: usize, p: usize) -> bool {
+        if self.equal_count && self.counts[p] >= self.limit() {
             return false;
         }
         let d = inst.d;
@@ -245,64 +245,42 @@ impl<T: Total> Search<T> {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn place(
-        &mut self,
-        inst: &Instance<T>,
-        cfg: &Config<T>,
-        r: usize,
-        p: usize,
-        lo: usize,
-        hi: usize,
-        extra: usize,
-    ) {
-        let (d, od) = (inst.d, inst.od);
-        for (j, &x) in inst.sizes(r).iter().enumerate() {
-            self.sums[p * d + j] = self.sums[p * d + j].add(x);
-        }
-        for j in 0..od {
-            self.osums[p * od + j] = self.osums[p * od + j].add(inst.ow(r, j));
-        }
-        if self.counts[p] == 0 {
-            self.empty -= 1;
-        }
-        if cfg.equal_count && self.counts[p] < lo {
-            self.deficit -= 1;
-        }
-        self.counts[p] += 1;
-        if cfg.equal_count && extra > 0 && self.counts[p] == hi {
-            self.at_hi += 1;
-        }
+    /// Puts rank `r` into part `p`.
+    fn place(&mut self, inst: &Instance<T>, r: usize, p: usize) {
+        self.shift(inst, r, p, true);
         self.part_of[r] = p;
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn unplace(
-        &mut self,
-        inst: &Instance<T>,
-        cfg: &Config<T>,
-        r: usize,
-        p: usize,
-        lo: usize,
-        hi: usize,
-        extra: usize,
-    ) {
+    /// Takes rank `r` out of part `p` again.
+    fn unplace(&mut self, inst: &Instance<T>, r: usize, p: usize) {
+        self.shift(inst, r, p, false);
+    }
+
+    /// Adds rank `r` to part `p`, or removes it, with the counters.
+    fn shift(&mut self, inst: &Instance<T>, r: usize, p: usize, add: bool) {
         let (d, od) = (inst.d, inst.od);
+        let step = |s: T, x: T| if add { s.add(x) } else { s.saturating_sub(x) };
         for (j, &x) in inst.sizes(r).iter().enumerate() {
-            self.sums[p * d + j] = self.sums[p * d + j].saturating_sub(x);
+            self.sums[p * d + j] = step(self.sums[p * d + j], x);
         }
         for j in 0..od {
-            self.osums[p * od + j] = self.osums[p * od + j].saturating_sub(inst.ow(r, j));
+            self.osums[p * od + j] = step(self.osums[p * od + j], inst.ow(r, j));
         }
-        if cfg.equal_count && extra > 0 && self.counts[p] == hi {
-            self.at_hi -= 1;
-        }
-        self.counts[p] -= 1;
-        if cfg.equal_count && self.counts[p] < lo {
-            self.deficit += 1;
-        }
-        if self.counts[p] == 0 {
-            self.empty += 1;
+        // The counters as functions of the count, before and after.
+        let (before, after) = if add {
+            (self.counts[p], self.counts[p] + 1)
+        } else {
+            (self.counts[p], self.counts[p] - 1)
+        };
+        self.counts[p] = after;
+        self.empty = self.empty + usize::from(after == 0) - usize::from(before == 0);
+        if self.equal_count {
+            self.deficit =
+                self.deficit + usize::from(after < self.lo) - usize::from(before < self.lo);
+            if self.extra > 0 {
+                self.at_hi =
+                    self.at_hi + usize::from(after == self.hi) - usize::from(before == self.hi);
+            }
         }
     }
 

@@ -301,7 +301,10 @@ impl<T: Total> State<'_, T> {
         };
         for a in (0..k).filter(|&a| extreme[a]) {
             for b in (0..k).filter(|&b| b != a && !(extreme[b] && b < a)) {
-                let base_gap = self.pair(&|j| self.osums[a * od + j], &|j| self.osums[b * od + j]);
+                let base = self.pair(&|j| self.osums[a * od + j], &|j| self.osums[b * od + j]);
+                let mut step = |from: usize, to: usize, x: usize, y: Option<usize>| {
+                    consider(self, Step { from, to, x, y }, base);
+                };
                 // Moves into a part at the maximum never help the maximum.
                 let directions: &[(usize, usize)] = if spread || extreme[b] {
                     &[(a, b), (b, a)]
@@ -309,48 +312,18 @@ impl<T: Total> State<'_, T> {
                     &[(a, b)]
                 };
                 for &(from, to) in directions {
-                    if !self.move_allowed(from, to) {
-                        continue;
-                    }
-                    for &x in &self.lists[from] {
-                        consider(
-                            self,
-                            Step {
-                                from,
-                                to,
-                                x,
-                                y: None,
-                            },
-                            base_gap,
-                        );
+                    if self.move_allowed(from, to) {
+                        for &x in &self.lists[from] {
+                            step(from, to, x, None);
+                        }
                     }
                 }
                 if od == 1 {
-                    self.balanced_swaps(a, b, |y, x| {
-                        consider(
-                            self,
-                            Step {
-                                from: a,
-                                to: b,
-                                x,
-                                y: Some(y),
-                            },
-                            base_gap,
-                        )
-                    });
+                    self.balanced_swaps(a, b, |y, x| step(a, b, x, Some(y)));
                 } else {
                     for &x in &self.lists[a] {
                         for &y in &self.lists[b] {
-                            consider(
-                                self,
-                                Step {
-                                    from: a,
-                                    to: b,
-                                    x,
-                                    y: Some(y),
-                                },
-                                base_gap,
-                            );
+                            step(a, b, x, Some(y));
                         }
                     }
                 }
