@@ -94,7 +94,12 @@ fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
 }
 
 fn group_2d(c: &mut Criterion, name: &str, f: fn(&[[u32; 2]], [u32; 2]) -> usize) {
-    group(c, name, |n| samples(n, n as u64), |k| f(k, [CAPACITY, TILES]));
+    group(
+        c,
+        name,
+        |n| samples(n, n as u64),
+        |k| f(k, [CAPACITY, TILES]),
+    );
 }
 
 fn benches(c: &mut Criterion) {

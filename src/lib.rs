@@ -19,6 +19,9 @@
 //!   (vision, language): linear tokens, document-masked and full attention,
 //!   vision encoders, FLOPs from model shapes with named presets, fitting to
 //!   measured timings, and combinators to compose them ([`CostModel`]).
+//! - [`partition`]: multiway partitioning over ranks. LPT, Karmarkar-Karp,
+//!   refinement, an exact branch and bound and lower bounds, with equal-count,
+//!   per-part cap and no-empty-part constraints and multi-dimensional weights.
 //! - [`Size`], [`Total`] and [`Item`]: the small numeric traits every algorithm
 //!   is generic over (unsigned integers and `NotNan` floats; scalars, arrays,
 //!   vectors and `(id, item)` pairs).
@@ -71,6 +74,7 @@ pub mod cost;
 mod error;
 mod num;
 pub mod pack;
+pub mod partition;
 
 pub use crate::cost::{CostModel, Phases, Sample};
 pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
@@ -80,3 +84,4 @@ pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 pub use crate::num::{not_nan, Item, Size, Total};
+pub use crate::partition::{karmarkar_karp, lpt, Partition, Partitioner};
