@@ -76,12 +76,12 @@ impl Grid {
     }
 }
 
-/// One upper-level entry: per grid point `q`, the least first-dimension load
-/// among the bins below with room for secondary size `q` (`mask` bit `q` says
-/// whether there is such a bin at all).
-#[derive(Clone)]
-struct Entry<T> {
-    mask: u64,
+/// One upper level: per entry `j` and grid point `q`, the least
+/// first-dimension load among the bins below with room for secondary size
+/// `q` (`min[j * points + q]`), and whether there is such a bin at all (bit
+/// `q` of `mask[j]`).
+struct Level<T> {
+    mask: Vec<u64>,
     min: Vec<T>,
 }
 
@@ -97,12 +97,16 @@ pub(crate) struct GridTree<T> {
     /// The grid point of each bin's remaining secondary capacity.
     room: Vec<usize>,
     /// Upper levels, the last one with exactly `B` entries.
-    levels: Vec<Vec<Entry<T>>>,
+    levels: Vec<Level<T>>,
+    /// Scratch for one entry being recomputed.
+    mask: u64,
+    min: Vec<T>,
     bins: usize,
 }
 
 impl<T: Size> GridTree<T> {
     pub(crate) fn new(grid: Grid, capacity: &[T], hint: usize) -> Self {
+        let points = grid.points;
         let mut tree = GridTree {
             grid,
             dims: capacity.len(),
@@ -110,21 +114,17 @@ impl<T: Size> GridTree<T> {
             loads: Vec::new(),
             room: Vec::new(),
             levels: Vec::new(),
+            mask: 0,
+            min: alloc::vec![T::zero(); points],
             bins: 0,
         };
         tree.build(hint.saturating_add(1));
         tree
     }
 
-    fn empty_entry(&self) -> Entry<T> {
-        Entry {
-            mask: 0,
-            min: alloc::vec![T::zero(); self.grid.points],
-        }
-    }
-
     /// (Re)builds for at least `room` bins, keeping the opened ones.
     fn build(&mut self, room: usize) {
+        let points = self.grid.points;
         let len = room.max(self.bins + 1).div_ceil(B) * B;
         let full = self.grid.point(self.capacity[1..].iter().copied());
         self.loads.resize(len * self.dims, T::zero());
@@ -134,60 +134,65 @@ impl<T: Size> GridTree<T> {
         loop {
             let real = below / B;
             let entries = real.div_ceil(B).max(1) * B;
-            let mut level = alloc::vec![self.empty_entry(); entries];
             let depth = self.levels.len();
-            for (j, entry) in level.iter_mut().enumerate().take(real) {
-                *entry = self.combine(depth, j);
+            let mut level = Level {
+                mask: alloc::vec![0; entries],
+                min: alloc::vec![T::zero(); entries * points],
+            };
+            for j in 0..real {
+                self.combine(depth, j);
+                level.mask[j] = self.mask;
+                level.min[j * points..(j + 1) * points].copy_from_slice(&self.min);
             }
             self.levels.push(level);
             below = entries;
             if entries <= B {
                 break;
             }
-            // `combine` reads the level just pushed.
         }
     }
 
-    /// Entry `j` of upper level `depth` from its `B` children (bins when
-    /// `depth == 0`, entries of level `depth - 1` otherwise).
-    fn combine(&self, depth: usize, j: usize) -> Entry<T> {
-        let mut out = self.empty_entry();
+    /// Recomputes entry `j` of upper level `depth` from its `B` children
+    /// (bins when `depth == 0`, entries of level `depth - 1` otherwise) into
+    /// the scratch `mask` and `min`.
+    fn combine(&mut self, depth: usize, j: usize) {
+        let points = self.grid.points;
+        self.mask = 0;
         for child in j * B..(j + 1) * B {
-            if depth == 0 {
-                let load = self.loads[child * self.dims];
-                let mut bits = self.grid.covers[self.room[child]];
-                while bits != 0 {
-                    let q = bits.trailing_zeros() as usize;
-                    merge(&mut out, q, load);
-                    bits &= bits - 1;
-                }
+            let (mut bits, loads): (u64, &[T]) = if depth == 0 {
+                let load = &self.loads[child * self.dims..child * self.dims + 1];
+                (self.grid.covers[self.room[child]], load)
             } else {
-                let e = &self.levels[depth - 1][child];
-                let mut bits = e.mask;
-                while bits != 0 {
-                    let q = bits.trailing_zeros() as usize;
-                    merge(&mut out, q, e.min[q]);
-                    bits &= bits - 1;
+                let level = &self.levels[depth - 1];
+                (
+                    level.mask[child],
+                    &level.min[child * points..(child + 1) * points],
+                )
+            };
+            while bits != 0 {
+                let q = bits.trailing_zeros() as usize;
+                let load = if depth == 0 { loads[0] } else { loads[q] };
+                if self.mask >> q & 1 == 0 || load < self.min[q] {
+                    self.min[q] = load;
                 }
+                self.mask |= 1 << q;
+                bits &= bits - 1;
             }
         }
-        out
-    }
-
-    fn entry_fits(&self, e: &Entry<T>, q: usize, s0: T) -> bool {
-        e.mask >> q & 1 == 1 && T::fits(e.min[q], s0, self.capacity[0])
     }
 
     /// The leftmost bin with room for the item: one exact descent.
     fn find(&self, size: &[T]) -> usize {
+        let points = self.grid.points;
         let q = self.grid.point(size[1..].iter().copied());
         let (s0, c0) = (size[0], self.capacity[0]);
         let mut j = 0;
-        for depth in (0..self.levels.len()).rev() {
-            let level = &self.levels[depth];
+        for level in self.levels.iter().rev() {
             let start = j * B;
             j = (start..start + B)
-                .find(|&k| self.entry_fits(&level[k], q, s0))
+                .find(|&k| {
+                    level.mask[k] >> q & 1 == 1 && T::fits(level.min[k * points + q], s0, c0)
+                })
                 .unwrap_or(start);
         }
         let start = j * B;
@@ -203,7 +208,7 @@ impl<T: Size> GridTree<T> {
     /// has, and returns the bin.
     pub(crate) fn place(&mut self, size: &[T]) -> usize {
         let bin = self.find(size);
-        let d = self.dims;
+        let (d, points) = (self.dims, self.grid.points);
         for (l, &s) in self.loads[bin * d..(bin + 1) * d].iter_mut().zip(size) {
             *l = l.add(s);
         }
@@ -214,12 +219,14 @@ impl<T: Size> GridTree<T> {
         self.room[bin] = self.grid.point(room);
         let mut j = bin / B;
         for depth in 0..self.levels.len() {
-            let entry = self.combine(depth, j);
-            let slot = &mut self.levels[depth][j];
-            if slot.mask == entry.mask && slot.min == entry.min {
+            self.combine(depth, j);
+            let level = &mut self.levels[depth];
+            let slot = &mut level.min[j * points..(j + 1) * points];
+            if level.mask[j] == self.mask && slot == &self.min[..] {
                 break;
             }
-            *slot = entry;
+            level.mask[j] = self.mask;
+            slot.copy_from_slice(&self.min);
             j /= B;
         }
         if bin == self.bins {
@@ -236,13 +243,4 @@ impl<T: Size> GridTree<T> {
         self.loads.truncate(self.bins * self.dims);
         self.loads
     }
-}
-
-/// Lowers `out`'s value at `q` to `load`, marking `q` present.
-#[inline]
-fn merge<T: Size>(out: &mut Entry<T>, q: usize, load: T) {
-    if out.mask >> q & 1 == 0 || load < out.min[q] {
-        out.min[q] = load;
-    }
-    out.mask |= 1 << q;
 }
