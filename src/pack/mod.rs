@@ -480,7 +480,7 @@ pub(crate) fn assemble<T: Size>(
 }
 
 /// [`assemble`] from runs `(bin, count)`: the next `count` items placed all
-/// went into `bin`. A run's items are copied as one slice.
+/// went into `bin`.
 pub(crate) fn assemble_runs<T: Size>(
     input: &Input<T>,
     order: Option<&[usize]>,
@@ -501,8 +501,9 @@ pub(crate) fn assemble_runs<T: Size>(
     let mut k = 0;
     for (b, count) in runs {
         let to = &mut items[next[b]..next[b] + count];
+        // Runs are mostly a few items: an element loop, not a `memmove` call.
         match order {
-            Some(order) => to.copy_from_slice(&order[k..k + count]),
+            Some(order) => to.iter_mut().zip(&order[k..k + count]).for_each(|(x, &i)| *x = i),
             None => to.iter_mut().zip(k..).for_each(|(x, i)| *x = i),
         }
         next[b] += count;
