@@ -71,9 +71,14 @@ pub mod cost;
 mod error;
 mod num;
 pub mod pack;
+pub mod plan;
+#[cfg(feature = "scenarios")]
+#[cfg_attr(docsrs, doc(cfg(feature = "scenarios")))]
+pub mod scenario;
 
 pub use crate::cost::{CostModel, Phases, Sample};
-pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
+pub use crate::error::{Error, InvalidReason, Oversize, OversizeSample, Scalar};
+pub use crate::plan::{Plan, Planner, StepSample, SyncModel};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

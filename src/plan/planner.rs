@@ -1,0 +1,583 @@
+//! The planner's configuration and its pipeline: validate, size `A`, pack balanced sequences, deal them to slots, refine, report.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::assign::assign;
+use super::balance::{greedy, Mode};
+use super::baseline::naive;
+use super::evaluate::{imbalance, lower_bound, step_time};
+use super::fingerprint::of_plan;
+use super::loss::Loss;
+use super::refine::refine;
+use super::types::{Plan, Report, StepSample, SyncModel};
+use crate::cost::{Incremental, Phases};
+use crate::error::{Error, OversizeSample};
+use crate::pack::first_fit_decreasing;
+
+/// A reusable planner configuration: the cost model, `R` ranks, the packed
+/// sequence length `L`, optional caps, the sync model and the micro-steps.
+///
+/// Built with [`Planner::new`] and chained setters; [`Planner::plan`] plans
+/// one step. The defaults: [`SyncModel::Step`], the smallest feasible number
+/// of micro-steps, one sequence per micro-step, no caps besides `L`.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{preset, Image, Sample};
+/// use microbatch::plan::{Planner, StepSample, SyncModel};
+///
+/// let planner = Planner::new(preset("internvl2.5-8b")?.cost_model()?, 2, 16384)
+///     .max_units(48) // ViT tiles per packed sequence
+///     .sync(SyncModel::MicroStep)
+///     .micro_steps(2);
+/// let samples: Vec<_> = (0..10)
+///     .map(|i| StepSample::new(i, Sample::new(800, [Image::new(7 * 256)])))
+///     .collect();
+/// let plan = planner.plan(&samples)?;
+/// assert_eq!(plan.micro_steps(), 2);
+///
+/// let err = planner.micro_steps(1).max_units(8).plan(&samples).unwrap_err();
+/// assert_eq!(err.to_string(), "1 micro-step(s) cannot hold the batch; the smallest feasible number is 5");
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Planner<M> {
+    model: M,
+    ranks: usize,
+    seq_len: u32,
+    max_units: Option<u32>,
+    max_images: Option<u32>,
+    sync: SyncModel,
+    micro_steps: Option<usize>,
+    per_step: usize,
+    refine: bool,
+}
+
+impl<M: Incremental> Planner<M> {
+    /// A planner for `ranks` ranks and packed sequences of `seq_len` tokens
+    /// (text + image tokens), costing with `model`. Settings are checked by
+    /// [`plan`](Planner::plan).
+    pub fn new(model: M, ranks: usize, seq_len: u32) -> Self {
+        Planner {
+            model,
+            ranks,
+            seq_len,
+            max_units: None,
+            max_images: None,
+            sync: SyncModel::Step,
+            micro_steps: None,
+            per_step: 1,
+            refine: true,
+        }
+    }
+
+    /// The sync model whose step time is minimized (default
+    /// [`SyncModel::Step`]).
+    #[must_use]
+    pub fn sync(mut self, sync: SyncModel) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// At most `units` ViT units (tiles, frame groups) per packed sequence,
+    /// for example InternVL's 48 tiles per pack.
+    #[must_use]
+    pub fn max_units(mut self, units: u32) -> Self {
+        self.max_units = Some(units);
+        self
+    }
+
+    /// At most `images` images per packed sequence.
+    #[must_use]
+    pub fn max_images(mut self, images: u32) -> Self {
+        self.max_images = Some(images);
+        self
+    }
+
+    /// Exactly `a` micro-steps on every rank; [`plan`](Planner::plan)
+    /// returns [`Error::MicroStepsInfeasible`] with the smallest feasible
+    /// number when the batch does not fit.
+    #[must_use]
+    pub fn micro_steps(mut self, a: usize) -> Self {
+        self.micro_steps = Some(a);
+        self
+    }
+
+    /// The smallest feasible number of micro-steps (the default: dynamic
+    /// accumulation).
+    #[must_use]
+    pub fn smallest_micro_steps(mut self) -> Self {
+        self.micro_steps = None;
+        self
+    }
+
+    /// `s` packed sequences per micro-step (default 1).
+    #[must_use]
+    pub fn sequences_per_micro_step(mut self, s: usize) -> Self {
+        self.per_step = s;
+        self
+    }
+
+    /// Whether to refine the greedy plan by swapping samples (default on).
+    #[must_use]
+    pub fn refinement(mut self, on: bool) -> Self {
+        self.refine = on;
+        self
+    }
+
+    /// The cost model.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    fn check(&self, n: usize) -> Result<(), Error> {
+        let bad = |name, value: u64, requirement| Error::InvalidSetting {
+            name,
+            value,
+            requirement,
+        };
+        if self.ranks == 0 {
+            return Err(bad("ranks", 0, "at least 1"));
+        }
+        if self.seq_len == 0 {
+            return Err(bad("seq_len", 0, "at least 1"));
+        }
+        if self.max_units == Some(0) {
+            return Err(bad("max_units", 0, "at least 1"));
+        }
+        if self.max_images == Some(0) {
+            return Err(bad("max_images", 0, "at least 1"));
+        }
+        if self.micro_steps == Some(0) {
+            return Err(bad("micro_steps", 0, "at least 1"));
+        }
+        if self.per_step == 0 {
+            return Err(bad("sequences_per_micro_step", 0, "at least 1"));
+        }
+        if n > u32::MAX as usize {
+            return Err(bad("samples", n as u64, "at most 2^32 - 1"));
+        }
+        let slots = (self.ranks as u128)
+            * (self.micro_steps.unwrap_or(1) as u128)
+            * (self.per_step as u128);
+        if slots > u32::MAX as u128 {
+            return Err(bad(
+                "sequences",
+                u64::try_from(slots).unwrap_or(u64::MAX),
+                "at most 2^32 - 1 (ranks x micro-steps x sequences per micro-step)",
+            ));
+        }
+        if n < self.ranks {
+            return Err(Error::TooFewSamples {
+                samples: n,
+                ranks: self.ranks,
+            });
+        }
+        Ok(())
+    }
+
+    /// Plans one step.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidSetting`] for zero ranks, length, caps, micro-steps
+    ///   or sequences per micro-step;
+    /// - [`Error::TooFewSamples`] when there are fewer samples than ranks;
+    /// - [`Error::DuplicateId`] for a repeated id;
+    /// - [`Error::SampleTooLarge`] listing every sample, by id, that exceeds
+    ///   `L` or a cap;
+    /// - [`Error::InvalidCost`] when the model returns a NaN, infinite or
+    ///   negative cost (only closures can);
+    /// - [`Error::MicroStepsInfeasible`] when the given micro-steps cannot
+    ///   hold the batch, naming the smallest feasible number.
+    ///
+    /// # Complexity
+    ///
+    /// O(n log n) time and O(n) extra space for n samples.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples = [StepSample::new(1, Sample::text_only(10))];
+    /// let err = Planner::new(Tokens::new(1.0)?, 2, 64).plan(&samples).unwrap_err();
+    /// assert_eq!(err.to_string(), "1 sample(s) for 2 ranks: every rank needs at least one sample");
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub fn plan(&self, samples: &[StepSample]) -> Result<Plan, Error> {
+        #[cfg(feature = "std")]
+        let start = std::time::Instant::now();
+        self.check(samples.len())?;
+        let prep = self.prepare(samples)?;
+        let (steps, mut bins, balanced) = self.size_and_pack(&prep)?;
+        let (r, s) = (self.ranks, self.per_step);
+
+        let mut slots = self.deal(&prep, samples, &mut bins, steps);
+        give_every_rank_work(&mut slots, r, steps * s);
+
+        // The plan, slot by slot.
+        let mut offsets = Vec::with_capacity(slots.len() + 1);
+        let mut ids = Vec::with_capacity(prep.len());
+        let mut costs = Vec::with_capacity(slots.len());
+        let mut tokens = 0u64;
+        let mut used = 0usize;
+        offsets.push(0);
+        for members in &slots {
+            let mut state = self.model.empty();
+            for &p in members {
+                ids.push(prep.ids[p as usize]);
+                tokens += prep.size(p as usize)[0];
+                self.model
+                    .insert(&mut state, &samples[prep.input[p as usize] as usize].sample);
+            }
+            used += usize::from(!members.is_empty());
+            costs.push(self.model.evaluate(&state));
+            offsets.push(ids.len());
+        }
+        drop(slots);
+
+        let total: Phases = prep.cost.iter().sum();
+        let largest = prep.cost.iter().map(Phases::total).fold(0.0, f64::max);
+        let (baseline, baseline_steps) = naive(&prep, samples, &self.model, self.sync, r, s);
+        let loss_tokens = prep
+            .input
+            .iter()
+            .fold(0u64, |acc, &i| acc.saturating_add(samples[i as usize].loss_tokens()));
+        let fingerprint = of_plan(r, steps, s, &offsets, &ids);
+        #[allow(unused_mut)]
+        let mut report = Report {
+            sync: self.sync,
+            predicted: step_time(self.sync, r, steps, s, &costs),
+            lower_bound: lower_bound(self.sync, r, total, largest),
+            baseline,
+            baseline_micro_steps: baseline_steps,
+            imbalance: imbalance(r, steps, s, &costs),
+            efficiency: if used == 0 {
+                1.0
+            } else {
+                tokens as f64 / (used as f64 * f64::from(self.seq_len))
+            },
+            sequences: used,
+            balanced_packing: balanced,
+            planning_time: None,
+        };
+        #[cfg(feature = "std")]
+        {
+            report.planning_time = Some(start.elapsed());
+        }
+        Ok(Plan {
+            ranks: r,
+            micro_steps: steps,
+            per_step: s,
+            offsets,
+            ids,
+            costs,
+            loss: Loss::new(loss_tokens, prep.len() as u64, r as u64),
+            report,
+            fingerprint,
+        })
+    }
+
+    /// Sorts by id, checks ids and sizes, evaluates every sample's cost.
+    fn prepare(&self, samples: &[StepSample]) -> Result<Prepared, Error> {
+        let n = samples.len();
+        let mut input: Vec<u32> = (0..n as u32).collect();
+        input.sort_unstable_by_key(|&i| samples[i as usize].id);
+        let mut ids = Vec::with_capacity(n);
+        let mut sizes = Vec::with_capacity(n);
+        let mut cost = Vec::with_capacity(n);
+        let caps = [
+            u64::from(self.seq_len),
+            self.max_units.map_or(u64::MAX, u64::from),
+            self.max_images.map_or(u64::MAX, u64::from),
+        ];
+        let mut oversize = Vec::new();
+        let empty = self.model.empty();
+        for &i in &input {
+            let s = &samples[i as usize];
+            if ids.last() == Some(&s.id) {
+                return Err(Error::DuplicateId { id: s.id });
+            }
+            ids.push(s.id);
+            let size = [
+                s.sample.tokens(),
+                s.units(),
+                s.sample.images().len() as u64,
+            ];
+            for (d, name) in ["tokens", "units", "images"].into_iter().enumerate() {
+                if size[d] > caps[d] {
+                    oversize.push(OversizeSample {
+                        id: s.id,
+                        limit: name,
+                        size: size[d],
+                        max: caps[d],
+                    });
+                }
+            }
+            // Within caps every size fits u32 (tokens <= L, a u32); without
+            // a cap saturating is harmless.
+            sizes.push(size.map(|x| u32::try_from(x).unwrap_or(u32::MAX)));
+            let c = self.model.evaluate_with(&empty, &s.sample);
+            let t = c.vision + c.language;
+            // NaN-safe: `!(x >= 0.0)` is also true for NaN.
+            if !(c.vision >= 0.0 && c.language >= 0.0) || !t.is_finite() {
+                return Err(Error::InvalidCost { id: s.id, value: t });
+            }
+            cost.push(c);
+        }
+        if !oversize.is_empty() {
+            return Err(Error::SampleTooLarge { samples: oversize });
+        }
+        Ok(Prepared {
+            input,
+            ids,
+            sizes,
+            cost,
+            caps,
+        })
+    }
+
+    fn mode(&self) -> Mode {
+        match self.sync {
+            SyncModel::Step | SyncModel::MicroStep => Mode::Total,
+            SyncModel::Phase => Mode::Phase,
+        }
+    }
+
+    /// The micro-steps and the packed sequences (`R * A * S` of them, some
+    /// possibly empty), each a list of sorted positions.
+    fn size_and_pack(&self, prep: &Prepared) -> Result<(usize, Vec<Vec<u32>>, bool), Error> {
+        let per_rank = self.ranks * self.per_step;
+        let steps_for = |sequences: u64| (sequences.div_ceil(per_rank as u64)).max(1) as usize;
+        // L1: no packing uses fewer sequences.
+        let mut sums = [0u64; 3];
+        for p in 0..prep.len() {
+            for (d, x) in prep.size(p).into_iter().enumerate() {
+                sums[d] += x;
+            }
+        }
+        let l1 = (0..3)
+            .map(|d| sums[d].div_ceil(prep.caps[d]))
+            .max()
+            .unwrap_or(0);
+        let lb = steps_for(l1);
+        let mode = self.mode();
+        let try_greedy = |steps: usize| greedy(prep, steps * per_rank, mode);
+
+        // The smallest A the planner fits: the bound if the balanced greedy
+        // fits there, else the first-fit-decreasing count.
+        let smallest = |first: Option<Vec<Vec<u32>>>| -> (usize, Vec<Vec<u32>>, bool) {
+            if let Some(bins) = first {
+                return (lb, bins, true);
+            }
+            let ffd = self.ffd(prep);
+            let a = steps_for(ffd.len() as u64).max(lb);
+            if a > lb {
+                if let Some(bins) = try_greedy(a) {
+                    return (a, bins, true);
+                }
+            }
+            (a, pad(ffd, a * per_rank), false)
+        };
+        match self.micro_steps {
+            None => Ok(smallest(try_greedy(lb))),
+            Some(a) if a >= lb => {
+                if let Some(bins) = try_greedy(a) {
+                    return Ok((a, bins, true));
+                }
+                let ffd = self.ffd(prep);
+                if ffd.len() <= a * per_rank {
+                    Ok((a, pad(ffd, a * per_rank), false))
+                } else {
+                    let (smallest, _, _) = smallest(None);
+                    Err(Error::MicroStepsInfeasible { given: a, smallest })
+                }
+            }
+            Some(a) => {
+                let (smallest, _, _) = smallest(try_greedy(lb));
+                Err(Error::MicroStepsInfeasible { given: a, smallest })
+            }
+        }
+    }
+
+    /// First-fit-decreasing over (tokens, units, images), the fallback when
+    /// the balanced greedy does not fit.
+    fn ffd(&self, prep: &Prepared) -> Vec<Vec<u32>> {
+        let cap = prep.caps.map(|c| u32::try_from(c).unwrap_or(u32::MAX));
+        let packing = if self.max_units.is_none() && self.max_images.is_none() {
+            let items: Vec<(u64, u32)> = (0..prep.len())
+                .map(|p| (prep.ids[p], prep.sizes[p][0]))
+                .collect();
+            first_fit_decreasing(&items, cap[0])
+        } else {
+            let items: Vec<(u64, [u32; 3])> = (0..prep.len())
+                .map(|p| (prep.ids[p], prep.sizes[p]))
+                .collect();
+            first_fit_decreasing(&items, cap).map(|p| {
+                // Reuse the same bin lists below.
+                p
+            })
+        };
+        match packing {
+            Ok(p) => p
+                .bins()
+                .map(|b| b.items().iter().map(|&i| i as u32).collect())
+                .collect(),
+            // Validated above: every sample fits, so FFD cannot fail; keep
+            // one sample a sequence if it ever did.
+            Err(_) => (0..prep.len() as u32).map(|p| vec![p]).collect(),
+        }
+    }
+
+    /// Refines the sequences and deals them to slots: `slots[k]` lists the
+    /// sorted positions of slot `k`, in ascending position.
+    fn deal(
+        &self,
+        prep: &Prepared,
+        samples: &[StepSample],
+        bins: &mut [Vec<u32>],
+        steps: usize,
+    ) -> Vec<Vec<u32>> {
+        for b in bins.iter_mut() {
+            b.sort_unstable();
+        }
+        let mut costs: Vec<Phases> = bins
+            .iter()
+            .map(|b| self.group_cost(prep, samples, b))
+            .collect();
+        let mut order = assign(self.sync, self.ranks, steps, self.per_step, &costs, bins);
+        if self.refine {
+            refine(
+                self,
+                prep,
+                samples,
+                bins,
+                &mut costs,
+                &mut order,
+                steps,
+            );
+            order = assign(self.sync, self.ranks, steps, self.per_step, &costs, bins);
+        }
+        order
+            .into_iter()
+            .map(|b| core::mem::take(&mut bins[b as usize]))
+            .collect()
+    }
+
+    /// The cost of a group of sorted positions.
+    pub(crate) fn group_cost(&self, prep: &Prepared, samples: &[StepSample], group: &[u32]) -> Phases {
+        let mut state = self.model.empty();
+        for &p in group {
+            self.model
+                .insert(&mut state, &samples[prep.input[p as usize] as usize].sample);
+        }
+        self.model.evaluate(&state)
+    }
+
+    pub(crate) fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    pub(crate) fn per_step(&self) -> usize {
+        self.per_step
+    }
+
+    pub(crate) fn sync_model(&self) -> SyncModel {
+        self.sync
+    }
+}
+
+/// `bins` with empty sequences appended up to `k`.
+fn pad(mut bins: Vec<Vec<u32>>, k: usize) -> Vec<Vec<u32>> {
+    bins.resize_with(k.max(bins.len()), Vec::new);
+    bins
+}
+
+/// Moves single samples from ranks with several to ranks with none, so that
+/// no rank idles at the collective (a sample alone always fits a sequence).
+fn give_every_rank_work(slots: &mut [Vec<u32>], ranks: usize, per_rank: usize) {
+    let count = |slots: &[Vec<u32>], r: usize| -> usize {
+        slots[r * per_rank..(r + 1) * per_rank].iter().map(Vec::len).sum()
+    };
+    for r in 0..ranks {
+        if count(slots, r) > 0 {
+            continue;
+        }
+        // The fullest sequence of any rank with at least two samples.
+        let donor = (0..slots.len())
+            .filter(|&k| count(slots, k / per_rank) >= 2 && !slots[k].is_empty())
+            .max_by_key(|&k| (slots[k].len(), core::cmp::Reverse(k)));
+        if let Some(k) = donor {
+            if let Some(p) = slots[k].pop() {
+                slots[r * per_rank].push(p);
+            }
+        }
+    }
+}
+
+/// The validated samples in ascending id: their input index, id, sizes
+/// (tokens, units, images) and cost when alone.
+pub(crate) struct Prepared {
+    pub(crate) input: Vec<u32>,
+    pub(crate) ids: Vec<u64>,
+    pub(crate) sizes: Vec<[u32; 3]>,
+    pub(crate) cost: Vec<Phases>,
+    pub(crate) caps: [u64; 3],
+}
+
+impl Prepared {
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    #[inline]
+    pub(crate) fn size(&self, p: usize) -> [u64; 3] {
+        self.sizes[p].map(u64::from)
+    }
+
+    #[inline]
+    pub(crate) fn fits(&self, load: [u64; 3], p: usize) -> bool {
+        let s = self.size(p);
+        (0..3).all(|d| load[d] + s[d] <= self.caps[d])
+    }
+}
+
+/// Plans one step with the defaults of [`Planner`] (smallest feasible
+/// number of micro-steps, one sequence per micro-step, no caps besides
+/// `seq_len`).
+///
+/// # Errors
+///
+/// As [`Planner::plan`].
+///
+/// # Complexity
+///
+/// O(n log n).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{preset, Image, Sample};
+/// use microbatch::plan::{plan, StepSample, SyncModel};
+///
+/// let model = preset("llava-1.5-7b")?.cost_model()?;
+/// let samples: Vec<_> = (0..32)
+///     .map(|i| StepSample::new(i, Sample::new(100 + 30 * (i as u32 % 7), [Image::new(576)])))
+///     .collect();
+/// let p = plan(&samples, 4, 4096, &model, SyncModel::Step)?;
+/// assert!(p.report().ratio() < 1.05);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub fn plan<M: Incremental>(
+    samples: &[StepSample],
+    ranks: usize,
+    seq_len: u32,
+    model: M,
+    sync: SyncModel,
+) -> Result<Plan, Error> {
+    Planner::new(model, ranks, seq_len).sync(sync).plan(samples)
+}
