@@ -21,6 +21,26 @@ use core::cmp::Reverse;
 use super::types::SyncModel;
 use crate::cost::Phases;
 
+/// How sequences are ordered into micro-steps for [`SyncModel::Phase`]
+/// (the other sync models always use the total).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowKey {
+    /// The larger excess over the mean in either phase: the outliers of
+    /// both phases share the first micro-steps.
+    Excess,
+    /// The language cost.
+    Language,
+    /// The vision cost.
+    Vision,
+    /// The total cost.
+    Total,
+}
+
+impl RowKey {
+    /// The keys tried for per-phase barriers, in order of preference.
+    pub(crate) const ALL: [RowKey; 4] = [RowKey::Excess, RowKey::Language, RowKey::Vision, RowKey::Total];
+}
+
 /// The loader-order key of a sequence: its smallest position, empty last.
 fn first(bins: &[Vec<u32>], b: u32) -> u32 {
     bins[b as usize].first().copied().unwrap_or(u32::MAX)
@@ -30,6 +50,7 @@ fn first(bins: &[Vec<u32>], b: u32) -> u32 {
 /// sequences (`costs` and `bins` indexed by sequence, bins sorted).
 pub(crate) fn assign(
     sync: SyncModel,
+    row_key: RowKey,
     ranks: usize,
     steps: usize,
     per_step: usize,
@@ -40,16 +61,28 @@ pub(crate) fn assign(
     debug_assert_eq!(k, ranks * steps * per_step);
     let per_rank = steps * per_step;
     let mut order: Vec<u32> = (0..k as u32).collect();
-    let key = |b: u32| -> (u64, u64, usize) {
+    let mean = costs.iter().sum::<Phases>() * (1.0 / k.max(1) as f64);
+    // Sequences that would wait for each other should cost alike: by total,
+    // or for per-phase barriers by the larger excess over the mean in
+    // either phase (outliers of both phases share the first micro-steps).
+    let key = |b: u32| -> f64 {
         let c = costs[b as usize];
-        let n = bins[b as usize].len();
-        match sync {
-            SyncModel::Step | SyncModel::MicroStep => (c.total().to_bits(), 0, n),
-            SyncModel::Phase => (c.vision.to_bits(), c.language.to_bits(), n),
+        match (sync, row_key) {
+            (SyncModel::Step | SyncModel::MicroStep, _) | (SyncModel::Phase, RowKey::Total) => c.total(),
+            (SyncModel::Phase, RowKey::Vision) => c.vision,
+            (SyncModel::Phase, RowKey::Language) => c.language,
+            (SyncModel::Phase, RowKey::Excess) => {
+                f64::max(c.vision - mean.vision, c.language - mean.language)
+            }
         }
     };
-    // Decreasing key, ties by sequence index.
-    order.sort_unstable_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
+    // Decreasing key, then more samples first, then by sequence index.
+    order.sort_unstable_by(|&a, &b| {
+        key(b)
+            .total_cmp(&key(a))
+            .then(bins[b as usize].len().cmp(&bins[a as usize].len()))
+            .then(a.cmp(&b))
+    });
 
     let mut slots = vec![0u32; k];
     match sync {

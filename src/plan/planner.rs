@@ -3,8 +3,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::assign::assign;
-use super::balance::{greedy, Mode};
+use super::assign::{assign, RowKey};
+use super::balance::greedy;
 use super::baseline::naive;
 use super::evaluate::{imbalance, lower_bound, step_time};
 use super::fingerprint::of_plan;
@@ -341,13 +341,6 @@ impl<M: Incremental> Planner<M> {
         })
     }
 
-    fn mode(&self) -> Mode {
-        match self.sync {
-            SyncModel::Step | SyncModel::MicroStep => Mode::Total,
-            SyncModel::Phase => Mode::Phase,
-        }
-    }
-
     /// The micro-steps and the packed sequences (`R * A * S` of them, some
     /// possibly empty), each a list of sorted positions.
     fn size_and_pack(&self, prep: &Prepared) -> Result<(usize, Vec<Vec<u32>>, bool), Error> {
@@ -365,8 +358,7 @@ impl<M: Incremental> Planner<M> {
             .max()
             .unwrap_or(0);
         let lb = steps_for(l1);
-        let mode = self.mode();
-        let try_greedy = |steps: usize| greedy(prep, steps * per_rank, mode);
+        let try_greedy = |steps: usize| greedy(prep, steps * per_rank);
 
         // The smallest A the planner fits: the bound if the balanced greedy
         // fits there, else the first-fit-decreasing count.
@@ -433,41 +425,62 @@ impl<M: Incremental> Planner<M> {
         }
     }
 
-    /// Refines the sequences and deals them to slots: `slots[k]` lists the
+    /// Deals the sequences to slots and refines them: `slots[k]` lists the
     /// sorted positions of slot `k`, in ascending position.
     fn deal(
         &self,
         prep: &Prepared,
         samples: &[StepSample],
-        bins: &mut [Vec<u32>],
+        bins: &mut Vec<Vec<u32>>,
         steps: usize,
     ) -> Vec<Vec<u32>> {
         for b in bins.iter_mut() {
             b.sort_unstable();
         }
-        let mut costs: Vec<Phases> = bins
+        let costs: Vec<Phases> = bins
             .iter()
             .map(|b| self.group_cost(prep, samples, b))
             .collect();
-        let mut order = assign(self.sync, self.ranks, steps, self.per_step, &costs, bins);
-        if self.refine {
-            refine(
-                self,
-                prep,
-                samples,
-                bins,
-                &mut costs,
-                &mut order,
-                steps,
-            );
-            order = assign(self.sync, self.ranks, steps, self.per_step, &costs, bins);
+        let keys: &[RowKey] = match self.sync {
+            SyncModel::Phase => &RowKey::ALL,
+            _ => &RowKey::ALL[..1],
+        };
+        let mut best: Option<(f64, Vec<u32>, Vec<Vec<u32>>)> = None;
+        for &key in keys {
+            let mut trial = if keys.len() == 1 { core::mem::take(bins) } else { bins.to_vec() };
+            let mut order = assign(self.sync, key, self.ranks, steps, self.per_step, &costs, &trial);
+            if self.refine {
+                refine(prep, self.sync, self.ranks, steps, self.per_step, &order, &mut trial);
+                for b in trial.iter_mut() {
+                    b.sort_unstable();
+                }
+                if self.sync == SyncModel::Step {
+                    // The data loader's order again within each rank.
+                    let first = |b: &u32| trial[*b as usize].first().copied().unwrap_or(u32::MAX);
+                    for rank in order.chunks_mut(steps * self.per_step) {
+                        rank.sort_unstable_by_key(|b| (first(b), *b));
+                    }
+                }
+            }
+            let time = if keys.len() == 1 {
+                0.0
+            } else {
+                let slot_costs: Vec<Phases> = order
+                    .iter()
+                    .map(|&b| self.group_cost(prep, samples, &trial[b as usize]))
+                    .collect();
+                step_time(self.sync, self.ranks, steps, self.per_step, &slot_costs)
+            };
+            if best.as_ref().map_or(true, |b| time < b.0) {
+                best = Some((time, order, trial));
+            }
         }
+        let (_, order, mut chosen) = best.unwrap_or_default();
         order
             .into_iter()
-            .map(|b| core::mem::take(&mut bins[b as usize]))
+            .map(|b| core::mem::take(&mut chosen[b as usize]))
             .collect()
     }
-
     /// The cost of a group of sorted positions.
     pub(crate) fn group_cost(&self, prep: &Prepared, samples: &[StepSample], group: &[u32]) -> Phases {
         let mut state = self.model.empty();
@@ -478,17 +491,6 @@ impl<M: Incremental> Planner<M> {
         self.model.evaluate(&state)
     }
 
-    pub(crate) fn ranks(&self) -> usize {
-        self.ranks
-    }
-
-    pub(crate) fn per_step(&self) -> usize {
-        self.per_step
-    }
-
-    pub(crate) fn sync_model(&self) -> SyncModel {
-        self.sync
-    }
 }
 
 /// `bins` with empty sequences appended up to `k`.
