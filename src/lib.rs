@@ -53,7 +53,7 @@
 //!   it, on `alloc` alone (`#![no_std]`).
 //! - `alloc`: implied by `std`; the crate always needs an allocator.
 //! - `serde`: derives `Serialize` and `Deserialize` on the result types.
-#![cfg_attr(not(test), no_std)]
+#![no_std]
 #![deny(missing_docs)]
 #![warn(
     clippy::std_instead_of_core,

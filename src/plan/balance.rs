@@ -6,14 +6,17 @@
 //! max-norm greedy of vector scheduling): sequences fill with tokens at the
 //! pace they fill with cost, so a tight capacity rarely turns a sample away
 //! from the sequence that needs it. The least-loaded sequences come from a
-//! binary heap; up to [`STASH`] of them that are too full are set aside
-//! before a second heap, by the room left, finds any sequence with room. If
+//! monotone bucket queue over the load (loads only grow, so the smallest
+//! bucket in use only moves up; [`BUCKETS`] buckets over twice the mean
+//! load, a resolution of 2.4e-4 of the mean, ties last-in first-out); up to
+//! [`STASH`] of them that are too full are set aside before a binary heap by
+//! the room left finds any sequence with room. If
 //! none has room the packing fails and the caller falls back to
 //! first-fit-decreasing. Sequences too full for any sample still to come
-//! leave the heaps.
+//! leave the queue.
 //!
-//! O(n log n) time, O(n) extra space (heaps are compacted when stale
-//! entries pile up).
+//! O(n log n) time (the sort; placements are O(1) amortized, the room
+//! heap O(log K) once it is needed), O(n) extra space.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -21,25 +24,53 @@ use alloc::vec::Vec;
 use core::cmp::Reverse;
 
 use super::planner::Prepared;
-use crate::cost::Phases;
 
 /// How many too-full sequences the least-loaded search sets aside before it
 /// looks for any sequence with room.
 const STASH: usize = 8;
 
-/// A heap entry: the key (an `f64`'s bits, non-negative so ordered like the
-/// value, or a room), the sequence, and the sequence's version when pushed.
-type Entry = (Reverse<u64>, Reverse<u32>, u32);
+/// Buckets of the load queue, over loads `[0, 2)` times the mean.
+const BUCKETS: usize = 1 << 13;
+
+/// A room heap entry: the room key, the sequence, and the sequence's
+/// version when pushed.
 type RoomEntry = (u64, Reverse<u32>, u32);
+
+/// A queue of sequences by load: loads only grow, so the first non-empty
+/// bucket only moves up.
+struct Buckets {
+    buckets: Vec<Vec<u32>>,
+    first: usize,
+}
+
+impl Buckets {
+    fn push(&mut self, bucket: usize, b: u32) {
+        self.buckets[bucket].push(b);
+        // A stashed sequence goes back where it was, never below `first`.
+        self.first = self.first.min(bucket);
+    }
+
+    fn pop(&mut self) -> Option<(usize, u32)> {
+        while self.first < self.buckets.len() {
+            if let Some(b) = self.buckets[self.first].pop() {
+                return Some((self.first, b));
+            }
+            self.first += 1;
+        }
+        None
+    }
+}
 
 struct Bins<'a> {
     prep: &'a Prepared,
     load: Vec<[u64; 3]>,
     cost: Vec<f64>,
     version: Vec<u32>,
-    members: Vec<Vec<u32>>,
-    heap: BinaryHeap<Entry>,
+    bin_of: Vec<u32>,
+    queue: Buckets,
     room: BinaryHeap<RoomEntry>,
+    /// Whether the room heap is kept (from the first sample that needs it).
+    room_kept: bool,
     /// 1 / mean cost and 1 / mean tokens per sequence.
     per_cost: f64,
     per_token: f64,
@@ -49,10 +80,14 @@ struct Bins<'a> {
 }
 
 impl Bins<'_> {
-    fn key(&self, b: usize) -> u64 {
+    /// The bucket of a sequence's load: the larger of its cost and its
+    /// tokens over their means per sequence.
+    fn bucket(&self, b: usize) -> usize {
         let c = self.cost[b] * self.per_cost;
         let t = self.load[b][0] as f64 * self.per_token;
-        c.max(t).to_bits()
+        let x = c.max(t) * (BUCKETS as f64 / 2.0);
+        // Saturating float-to-int cast; the last bucket takes the rest.
+        (x as usize).min(BUCKETS - 1)
     }
 
     /// The room key: the smallest fraction of room left over the
@@ -77,9 +112,12 @@ impl Bins<'_> {
         if self.prep.caps[0] - self.load[b][0] < self.min_rest {
             return; // full for good
         }
-        let v = self.version[b];
-        self.heap.push((Reverse(self.key(b)), Reverse(b as u32), v));
-        self.room.push((self.room_key(b), Reverse(b as u32), v));
+        let bucket = self.bucket(b);
+        self.queue.push(bucket, b as u32);
+        if self.room_kept {
+            let v = self.version[b];
+            self.room.push((self.room_key(b), Reverse(b as u32), v));
+        }
     }
 
     fn place(&mut self, b: usize, p: usize) {
@@ -87,43 +125,54 @@ impl Bins<'_> {
         for (l, x) in self.load[b].iter_mut().zip(s) {
             *l += x;
         }
-        self.cost[b] += self.prep.cost[p].total();
+        self.cost[b] += self.prep.cost(p).total();
         self.version[b] = self.version[b].wrapping_add(1);
-        self.members[b].push(p as u32);
+        self.bin_of[p] = b as u32;
         self.push(b);
         self.compact();
     }
 
-    /// Rebuilds the heaps from the live entries when stale ones dominate.
+    /// Rebuilds the room heap from the live entries when stale ones
+    /// dominate.
     fn compact(&mut self) {
         let k = self.load.len();
-        let limit = 4 * k + 1024;
-        if self.heap.len() > limit || self.room.len() > limit {
-            self.heap.clear();
-            self.room.clear();
-            for b in 0..k {
-                self.push(b);
-            }
+        if self.room.len() > 4 * k + 1024 {
+            self.room = (0..k)
+                .filter(|&b| self.prep.caps[0] - self.load[b][0] >= self.min_rest)
+                .map(|b| (self.room_key(b), Reverse(b as u32), self.version[b]))
+                .collect();
         }
     }
 
     /// Places sample `p`; `false` when no sequence has room.
     fn insert(&mut self, p: usize) -> bool {
-        let mut stash: Vec<Entry> = Vec::new();
-        while stash.len() < STASH {
-            let Some(e) = self.heap.pop() else { break };
-            let b = e.1 .0 as usize;
-            if e.2 != self.version[b] {
-                continue; // stale
+        let mut stash: [(usize, u32); STASH] = [(0, 0); STASH];
+        let mut stashed = 0;
+        let mut chosen = None;
+        while stashed < STASH {
+            let Some((bucket, b)) = self.queue.pop() else { break };
+            if self.prep.fits(self.load[b as usize], p) {
+                chosen = Some(b as usize);
+                break;
             }
-            if self.prep.fits(self.load[b], p) {
-                self.heap.extend(stash);
-                self.place(b, p);
-                return true;
-            }
-            stash.push(e);
+            stash[stashed] = (bucket, b);
+            stashed += 1;
         }
-        self.heap.extend(stash);
+        // Back in reverse, so that the queue's order is as before.
+        for &(bucket, b) in stash[..stashed].iter().rev() {
+            self.queue.push(bucket, b);
+        }
+        if let Some(b) = chosen {
+            self.place(b, p);
+            return true;
+        }
+        if !self.room_kept {
+            self.room_kept = true;
+            self.room = (0..self.load.len())
+                .filter(|&b| self.prep.caps[0] - self.load[b][0] >= self.min_rest)
+                .map(|b| (self.room_key(b), Reverse(b as u32), self.version[b]))
+                .collect();
+        }
         // Any sequence with room, most room first; a bounded search.
         let mut set_aside: Vec<RoomEntry> = Vec::new();
         let mut found = None;
@@ -160,11 +209,11 @@ pub(crate) fn greedy(prep: &Prepared, bins: usize) -> Option<Vec<Vec<u32>>> {
     if bins == 0 {
         return if n == 0 { Some(Vec::new()) } else { None };
     }
-    let cost: f64 = prep.cost.iter().map(Phases::total).sum();
-    let tokens: u64 = prep.sizes.iter().map(|s| u64::from(s[0])).sum();
+    let cost: f64 = prep.items.iter().map(|e| e.cost.total()).sum();
+    let tokens: u64 = prep.items.iter().map(|e| u64::from(e.sizes[0])).sum();
     let inverse = |x: f64| if x > 0.0 { bins as f64 / x } else { 0.0 };
     let mut order: Vec<(u64, u32)> = (0..n)
-        .map(|p| (prep.cost[p].total().to_bits(), p as u32))
+        .map(|p| (prep.cost(p).total().to_bits(), p as u32))
         .collect();
     // Decreasing cost, ties by id (position).
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -174,9 +223,13 @@ pub(crate) fn greedy(prep: &Prepared, bins: usize) -> Option<Vec<Vec<u32>>> {
         load: vec![[0; 3]; bins],
         cost: vec![0.0; bins],
         version: vec![0; bins],
-        members: vec![Vec::new(); bins],
-        heap: BinaryHeap::new(),
+        bin_of: vec![0; n],
+        queue: Buckets {
+            buckets: vec![Vec::new(); BUCKETS],
+            first: 0,
+        },
         room: BinaryHeap::new(),
+        room_kept: false,
         per_cost: inverse(cost),
         per_token: inverse(tokens as f64),
         min_rest: 0,
@@ -185,7 +238,7 @@ pub(crate) fn greedy(prep: &Prepared, bins: usize) -> Option<Vec<Vec<u32>>> {
         state.push(b);
     }
     // The fewest tokens among the samples from each point of the order on.
-    let mut rest: Vec<u32> = order.iter().map(|&(_, p)| prep.sizes[p as usize][0]).collect();
+    let mut rest: Vec<u32> = order.iter().map(|&(_, p)| prep.sizes(p as usize)[0]).collect();
     for i in (0..rest.len().saturating_sub(1)).rev() {
         rest[i] = rest[i].min(rest[i + 1]);
     }
@@ -195,5 +248,14 @@ pub(crate) fn greedy(prep: &Prepared, bins: usize) -> Option<Vec<Vec<u32>>> {
             return None;
         }
     }
-    Some(state.members)
+    // The members of each sequence, in ascending position.
+    let mut counts = vec![0usize; bins];
+    for &b in &state.bin_of {
+        counts[b as usize] += 1;
+    }
+    let mut members: Vec<Vec<u32>> = counts.into_iter().map(Vec::with_capacity).collect();
+    for (p, &b) in state.bin_of.iter().enumerate() {
+        members[b as usize].push(p as u32);
+    }
+    Some(members)
 }

@@ -37,7 +37,7 @@ pub(crate) fn naive<M: Incremental>(
         for d in 0..3 {
             load[d] += size[d];
         }
-        model.insert(&mut state, &samples[prep.input[p] as usize].sample);
+        model.insert(&mut state, &samples[prep.input(p) as usize].sample);
     }
     if open {
         costs.push(model.evaluate(&state));

@@ -216,37 +216,47 @@ impl<M: Incremental> Planner<M> {
         let (steps, mut bins, balanced) = self.size_and_pack(&prep)?;
         let (r, s) = (self.ranks, self.per_step);
 
-        let mut slots = self.deal(&prep, samples, &mut bins, steps);
+        let mut slots = self.deal(&prep, &mut bins, steps);
         give_every_rank_work(&mut slots, r, steps * s);
 
-        // The plan, slot by slot.
-        let mut offsets = Vec::with_capacity(slots.len() + 1);
-        let mut ids = Vec::with_capacity(prep.len());
-        let mut costs = Vec::with_capacity(slots.len());
-        let mut tokens = 0u64;
+        // The plan, slot by slot. One pass over the samples in id order
+        // (sequential reads of `samples` when they come in id order) fills
+        // every slot's ids and cost state.
+        let k = slots.len();
+        let mut slot_of = vec![0u32; prep.len()];
+        let mut offsets = Vec::with_capacity(k + 1);
+        offsets.push(0usize);
         let mut used = 0usize;
-        offsets.push(0);
-        for members in &slots {
-            let mut state = self.model.empty();
+        for (slot, members) in slots.iter().enumerate() {
             for &p in members {
-                ids.push(prep.ids[p as usize]);
-                tokens += prep.size(p as usize)[0];
-                self.model
-                    .insert(&mut state, &samples[prep.input[p as usize] as usize].sample);
+                slot_of[p as usize] = slot as u32;
             }
             used += usize::from(!members.is_empty());
-            costs.push(self.model.evaluate(&state));
-            offsets.push(ids.len());
+            offsets.push(offsets[slot] + members.len());
         }
         drop(slots);
+        let mut next = offsets[..k].to_vec();
+        let mut ids = vec![0u64; prep.len()];
+        let mut states = vec![self.model.empty(); k];
+        let mut tokens = 0u64;
+        for (e, &slot) in prep.items.iter().zip(&slot_of) {
+            let slot = slot as usize;
+            ids[next[slot]] = e.id;
+            next[slot] += 1;
+            tokens += u64::from(e.sizes[0]);
+            self.model
+                .insert(&mut states[slot], &samples[e.input as usize].sample);
+        }
+        drop((slot_of, next));
+        let costs: Vec<Phases> = states.iter().map(|st| self.model.evaluate(st)).collect();
+        drop(states);
 
-        let total: Phases = prep.cost.iter().sum();
-        let largest = prep.cost.iter().map(Phases::total).fold(0.0, f64::max);
+        let total: Phases = prep.items.iter().map(|e| e.cost).sum();
+        let largest = prep.items.iter().map(|e| e.cost.total()).fold(0.0, f64::max);
         let (baseline, baseline_steps) = naive(&prep, samples, &self.model, self.sync, r, s);
-        let loss_tokens = prep
-            .input
+        let loss_tokens = samples
             .iter()
-            .fold(0u64, |acc, &i| acc.saturating_add(samples[i as usize].loss_tokens()));
+            .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
         let fingerprint = of_plan(r, steps, s, &offsets, &ids);
         #[allow(unused_mut)]
         let mut report = Report {
@@ -285,11 +295,13 @@ impl<M: Incremental> Planner<M> {
     /// Sorts by id, checks ids and sizes, evaluates every sample's cost.
     fn prepare(&self, samples: &[StepSample]) -> Result<Prepared, Error> {
         let n = samples.len();
-        let mut input: Vec<u32> = (0..n as u32).collect();
-        input.sort_unstable_by_key(|&i| samples[i as usize].id);
-        let mut ids = Vec::with_capacity(n);
-        let mut sizes = Vec::with_capacity(n);
-        let mut cost = Vec::with_capacity(n);
+        let mut keyed: Vec<(u64, u32)> = samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id, i as u32))
+            .collect();
+        keyed.sort_unstable();
+        let mut items: Vec<Entry> = Vec::with_capacity(n);
         let caps = [
             u64::from(self.seq_len),
             self.max_units.map_or(u64::MAX, u64::from),
@@ -297,12 +309,11 @@ impl<M: Incremental> Planner<M> {
         ];
         let mut oversize = Vec::new();
         let empty = self.model.empty();
-        for &i in &input {
+        for (id, i) in keyed {
             let s = &samples[i as usize];
-            if ids.last() == Some(&s.id) {
-                return Err(Error::DuplicateId { id: s.id });
+            if items.last().is_some_and(|e| e.id == id) {
+                return Err(Error::DuplicateId { id });
             }
-            ids.push(s.id);
             let size = [
                 s.sample.tokens(),
                 s.units(),
@@ -311,34 +322,32 @@ impl<M: Incremental> Planner<M> {
             for (d, name) in ["tokens", "units", "images"].into_iter().enumerate() {
                 if size[d] > caps[d] {
                     oversize.push(OversizeSample {
-                        id: s.id,
+                        id,
                         limit: name,
                         size: size[d],
                         max: caps[d],
                     });
                 }
             }
-            // Within caps every size fits u32 (tokens <= L, a u32); without
-            // a cap saturating is harmless.
-            sizes.push(size.map(|x| u32::try_from(x).unwrap_or(u32::MAX)));
             let c = self.model.evaluate_with(&empty, &s.sample);
             let t = c.vision + c.language;
             // NaN-safe: `!(x >= 0.0)` is also true for NaN.
             if !(c.vision >= 0.0 && c.language >= 0.0) || !t.is_finite() {
-                return Err(Error::InvalidCost { id: s.id, value: t });
+                return Err(Error::InvalidCost { id, value: t });
             }
-            cost.push(c);
+            items.push(Entry {
+                id,
+                input: i,
+                // Within caps every size fits u32 (tokens <= L, a u32);
+                // without a cap saturating is harmless.
+                sizes: size.map(|x| u32::try_from(x).unwrap_or(u32::MAX)),
+                cost: c,
+            });
         }
         if !oversize.is_empty() {
             return Err(Error::SampleTooLarge { samples: oversize });
         }
-        Ok(Prepared {
-            input,
-            ids,
-            sizes,
-            cost,
-            caps,
-        })
+        Ok(Prepared { items, caps })
     }
 
     /// The micro-steps and the packed sequences (`R * A * S` of them, some
@@ -402,12 +411,12 @@ impl<M: Incremental> Planner<M> {
         let cap = prep.caps.map(|c| u32::try_from(c).unwrap_or(u32::MAX));
         let packing = if self.max_units.is_none() && self.max_images.is_none() {
             let items: Vec<(u64, u32)> = (0..prep.len())
-                .map(|p| (prep.ids[p], prep.sizes[p][0]))
+                .map(|p| (prep.id(p), prep.sizes(p)[0]))
                 .collect();
             first_fit_decreasing(&items, cap[0])
         } else {
             let items: Vec<(u64, [u32; 3])> = (0..prep.len())
-                .map(|p| (prep.ids[p], prep.sizes[p]))
+                .map(|p| (prep.id(p), prep.sizes(p)))
                 .collect();
             first_fit_decreasing(&items, cap).map(|p| {
                 // Reuse the same bin lists below.
@@ -430,17 +439,31 @@ impl<M: Incremental> Planner<M> {
     fn deal(
         &self,
         prep: &Prepared,
-        samples: &[StepSample],
         bins: &mut Vec<Vec<u32>>,
         steps: usize,
     ) -> Vec<Vec<u32>> {
         for b in bins.iter_mut() {
             b.sort_unstable();
         }
-        let costs: Vec<Phases> = bins
+        // The samples' own costs added up: exact for additive models, and
+        // only a guide for the others (the report evaluates the groups).
+        let mut costs = vec![Phases::ZERO; bins.len()];
+        let mut loads = vec![[0u64; 3]; bins.len()];
+        for (b, members) in bins.iter().enumerate() {
+            for &p in members {
+                let e = &prep.items[p as usize];
+                costs[b] += e.cost;
+                for d in 0..3 {
+                    loads[b][d] += u64::from(e.sizes[d]);
+                }
+            }
+        }
+        let largest = prep
+            .items
             .iter()
-            .map(|b| self.group_cost(prep, samples, b))
-            .collect();
+            .fold(Phases::ZERO, |m, e| m.max(e.cost));
+        let largest_total = prep.items.iter().map(|e| e.cost.total()).fold(0.0, f64::max);
+        let sum = |b: &[u32]| b.iter().map(|&p| prep.cost(p as usize)).sum::<Phases>();
         let keys: &[RowKey] = match self.sync {
             SyncModel::Phase => &RowKey::ALL,
             _ => &RowKey::ALL[..1],
@@ -450,7 +473,22 @@ impl<M: Incremental> Planner<M> {
             let mut trial = if keys.len() == 1 { core::mem::take(bins) } else { bins.to_vec() };
             let mut order = assign(self.sync, key, self.ranks, steps, self.per_step, &costs, &trial);
             if self.refine {
-                refine(prep, self.sync, self.ranks, steps, self.per_step, &order, &mut trial);
+                let mut trial_loads = if keys.len() == 1 {
+                    core::mem::take(&mut loads)
+                } else {
+                    loads.clone()
+                };
+                refine(
+                    prep,
+                    self.sync,
+                    self.ranks,
+                    steps,
+                    self.per_step,
+                    &order,
+                    &mut trial,
+                    (&costs, &mut trial_loads),
+                    [largest.vision, largest.language, largest_total],
+                );
                 for b in trial.iter_mut() {
                     b.sort_unstable();
                 }
@@ -465,10 +503,7 @@ impl<M: Incremental> Planner<M> {
             let time = if keys.len() == 1 {
                 0.0
             } else {
-                let slot_costs: Vec<Phases> = order
-                    .iter()
-                    .map(|&b| self.group_cost(prep, samples, &trial[b as usize]))
-                    .collect();
+                let slot_costs: Vec<Phases> = order.iter().map(|&b| sum(&trial[b as usize])).collect();
                 step_time(self.sync, self.ranks, steps, self.per_step, &slot_costs)
             };
             if best.as_ref().map_or(true, |b| time < b.0) {
@@ -480,15 +515,6 @@ impl<M: Incremental> Planner<M> {
             .into_iter()
             .map(|b| core::mem::take(&mut chosen[b as usize]))
             .collect()
-    }
-    /// The cost of a group of sorted positions.
-    pub(crate) fn group_cost(&self, prep: &Prepared, samples: &[StepSample], group: &[u32]) -> Phases {
-        let mut state = self.model.empty();
-        for &p in group {
-            self.model
-                .insert(&mut state, &samples[prep.input[p as usize] as usize].sample);
-        }
-        self.model.evaluate(&state)
     }
 
 }
@@ -521,24 +547,51 @@ fn give_every_rank_work(slots: &mut [Vec<u32>], ranks: usize, per_rank: usize) {
     }
 }
 
-/// The validated samples in ascending id: their input index, id, sizes
-/// (tokens, units, images) and cost when alone.
+/// One validated sample: its id, input index, sizes (tokens, units,
+/// images) and cost when alone; kept together so that one cache line
+/// serves every lookup by position.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub(crate) id: u64,
+    pub(crate) input: u32,
+    pub(crate) sizes: [u32; 3],
+    pub(crate) cost: Phases,
+}
+
+/// The validated samples in ascending id (their *positions*), and the caps.
 pub(crate) struct Prepared {
-    pub(crate) input: Vec<u32>,
-    pub(crate) ids: Vec<u64>,
-    pub(crate) sizes: Vec<[u32; 3]>,
-    pub(crate) cost: Vec<Phases>,
+    pub(crate) items: Vec<Entry>,
     pub(crate) caps: [u64; 3],
 }
 
 impl Prepared {
     pub(crate) fn len(&self) -> usize {
-        self.ids.len()
+        self.items.len()
+    }
+
+    #[inline]
+    pub(crate) fn id(&self, p: usize) -> u64 {
+        self.items[p].id
+    }
+
+    #[inline]
+    pub(crate) fn input(&self, p: usize) -> u32 {
+        self.items[p].input
+    }
+
+    #[inline]
+    pub(crate) fn sizes(&self, p: usize) -> [u32; 3] {
+        self.items[p].sizes
+    }
+
+    #[inline]
+    pub(crate) fn cost(&self, p: usize) -> Phases {
+        self.items[p].cost
     }
 
     #[inline]
     pub(crate) fn size(&self, p: usize) -> [u64; 3] {
-        self.sizes[p].map(u64::from)
+        self.items[p].sizes.map(u64::from)
     }
 
     #[inline]

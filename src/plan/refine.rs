@@ -27,14 +27,14 @@ use super::types::SyncModel;
 use crate::cost::Phases;
 
 /// How many of the fastest groups the slowest one trades with.
-const CANDIDATES: usize = 4;
+const CANDIDATES: usize = 2;
 /// How many it trades with when none of the first few can.
 const WIDE: usize = 32;
 /// Iterations per group of a contest, at most.
 const ROUNDS: usize = 4;
 /// A contest is done when its slowest group is within this fraction of the
 /// mean (or of the largest single sample, when that is larger).
-const TOLERANCE: f64 = 5e-4;
+const TOLERANCE: f64 = 2e-3;
 
 /// The key of a group in dimension `d`: the total (d = 2), vision (0) or
 /// language (1).
@@ -71,7 +71,9 @@ struct Change {
 }
 
 /// Refines the sequences `bins` (positions; `loads` their sizes) laid out by
-/// `slots` (`slot -> sequence`) for `sync`.
+/// `slots` (`slot -> sequence`) for `sync`; `stats` are the sequences'
+/// costs and sizes (the sizes are kept up to date), `largest` the largest
+/// single sample's vision, language and total cost.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn refine(
     prep: &Prepared,
@@ -81,19 +83,10 @@ pub(crate) fn refine(
     per_step: usize,
     slots: &[u32],
     bins: &mut [Vec<u32>],
+    stats: (&[Phases], &mut [[u64; 3]]),
+    largest: [f64; 3],
 ) {
-    let mut loads: Vec<[u64; 3]> = bins
-        .iter()
-        .map(|b| {
-            b.iter().fold([0u64; 3], |mut l, &p| {
-                let s = prep.size(p as usize);
-                for d in 0..3 {
-                    l[d] += s[d];
-                }
-                l
-            })
-        })
-        .collect();
+    let (bin_costs, loads) = stats;
     let dims: &[usize] = match sync {
         SyncModel::Phase => &[0, 1],
         _ => &[2],
@@ -114,12 +107,7 @@ pub(crate) fn refine(
     for groups in contests {
         let cost = groups
             .iter()
-            .map(|g| {
-                g.iter()
-                    .flat_map(|&b| bins[b as usize].iter())
-                    .map(|&p| prep.cost[p as usize])
-                    .sum()
-            })
+            .map(|g| g.iter().map(|&b| bin_costs[b as usize]).sum())
             .collect();
         let n = groups.len();
         let mut contest = Contest {
@@ -128,12 +116,12 @@ pub(crate) fn refine(
             cost,
             version: vec![0; n],
         };
-        contest.run(dims, bins, &mut loads);
+        contest.run(dims, bins, loads, largest);
     }
 }
 
 impl Contest<'_> {
-    fn run(&mut self, dims: &[usize], bins: &mut [Vec<u32>], loads: &mut [[u64; 3]]) {
+    fn run(&mut self, dims: &[usize], bins: &mut [Vec<u32>], loads: &mut [[u64; 3]], largest: [f64; 3]) {
         let n = self.groups.len();
         if n < 2 {
             return;
@@ -160,25 +148,9 @@ impl Contest<'_> {
             };
             let mut limit_other = other_max(&self.cost);
             let mean = self.cost.iter().map(|&c| key(c, d)).sum::<f64>() / n as f64;
-            let largest = self
-                .groups
-                .iter()
-                .flat_map(|g| g.iter())
-                .flat_map(|&b| bins[b as usize].iter())
-                .map(|&p| key(self.prep.cost[p as usize], d))
-                .fold(0.0, f64::max);
+            let largest = largest[d];
             let good_enough = mean.max(largest) * (1.0 + TOLERANCE);
-            let mut it = 0;
-            #[cfg(feature = "std")]
-            let dbg = std::env::var("MB_DEBUG").is_ok();
-            #[cfg(feature = "std")]
-            if dbg {
-                let mx = self.cost.iter().map(|&c| key(c, d)).fold(0.0, f64::max);
-                let mn = self.cost.iter().map(|&c| key(c, d)).fold(f64::INFINITY, f64::min);
-                std::eprint!("d={d} before max {:.4} min {:.4} ", mx / mean, mn / mean);
-            }
             for _ in 0..ROUNDS * n {
-                it += 1;
                 // The slowest group.
                 let x = loop {
                     let Some(e) = max_heap.pop() else { return };
@@ -226,12 +198,6 @@ impl Contest<'_> {
                     limit_other = limit_other.max(key(self.cost[x], o)).max(key(self.cost[c.y], o));
                 }
             }
-            #[cfg(feature = "std")]
-            if dbg {
-                let mx = self.cost.iter().map(|&c| key(c, d)).fold(0.0, f64::max);
-                let mn = self.cost.iter().map(|&c| key(c, d)).fold(f64::INFINITY, f64::min);
-                std::eprintln!("after max {:.4} min {:.4} it {it}", mx / mean, mn / mean);
-            }
         }
     }
 
@@ -261,18 +227,23 @@ impl Contest<'_> {
             pool.clear();
             for &by in self.groups[y] {
                 for (ib, &pb) in bins[by as usize].iter().enumerate() {
-                    pool.push((prep.cost[pb as usize].total(), by, ib));
+                    pool.push((prep.cost(pb as usize).total(), by, ib));
                 }
             }
             pool.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            let roomiest = self.groups[y]
+                .iter()
+                .copied()
+                .min_by_key(|&b| (loads[b as usize][0], b))
+                .unwrap_or(0);
             let consider = |bx: u32, ia: usize, by: u32, ib: Option<usize>, best: &mut Option<Change>| {
                 let pa = bins[bx as usize][ia] as usize;
-                let ca = prep.cost[pa].total();
+                let ca = prep.cost(pa).total();
                 let (cb, sb) = match ib {
                     None => (0.0, [0u64; 3]),
                     Some(ib) => {
                         let pb = bins[by as usize][ib] as usize;
-                        (prep.cost[pb].total(), prep.size(pb))
+                        (prep.cost(pb).total(), prep.size(pb))
                     }
                 };
                 let (kx, ky) = (gx - ca + cb, gy + ca - cb);
@@ -294,12 +265,10 @@ impl Contest<'_> {
             };
             for &bx in self.groups[x] {
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                    let ca = prep.cost[pa as usize].total();
-                    // A move into the fullest-room sequence of y.
+                    let ca = prep.cost(pa as usize).total();
+                    // A move into the sequence of y with the most room.
                     if ca < 2.0 * half {
-                        for &by in self.groups[y] {
-                            consider(bx, ia, by, None, &mut best);
-                        }
+                        consider(bx, ia, roomiest, None, &mut best);
                     }
                     let want = ca - half;
                     let at = pool.partition_point(|q| q.0 < want);
@@ -343,7 +312,7 @@ impl Contest<'_> {
             for &bx in self.groups[x] {
                 let lx = loads[bx as usize];
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                    let ca = prep.cost[pa as usize];
+                    let ca = prep.cost(pa as usize);
                     let sa = prep.size(pa as usize);
                     for &by in self.groups[y] {
                         let ly = loads[by as usize];
@@ -354,7 +323,7 @@ impl Contest<'_> {
                                 None => (Phases::ZERO, [0u64; 3]),
                                 Some(ib) => {
                                     let pb = bins[by as usize][ib] as usize;
-                                    (prep.cost[pb], prep.size(pb))
+                                    (prep.cost(pb), prep.size(pb))
                                 }
                             };
                             let nx = gx - ca + cb;
@@ -399,7 +368,7 @@ impl Contest<'_> {
         let (bx, by) = (c.bx as usize, c.by as usize);
         let pa = bins[bx][c.a];
         let sa = prep.size(pa as usize);
-        let ca = prep.cost[pa as usize];
+        let ca = prep.cost(pa as usize);
         match c.b {
             None => {
                 bins[bx].swap_remove(c.a);
@@ -414,7 +383,7 @@ impl Contest<'_> {
             Some(ib) => {
                 let pb = bins[by][ib];
                 let sb = prep.size(pb as usize);
-                let cb = prep.cost[pb as usize];
+                let cb = prep.cost(pb as usize);
                 bins[bx][c.a] = pb;
                 bins[by][ib] = pa;
                 for k in 0..3 {
