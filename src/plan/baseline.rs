@@ -53,3 +53,31 @@ pub(crate) fn naive<M: Incremental>(
     }
     (step_time(sync, ranks, steps, per_step, &slotted), steps)
 }
+
+/// The naive layout: `(A, slots)` with each slot's sorted positions, next
+/// fit in id order, micro-batch `m` to rank `m % R`, micro-step `m / R`.
+pub(crate) fn naive_layout(prep: &Prepared, ranks: usize, per_step: usize) -> (usize, Vec<Vec<u32>>) {
+    let mut sequences: Vec<Vec<u32>> = Vec::new();
+    let mut load = [0u64; 3];
+    for p in 0..prep.len() {
+        if sequences.is_empty() || !prep.fits(load, p) {
+            sequences.push(Vec::new());
+            load = [0; 3];
+        }
+        for (l, x) in load.iter_mut().zip(prep.size(p)) {
+            *l += x;
+        }
+        if let Some(last) = sequences.last_mut() {
+            last.push(p as u32);
+        }
+    }
+    let batches = sequences.len().div_ceil(per_step);
+    let steps = batches.div_ceil(ranks).max(1);
+    let mut slots = alloc::vec![Vec::new(); ranks * steps * per_step];
+    for (k, seq) in sequences.into_iter().enumerate() {
+        let (m, s) = (k / per_step, k % per_step);
+        let (r, j) = (m % ranks, m / ranks);
+        slots[(r * steps + j) * per_step + s] = seq;
+    }
+    (steps, slots)
+}

@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 
 use super::assign::{assign, RowKey};
 use super::balance::greedy;
-use super::baseline::naive;
+use super::baseline::{naive, naive_layout};
 use super::evaluate::{imbalance, lower_bound, step_time};
 use super::fingerprint::of_plan;
 use super::loss::Loss;
@@ -14,6 +14,13 @@ use super::types::{Plan, Report, StepSample, SyncModel};
 use crate::cost::{Incremental, Phases};
 use crate::error::{Error, OversizeSample};
 use crate::pack::first_fit_decreasing;
+
+/// A point in time where the standard library has clocks.
+#[cfg(feature = "std")]
+type Instant = std::time::Instant;
+/// No clock without the standard library.
+#[cfg(not(feature = "std"))]
+type Instant = ();
 
 /// A reusable planner configuration: the cost model, `R` ranks, the packed
 /// sequence length `L`, optional caps, the sync model and the micro-steps.
@@ -217,8 +224,60 @@ impl<M: Incremental> Planner<M> {
         let (r, s) = (self.ranks, self.per_step);
 
         let mut slots = self.deal(&prep, &mut bins, steps);
+        drop(bins);
         give_every_rank_work(&mut slots, r, steps * s);
+        #[cfg(feature = "std")]
+        let plan = self.finish(&prep, samples, slots, steps, balanced, Some(start));
+        #[cfg(not(feature = "std"))]
+        let plan = self.finish(&prep, samples, slots, steps, balanced, None);
+        Ok(plan)
+    }
 
+    /// The naive plan the report compares with, as a plan: samples in
+    /// ascending id packed by next fit, micro-batches of `S` consecutive
+    /// sequences dealt to ranks in turn; its `A` is what that takes (and
+    /// [`micro_steps`](Planner::micro_steps) is ignored). Useful to show
+    /// the per-rank load before planning.
+    ///
+    /// # Errors
+    ///
+    /// As [`Planner::plan`], except [`Error::MicroStepsInfeasible`].
+    ///
+    /// # Complexity
+    ///
+    /// O(n log n) (the sort by id).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
+    /// let naive = Planner::new(Tokens::new(1.0)?, 2, 30).baseline(&samples)?;
+    /// assert_eq!(naive.to_nested(), vec![vec![vec![0, 1], vec![3]], vec![vec![2], vec![]]]);
+    /// assert_eq!(naive.report().predicted, naive.report().baseline);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
+        self.check(samples.len())?;
+        let prep = self.prepare(samples)?;
+        let (steps, slots) = naive_layout(&prep, self.ranks, self.per_step);
+        Ok(self.finish(&prep, samples, slots, steps, false, None))
+    }
+
+    /// Builds the plan and its report from the slots' sorted positions.
+    #[allow(unused_variables)]
+    fn finish(
+        &self,
+        prep: &Prepared,
+        samples: &[StepSample],
+        slots: Vec<Vec<u32>>,
+        steps: usize,
+        balanced: bool,
+        start: Option<Instant>,
+    ) -> Plan {
+        let (r, s) = (self.ranks, self.per_step);
         // The plan, slot by slot. One pass over the samples in id order
         // (sequential reads of `samples` when they come in id order) fills
         // every slot's ids and cost state.
@@ -253,7 +312,7 @@ impl<M: Incremental> Planner<M> {
 
         let total: Phases = prep.items.iter().map(|e| e.cost).sum();
         let largest = prep.items.iter().map(|e| e.cost.total()).fold(0.0, f64::max);
-        let (baseline, baseline_steps) = naive(&prep, samples, &self.model, self.sync, r, s);
+        let (baseline, baseline_steps) = naive(prep, samples, &self.model, self.sync, r, s);
         let loss_tokens = samples
             .iter()
             .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
@@ -277,9 +336,9 @@ impl<M: Incremental> Planner<M> {
         };
         #[cfg(feature = "std")]
         {
-            report.planning_time = Some(start.elapsed());
+            report.planning_time = start.map(|t| t.elapsed());
         }
-        Ok(Plan {
+        Plan {
             ranks: r,
             micro_steps: steps,
             per_step: s,
@@ -289,7 +348,7 @@ impl<M: Incremental> Planner<M> {
             loss: Loss::new(loss_tokens, prep.len() as u64, r as u64),
             report,
             fingerprint,
-        })
+        }
     }
 
     /// Sorts by id, checks ids and sizes, evaluates every sample's cost.
