@@ -3,8 +3,9 @@
 //!
 //! Run: `cargo bench --bench pack`. Sizes are sample lengths of a VLM batch:
 //! log-normal tokens (median 1500, sigma 1), clipped to [1, 16384], packed
-//! into sequences of 16384 tokens; the two-dimensional groups add a tile count
-//! in [0, 12] against a cap of 48 tiles per sequence.
+//! into sequences of 16384 tokens. The two-dimensional groups pack
+//! (tokens, tiles) samples, InternVL-like: 0 to 12 tiles of 256 tokens plus
+//! log-normal text (median 300), against 16384 tokens and 48 tiles.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use microbatch::pack;
@@ -48,21 +49,31 @@ fn lengths(n: usize, seed: u64) -> Vec<u32> {
 
 fn samples(n: usize, seed: u64) -> Vec<[u32; 2]> {
     let mut rng = SplitMix(seed ^ 0xA5A5);
-    lengths(n, seed)
-        .into_iter()
-        .map(|t| [t, (rng.next() % 13) as u32])
+    (0..n)
+        .map(|_| {
+            let tiles = (rng.next() % 13) as u32;
+            let text = (300f64.ln() + rng.normal()).exp().clamp(1.0, 4096.0) as u32;
+            [text + 256 * tiles, tiles]
+        })
         .collect()
 }
 
 const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
 
-fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
+/// One group: `sort_unstable` of the keys as the baseline, then `f`, at
+/// every size; `make(n)` builds the seeded keys.
+fn group<K: Clone + Ord>(
+    c: &mut Criterion,
+    name: &str,
+    make: fn(usize) -> Vec<K>,
+    f: impl Fn(&[K]) -> usize,
+) {
     let mut group = c.benchmark_group(name);
     for n in SIZES {
         if n >= 100_000 {
             group.sample_size(10);
         }
-        let keys = lengths(n, n as u64);
+        let keys = make(n);
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::new("sort_unstable", n), &keys, |b, keys| {
             b.iter_batched_ref(
@@ -72,32 +83,23 @@ fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
             )
         });
         group.bench_with_input(BenchmarkId::new(name, n), &keys, |b, keys| {
-            b.iter(|| f(black_box(keys), CAPACITY))
+            b.iter(|| f(black_box(keys)))
         });
     }
     group.finish();
 }
 
+fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
+    group(c, name, |n| lengths(n, n as u64), |k| f(k, CAPACITY));
+}
+
 fn group_2d(c: &mut Criterion, name: &str, f: fn(&[[u32; 2]], [u32; 2]) -> usize) {
-    let mut group = c.benchmark_group(name);
-    for n in SIZES {
-        if n >= 100_000 {
-            group.sample_size(10);
-        }
-        let items = samples(n, n as u64);
-        group.throughput(Throughput::Elements(n as u64));
-        group.bench_with_input(BenchmarkId::new("sort_unstable", n), &items, |b, items| {
-            b.iter_batched_ref(
-                || items.to_vec(),
-                |k| k.sort_unstable(),
-                criterion::BatchSize::LargeInput,
-            )
-        });
-        group.bench_with_input(BenchmarkId::new(name, n), &items, |b, items| {
-            b.iter(|| f(black_box(items), [CAPACITY, TILES]))
-        });
-    }
-    group.finish();
+    group(
+        c,
+        name,
+        |n| samples(n, n as u64),
+        |k| f(k, [CAPACITY, TILES]),
+    );
 }
 
 fn benches(c: &mut Criterion) {
@@ -132,6 +134,12 @@ fn benches(c: &mut Criterion) {
     });
     group_2d(c, "best_fit_decreasing_2d", |k, cap| {
         pack::best_fit_decreasing(k, cap).map_or(0, |p| p.len())
+    });
+    group_2d(c, "first_fit_2d", |k, cap| {
+        pack::first_fit(k, cap).map_or(0, |p| p.len())
+    });
+    group_2d(c, "best_fit_2d", |k, cap| {
+        pack::best_fit(k, cap).map_or(0, |p| p.len())
     });
 }
 

@@ -55,36 +55,52 @@ fn status_bytes(field: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Peak resident memory while planning 10^6 samples, over the samples.
-fn memory() {
+/// The environment variable that makes the bench binary measure the memory
+/// of one plan (of the sync model it names) and exit.
+const MEMORY_CHILD: &str = "MICROBATCH_BENCH_MEMORY";
+
+/// Peak resident memory while planning 10^6 samples, over the samples, for
+/// the sync model `sync`; in a fresh process, so that no page freed by an
+/// earlier plan hides the peak.
+fn memory(sync: SyncModel) {
     let n = 1_000_000;
     let batch = Scenario::AnyresMix.generate(n, 42);
-    let planner = Scenario::AnyresMix.planner(16_384).unwrap();
-    for sync in SyncModel::ALL {
-        let planner = planner.clone().sync(sync);
-        // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
-        if std::fs::write("/proc/self/clear_refs", "5").is_err() {
-            println!("extra memory: not measured (needs Linux /proc)");
-            return;
-        }
-        let (Some(before), plan) = (status_bytes("VmRSS:"), planner.plan(&batch).unwrap()) else {
-            return;
-        };
-        let peak = status_bytes("VmHWM:").unwrap_or(before);
-        println!(
-            "extra memory, {n} samples over 16384 ranks, {sync}: {:.1} bytes a sample at peak (the plan itself: {:.1})",
-            peak.saturating_sub(before) as f64 / n as f64,
-            (plan.len() * 8 + (plan.ranks() * plan.micro_steps() + 1) * 8 + plan.ranks() * plan.micro_steps() * 16) as f64 / n as f64,
-        );
-        drop(plan);
+    let planner = Scenario::AnyresMix.planner(16_384).unwrap().sync(sync);
+    // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
+    if std::fs::write("/proc/self/clear_refs", "5").is_err() {
+        println!("extra memory: not measured (needs Linux /proc)");
+        return;
     }
+    let Some(before) = status_bytes("VmRSS:") else {
+        return;
+    };
+    let plan = planner.plan(&batch).unwrap();
+    let peak = status_bytes("VmHWM:").unwrap_or(before);
+    let slots = plan.ranks() * plan.micro_steps() * plan.sequences_per_micro_step();
+    println!(
+        "extra memory, {n} anyres-mix samples over 16384 ranks, {sync}: {:.1} bytes a sample at peak \
+         (of which the plan itself: {:.1})",
+        peak.saturating_sub(before) as f64 / n as f64,
+        (plan.len() * 8 + (slots + 1) * 8 + slots * 16) as f64 / n as f64,
+    );
 }
 
 criterion_group!(benches, bench_plan);
 
 fn main() {
+    if let Ok(sync) = std::env::var(MEMORY_CHILD) {
+        memory(sync.parse().unwrap());
+        return;
+    }
     if std::env::args().any(|a| a == "--bench") {
-        memory();
+        for sync in SyncModel::ALL {
+            let me = std::env::current_exe().unwrap();
+            let out = std::process::Command::new(me)
+                .env(MEMORY_CHILD, sync.name())
+                .output()
+                .unwrap();
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+        }
     }
     benches();
     Criterion::default().configure_from_args().final_summary();

@@ -217,6 +217,44 @@ pub enum Error {
         /// The feature's index.
         feature: usize,
     },
+    /// A partition into zero parts was asked for.
+    ZeroParts,
+    /// More parts than items, so some part would be empty, and empty parts
+    /// were not allowed (a rank with no sample hangs a collective).
+    TooManyParts {
+        /// The number of parts asked for.
+        parts: usize,
+        /// The number of items.
+        items: usize,
+    },
+    /// No partition was found that keeps every part within the per-part cap.
+    CapExceeded {
+        /// The number of parts asked for.
+        parts: usize,
+        /// The first dimension in which the best partition found exceeds the cap.
+        dim: usize,
+        /// The cap in that dimension.
+        cap: Scalar,
+        /// The largest part in that dimension of the best partition found: a
+        /// cap that would work with `parts` parts.
+        best: Scalar,
+        /// Whether the constraint is proven infeasible (by a bound or by an
+        /// exhausted exact search), rather than only not met by the heuristics.
+        proven: bool,
+        /// The smallest part count, found by binary search with the same
+        /// heuristics, that meets the cap; `None` when none was searched.
+        parts_needed: Option<usize>,
+    },
+    /// A partition handed in for refinement does not cover the items: an item
+    /// is missing, repeated or out of range.
+    NotAPartition {
+        /// The number of items.
+        items: usize,
+        /// The first offending item index.
+        index: usize,
+        /// How many times the item appears in the partition.
+        times: usize,
+    },
     /// A planner setting is out of its range (zero ranks, a zero sequence
     /// length or cap, zero micro-steps, more samples than the planner
     /// indexes).
@@ -484,6 +522,44 @@ impl fmt::Display for Error {
                 f,
                 "calibration feature {feature} is zero in every row or a linear combination of \
                  the features before it; vary the measured groups or drop the feature"
+            ),
+            Error::ZeroParts => f.write_str("a partition needs at least one part"),
+            Error::TooManyParts { parts, items } => write!(
+                f,
+                "{parts} parts for {items} items would leave a part empty (empty parts are not allowed)"
+            ),
+            Error::CapExceeded {
+                parts,
+                dim,
+                cap,
+                best,
+                proven,
+                parts_needed,
+            } => {
+                if *proven {
+                    write!(
+                        f,
+                        "no partition into {parts} parts keeps every part within the cap {cap} in dimension {dim}"
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "found no partition into {parts} parts within the cap {cap} in dimension {dim}"
+                    )?;
+                }
+                write!(f, " (the best found has a part of {best})")?;
+                if let Some(needed) = parts_needed {
+                    write!(f, "; {needed} parts would work")?;
+                }
+                Ok(())
+            }
+            Error::NotAPartition {
+                items,
+                index,
+                times,
+            } => write!(
+                f,
+                "not a partition of {items} items: item {index} appears {times} times"
             ),
         }
     }

@@ -19,6 +19,9 @@
 //!   (vision, language): linear tokens, document-masked and full attention,
 //!   vision encoders, FLOPs from model shapes with named presets, fitting to
 //!   measured timings, and combinators to compose them ([`CostModel`]).
+//! - [`partition`]: multiway partitioning over ranks. LPT, Karmarkar-Karp,
+//!   refinement, an exact branch and bound and lower bounds, with equal-count,
+//!   per-part cap and no-empty-part constraints and multi-dimensional weights.
 //! - [`plan`]: the planner. One optimizer step's samples to a plan over `R`
 //!   ranks and `A` micro-steps of packed sequences, balanced for a sync model
 //!   (one barrier per step, per micro-step, or per phase), with the loss
@@ -104,6 +107,7 @@ pub mod cost;
 mod error;
 mod num;
 pub mod pack;
+pub mod partition;
 pub mod plan;
 #[cfg(feature = "scenarios")]
 #[cfg_attr(docsrs, doc(cfg(feature = "scenarios")))]
@@ -118,3 +122,4 @@ pub use crate::plan::{Plan, Planner, StepSample, SyncModel};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 pub use crate::num::{not_nan, Item, Size, Total};
+pub use crate::partition::{karmarkar_karp, lpt, Partition, Partitioner};

@@ -118,6 +118,8 @@ pub trait Total: Copy + PartialEq + PartialOrd + Debug + sealed::Sealed + 'stati
     fn add(self, rhs: Self) -> Self;
     /// `self - rhs`, saturating at zero.
     fn saturating_sub(self, rhs: Self) -> Self;
+    /// `self * count`, the total of `count` copies (saturating for `u128`).
+    fn mul_count(self, count: u64) -> Self;
     /// A total order (IEEE-754 `totalOrder` for `f64`).
     fn total_cmp(&self, other: &Self) -> Ordering;
     /// Converts to `f64`.
@@ -134,6 +136,10 @@ impl Total for u128 {
     #[inline]
     fn saturating_sub(self, rhs: Self) -> Self {
         u128::saturating_sub(self, rhs)
+    }
+    #[inline]
+    fn mul_count(self, count: u64) -> Self {
+        self.saturating_mul(u128::from(count))
     }
     #[inline]
     fn total_cmp(&self, other: &Self) -> Ordering {
@@ -161,6 +167,10 @@ impl Total for f64 {
         } else {
             d
         }
+    }
+    #[inline]
+    fn mul_count(self, count: u64) -> Self {
+        self * count as f64
     }
     #[inline]
     fn total_cmp(&self, other: &Self) -> Ordering {

@@ -113,6 +113,36 @@ proptest! {
         prop_assert_eq!(bins_of(&first_fit_decreasing(&rows, cap.to_vec()).unwrap()), bins_of(&ffd));
     }
 
+    /// Wide secondary dimensions: more than 64 distinct secondary sizes and
+    /// more than 256 secondary capacities, so FFD, BFD, FF and BF leave their
+    /// grouped paths for the trees and the scan.
+    #[test]
+    fn vector_fallback_paths_equal_naive(
+        cap in (20..=200u32, 500..=1000u32),
+        seed in any::<u64>(),
+        n in 65usize..130,
+    ) {
+        let mut rng = SplitMix(seed);
+        let items: Vec<[u32; 2]> = (0..n)
+            .map(|_| [rng.below(u64::from(cap.0) + 1) as u32, rng.below(u64::from(cap.1) + 1) as u32])
+            .collect();
+        let cap = [cap.0, cap.1];
+        let rows: Vec<Vec<u32>> = items.iter().map(|i| i.to_vec()).collect();
+        let dec = decreasing_order_vec(&rows, &cap);
+        let arrival: Vec<usize> = (0..n).collect();
+        let ffd = first_fit_decreasing(&items, cap).unwrap();
+        let bfd = best_fit_decreasing(&items, cap).unwrap();
+        let ff = first_fit(&items, cap).unwrap();
+        let bf = best_fit(&items, cap).unwrap();
+        for p in [&ffd, &bfd, &ff, &bf] {
+            check_packing(&rows, &cap, p);
+        }
+        prop_assert_eq!(bins_of(&ffd), naive_first_fit(&rows, &cap, &dec));
+        prop_assert_eq!(bins_of(&bfd), naive_best_fit(&rows, &cap, &dec));
+        prop_assert_eq!(bins_of(&ff), naive_first_fit(&rows, &cap, &arrival));
+        prop_assert_eq!(bins_of(&bf), naive_best_fit(&rows, &cap, &arrival));
+    }
+
     #[test]
     fn decreasing_within_11_9_opt_and_bounds_below_opt((cap, sizes) in instance(40, 10)) {
         let items = vecs(&sizes);

@@ -8,6 +8,7 @@ use core::ops::Bound;
 
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
+use super::order::Classes;
 use super::{assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
@@ -29,11 +30,13 @@ use crate::num::{Item, Size};
 /// O(n log n) time and O(n) extra space for one dimension: the sort of
 /// [`first_fit_decreasing`](super::first_fit_decreasing), then per item one
 /// successor query in an ordered index of remaining capacities. When the
-/// capacity is an integer below `max(2^16, 4n)` the index is a 64-ary bitset
+/// capacity is an integer below `max(2^10, 2n)` the index is a 64-ary bitset
 /// over the capacity values (O(log_64 capacity) per query), otherwise a
-/// B-tree (O(log bins)). With several dimensions the query walks upward
-/// through the candidate bins until one fits in every dimension, up to
-/// O(bins) in the worst case.
+/// B-tree (O(log bins)). With several dimensions whose secondary capacities
+/// allow at most 256 combinations of remaining capacity `p`, one index per
+/// combination: O(n p log n). Otherwise the query walks upward through the
+/// candidate bins until one fits in every dimension, up to O(bins) per item
+/// (see the [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
 ///
@@ -71,9 +74,14 @@ pub fn best_fit_decreasing<I: Item>(
 
 /// BFD over validated input.
 pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
-    let (order, sorted) = order::decreasing(items, input);
-    let bounds = bounds_of(input, (input.dims == 1).then_some(&sorted[..]));
-    pack_best_fit(input, Some(&order), &sorted, bounds)
+    let sorted = order::decreasing(items, input);
+    let bounds = bounds_of(input, Some(&sorted.classes));
+    let sizes = if input.dims == 1 {
+        Sizes::Runs(&sorted.classes)
+    } else {
+        Sizes::Flat(&sorted.sizes)
+    };
+    pack_best_fit(input, Some(&sorted.order), sizes, bounds)
 }
 
 /// Online best-fit (BF): puts each item, in input order, into the bin with
@@ -111,59 +119,151 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 pub fn best_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
     let input = validate(items, &capacity)?;
     let bounds = bounds_of(&input, None);
-    Ok(pack_best_fit(&input, None, &input.sizes, bounds))
+    Ok(pack_best_fit(
+        &input,
+        None,
+        Sizes::Flat(&input.sizes),
+        bounds,
+    ))
 }
 
-/// Best-fit over `order` (arrival order when `None`); `sorted` holds the
-/// sizes in that order.
+/// The sizes of the items in placement order.
+pub(crate) enum Sizes<'a, T> {
+    /// Flattened, `dims` values an item.
+    Flat(&'a [T]),
+    /// One dimension, as runs of equal size.
+    Runs(&'a Classes<T>),
+}
+
+/// Best-fit over `order` (arrival order when `None`), with the sizes in that
+/// order.
 pub(crate) fn pack_best_fit<T: Size>(
     input: &Input<T>,
     order: Option<&[usize]>,
-    sorted: &[T],
+    sorted: Sizes<'_, T>,
     bounds: LowerBounds,
 ) -> Packing<T> {
-    match super::order::dense_limit(input.capacity[0], input.len()) {
-        Some(c) => run(input, order, sorted, bounds, Dense::new(c)),
-        None => run(input, order, sorted, bounds, BTreeMap::new()),
+    let groups = Groups::of(&input.capacity);
+    let values = usize::try_from(groups.count).unwrap_or(usize::MAX);
+    let dense = input.capacity[0].to_index().filter(|&c| {
+        super::order::dense_enough(c.saturating_add(1).saturating_mul(values), input.len())
+    });
+    match dense {
+        Some(c) => run(input, order, sorted, bounds, groups, || Dense::new(c)),
+        None => run(input, order, sorted, bounds, groups, BTreeMap::new),
+    }
+}
+
+/// Most groups of bins by remaining secondary capacity (see [`Groups`]).
+const GROUPS_MAX: u64 = 256;
+
+/// With several dimensions whose secondary capacities are small integers
+/// (say at most 48 tiles), bins are grouped by their remaining capacity in
+/// the secondary dimensions, one index of the first dimension per group. A
+/// query then asks each group that has room for the item for its best bin,
+/// O(groups * log) instead of walking every bin with room in the first
+/// dimension. `count` is 1 (no grouping) otherwise.
+struct Groups {
+    count: u64,
+    /// The capacity of each secondary dimension, as an index.
+    caps: Vec<usize>,
+}
+
+impl Groups {
+    fn of<T: Size>(capacity: &[T]) -> Self {
+        let none = Groups {
+            count: 1,
+            caps: Vec::new(),
+        };
+        if capacity.len() < 2 {
+            return none;
+        }
+        let mut caps = Vec::with_capacity(capacity.len() - 1);
+        let mut count = 1u64;
+        for c in &capacity[1..] {
+            let Some(c) = c.to_index() else { return none };
+            count = count.saturating_mul(c as u64 + 1);
+            if count > GROUPS_MAX {
+                return none;
+            }
+            caps.push(c);
+        }
+        Groups { count, caps }
+    }
+
+    fn grouped(&self) -> bool {
+        !self.caps.is_empty()
+    }
+
+    /// The group of a remaining secondary capacity (every value `<= cap`).
+    fn group<T: Size>(&self, room: impl Iterator<Item = T>) -> usize {
+        let mut g = 0;
+        for (r, &c) in room.zip(&self.caps) {
+            g = g * (c + 1) + r.to_index().unwrap_or(0).min(c);
+        }
+        g
+    }
+
+    /// Whether group `g` has room `size` in every secondary dimension.
+    fn has_room<T: Size>(&self, mut g: usize, size: &[T]) -> bool {
+        for (s, &c) in size.iter().zip(&self.caps).rev() {
+            let room = g % (c + 1);
+            g /= c + 1;
+            if s.to_index().map_or(true, |s| s > room) {
+                return false;
+            }
+        }
+        true
     }
 }
 
 fn run<T: Size, X: Index<T>>(
     input: &Input<T>,
     order: Option<&[usize]>,
-    sorted: &[T],
+    sorted: Sizes<'_, T>,
     bounds: LowerBounds,
-    index: X,
+    groups: Groups,
+    index: impl Fn() -> X,
 ) -> Packing<T> {
     let d = input.dims;
+    // One-dimensional best-fit never leaves two bins at most half full, so it
+    // opens at most 2 L1 + 1 bins; reserve that much (it grows beyond).
+    let hint = usize::try_from(bounds.l1.saturating_mul(2).saturating_add(1))
+        .unwrap_or(usize::MAX)
+        .min(input.len());
     let mut bins = Bins {
         dims: d,
         capacity: input.capacity.clone(),
-        loads: Vec::new(),
-        room: Vec::new(),
-        next: Vec::new(),
-        prev: Vec::new(),
-        index,
+        loads: Vec::with_capacity(hint * d),
+        room: Vec::with_capacity(hint),
+        next: Vec::with_capacity(hint),
+        prev: Vec::with_capacity(hint),
+        stamp: Vec::with_capacity(hint),
+        clock: 0,
+        index: (0..groups.count).map(|_| index()).collect(),
+        groups,
     };
-    let n = input.len();
-    let mut bin_at: Vec<usize> = Vec::with_capacity(n);
-    let (mut at, mut run_end) = (0, 0);
-    while at < n {
-        let size = &sorted[at * d..(at + 1) * d];
-        // A run of equal one-dimensional sizes: the best bin for one copy
-        // stays the best for the next while the copies fit, since no other
-        // bin had room between (see `Bins::place`).
-        if d > 1 {
-            run_end = at + 1;
-        } else if at >= run_end {
-            run_end = at + 1;
-            while run_end < n && sorted[run_end] == size[0] {
-                run_end += 1;
+    let mut bin_at: Vec<usize> = Vec::with_capacity(input.len());
+    match sorted {
+        // A run of equal sizes: the best bin for one copy stays the best for
+        // the next while the copies fit, since no other bin had room between
+        // (see `Bins::place`), so copies are placed together.
+        Sizes::Runs(classes) => {
+            for k in 0..classes.len() {
+                let size = [classes.size[k]];
+                let mut left = classes.count(k);
+                while left > 0 {
+                    let (bin, copies) = bins.place(&size, left);
+                    bin_at.extend(core::iter::repeat(bin).take(copies));
+                    left -= copies;
+                }
             }
         }
-        let (bin, copies) = bins.place(size, run_end - at);
-        bin_at.extend(core::iter::repeat(bin).take(copies));
-        at += copies;
+        Sizes::Flat(sizes) => {
+            for size in sizes.chunks_exact(d) {
+                bin_at.push(bins.place(size, 1).0);
+            }
+        }
     }
     assemble(input, order, &bin_at, bins.loads, bounds)
 }
@@ -182,7 +282,7 @@ trait Index<T> {
     fn successor(&self, at: T, exclusive: bool) -> Option<usize>;
 }
 
-/// Integer capacities up to `max(2^16, 4n)`: heads by value and a bitset,
+/// Integer capacities up to `max(2^10, 2n)`: heads by value and a bitset,
 /// O(log_64 capacity) per successor.
 struct Dense {
     heads: Vec<usize>,
@@ -244,12 +344,14 @@ impl<T: Size> Index<T> for BTreeMap<T, usize> {
         } else {
             Bound::Included(at)
         };
-        self.range((lower, Bound::Unbounded)).next().map(|(_, &h)| h)
+        self.range((lower, Bound::Unbounded))
+            .next()
+            .map(|(_, &h)| h)
     }
 }
 
 /// The bins: loads, room left in the first dimension, and the stacks of
-/// bins with equal room (doubly linked), indexed by room.
+/// bins with equal room (doubly linked), indexed by room, per group.
 struct Bins<T: Size, X> {
     dims: usize,
     capacity: Vec<T>,
@@ -258,19 +360,41 @@ struct Bins<T: Size, X> {
     room: Vec<T>,
     next: Vec<usize>,
     prev: Vec<usize>,
-    index: X,
+    /// When each bin last changed, to break ties between groups as the
+    /// stacks do within one: the most recent first.
+    stamp: Vec<u64>,
+    clock: u64,
+    /// One index per group.
+    index: Vec<X>,
+    groups: Groups,
 }
 
 impl<T: Size, X: Index<T>> Bins<T, X> {
+    /// The group of bin `bin`, from its current loads.
+    fn group_of(&self, bin: usize) -> usize {
+        if !self.groups.grouped() {
+            return 0;
+        }
+        let d = self.dims;
+        let loads = &self.loads[bin * d + 1..(bin + 1) * d];
+        let room = loads
+            .iter()
+            .zip(&self.capacity[1..])
+            .map(|(&l, &c)| c.saturating_sub(l));
+        self.groups.group(room)
+    }
+
     fn push(&mut self, bin: usize) {
-        let room = self.room[bin];
-        let head = self.index.head(room);
+        let (room, g) = (self.room[bin], self.group_of(bin));
+        let head = self.index[g].head(room);
         self.next[bin] = head;
         self.prev[bin] = NONE;
         if head != NONE {
             self.prev[head] = bin;
         }
-        self.index.set_head(room, bin);
+        self.index[g].set_head(room, bin);
+        self.stamp[bin] = self.clock;
+        self.clock += 1;
     }
 
     fn unlink(&mut self, bin: usize) {
@@ -281,7 +405,8 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
         if p != NONE {
             self.next[p] = n;
         } else {
-            self.index.set_head(self.room[bin], n);
+            let g = self.group_of(bin);
+            self.index[g].set_head(self.room[bin], n);
         }
     }
 
@@ -299,7 +424,28 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
     /// The best bin for the item, if any has room: the least room that
     /// holds it, top of that stack first.
     fn find(&self, size: &[T]) -> Option<usize> {
-        let mut found = self.index.successor(size[0], false);
+        if self.groups.grouped() {
+            // Every bin of a group with room has room in the secondary
+            // dimensions: each group's best is the head of its least room.
+            let mut best: Option<usize> = None;
+            for (g, index) in self.index.iter().enumerate() {
+                if !self.groups.has_room(g, &size[1..]) {
+                    continue;
+                }
+                if let Some(bin) = index.successor(size[0], false) {
+                    let better = best.map_or(true, |b| {
+                        (self.room[bin], core::cmp::Reverse(self.stamp[bin]))
+                            < (self.room[b], core::cmp::Reverse(self.stamp[b]))
+                    });
+                    if better {
+                        best = Some(bin);
+                    }
+                }
+            }
+            return best;
+        }
+        let index = &self.index[0];
+        let mut found = index.successor(size[0], false);
         while let Some(head) = found {
             let mut bin = head;
             while bin != NONE {
@@ -308,7 +454,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 }
                 bin = self.next[bin];
             }
-            found = self.index.successor(self.room[head], true);
+            found = index.successor(self.room[head], true);
         }
         None
     }
@@ -333,6 +479,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 self.room.push(self.capacity[0]);
                 self.next.push(NONE);
                 self.prev.push(NONE);
+                self.stamp.push(0);
                 self.room.len() - 1
             }
         };

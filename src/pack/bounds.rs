@@ -3,6 +3,7 @@
 
 use alloc::vec::Vec;
 
+use super::order::Classes;
 use super::{validate, Input, LowerBounds};
 use crate::error::Error;
 use crate::num::{Item, Size, Total};
@@ -52,76 +53,79 @@ pub fn lower_bounds<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Lower
     Ok(bounds_of(&input, None))
 }
 
-/// The bounds of validated input. `descending`, when given for one
-/// dimension, is the sizes sorted in decreasing order, which spares the sort.
-pub(crate) fn bounds_of<T: Size>(input: &Input<T>, descending: Option<&[T]>) -> LowerBounds {
+/// The bounds of validated input. `classes`, when given for one dimension,
+/// are the runs of equal size of the sorted sizes, which spares the sort.
+pub(crate) fn bounds_of<T: Size>(input: &Input<T>, classes: Option<&Classes<T>>) -> LowerBounds {
+    if let (Some(classes), 1) = (classes, input.dims) {
+        return bounds_classes(classes, input.capacity[0]);
+    }
     let n = input.len();
     let mut best = LowerBounds::default();
-    if let (Some(sorted), 1) = (descending, input.dims) {
-        return bounds_sorted(sorted, input.capacity[0]);
-    }
     let mut column: Vec<T> = Vec::with_capacity(n);
     for (dim, &c) in input.capacity.iter().enumerate() {
         column.clear();
         column.extend((0..n).map(|i| input.sizes[i * input.dims + dim]));
         column.sort_unstable_by(|a, b| b.cmp(a));
-        let b = bounds_sorted(&column, c);
+        let b = bounds_classes(&Classes::of(column.iter().copied()), c);
         best.l1 = best.l1.max(b.l1);
         best.l2 = best.l2.max(b.l2);
     }
     best
 }
 
-/// L1 and L2 of one dimension; `a` sorted in decreasing order, every size
-/// `<= c`.
-fn bounds_sorted<T: Size>(a: &[T], c: T) -> LowerBounds {
-    let n = a.len();
-    // `a[..big]` are the items above half the capacity: `x > c - x` (no
-    // overflow since x <= c).
-    let big = a.partition_point(|&x| x > c.saturating_sub(x));
-    let mut big_free = T::Total::ZERO;
-    let mut total = T::Total::ZERO;
-    for &x in &a[..big] {
-        total = total.add(x.widen());
-        big_free = big_free.add(c.saturating_sub(x).widen());
+/// L1 and L2 of one dimension, from the runs of equal size (largest first;
+/// every size `<= c`). O(runs).
+fn bounds_classes<T: Size>(classes: &Classes<T>, c: T) -> LowerBounds {
+    let size = &classes.size;
+    let runs = size.len();
+    let n = classes.start.last().copied().unwrap_or(0);
+    let count = |k: usize| classes.count(k) as u64;
+    let volume = |k: usize| size[k].widen().mul_count(count(k));
+    let free = |k: usize| c.saturating_sub(size[k]).widen().mul_count(count(k));
+    // Runs `..big_runs` are the items above half the capacity: `x > c - x`
+    // (no overflow since x <= c).
+    let big_runs = size.partition_point(|&x| x > c.saturating_sub(x));
+    let big = classes.start[big_runs] as u64;
+    let (mut total, mut big_free, mut small_sum) = (T::Total::ZERO, T::Total::ZERO, T::Total::ZERO);
+    for k in 0..big_runs {
+        total = total.add(volume(k));
+        big_free = big_free.add(free(k));
     }
-    let mut small_sum = T::Total::ZERO;
-    for &x in &a[big..] {
-        small_sum = small_sum.add(x.widen());
+    for k in big_runs..runs {
+        small_sum = small_sum.add(volume(k));
     }
     let total = total.add(small_sum);
     let l1 = T::bins_needed(total, c, n);
 
-    // Sweep α over 0 and the distinct small sizes, ascending. J3 =
-    // `a[big..hi]` holds the small items of size >= α, J2 = `a[lo..big]` the
-    // big items of size <= c - α; `j3` and `j2_free` are their running sums
-    // (volume, and free space left beside each).
-    let (mut lo, mut hi) = (0usize, n);
+    // Sweep α over 0 and the distinct small sizes, ascending. J3 = runs
+    // `big_runs..hi` hold the small items of size >= α, J2 = runs
+    // `lo..big_runs` the big items of size <= c - α; `j3` and `j2_free` are
+    // their volume and the free space left beside each.
+    let (mut lo, mut hi) = (0usize, runs);
     let (mut j3, mut j2_free) = (small_sum, big_free);
     let mut l2 = l1;
     let mut alpha = T::zero();
     loop {
-        while hi > big && a[hi - 1] < alpha {
+        while hi > big_runs && size[hi - 1] < alpha {
             hi -= 1;
-            j3 = j3.saturating_sub(a[hi].widen());
+            j3 = j3.saturating_sub(volume(hi));
         }
         let limit = c.saturating_sub(alpha);
-        while lo < big && a[lo] > limit {
-            j2_free = j2_free.saturating_sub(c.saturating_sub(a[lo]).widen());
+        while lo < big_runs && size[lo] > limit {
+            j2_free = j2_free.saturating_sub(free(lo));
             lo += 1;
         }
         let extra = T::bins_needed(j3.saturating_sub(j2_free), c, n);
-        l2 = l2.max((big as u64).saturating_add(extra));
-        // The next candidate: the smallest small size above α. The items
-        // skipped here stay in J3 until `hi` passes them above.
+        l2 = l2.max(big.saturating_add(extra));
+        // The next candidate: the smallest small size above α.
         let mut k = hi;
-        while k > big && a[k - 1] <= alpha {
+        while k > big_runs && size[k - 1] <= alpha {
             k -= 1;
         }
-        if k <= big {
+        if k <= big_runs {
             break;
         }
-        alpha = a[k - 1];
+        alpha = size[k - 1];
     }
     LowerBounds { l1, l2 }
 }

@@ -5,6 +5,8 @@ use alloc::vec::Vec;
 
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
+use super::grid::{Grid, GridTree};
+use super::order::{Classes, Sorted};
 use super::tree::LoadTree;
 use super::{assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
@@ -22,11 +24,15 @@ use crate::num::{Item, Size};
 /// # Complexity
 ///
 /// O(n log n) time and O(n) extra space for one dimension: a sort (a
-/// counting sort, O(n + capacity), when the capacity is an integer below
-/// `max(2^16, 4n)`) and, per item, one descent of a tree over the bins' loads
-/// that finds the leftmost bin with room in O(log bins). With several
-/// dimensions the descent prunes by per-dimension minimums and may backtrack
-/// (see the [module docs](crate::pack#multi-dimensional-capacities)).
+/// counting sort, O(n + capacity), when the capacity is an integer of at
+/// most `max(2^10, 2n)`), then the bins are filled one after the other, each
+/// taking the largest remaining item that fits, found by a successor query
+/// over the distinct sizes in O(log_64 n). First-fit in a fixed order gives
+/// the same packing filled bin by bin as item by item, so this is FFD
+/// exactly, without a search over the bins. Several dimensions:
+/// O(n log n + n g log n) with at most 64 groups `g` of equal secondary
+/// sizes, else a tree search over the bins that may backtrack (see the
+/// [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
 ///
@@ -82,13 +88,155 @@ pub fn first_fit_decreasing<I: Item>(
 
 /// FFD over validated input.
 pub(crate) fn ffd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
-    let (order, sorted) = order::decreasing(items, input);
+    let sorted = order::decreasing(items, input);
     if input.dims > 1 {
         let bounds = bounds_of(input, None);
-        return pack_first_fit(input, Some(&order), &sorted, bounds);
+        return match ItemGroups::of(input, &sorted.sizes) {
+            Some(groups) => ffd_grouped(input, &sorted, groups, bounds),
+            None => pack_first_fit(input, Some(&sorted.order), &sorted.sizes, bounds),
+        };
     }
-    let bounds = bounds_of(input, Some(&sorted));
-    ffd_by_bins(input, &order, &sorted, bounds)
+    let bounds = bounds_of(input, Some(&sorted.classes));
+    ffd_by_bins(input, sorted, bounds)
+}
+
+/// Most groups of items by secondary sizes for [`ffd_grouped`].
+const ITEM_GROUPS_MAX: usize = 64;
+
+/// Vector items grouped by their sizes in the secondary dimensions (say
+/// their tile count), each group's members (positions in the decreasing
+/// order) split into runs of equal first-dimension size.
+struct ItemGroups<T> {
+    /// The secondary sizes of each group, `dims - 1` values a group.
+    secondary: Vec<T>,
+    /// The positions of each group's members, in order.
+    members: Vec<Vec<usize>>,
+    /// The runs of equal first-dimension size of each group (indices into
+    /// `members`).
+    runs: Vec<Classes<T>>,
+}
+
+impl<T: Size> ItemGroups<T> {
+    /// Groups the sorted items, or `None` when there are more than
+    /// [`ITEM_GROUPS_MAX`] distinct secondary size vectors, or when a group
+    /// is not in decreasing first-dimension order (possible only when
+    /// rounding of the `f64` order key merges two huge sizes).
+    fn of(input: &Input<T>, sorted: &[T]) -> Option<Self> {
+        let d = input.dims;
+        let mut secondary: Vec<T> = Vec::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (pos, item) in sorted.chunks_exact(d).enumerate() {
+            let key = &item[1..];
+            let g = match secondary.chunks_exact(d - 1).position(|s| s == key) {
+                Some(g) => g,
+                None if members.len() < ITEM_GROUPS_MAX => {
+                    secondary.extend_from_slice(key);
+                    members.push(Vec::new());
+                    members.len() - 1
+                }
+                None => return None,
+            };
+            members[g].push(pos);
+        }
+        let mut runs = Vec::with_capacity(members.len());
+        for m in &members {
+            let first = m.iter().map(|&pos| sorted[pos * d]);
+            if first.clone().zip(first.clone().skip(1)).any(|(a, b)| a < b) {
+                return None;
+            }
+            runs.push(Classes::of(first));
+        }
+        Some(ItemGroups {
+            secondary,
+            members,
+            runs,
+        })
+    }
+}
+
+/// Vector FFD, filled bin by bin (as [`ffd_by_bins`]) over groups of items
+/// with equal secondary sizes.
+///
+/// The next item a bin takes is the first remaining one, in the decreasing
+/// order, that fits it in every dimension. Within a group the order is by
+/// decreasing first-dimension size (the order key grows with it when the
+/// other sizes are fixed), so each group answers "its first item that fits"
+/// with a successor query over its runs, as in one dimension, and the bin
+/// takes the earliest of the groups' answers. O(n log n + n g log n) for
+/// `g` groups (at most 64; more fall back to the tree).
+fn ffd_grouped<T: Size>(
+    input: &Input<T>,
+    sorted: &Sorted<T>,
+    groups: ItemGroups<T>,
+    bounds: LowerBounds,
+) -> Packing<T> {
+    let (d, n) = (input.dims, sorted.order.len());
+    let cap = &input.capacity;
+    let count = groups.members.len();
+    let mut cursor: Vec<Vec<usize>> = groups
+        .runs
+        .iter()
+        .map(|r| r.start[..r.len()].to_vec())
+        .collect();
+    let mut left: Vec<BitSet> = groups
+        .runs
+        .iter()
+        .map(|r| {
+            let mut set = BitSet::new(r.len());
+            for k in 0..r.len() {
+                set.insert(k);
+            }
+            set
+        })
+        .collect();
+    let mut offsets = alloc::vec![0usize];
+    let mut items = Vec::with_capacity(n);
+    let mut loads = Vec::new();
+    let mut load = alloc::vec![T::zero(); d];
+    while items.len() < n {
+        load.iter_mut().for_each(|l| *l = T::zero());
+        loop {
+            // The earliest item, over the groups, that fits the bin.
+            let mut best: Option<(usize, usize, usize)> = None;
+            for g in 0..count {
+                let secondary = &groups.secondary[g * (d - 1)..(g + 1) * (d - 1)];
+                let fits = secondary
+                    .iter()
+                    .zip(&load[1..])
+                    .zip(&cap[1..])
+                    .all(|((&s, &l), &c)| T::fits(l, s, c));
+                if !fits {
+                    continue;
+                }
+                let runs = &groups.runs[g];
+                let from = runs.size.partition_point(|&s| !T::fits(load[0], s, cap[0]));
+                if let Some(k) = left[g].successor(from) {
+                    let pos = groups.members[g][cursor[g][k]];
+                    if best.map_or(true, |(p, _, _)| pos < p) {
+                        best = Some((pos, g, k));
+                    }
+                }
+            }
+            let Some((pos, g, k)) = best else { break };
+            items.push(sorted.order[pos]);
+            cursor[g][k] += 1;
+            if cursor[g][k] == groups.runs[g].start[k + 1] {
+                left[g].remove(k);
+            }
+            for (l, &s) in load.iter_mut().zip(&sorted.sizes[pos * d..(pos + 1) * d]) {
+                *l = l.add(s);
+            }
+        }
+        loads.extend_from_slice(&load);
+        offsets.push(items.len());
+    }
+    Packing {
+        capacity: cap.clone(),
+        offsets,
+        items,
+        loads,
+        bounds,
+    }
 }
 
 /// One-dimensional FFD, filled bin by bin.
@@ -105,27 +253,15 @@ pub(crate) fn ffd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 /// [`BitSet`] over the classes, largest first, holds those with items left,
 /// and each class has a cursor to its next item. Taking an item is one
 /// successor query from the first class that fits, found by a table lookup
-/// (integer capacities up to `max(2^16, 4n)`) or a binary search over the
+/// (integer capacities up to `max(2^10, 2n)`) or a binary search over the
 /// classes. O(n log n) in all, O(n) space, and the bins come out in order
 /// with their items in placement order, without a second pass.
-fn ffd_by_bins<T: Size>(
-    input: &Input<T>,
-    order: &[usize],
-    sorted: &[T],
-    bounds: LowerBounds,
-) -> Packing<T> {
-    let n = sorted.len();
+fn ffd_by_bins<T: Size>(input: &Input<T>, sorted: Sorted<T>, bounds: LowerBounds) -> Packing<T> {
+    let n = sorted.order.len();
+    let order = &sorted.order;
     let c = input.capacity[0];
     // Classes of equal size, largest first: `start[k]..start[k + 1]`.
-    let mut size: Vec<T> = Vec::new();
-    let mut start: Vec<usize> = Vec::new();
-    for (p, &s) in sorted.iter().enumerate() {
-        if size.last() != Some(&s) {
-            size.push(s);
-            start.push(p);
-        }
-    }
-    start.push(n);
+    let (size, start) = (&sorted.classes.size, &sorted.classes.start);
     let classes = size.len();
     let mut cursor = start[..classes].to_vec();
     let mut left = BitSet::new(classes);
@@ -194,9 +330,13 @@ fn ffd_by_bins<T: Size>(
 ///
 /// # Complexity
 ///
-/// O(n log n) time and O(n) extra space for one dimension: one tree descent
-/// per item, plus a sort for the L2 bound of the result. Several dimensions
-/// as in [`first_fit_decreasing`].
+/// O(n log n) time and O(n) extra space for one dimension: one descent of a
+/// 16-ary tree over the bins' loads per item, plus a sort for the L2 bound
+/// of the result. Several dimensions: O(n p log n) when the secondary
+/// capacities allow at most 64 remaining vectors `p` (the tree keeps the
+/// least load per remaining vector); beyond, the descent prunes by
+/// per-dimension minimums and may backtrack, up to O(bins) per item (see the
+/// [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
 ///
@@ -242,10 +382,22 @@ pub(crate) fn pack_first_fit<T: Size>(
     let hint = usize::try_from(bounds.l1.saturating_mul(2))
         .unwrap_or(usize::MAX)
         .min(n);
-    let mut tree = LoadTree::new(&input.capacity, hint);
-    let bin_at: Vec<usize> = sorted
-        .chunks_exact(input.dims)
-        .map(|size| tree.place(size))
-        .collect();
-    assemble(input, order, &bin_at, tree.into_loads(), bounds)
+    let sizes = sorted.chunks_exact(input.dims);
+    let (bin_at, loads): (Vec<usize>, Vec<T>) = match Grid::of(&input.capacity) {
+        Some(grid) => {
+            let mut tree = GridTree::new(grid, &input.capacity, hint);
+            (
+                sizes.map(|size| tree.place(size)).collect(),
+                tree.into_loads(),
+            )
+        }
+        None => {
+            let mut tree = LoadTree::new(&input.capacity, hint);
+            (
+                sizes.map(|size| tree.place(size)).collect(),
+                tree.into_loads(),
+            )
+        }
+    };
+    assemble(input, order, &bin_at, loads, bounds)
 }

@@ -25,11 +25,27 @@
 //! One-dimensional items are ordered by their exact size.
 //!
 //! With one dimension every algorithm meets its stated complexity in the
-//! worst case. With several, the search structures prune by each dimension's
-//! best value in a subtree, which is exact for the first dimension and a
-//! necessary condition for the others; a search may then visit more than one
-//! path, up to O(bins) in the worst case. The benchmarks (`benches/pack.rs`,
-//! figures in the repository's `BENCHMARKS.md`) measure a realistic case.
+//! worst case. With several, finding a bin with room in every dimension is a
+//! dominance query, for which no structure gives O(log n) in general; the
+//! crate exploits what training data looks like, secondary dimensions with
+//! few values (tiles, images):
+//!
+//! - [`first_fit_decreasing`] groups the items by their secondary sizes; with
+//!   at most 64 groups `g` it runs in O(n log n + n g log n);
+//! - [`best_fit_decreasing`] and [`best_fit`] group the bins by their
+//!   remaining secondary capacity; when the secondary capacities allow at most
+//!   256 such groups `p` (say 48 tiles: 49) they run in O(n p log n);
+//! - [`first_fit`] keeps, in each node of its tree over the bins, the least
+//!   load for every possible remaining secondary capacity; when there are at
+//!   most 64 of those `p`, a search is one exact descent and an update costs
+//!   O(16 p) a level: O(n p log n) in all;
+//! - beyond those limits the search prunes by each dimension's best value in
+//!   a subtree, which is exact for the first dimension and only a necessary
+//!   condition for the others: a search may visit many paths, up to O(bins)
+//!   per item in the worst case.
+//!
+//! The benchmarks (`benches/pack.rs`, figures in the repository's
+//! `BENCHMARKS.md`) measure both cases on (tokens, tiles) samples.
 //!
 //! # Errors
 //!
@@ -60,6 +76,7 @@ mod best_fit;
 mod bitset;
 mod bounds;
 mod first_fit;
+mod grid;
 mod next_fit;
 mod order;
 mod streaming;
@@ -122,6 +139,7 @@ pub struct LowerBounds {
 /// ```
 #[derive(Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "PackingParts<T>"))]
 pub struct Packing<T> {
     capacity: Vec<T>,
     /// `offsets[b]..offsets[b + 1]` indexes `items` for bin `b`.
@@ -231,6 +249,49 @@ impl<T: Size> Packing<T> {
             .map(|l| l.to_f64())
             .sum();
         used / (cap.to_f64() * self.len() as f64)
+    }
+}
+
+/// The fields of a [`Packing`] as deserialized, checked before they become
+/// one, so that a malformed document is an error rather than a later panic.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+struct PackingParts<T> {
+    capacity: Vec<T>,
+    offsets: Vec<usize>,
+    items: Vec<usize>,
+    loads: Vec<T>,
+    bounds: LowerBounds,
+}
+
+#[cfg(feature = "serde")]
+impl<T> TryFrom<PackingParts<T>> for Packing<T> {
+    type Error = &'static str;
+
+    fn try_from(p: PackingParts<T>) -> Result<Self, Self::Error> {
+        if p.capacity.is_empty() {
+            return Err("a packing needs at least one dimension");
+        }
+        if p.offsets.first() != Some(&0)
+            || p.offsets.last() != Some(&p.items.len())
+            || p.offsets.windows(2).any(|w| w[0] > w[1])
+        {
+            return Err("bin offsets must rise from 0 to the number of items");
+        }
+        if p.items.iter().any(|&i| i >= p.items.len()) {
+            return Err("item indices must be below the number of items");
+        }
+        let bins = p.offsets.len() - 1;
+        if p.loads.len() != bins.saturating_mul(p.capacity.len()) {
+            return Err("there must be one load per bin and dimension");
+        }
+        Ok(Packing {
+            capacity: p.capacity,
+            offsets: p.offsets,
+            items: p.items,
+            loads: p.loads,
+            bounds: p.bounds,
+        })
     }
 }
 

@@ -6,65 +6,126 @@ use alloc::vec::Vec;
 use super::Input;
 use crate::num::{Item, Size};
 
-/// Capacities up to this many values are counting-sorted regardless of `n`.
-const DENSE_MIN: usize = 1 << 16;
+/// Arrays indexed by value are used up to this many values regardless of `n`.
+const DENSE_MIN: usize = 1 << 10;
 
-/// Whether values in `0..=capacity` are few enough to index an array by
-/// value: at most `max(2^16, 4 n)`, so the array costs O(n) space.
+/// Whether an array of `values` entries (indexed by a size or a remaining
+/// capacity) is cheap next to `n` items: at most `max(2^10, 2n)` entries, so
+/// that it costs O(n) time and space to set up.
+pub(crate) fn dense_enough(values: usize, n: usize) -> bool {
+    values <= DENSE_MIN.max(n.saturating_mul(2))
+}
+
+/// The capacity as an array bound, when values in `0..=capacity` are few
+/// enough to index an array by value ([`dense_enough`]).
 pub(crate) fn dense_limit<T: Size>(capacity: T, n: usize) -> Option<usize> {
     let c = capacity.to_index()?;
-    (c <= DENSE_MIN.max(n.saturating_mul(4))).then_some(c)
+    dense_enough(c.saturating_add(1), n).then_some(c)
+}
+
+/// Items in decreasing order.
+pub(crate) struct Sorted<T> {
+    /// Item indices, in order.
+    pub(crate) order: Vec<usize>,
+    /// Their sizes, flattened (`dims` values an item); several dimensions
+    /// only (else empty: `classes` says the same in less memory).
+    pub(crate) sizes: Vec<T>,
+    /// One dimension only (else empty): the runs of equal size, largest
+    /// first, run `k` being positions `class_start[k]..class_start[k + 1]`.
+    pub(crate) classes: Classes<T>,
+}
+
+/// Runs of equal sizes in a sorted (decreasing) list of one dimension.
+pub(crate) struct Classes<T> {
+    /// The size of each run, decreasing.
+    pub(crate) size: Vec<T>,
+    /// Where each run starts, plus the total length at the end.
+    pub(crate) start: Vec<usize>,
+}
+
+impl<T> Default for Classes<T> {
+    fn default() -> Self {
+        Classes {
+            size: Vec::new(),
+            start: Vec::new(),
+        }
+    }
+}
+
+impl<T: Size> Classes<T> {
+    /// The runs of a list sorted in decreasing order.
+    pub(crate) fn of(sorted: impl ExactSizeIterator<Item = T>) -> Self {
+        let mut classes = Classes::default();
+        let n = sorted.len();
+        for (p, s) in sorted.enumerate() {
+            if classes.size.last() != Some(&s) {
+                classes.size.push(s);
+                classes.start.push(p);
+            }
+        }
+        classes.start.push(n);
+        classes
+    }
+
+    /// The number of runs.
+    pub(crate) fn len(&self) -> usize {
+        self.size.len()
+    }
+
+    /// The number of items in run `k`.
+    pub(crate) fn count(&self, k: usize) -> usize {
+        self.start[k + 1] - self.start[k]
+    }
 }
 
 /// The indices of `items` in decreasing order (see the module docs of
-/// [`crate::pack`] for the key of vector items), and their sizes in that
-/// order (flattened, `dims` values an item).
+/// [`crate::pack`] for the key of vector items), with their sizes and, for
+/// one dimension, the runs of equal size.
 ///
 /// One dimension: a counting sort when the capacity is a small integer
 /// (O(n + capacity), stable by index), a comparison sort otherwise
 /// (O(n log n)). Runs of equal size are then ordered by id.
-pub(crate) fn decreasing<I: Item>(
-    items: &[I],
-    input: &Input<I::Size>,
-) -> (Vec<usize>, Vec<I::Size>) {
+pub(crate) fn decreasing<I: Item>(items: &[I], input: &Input<I::Size>) -> Sorted<I::Size> {
     let n = input.len();
     if input.dims > 1 {
         let order = decreasing_vectors(items, input);
-        let sorted = super::gather(input, &order);
-        return (order, sorted);
+        let sizes = super::gather(input, &order);
+        return Sorted {
+            order,
+            sizes,
+            classes: Classes::default(),
+        };
     }
     let sizes = &input.sizes;
-    let (mut order, sorted): (Vec<usize>, Vec<I::Size>) = match dense_limit(input.capacity[0], n) {
+    let (mut order, classes) = match dense_limit(input.capacity[0], n) {
         Some(c) => counting_sort_desc(sizes, c),
         None => {
             let mut keyed: Vec<(I::Size, usize)> = sizes.iter().copied().zip(0..n).collect();
             keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            let (sorted, order) = keyed.into_iter().unzip();
-            (order, sorted)
+            let classes = Classes::of(keyed.iter().map(|&(s, _)| s));
+            (keyed.into_iter().map(|(_, i)| i).collect(), classes)
         }
     };
     if core::mem::size_of::<I::Id>() != 0 {
         // Equal sizes: by id, then (stable sort) by index.
-        let mut start = 0;
-        while start < n {
-            let s = sorted[start];
-            let mut end = start + 1;
-            while end < n && sorted[end] == s {
-                end += 1;
+        for k in 0..classes.len() {
+            if classes.count(k) > 1 {
+                let run = &mut order[classes.start[k]..classes.start[k + 1]];
+                run.sort_by(|&x, &y| items[x].id().cmp(items[y].id()));
             }
-            if end - start > 1 {
-                order[start..end].sort_by(|&x, &y| items[x].id().cmp(items[y].id()));
-            }
-            start = end;
         }
     }
-    (order, sorted)
+    Sorted {
+        order,
+        sizes: Vec::new(),
+        classes,
+    }
 }
 
 /// Counting sort of indices by size, largest first, stable by index, and the
-/// sorted sizes, written in order from the counts rather than gathered.
+/// runs of equal size, read off the counts.
 /// Every size is at most `c` (validated), so `to_index` succeeds.
-fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> (Vec<usize>, Vec<T>) {
+fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> (Vec<usize>, Classes<T>) {
     let key = |s: T| c - s.to_index().unwrap_or(c).min(c);
     let mut start = alloc::vec![0usize; c + 2];
     for &s in sizes {
@@ -80,14 +141,17 @@ fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> (Vec<usize>, Vec<T>) {
         start[k] += 1;
     }
     // `start[k]` is now the end of key `k`'s run; one read per distinct size.
-    let mut sorted = Vec::with_capacity(sizes.len());
+    let mut classes = Classes::default();
+    let mut begin = 0;
     for &end in &start[..=c] {
-        if end > sorted.len() {
-            let s = sizes[order[sorted.len()]];
-            sorted.resize(end, s);
+        if end > begin {
+            classes.size.push(sizes[order[begin]]);
+            classes.start.push(begin);
+            begin = end;
         }
     }
-    (order, sorted)
+    classes.start.push(begin);
+    (order, classes)
 }
 
 /// Vector items: by the largest fraction of the capacity used in any

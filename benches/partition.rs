@@ -1,0 +1,112 @@
+//! Benchmarks of `microbatch::partition`, each group with `sort_unstable` of
+//! the same keys as the baseline, so that a ratio can be read.
+//!
+//! Run: `cargo bench --bench partition -- --warm-up-time 1 --measurement-time 3`
+
+use core::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use microbatch::partition::{exact, karmarkar_karp, lpt, refine};
+
+/// Seeded sample lengths in `1..=16384` (splitmix64).
+fn lengths(n: usize, seed: u64) -> Vec<u32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            1 + ((z ^ (z >> 31)) % 16384) as u32
+        })
+        .collect()
+}
+
+fn sort_baseline(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    keys: &[u32],
+) {
+    group.bench_with_input(
+        BenchmarkId::new("sort_unstable", keys.len()),
+        keys,
+        |b, keys| {
+            b.iter_batched(
+                || keys.to_vec(),
+                |mut v| {
+                    v.sort_unstable();
+                    v
+                },
+                BatchSize::LargeInput,
+            );
+        },
+    );
+}
+
+fn bench_lpt(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lpt");
+    group.sample_size(10);
+    let k = 1024;
+    for n in [10_000usize, 100_000, 1_000_000] {
+        let keys = lengths(n, 1);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &keys, |b, keys| {
+            b.iter(|| lpt(black_box(keys), k).unwrap());
+        });
+        sort_baseline(&mut group, &keys);
+    }
+    group.finish();
+}
+
+fn bench_karmarkar_karp(c: &mut Criterion) {
+    let mut group = c.benchmark_group("karmarkar_karp");
+    group.sample_size(10);
+    let k = 64;
+    for n in [10_000usize, 100_000] {
+        let keys = lengths(n, 2);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &keys, |b, keys| {
+            b.iter(|| karmarkar_karp(black_box(keys), k).unwrap());
+        });
+        sort_baseline(&mut group, &keys);
+    }
+    group.finish();
+}
+
+fn bench_refine(c: &mut Criterion) {
+    let mut group = c.benchmark_group("refine");
+    group.sample_size(10);
+    let k = 64;
+    for n in [10_000usize, 100_000] {
+        let keys = lengths(n, 3);
+        let start = lpt(&keys, k).unwrap();
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &keys, |b, keys| {
+            b.iter(|| refine(black_box(keys), &start).unwrap());
+        });
+        sort_baseline(&mut group, &keys);
+    }
+    group.finish();
+}
+
+fn bench_exact(c: &mut Criterion) {
+    let mut group = c.benchmark_group("exact");
+    group.sample_size(10);
+    for n in [12usize, 16, 20] {
+        let keys = lengths(n, 4);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &keys, |b, keys| {
+            b.iter(|| exact(black_box(keys), 3, 1_000_000).unwrap());
+        });
+        sort_baseline(&mut group, &keys);
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_lpt,
+    bench_karmarkar_karp,
+    bench_refine,
+    bench_exact
+);
+criterion_main!(benches);

@@ -1,0 +1,436 @@
+//! Refinement: moves and swaps between the heaviest (or lightest) part and
+//! the others, accepted only when they improve.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+
+use crate::error::Error;
+use crate::num::{Item, Size, Total};
+
+use super::bounds;
+use super::instance::{self, Config, Instance, Load};
+use super::{Objective, Partition, Partitioner};
+
+/// Improves `partition` of `items` by moving single items and swapping
+/// pairs between an extreme part (the heaviest, for the spread also the
+/// lightest) and any other part, as long as one improves; the result is
+/// never worse than the input.
+///
+/// Each step takes the best candidate by (objective after, the larger of the
+/// two parts after, their imbalance after); it is taken only when the
+/// objective drops, or stays and the larger of the two parts drops (for the
+/// spread: the two get closer). For one objective dimension the objective
+/// never rises and the sum of squared part sums falls at every step, so the
+/// pass ends. Float sums are kept incrementally and may differ from a fresh sum in
+/// the last bits. Use [`Partitioner::refine`] for constraints and other
+/// objectives; this function keeps the defaults (largest part, no empty part
+/// created).
+///
+/// # Complexity
+///
+/// Per step, for one objective dimension, O(n + k h) time where `h` is the
+/// size of the extreme part (moves are scanned, the best swap partners are
+/// found by a merge-like walk of the two parts' sorted items); for several
+/// objective dimensions, swaps are scanned, O(h n d). The number of steps is
+/// small in practice and capped by [`Partitioner::max_rounds`] (by default
+/// `16 (n + k)`). O(n + k d) extra space.
+///
+/// # Approximation
+///
+/// Never worse than its input. Without constraints and for one dimension,
+/// when the pass stops because no step improves (not at the step cap), no
+/// item of the largest part fits below its sum elsewhere, so the largest
+/// part is within `2 - 2/(k + 1)` of the optimum (the bound of such local
+/// optima, Finn & Horowitz 1979).
+///
+/// # References
+///
+/// G. Finn and E. Horowitz, "A linear time approximation algorithm for
+/// multiprocessor scheduling", BIT 19, 1979. The move-and-swap pass follows
+/// LoongForge's post-LPT refinement.
+///
+/// # Errors
+///
+/// [`Error::NotAPartition`] when `partition` does not hold each item of
+/// `items` exactly once, and the errors of [`Partitioner::partition`] for
+/// invalid items.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::partition::{lpt, refine};
+///
+/// let items = [8u32, 7, 6, 5, 4];
+/// let greedy = lpt(&items, 2)?; // {8, 5, 4} and {7, 6}: 17
+/// let better = refine(&items, &greedy)?;
+/// assert_eq!(better.objective(), 15); // the optimum
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub fn refine<I: Item>(
+    items: &[I],
+    partition: &Partition<<I::Size as Size>::Total>,
+) -> Result<Partition<<I::Size as Size>::Total>, Error> {
+    Partitioner::new(partition.len()).refine(items, partition)
+}
+
+/// A candidate step: move `x` to `to` (and `y` the other way, for a swap).
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    from: usize,
+    to: usize,
+    x: usize,
+    y: Option<usize>,
+}
+
+/// The refinement state by rank.
+struct State<'a, T> {
+    inst: &'a Instance<T>,
+    cfg: &'a Config<T>,
+    /// Ranks of each part, increasing (so decreasing weight).
+    lists: Vec<Vec<usize>>,
+    sums: Vec<T>,
+    osums: Vec<T>,
+    /// Per objective dimension, the three largest and three smallest parts.
+    top: Vec<[usize; 3]>,
+    bottom: Vec<[usize; 3]>,
+}
+
+/// Refines an assignment by rank in place, for at most `max_rounds` steps.
+pub(crate) fn run<T: Total>(
+    inst: &Instance<T>,
+    cfg: &Config<T>,
+    part_of: &mut [usize],
+    max_rounds: usize,
+) {
+    let k = cfg.k;
+    if k < 2 || inst.n == 0 {
+        return;
+    }
+    let mut lists = vec![Vec::new(); k];
+    for (r, &p) in part_of.iter().enumerate() {
+        lists[p].push(r);
+    }
+    let sums = inst.sums(k, part_of);
+    let osums = inst.objective_sums(k, &sums);
+    let mut st = State {
+        inst,
+        cfg,
+        lists,
+        sums,
+        osums,
+        top: vec![[usize::MAX; 3]; inst.od],
+        bottom: vec![[usize::MAX; 3]; inst.od],
+    };
+    // Nothing beats the lower bound.
+    let bound = bounds::objective_bound(inst, cfg);
+    for _ in 0..max_rounds {
+        if instance::cmp(st.objective(), bound) != Ordering::Greater {
+            break;
+        }
+        st.extremes();
+        let Some(step) = st.best_step() else {
+            break;
+        };
+        st.apply(step, part_of);
+    }
+}
+
+impl<T: Total> State<'_, T> {
+    fn k(&self) -> usize {
+        self.cfg.k
+    }
+
+    /// Recomputes the three largest and smallest parts of every objective
+    /// dimension (ties by lower index).
+    fn extremes(&mut self) {
+        let (k, od) = (self.k(), self.inst.od);
+        for j in 0..od {
+            let mut order: [usize; 3] = [usize::MAX; 3];
+            let mut low: [usize; 3] = [usize::MAX; 3];
+            for p in 0..k {
+                insert3(&mut order, p, |a, b| {
+                    instance::cmp(self.osums[b * od + j], self.osums[a * od + j])
+                });
+                insert3(&mut low, p, |a, b| {
+                    instance::cmp(self.osums[a * od + j], self.osums[b * od + j])
+                });
+            }
+            self.top[j] = order;
+            self.bottom[j] = low;
+        }
+    }
+
+    fn objective(&self) -> T {
+        instance::objective_value(self.cfg.objective, self.k(), self.inst.od, &self.osums)
+    }
+
+    /// The objective after parts `a` and `b` take objective sums `na(j)` and
+    /// `nb(j)`, O(od).
+    fn objective_after(
+        &self,
+        a: usize,
+        b: usize,
+        na: &impl Fn(usize) -> T,
+        nb: &impl Fn(usize) -> T,
+    ) -> T {
+        let od = self.inst.od;
+        let mut value = T::ZERO;
+        for j in 0..od {
+            let (va, vb) = (na(j), nb(j));
+            let other = |list: &[usize; 3]| {
+                list.iter()
+                    .copied()
+                    .find(|&p| p != a && p != b && p != usize::MAX)
+            };
+            let mut hi = instance::max(va, vb);
+            if let Some(p) = other(&self.top[j]) {
+                hi = instance::max(hi, self.osums[p * od + j]);
+            }
+            value = value.add(match self.cfg.objective {
+                Objective::MaxPart => hi,
+                Objective::Spread => {
+                    let mut lo = instance::min(va, vb);
+                    if let Some(p) = other(&self.bottom[j]) {
+                        lo = instance::min(lo, self.osums[p * od + j]);
+                    }
+                    hi.saturating_sub(lo)
+                }
+            });
+        }
+        value
+    }
+
+    /// How two parts with objective sums `na(j)` and `nb(j)` stand, for
+    /// steps that keep the objective: (the sum over dimensions of the larger
+    /// of the two for [`Objective::MaxPart`], else of `|a - b|`; the sum of
+    /// `|a - b|`). Lower is better; both fall when the pair gets closer with
+    /// its total kept.
+    fn pair(&self, na: &impl Fn(usize) -> T, nb: &impl Fn(usize) -> T) -> (T, T) {
+        let (mut hi, mut gap) = (T::ZERO, T::ZERO);
+        for j in 0..self.inst.od {
+            let (a, b) = (na(j), nb(j));
+            hi = hi.add(instance::max(a, b));
+            gap = gap.add(instance::max(a, b).saturating_sub(instance::min(a, b)));
+        }
+        match self.cfg.objective {
+            Objective::MaxPart => (hi, gap),
+            Objective::Spread => (gap, gap),
+        }
+    }
+
+    /// Whether the step keeps the cap: in every dimension the larger excess
+    /// over the cap of the two parts does not grow (so parts within the cap
+    /// stay within it, and parts above it get no further above).
+    fn within_cap(&self, step: Step) -> bool {
+        let Some(cap) = &self.cfg.cap else {
+            return true;
+        };
+        let d = self.inst.d;
+        let x = self.inst.sizes(step.x);
+        let y = step.y.map(|y| self.inst.sizes(y));
+        (0..d).all(|j| {
+            let yj = y.map_or(T::ZERO, |y| y[j]);
+            let (old_to, old_from) = (self.sums[step.to * d + j], self.sums[step.from * d + j]);
+            let to = old_to.add(x[j]).saturating_sub(yj);
+            let from = old_from.add(yj).saturating_sub(x[j]);
+            let excess = |a: T, b: T| instance::max(a, b).saturating_sub(cap[j]);
+            instance::cmp(excess(to, from), excess(old_to, old_from)) != Ordering::Greater
+        })
+    }
+
+    /// Whether a move keeps the count constraints.
+    fn move_allowed(&self, from: usize, to: usize) -> bool {
+        let (cf, ct) = (self.lists[from].len(), self.lists[to].len());
+        if !self.cfg.allow_empty && cf == 1 {
+            return false;
+        }
+        !self.cfg.equal_count || cf == ct + 1
+    }
+
+    /// (objective, [`State::pair`]) after the step.
+    fn score(&self, step: Step) -> (T, (T, T)) {
+        let inst = self.inst;
+        let od = inst.od;
+        let (a, b) = (step.from, step.to);
+        let na = |j: usize| {
+            let y = step.y.map_or(T::ZERO, |y| inst.ow(y, j));
+            self.osums[a * od + j]
+                .add(y)
+                .saturating_sub(inst.ow(step.x, j))
+        };
+        let nb = |j: usize| {
+            let y = step.y.map_or(T::ZERO, |y| inst.ow(y, j));
+            self.osums[b * od + j]
+                .add(inst.ow(step.x, j))
+                .saturating_sub(y)
+        };
+        (self.objective_after(a, b, &na, &nb), self.pair(&na, &nb))
+    }
+
+    /// The best improving step, if any: moves out of (and for the spread
+    /// into) the first extreme part of each objective dimension, and swaps
+    /// between it and every other part.
+    fn best_step(&self) -> Option<Step> {
+        let (k, od) = (self.k(), self.inst.od);
+        let spread = self.cfg.objective == Objective::Spread;
+        let mut extreme = vec![false; k];
+        for j in 0..od {
+            extreme[self.top[j][0]] = true;
+            if spread {
+                extreme[self.bottom[j][0]] = true;
+            }
+        }
+        let objective = self.objective();
+        let mut best: Option<(Step, T, (T, T))> = None;
+        let mut consider = |this: &Self, step: Step, base: (T, T)| {
+            let (obj, pair) = this.score(step);
+            let improves = match instance::cmp(obj, objective) {
+                Ordering::Less => true,
+                Ordering::Equal => instance::cmp(pair.0, base.0) == Ordering::Less,
+                Ordering::Greater => false,
+            };
+            let key = |o: T, p: (T, T)| (Load(o), Load(p.0), Load(p.1));
+            let better = match &best {
+                None => true,
+                Some((_, bo, bp)) => key(obj, pair) < key(*bo, *bp),
+            };
+            if improves && better && this.within_cap(step) {
+                best = Some((step, obj, pair));
+            }
+        };
+        for a in (0..k).filter(|&a| extreme[a]) {
+            for b in (0..k).filter(|&b| b != a && !(extreme[b] && b < a)) {
+                let base = self.pair(&|j| self.osums[a * od + j], &|j| self.osums[b * od + j]);
+                let mut step = |from: usize, to: usize, x: usize, y: Option<usize>| {
+                    consider(self, Step { from, to, x, y }, base);
+                };
+                // Moves into a part at the maximum never help the maximum.
+                let directions: &[(usize, usize)] = if spread || extreme[b] {
+                    &[(a, b), (b, a)]
+                } else {
+                    &[(a, b)]
+                };
+                for &(from, to) in directions {
+                    if self.move_allowed(from, to) {
+                        for &x in &self.lists[from] {
+                            step(from, to, x, None);
+                        }
+                    }
+                }
+                if od == 1 {
+                    self.balanced_swaps(a, b, |y, x| step(a, b, x, Some(y)));
+                } else {
+                    for &x in &self.lists[a] {
+                        for &y in &self.lists[b] {
+                            step(a, b, x, Some(y));
+                        }
+                    }
+                }
+            }
+        }
+        best.map(|(step, _, _)| step)
+    }
+
+    /// For one objective dimension, calls `f(y, x)` for each `x` in part `a`
+    /// with the two `y` in part `b` around the one that balances the pair:
+    /// `sum_a - x + y` against `sum_b + x - y`. Both lists have decreasing
+    /// weights, so the balancing position only moves forward: O(|a| + |b|).
+    fn balanced_swaps(&self, a: usize, b: usize, mut f: impl FnMut(usize, usize)) {
+        let (sa, sb) = (self.osums[a], self.osums[b]);
+        let list = &self.lists[b];
+        let mut i = 0;
+        for &x in &self.lists[a] {
+            let wx = self.inst.key(x);
+            let target = sb.add(wx).add(wx);
+            // Past `i`, part `a` would end no heavier than part `b`.
+            while i < list.len() && {
+                let wy = self.inst.key(list[i]);
+                instance::cmp(sa.add(wy).add(wy), target) == Ordering::Greater
+            } {
+                i += 1;
+            }
+            if i > 0 {
+                f(list[i - 1], x);
+            }
+            if i < list.len() {
+                f(list[i], x);
+            }
+        }
+    }
+
+    fn apply(&mut self, step: Step, part_of: &mut [usize]) {
+        self.shift(step.x, step.from, step.to, part_of);
+        if let Some(y) = step.y {
+            self.shift(y, step.to, step.from, part_of);
+        }
+    }
+
+    /// Moves rank `r` from part `from` to part `to`.
+    fn shift(&mut self, r: usize, from: usize, to: usize, part_of: &mut [usize]) {
+        let (d, od) = (self.inst.d, self.inst.od);
+        if let Ok(i) = self.lists[from].binary_search(&r) {
+            self.lists[from].remove(i);
+        }
+        let i = self.lists[to].binary_search(&r).unwrap_or_else(|i| i);
+        self.lists[to].insert(i, r);
+        part_of[r] = to;
+        let x = self.inst.sizes(r);
+        for (j, &xj) in x.iter().enumerate() {
+            self.sums[from * d + j] = self.sums[from * d + j].saturating_sub(xj);
+            self.sums[to * d + j] = self.sums[to * d + j].add(xj);
+        }
+        for j in 0..od {
+            let w = self.inst.ow(r, j);
+            self.osums[from * od + j] = self.osums[from * od + j].saturating_sub(w);
+            self.osums[to * od + j] = self.osums[to * od + j].add(w);
+        }
+    }
+}
+
+/// Inserts `p` into the sorted three-slot list by `before` (ties keep the
+/// earlier part first).
+fn insert3(list: &mut [usize; 3], p: usize, before: impl Fn(usize, usize) -> Ordering) {
+    let mut cur = p;
+    for slot in list.iter_mut() {
+        if *slot == usize::MAX {
+            *slot = cur;
+            return;
+        }
+        if before(cur, *slot) == Ordering::Less {
+            core::mem::swap(slot, &mut cur);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::Dims;
+
+    #[test]
+    fn three_slot_order() {
+        let vals = [5u32, 9, 1, 9, 7];
+        let mut top = [usize::MAX; 3];
+        for p in 0..vals.len() {
+            insert3(&mut top, p, |a, b| vals[b].cmp(&vals[a]));
+        }
+        assert_eq!(top, [1, 3, 4]);
+    }
+
+    #[test]
+    fn refines_lpt_to_the_optimum() {
+        let inst = instance::instance(&[8u32, 7, 6, 5, 4], Dims::Combined, None).unwrap();
+        let cfg = Config {
+            k: 2,
+            objective: Objective::MaxPart,
+            equal_count: false,
+            allow_empty: false,
+            cap: None,
+        };
+        let mut part_of = vec![0, 1, 1, 0, 0]; // 17 / 13
+        run(&inst, &cfg, &mut part_of, usize::MAX);
+        let sums = inst.sums(2, &part_of);
+        assert_eq!(sums.iter().max(), Some(&15));
+    }
+}
