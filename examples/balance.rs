@@ -69,18 +69,21 @@ fn parse_args() -> Result<Args, String> {
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let int = |v: &str| -> Result<u64, String> {
-            v.parse::<u64>()
-                .map_err(|e| format!("{flag} {v}: {e}"))
+            v.parse::<u64>().map_err(|e| format!("{flag} {v}: {e}"))
         };
         match flag.as_str() {
             "--scenario" => args.scenario = value.parse().map_err(|e| format!("{e}"))?,
             "--ranks" => args.ranks = int(&value)? as usize,
             "--samples-per-rank" => args.per_rank = int(&value)? as usize,
             "--seq-len" => {
-                args.seq_len = Some(u32::try_from(int(&value)?).map_err(|e| format!("--seq-len {value}: {e}"))?)
+                args.seq_len = Some(
+                    u32::try_from(int(&value)?).map_err(|e| format!("--seq-len {value}: {e}"))?,
+                )
             }
             "--max-units" => {
-                args.max_units = Some(u32::try_from(int(&value)?).map_err(|e| format!("--max-units {value}: {e}"))?)
+                args.max_units = Some(
+                    u32::try_from(int(&value)?).map_err(|e| format!("--max-units {value}: {e}"))?,
+                )
             }
             "--micro-steps" => args.micro_steps = Some(int(&value)? as usize),
             "--sync" => args.sync = value.parse().map_err(|e| format!("{e}"))?,
@@ -104,7 +107,9 @@ fn read_input(path: &str) -> Result<Vec<StepSample>, String> {
         }
         let bad = |what: String| format!("{path}:{n}: {what}");
         let v: Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
-        let obj = v.as_object().ok_or_else(|| bad("expected an object".into()))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| bad("expected an object".into()))?;
         for key in obj.keys() {
             if !["id", "text_tokens", "image_tokens", "loss_tokens"].contains(&key.as_str()) {
                 return Err(bad(format!("unknown field `{key}`")));
@@ -123,14 +128,17 @@ fn read_input(path: &str) -> Result<Vec<StepSample>, String> {
             u32::try_from(x).map_err(|_| bad(format!("`{key}` = {x} is too large")))
         };
         let id = uint("id")?.ok_or_else(|| bad("missing `id`".into()))?;
-        let text_tokens = uint("text_tokens")?.ok_or_else(|| bad("missing `text_tokens`".into()))?;
+        let text_tokens =
+            uint("text_tokens")?.ok_or_else(|| bad("missing `text_tokens`".into()))?;
         let mut images = Vec::new();
         match obj.get("image_tokens") {
             None | Some(Value::Null) => {}
             Some(Value::Array(list)) => {
                 for x in list {
                     let t = x.as_u64().ok_or_else(|| {
-                        bad(format!("`image_tokens` must hold non-negative integers, got {x}"))
+                        bad(format!(
+                            "`image_tokens` must hold non-negative integers, got {x}"
+                        ))
                     })?;
                     images.push(Image::new(u32_of("image_tokens", t)?));
                 }
@@ -182,7 +190,8 @@ fn chart(title: &str, loads: &[(f64, f64)], max: f64) {
     for r in shown {
         let (v, l) = loads[r];
         let cv = (v / max * WIDTH).round() as usize;
-        let cl = ((v + l) / max * WIDTH).round() as usize - cv.min(((v + l) / max * WIDTH).round() as usize);
+        let cl = ((v + l) / max * WIDTH).round() as usize
+            - cv.min(((v + l) / max * WIDTH).round() as usize);
         println!(
             "  rank {r:>4} {}{}{} {:>6.3}",
             "▒".repeat(cv),
@@ -259,7 +268,8 @@ fn run(args: &Args) -> Result<(), String> {
     let (samples, source) = match &args.input {
         Some(path) => (read_input(path)?, path.clone()),
         None => (
-            args.scenario.generate(args.ranks * args.per_rank, args.seed),
+            args.scenario
+                .generate(args.ranks * args.per_rank, args.seed),
             format!("{} (seed {})", args.scenario, args.seed),
         ),
     };
@@ -268,9 +278,11 @@ fn run(args: &Args) -> Result<(), String> {
     } else {
         args.scenario.seq_len()
     });
-    let max_units = args
-        .max_units
-        .or(if args.input.is_some() { None } else { args.scenario.max_units() });
+    let max_units = args.max_units.or(if args.input.is_some() {
+        None
+    } else {
+        args.scenario.max_units()
+    });
     let planner = configure(Planner::new(&model, args.ranks, seq_len), args, max_units);
     let plan = planner.plan(&samples).map_err(|e| e.to_string())?;
     if args.json {
@@ -313,15 +325,31 @@ fn run(args: &Args) -> Result<(), String> {
     );
     println!();
     let unit = |x: f64| format!("{:.3} TFLOP", x / 1e12);
-    println!("predicted step time   {}  ({:.4} x its lower bound)", unit(r.predicted), r.ratio());
+    println!(
+        "predicted step time   {}  ({:.4} x its lower bound)",
+        unit(r.predicted),
+        r.ratio()
+    );
     println!("lower bound           {}", unit(r.lower_bound));
-    println!("naive baseline        {}  ({:.4} x)", unit(r.baseline), r.baseline / r.lower_bound);
-    println!("token-balanced        {}  ({:.4} x)", unit(token_time), token_time / r.lower_bound);
+    println!(
+        "naive baseline        {}  ({:.4} x)",
+        unit(r.baseline),
+        r.baseline / r.lower_bound
+    );
+    println!(
+        "token-balanced        {}  ({:.4} x)",
+        unit(token_time),
+        token_time / r.lower_bound
+    );
     println!(
         "imbalance (max/mean)  vision {:.4}, language {:.4}",
         r.imbalance.vision, r.imbalance.language
     );
-    println!("packing efficiency    {:.1}% of {} sequences", 100.0 * r.efficiency, r.sequences);
+    println!(
+        "packing efficiency    {:.1}% of {} sequences",
+        100.0 * r.efficiency,
+        r.sequences
+    );
     if let Some(t) = r.planning_time {
         println!("planning time         {:.2} ms", t.as_secs_f64() * 1e3);
     }
@@ -349,8 +377,16 @@ fn main() -> ExitCode {
                 eprintln!("error: {e}");
             }
             eprintln!("{USAGE}");
-            eprintln!("scenarios: {}; models: {}", SCENARIO_NAMES.join(", "), PRESET_NAMES.join(", "));
-            return if e.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) };
+            eprintln!(
+                "scenarios: {}; models: {}",
+                SCENARIO_NAMES.join(", "),
+                PRESET_NAMES.join(", ")
+            );
+            return if e.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
         }
     };
     match run(&args) {

@@ -27,12 +27,22 @@ fn main() {
         for &r in &ranks {
             let batch = scenario.generate(64 * r, seed);
             for sync in SyncModel::ALL {
-                let plan = scenario.planner(r).unwrap().sync(sync).plan(&batch).unwrap();
-                let mut by_tokens = Planner::new(Tokens::new(1.0).unwrap(), r, scenario.seq_len()).sync(sync);
+                let plan = scenario
+                    .planner(r)
+                    .unwrap()
+                    .sync(sync)
+                    .plan(&batch)
+                    .unwrap();
+                let mut by_tokens =
+                    Planner::new(Tokens::new(1.0).unwrap(), r, scenario.seq_len()).sync(sync);
                 if let Some(u) = scenario.max_units() {
                     by_tokens = by_tokens.max_units(u);
                 }
-                let tokens = by_tokens.plan(&batch).unwrap().predict(&batch, &model, sync).unwrap();
+                let tokens = by_tokens
+                    .plan(&batch)
+                    .unwrap()
+                    .predict(&batch, &model, sync)
+                    .unwrap();
                 let rep = plan.report();
                 let lb = rep.lower_bound;
                 println!(

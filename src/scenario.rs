@@ -293,11 +293,16 @@ impl Draw {
         if kind < 0.15 {
             // Video: one unit per two-frame group (one second at 2 fps).
             let per_group = clamp(self.video_group.sample(rng), 128, 768);
-            let groups = clamp(self.video_seconds.sample(rng), 2, 64).min(12288.min(room) / per_group);
+            let groups =
+                clamp(self.video_seconds.sample(rng), 2, 64).min(12288.min(room) / per_group);
             let units = NonZeroU32::new(groups.max(1)).unwrap_or(NonZeroU32::MIN);
             return Sample::new(text, [Image::with_units(units.get() * per_group, units)]);
         }
-        let count = if kind < 0.28 { rng.random_range(2..=8u32) } else { 1 };
+        let count = if kind < 0.28 {
+            rng.random_range(2..=8u32)
+        } else {
+            1
+        };
         let mut images: Vec<u32> = (0..count).map(|_| self.anyres_image(rng)).collect();
         let sum: u32 = images.iter().sum();
         if sum > room {

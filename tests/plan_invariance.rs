@@ -31,7 +31,9 @@ fn mix(mut z: u64) -> u64 {
 
 /// The integer gradient of token `t` of sample `id`.
 fn int_grad(id: u64, t: u64) -> [i128; DIM] {
-    std::array::from_fn(|d| (mix(id.wrapping_mul(1_000_003) ^ (t << 8) ^ d as u64) % 41) as i128 - 20)
+    std::array::from_fn(|d| {
+        (mix(id.wrapping_mul(1_000_003) ^ (t << 8) ^ d as u64) % 41) as i128 - 20
+    })
 }
 
 /// The summed integer gradient of one sample's loss tokens.
@@ -174,7 +176,8 @@ fn batch(n: usize, seed: u64) -> Vec<StepSample> {
         .map(|i| {
             let x = mix(seed ^ (i << 20));
             let text = 20 + (x % 400) as u32;
-            let images = (0..(x >> 12) % 3).map(|k| Image::new(64 + ((x >> (20 + k)) % 300) as u32));
+            let images =
+                (0..(x >> 12) % 3).map(|k| Image::new(64 + ((x >> (20 + k)) % 300) as u32));
             // Few distinct loss-token counts keep the rational denominators small.
             let loss = 1 + (x >> 40) % 12;
             StepSample::new(i * 3 + 1, Sample::new(text, images)).with_loss_tokens(loss)
@@ -296,5 +299,9 @@ fn per_micro_batch_mean_breaks_invariance() {
             broken += 1;
         }
     }
-    assert!(broken >= 19, "per-micro-batch means matched on {} of 20 batches", 20 - broken);
+    assert!(
+        broken >= 19,
+        "per-micro-batch means matched on {} of 20 batches",
+        20 - broken
+    );
 }

@@ -8,11 +8,19 @@
 use microbatch::plan::SyncModel;
 use microbatch::scenario::Scenario;
 
-fn first(s: Scenario) -> Vec<(u64, u32, Vec<(u32, u32)>, u64)> {
+/// A sample as pinned: id, text tokens, (tokens, units) per image, loss tokens.
+type Pin = (u64, u32, Vec<(u32, u32)>, u64);
+
+fn first(s: Scenario) -> Vec<Pin> {
     s.generate(512, 7)[..3]
         .iter()
         .map(|x| {
-            let images = x.sample.images().iter().map(|i| (i.tokens(), i.units())).collect();
+            let images = x
+                .sample
+                .images()
+                .iter()
+                .map(|i| (i.tokens(), i.units()))
+                .collect();
             (x.id, x.sample.text(), images, x.loss_tokens())
         })
         .collect()
@@ -22,11 +30,19 @@ fn first(s: Scenario) -> Vec<(u64, u32, Vec<(u32, u32)>, u64)> {
 fn generators_are_value_stable() {
     assert_eq!(
         first(Scenario::LlavaSft),
-        vec![(0, 341, vec![], 284), (1, 141, vec![(576, 1)], 38), (2, 327, vec![(576, 1)], 106)]
+        vec![
+            (0, 341, vec![], 284),
+            (1, 141, vec![(576, 1)], 38),
+            (2, 327, vec![(576, 1)], 106)
+        ]
     );
     assert_eq!(
         first(Scenario::AnyresMix),
-        vec![(0, 382, vec![(312, 1)], 164), (1, 268, vec![(638, 1)], 172), (2, 21, vec![(789, 3)], 5)]
+        vec![
+            (0, 382, vec![(312, 1)], 164),
+            (1, 268, vec![(638, 1)], 172),
+            (2, 21, vec![(789, 3)], 5)
+        ]
     );
     assert_eq!(
         first(Scenario::Interleaved),
@@ -36,7 +52,12 @@ fn generators_are_value_stable() {
             (2, 469, vec![(256, 1); 7], 190),
         ]
     );
-    let total = |s: Scenario| s.generate(512, 7).iter().map(|x| x.sample.tokens()).sum::<u64>();
+    let total = |s: Scenario| {
+        s.generate(512, 7)
+            .iter()
+            .map(|x| x.sample.tokens())
+            .sum::<u64>()
+    };
     assert_eq!(total(Scenario::LlavaSft), 419_235);
     assert_eq!(total(Scenario::AnyresMix), 1_138_183);
     assert_eq!(total(Scenario::Interleaved), 1_682_913);
@@ -64,9 +85,19 @@ fn plan_fingerprints_are_pinned() {
     for (scenario, fingerprints, steps) in pins {
         let batch = scenario.generate(512, 7);
         for (sync, fp) in SyncModel::ALL.into_iter().zip(fingerprints) {
-            let plan = scenario.planner(8).unwrap().sync(sync).plan(&batch).unwrap();
+            let plan = scenario
+                .planner(8)
+                .unwrap()
+                .sync(sync)
+                .plan(&batch)
+                .unwrap();
             assert_eq!(plan.micro_steps(), steps, "{scenario} {sync}");
-            assert_eq!(plan.fingerprint(), fp, "{scenario} {sync}: 0x{:016x}", plan.fingerprint());
+            assert_eq!(
+                plan.fingerprint(),
+                fp,
+                "{scenario} {sync}: 0x{:016x}",
+                plan.fingerprint()
+            );
         }
     }
 }

@@ -38,7 +38,12 @@ pub(crate) enum RowKey {
 
 impl RowKey {
     /// The keys tried for per-phase barriers, in order of preference.
-    pub(crate) const ALL: [RowKey; 4] = [RowKey::Excess, RowKey::Language, RowKey::Vision, RowKey::Total];
+    pub(crate) const ALL: [RowKey; 4] = [
+        RowKey::Excess,
+        RowKey::Language,
+        RowKey::Vision,
+        RowKey::Total,
+    ];
 }
 
 /// The loader-order key of a sequence: its smallest position, empty last.
@@ -68,7 +73,9 @@ pub(crate) fn assign(
     let key = |b: u32| -> f64 {
         let c = costs[b as usize];
         match (sync, row_key) {
-            (SyncModel::Step | SyncModel::MicroStep, _) | (SyncModel::Phase, RowKey::Total) => c.total(),
+            (SyncModel::Step | SyncModel::MicroStep, _) | (SyncModel::Phase, RowKey::Total) => {
+                c.total()
+            }
             (SyncModel::Phase, RowKey::Vision) => c.vision,
             (SyncModel::Phase, RowKey::Language) => c.language,
             (SyncModel::Phase, RowKey::Excess) => {
@@ -92,7 +99,9 @@ pub(crate) fn assign(
                 (0..ranks).map(|r| (Reverse(0), Reverse(r))).collect();
             let mut load = vec![0.0f64; ranks];
             for &b in &order {
-                let Some((_, Reverse(r))) = heap.pop() else { break };
+                let Some((_, Reverse(r))) = heap.pop() else {
+                    break;
+                };
                 members[r].push(b);
                 load[r] += costs[b as usize].total();
                 if members[r].len() < per_rank {

@@ -150,7 +150,9 @@ impl Bins<'_> {
         let mut stashed = 0;
         let mut chosen = None;
         while stashed < STASH {
-            let Some((bucket, b)) = self.queue.pop() else { break };
+            let Some((bucket, b)) = self.queue.pop() else {
+                break;
+            };
             if self.prep.fits(self.load[b as usize], p) {
                 chosen = Some(b as usize);
                 break;
@@ -238,7 +240,10 @@ pub(crate) fn greedy(prep: &Prepared, bins: usize) -> Option<Vec<Vec<u32>>> {
         state.push(b);
     }
     // The fewest tokens among the samples from each point of the order on.
-    let mut rest: Vec<u32> = order.iter().map(|&(_, p)| prep.sizes(p as usize)[0]).collect();
+    let mut rest: Vec<u32> = order
+        .iter()
+        .map(|&(_, p)| prep.sizes(p as usize)[0])
+        .collect();
     for i in (0..rest.len().saturating_sub(1)).rev() {
         rest[i] = rest[i].min(rest[i + 1]);
     }

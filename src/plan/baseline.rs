@@ -56,7 +56,11 @@ pub(crate) fn naive<M: Incremental>(
 
 /// The naive layout: `(A, slots)` with each slot's sorted positions, next
 /// fit in id order, micro-batch `m` to rank `m % R`, micro-step `m / R`.
-pub(crate) fn naive_layout(prep: &Prepared, ranks: usize, per_step: usize) -> (usize, Vec<Vec<u32>>) {
+pub(crate) fn naive_layout(
+    prep: &Prepared,
+    ranks: usize,
+    per_step: usize,
+) -> (usize, Vec<Vec<u32>>) {
     let mut sequences: Vec<Vec<u32>> = Vec::new();
     let mut load = [0u64; 3];
     for p in 0..prep.len() {

@@ -30,10 +30,19 @@ pub(crate) fn step_time(
     let mb = micro_batches(ranks, steps, per_step, costs);
     match sync {
         SyncModel::Step => (0..ranks)
-            .map(|r| mb[r * steps..(r + 1) * steps].iter().map(Phases::total).sum::<f64>())
+            .map(|r| {
+                mb[r * steps..(r + 1) * steps]
+                    .iter()
+                    .map(Phases::total)
+                    .sum::<f64>()
+            })
             .fold(0.0, f64::max),
         SyncModel::MicroStep => (0..steps)
-            .map(|j| (0..ranks).map(|r| mb[r * steps + j].total()).fold(0.0, f64::max))
+            .map(|j| {
+                (0..ranks)
+                    .map(|r| mb[r * steps + j].total())
+                    .fold(0.0, f64::max)
+            })
             .sum(),
         SyncModel::Phase => (0..steps)
             .map(|j| {
@@ -63,7 +72,10 @@ pub(crate) fn imbalance(ranks: usize, steps: usize, per_step: usize, costs: &[Ph
             1.0
         }
     };
-    Phases::new(ratio(max.vision, sum.vision), ratio(max.language, sum.language))
+    Phases::new(
+        ratio(max.vision, sum.vision),
+        ratio(max.language, sum.language),
+    )
 }
 
 /// The lower bound of any plan's step time under `sync`, from the total

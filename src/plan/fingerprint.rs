@@ -35,7 +35,13 @@ pub fn fnv1a(bytes: &[u8], state: Option<u64>) -> u64 {
 }
 
 /// The fingerprint of a plan's layout.
-pub(crate) fn of_plan(ranks: usize, steps: usize, per_step: usize, offsets: &[usize], ids: &[u64]) -> u64 {
+pub(crate) fn of_plan(
+    ranks: usize,
+    steps: usize,
+    per_step: usize,
+    offsets: &[usize],
+    ids: &[u64],
+) -> u64 {
     let mut h = fnv1a(b"microbatch-plan-v1", None);
     for v in [ranks as u64, steps as u64, per_step as u64] {
         h = fnv1a(&v.to_le_bytes(), Some(h));

@@ -121,7 +121,11 @@ impl Loss {
     /// is the [`denominator`](Loss::denominator). A zero denominator (a step
     /// without loss tokens) gives `(0, 1)`: nothing to learn.
     #[must_use]
-    pub const fn scale_ratio(&self, normalization: Normalization, reduction: Reduction) -> (u64, u64) {
+    pub const fn scale_ratio(
+        &self,
+        normalization: Normalization,
+        reduction: Reduction,
+    ) -> (u64, u64) {
         let d = self.denominator(normalization);
         if d == 0 {
             return (0, 1);

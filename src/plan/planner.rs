@@ -311,7 +311,11 @@ impl<M: Incremental> Planner<M> {
         drop(states);
 
         let total: Phases = prep.items.iter().map(|e| e.cost).sum();
-        let largest = prep.items.iter().map(|e| e.cost.total()).fold(0.0, f64::max);
+        let largest = prep
+            .items
+            .iter()
+            .map(|e| e.cost.total())
+            .fold(0.0, f64::max);
         let (baseline, baseline_steps) = naive(prep, samples, &self.model, self.sync, r, s);
         let loss_tokens = samples
             .iter()
@@ -373,11 +377,7 @@ impl<M: Incremental> Planner<M> {
             if items.last().is_some_and(|e| e.id == id) {
                 return Err(Error::DuplicateId { id });
             }
-            let size = [
-                s.sample.tokens(),
-                s.units(),
-                s.sample.images().len() as u64,
-            ];
+            let size = [s.sample.tokens(), s.units(), s.sample.images().len() as u64];
             for (d, name) in ["tokens", "units", "images"].into_iter().enumerate() {
                 if size[d] > caps[d] {
                     oversize.push(OversizeSample {
@@ -391,7 +391,7 @@ impl<M: Incremental> Planner<M> {
             let c = self.model.evaluate_with(&empty, &s.sample);
             let t = c.vision + c.language;
             // NaN-safe: `!(x >= 0.0)` is also true for NaN.
-            if !(c.vision >= 0.0 && c.language >= 0.0) || !t.is_finite() {
+            if !(c.vision >= 0.0 && c.language >= 0.0 && t.is_finite()) {
                 return Err(Error::InvalidCost { id, value: t });
             }
             items.push(Entry {
@@ -477,10 +477,7 @@ impl<M: Incremental> Planner<M> {
             let items: Vec<(u64, [u32; 3])> = (0..prep.len())
                 .map(|p| (prep.id(p), prep.sizes(p)))
                 .collect();
-            first_fit_decreasing(&items, cap).map(|p| {
-                // Reuse the same bin lists below.
-                p
-            })
+            first_fit_decreasing(&items, cap)
         };
         match packing {
             Ok(p) => p
@@ -495,12 +492,7 @@ impl<M: Incremental> Planner<M> {
 
     /// Deals the sequences to slots and refines them: `slots[k]` lists the
     /// sorted positions of slot `k`, in ascending position.
-    fn deal(
-        &self,
-        prep: &Prepared,
-        bins: &mut Vec<Vec<u32>>,
-        steps: usize,
-    ) -> Vec<Vec<u32>> {
+    fn deal(&self, prep: &Prepared, bins: &mut Vec<Vec<u32>>, steps: usize) -> Vec<Vec<u32>> {
         for b in bins.iter_mut() {
             b.sort_unstable();
         }
@@ -512,16 +504,17 @@ impl<M: Incremental> Planner<M> {
             for &p in members {
                 let e = &prep.items[p as usize];
                 costs[b] += e.cost;
-                for d in 0..3 {
-                    loads[b][d] += u64::from(e.sizes[d]);
+                for (l, &x) in loads[b].iter_mut().zip(&e.sizes) {
+                    *l += u64::from(x);
                 }
             }
         }
-        let largest = prep
+        let largest = prep.items.iter().fold(Phases::ZERO, |m, e| m.max(e.cost));
+        let largest_total = prep
             .items
             .iter()
-            .fold(Phases::ZERO, |m, e| m.max(e.cost));
-        let largest_total = prep.items.iter().map(|e| e.cost.total()).fold(0.0, f64::max);
+            .map(|e| e.cost.total())
+            .fold(0.0, f64::max);
         let sum = |b: &[u32]| b.iter().map(|&p| prep.cost(p as usize)).sum::<Phases>();
         let keys: &[RowKey] = match self.sync {
             SyncModel::Phase => &RowKey::ALL,
@@ -529,8 +522,20 @@ impl<M: Incremental> Planner<M> {
         };
         let mut best: Option<(f64, Vec<u32>, Vec<Vec<u32>>)> = None;
         for &key in keys {
-            let mut trial = if keys.len() == 1 { core::mem::take(bins) } else { bins.to_vec() };
-            let mut order = assign(self.sync, key, self.ranks, steps, self.per_step, &costs, &trial);
+            let mut trial = if keys.len() == 1 {
+                core::mem::take(bins)
+            } else {
+                bins.to_vec()
+            };
+            let mut order = assign(
+                self.sync,
+                key,
+                self.ranks,
+                steps,
+                self.per_step,
+                &costs,
+                &trial,
+            );
             if self.refine {
                 let mut trial_loads = if keys.len() == 1 {
                     core::mem::take(&mut loads)
@@ -562,7 +567,8 @@ impl<M: Incremental> Planner<M> {
             let time = if keys.len() == 1 {
                 0.0
             } else {
-                let slot_costs: Vec<Phases> = order.iter().map(|&b| sum(&trial[b as usize])).collect();
+                let slot_costs: Vec<Phases> =
+                    order.iter().map(|&b| sum(&trial[b as usize])).collect();
                 step_time(self.sync, self.ranks, steps, self.per_step, &slot_costs)
             };
             if best.as_ref().map_or(true, |b| time < b.0) {
@@ -575,7 +581,6 @@ impl<M: Incremental> Planner<M> {
             .map(|b| core::mem::take(&mut chosen[b as usize]))
             .collect()
     }
-
 }
 
 /// `bins` with empty sequences appended up to `k`.
@@ -588,7 +593,10 @@ fn pad(mut bins: Vec<Vec<u32>>, k: usize) -> Vec<Vec<u32>> {
 /// no rank idles at the collective (a sample alone always fits a sequence).
 fn give_every_rank_work(slots: &mut [Vec<u32>], ranks: usize, per_rank: usize) {
     let count = |slots: &[Vec<u32>], r: usize| -> usize {
-        slots[r * per_rank..(r + 1) * per_rank].iter().map(Vec::len).sum()
+        slots[r * per_rank..(r + 1) * per_rank]
+            .iter()
+            .map(Vec::len)
+            .sum()
     };
     for r in 0..ranks {
         if count(slots, r) > 0 {

@@ -121,7 +121,13 @@ pub(crate) fn refine(
 }
 
 impl Contest<'_> {
-    fn run(&mut self, dims: &[usize], bins: &mut [Vec<u32>], loads: &mut [[u64; 3]], largest: [f64; 3]) {
+    fn run(
+        &mut self,
+        dims: &[usize],
+        bins: &mut [Vec<u32>],
+        loads: &mut [[u64; 3]],
+        largest: [f64; 3],
+    ) {
         let n = self.groups.len();
         if n < 2 {
             return;
@@ -144,7 +150,9 @@ impl Contest<'_> {
                 min_heap.push((Reverse(k), Reverse(g as u32), self.version[g]));
             }
             let other_max = |cost: &[Phases]| {
-                other.map_or(f64::INFINITY, |o| cost.iter().map(|&c| key(c, o)).fold(0.0, f64::max))
+                other.map_or(f64::INFINITY, |o| {
+                    cost.iter().map(|&c| key(c, o)).fold(0.0, f64::max)
+                })
             };
             let mut limit_other = other_max(&self.cost);
             let mean = self.cost.iter().map(|&c| key(c, d)).sum::<f64>() / n as f64;
@@ -195,7 +203,9 @@ impl Contest<'_> {
                     min_heap.push((Reverse(k), Reverse(g as u32), self.version[g]));
                 }
                 if let Some(o) = other {
-                    limit_other = limit_other.max(key(self.cost[x], o)).max(key(self.cost[c.y], o));
+                    limit_other = limit_other
+                        .max(key(self.cost[x], o))
+                        .max(key(self.cost[c.y], o));
                 }
             }
         }
@@ -230,39 +240,50 @@ impl Contest<'_> {
                     pool.push((prep.cost(pb as usize).total(), by, ib));
                 }
             }
-            pool.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            pool.sort_unstable_by(|a, b| {
+                a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
+            });
             let roomiest = self.groups[y]
                 .iter()
                 .copied()
                 .min_by_key(|&b| (loads[b as usize][0], b))
                 .unwrap_or(0);
-            let consider = |bx: u32, ia: usize, by: u32, ib: Option<usize>, best: &mut Option<Change>| {
-                let pa = bins[bx as usize][ia] as usize;
-                let ca = prep.cost(pa).total();
-                let (cb, sb) = match ib {
-                    None => (0.0, [0u64; 3]),
-                    Some(ib) => {
-                        let pb = bins[by as usize][ib] as usize;
-                        (prep.cost(pb).total(), prep.size(pb))
+            let consider =
+                |bx: u32, ia: usize, by: u32, ib: Option<usize>, best: &mut Option<Change>| {
+                    let pa = bins[bx as usize][ia] as usize;
+                    let ca = prep.cost(pa).total();
+                    let (cb, sb) = match ib {
+                        None => (0.0, [0u64; 3]),
+                        Some(ib) => {
+                            let pb = bins[by as usize][ib] as usize;
+                            (prep.cost(pb).total(), prep.size(pb))
+                        }
+                    };
+                    let (kx, ky) = (gx - ca + cb, gy + ca - cb);
+                    if !(kx < gx && ky < gx) {
+                        return;
+                    }
+                    let score = kx.max(ky);
+                    if best.is_some_and(|b| b.score <= score) {
+                        return;
+                    }
+                    let sa = prep.size(pa);
+                    let (lx, ly) = (loads[bx as usize], loads[by as usize]);
+                    let fits = (0..3).all(|k| {
+                        lx[k] - sa[k] + sb[k] <= prep.caps[k]
+                            && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                    });
+                    if fits {
+                        *best = Some(Change {
+                            bx,
+                            a: ia,
+                            by,
+                            b: ib,
+                            y,
+                            score,
+                        });
                     }
                 };
-                let (kx, ky) = (gx - ca + cb, gy + ca - cb);
-                if !(kx < gx && ky < gx) {
-                    return;
-                }
-                let score = kx.max(ky);
-                if best.is_some_and(|b| b.score <= score) {
-                    return;
-                }
-                let sa = prep.size(pa);
-                let (lx, ly) = (loads[bx as usize], loads[by as usize]);
-                let fits = (0..3).all(|k| {
-                    lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k]
-                });
-                if fits {
-                    *best = Some(Change { bx, a: ia, by, b: ib, y, score });
-                }
-            };
             for &bx in self.groups[x] {
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
                     let ca = prep.cost(pa as usize).total();

@@ -63,7 +63,11 @@ impl StepSample {
     /// The ViT units (tiles or frame groups) of all images.
     #[must_use]
     pub fn units(&self) -> u64 {
-        self.sample.images().iter().map(|i| u64::from(i.units())).sum()
+        self.sample
+            .images()
+            .iter()
+            .map(|i| u64::from(i.units()))
+            .sum()
     }
 }
 
@@ -430,7 +434,10 @@ impl Plan {
         }
         let mut by_id: Vec<usize> = (0..samples.len()).collect();
         by_id.sort_unstable_by_key(|&i| samples[i].id);
-        if let Some(w) = by_id.windows(2).find(|w| samples[w[0]].id == samples[w[1]].id) {
+        if let Some(w) = by_id
+            .windows(2)
+            .find(|w| samples[w[0]].id == samples[w[1]].id)
+        {
             return Err(Error::DuplicateId {
                 id: samples[w[0]].id,
             });
