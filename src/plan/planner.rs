@@ -32,6 +32,7 @@ type Instant = ();
 /// # Examples
 ///
 /// ```
+/// use core::num::NonZeroU32;
 /// use microbatch::cost::{preset, Image, Sample};
 /// use microbatch::plan::{Planner, StepSample, SyncModel};
 ///
@@ -40,11 +41,15 @@ type Instant = ();
 ///     .sync(SyncModel::MicroStep)
 ///     .micro_steps(2);
 /// let samples: Vec<_> = (0..10)
-///     .map(|i| StepSample::new(i, Sample::new(800, [Image::new(7 * 256)])))
+///     .map(|i| {
+///         let tiles = NonZeroU32::new(7).unwrap();
+///         StepSample::new(i, Sample::new(800, [Image::with_units(7 * 256, tiles)]))
+///     })
 ///     .collect();
 /// let plan = planner.plan(&samples)?;
 /// assert_eq!(plan.micro_steps(), 2);
 ///
+/// // At most 8 tiles a sequence: one sample each, ten sequences, five per rank.
 /// let err = planner.micro_steps(1).max_units(8).plan(&samples).unwrap_err();
 /// assert_eq!(err.to_string(), "1 micro-step(s) cannot hold the batch; the smallest feasible number is 5");
 /// # Ok::<(), microbatch::Error>(())
@@ -254,7 +259,8 @@ impl<M: Incremental> Planner<M> {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
-    /// let naive = Planner::new(Tokens::new(1.0)?, 2, 30).baseline(&samples)?;
+    /// // Next fit in id order: [0, 1], [2], [3]; dealt to ranks 0, 1, 0.
+/// let naive = Planner::new(Tokens::new(1.0)?, 2, 50).baseline(&samples)?;
     /// assert_eq!(naive.to_nested(), vec![vec![vec![0, 1], vec![3]], vec![vec![2], vec![]]]);
     /// assert_eq!(naive.report().predicted, naive.report().baseline);
     /// # Ok::<(), microbatch::Error>(())
