@@ -238,3 +238,27 @@ fn too_few_micro_steps_names_the_smallest() {
     let p = Planner::new(model(), 2, 1000).plan(&samples).unwrap();
     assert_eq!(p.micro_steps(), 3);
 }
+
+/// Samples without tokens or cost (empty documents) cost nothing anywhere,
+/// so the balancing alone would stack them; every rank still gets one.
+#[test]
+fn zero_size_samples_reach_every_rank() {
+    for sync in SyncModel::ALL {
+        for (n, ranks) in [(4, 4), (9, 3), (5, 4)] {
+            let samples: Vec<StepSample> = (0..n)
+                .map(|i| StepSample::new(i, Sample::text_only(0)))
+                .collect();
+            let p = Planner::new(model(), ranks, 64)
+                .sync(sync)
+                .plan(&samples)
+                .unwrap();
+            for r in 0..ranks {
+                assert!(
+                    !p.rank(r).is_empty(),
+                    "{sync}: rank {r} of {ranks} has no sample"
+                );
+            }
+            assert_eq!(p.len(), n as usize);
+        }
+    }
+}

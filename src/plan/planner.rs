@@ -260,7 +260,7 @@ impl<M: Incremental> Planner<M> {
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
     /// // Next fit in id order: [0, 1], [2], [3]; dealt to ranks 0, 1, 0.
-/// let naive = Planner::new(Tokens::new(1.0)?, 2, 50).baseline(&samples)?;
+    /// let naive = Planner::new(Tokens::new(1.0)?, 2, 50).baseline(&samples)?;
     /// assert_eq!(naive.to_nested(), vec![vec![vec![0, 1], vec![3]], vec![vec![2], vec![]]]);
     /// assert_eq!(naive.report().predicted, naive.report().baseline);
     /// # Ok::<(), microbatch::Error>(())
