@@ -137,6 +137,18 @@ impl Scenario {
     ///
     /// None for the built-in presets (the `Result` is that of
     /// [`Preset::cost_model`](crate::cost::Preset::cost_model)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::SyncModel;
+    /// use microbatch::scenario::Scenario;
+    ///
+    /// let s = Scenario::LlavaSft;
+    /// let plan = s.planner(4)?.sync(SyncModel::MicroStep).plan(&s.generate(256, 1))?;
+    /// assert!(plan.report().ratio() < 1.02);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn planner(self, ranks: usize) -> Result<Planner<PresetModel>, Error> {
         let model = preset(self.preset())?.cost_model()?;
         let planner = Planner::new(model, ranks, self.seq_len());
@@ -153,6 +165,18 @@ impl Scenario {
     /// # Complexity
     ///
     /// O(n) time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::scenario::Scenario;
+    ///
+    /// let batch = Scenario::LlavaSft.generate(1000, 3);
+    /// let text_only = batch.iter().filter(|s| s.sample.images().is_empty()).count();
+    /// assert!((30..100).contains(&text_only)); // about 6.1%
+    /// assert!(batch.iter().all(|s| s.sample.tokens() <= 2048));
+    /// assert!(batch.iter().all(|s| s.loss_tokens() <= u64::from(s.sample.text())));
+    /// ```
     #[must_use]
     pub fn generate(self, n: usize, seed: u64) -> Vec<StepSample> {
         let mut rng = Pcg64::seed_from_u64(seed);

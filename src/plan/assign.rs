@@ -5,11 +5,12 @@
 //!   slot); a rank's micro-steps then follow the data loader's order (the
 //!   smallest id of each sequence).
 //! - [`SyncModel::MicroStep`] and [`SyncModel::Phase`]: the sequences are
-//!   sorted by cost (total, or vision then language) and cut into rows of
-//!   `R * S`; each row is one micro-step on every rank, so sequences that
-//!   wait for each other cost alike. Within a row the heaviest sequences go
-//!   to the ranks with the least total so far; rows follow the loader's
-//!   order of their smallest id.
+//!   sorted by a [`RowKey`] (the total; for per-phase barriers the caller
+//!   tries each key) and cut into rows of `R * S`; each row is one
+//!   micro-step on every rank, so sequences that wait for each other cost
+//!   alike. Within a row the heaviest sequences go to the ranks with the
+//!   least total so far (in snake order when `S > 1`); rows follow the
+//!   loader's order of their smallest id.
 //!
 //! O(K log K) for K sequences.
 

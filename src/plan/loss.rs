@@ -108,6 +108,14 @@ impl Loss {
 
     /// The step-global denominator of a normalization: the loss tokens or
     /// the samples of the step.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::{Loss, Normalization};
+    ///
+    /// assert_eq!(Loss::new(1000, 10, 4).denominator(Normalization::Sample), 10);
+    /// ```
     #[must_use]
     pub const fn denominator(&self, normalization: Normalization) -> u64 {
         match normalization {

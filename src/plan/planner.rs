@@ -71,6 +71,29 @@ impl<M: Incremental> Planner<M> {
     /// A planner for `ranks` ranks and packed sequences of `seq_len` tokens
     /// (text + image tokens), costing with `model`. Settings are checked by
     /// [`plan`](Planner::plan).
+    ///
+    /// # Examples
+    ///
+    /// Every setting:
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample, SyncModel};
+    ///
+    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 4096)
+    ///     .sync(SyncModel::MicroStep)
+    ///     .max_units(48)
+    ///     .max_images(16)
+    ///     .micro_steps(3)
+    ///     .sequences_per_micro_step(2)
+    ///     .refinement(true);
+    /// let samples: Vec<_> = (0..30).map(|i| StepSample::new(i, Sample::text_only(500))).collect();
+    /// let plan = planner.plan(&samples)?;
+    /// assert_eq!((plan.micro_steps(), plan.sequences_per_micro_step()), (3, 2));
+    /// let dynamic = planner.smallest_micro_steps().plan(&samples)?;
+    /// assert_eq!(dynamic.micro_steps(), 1); // 30 x 500 tokens fit 2 ranks x 2 sequences
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(model: M, ranks: usize, seq_len: u32) -> Self {
         Planner {
             model,

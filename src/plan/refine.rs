@@ -3,19 +3,25 @@
 //! A *contest* is a set of groups that wait for each other: the ranks (one
 //! group of `A * S` sequences each) for [`SyncModel::Step`], or the ranks'
 //! micro-batches of one micro-step (`S` sequences each) for the
-//! per-micro-step models. Per contest and per phase ([`SyncModel::Phase`])
-//! or on the total (the others), the slowest group `x` tries every move of
-//! one of its samples to a sequence of one of the [`CANDIDATES`] fastest
-//! groups `y`, and every swap with a sample there, keeping every cap. The
-//! change that leaves `max(x, y)` lowest is applied if it brings both below
-//! the old maximum without raising the other phase's maximum; otherwise the
-//! contest is done. Every applied change lowers the contest's multiset of
-//! group costs, so the loop ends; it is also capped at [`ROUNDS`] times the
-//! number of groups.
+//! per-micro-step models. Per contest and per phase ([`SyncModel::Phase`]:
+//! the costlier phase first, then the other, then the first again) or on
+//! the total (the others), the slowest group `x` trades with the
+//! [`CANDIDATES`] fastest groups `y` (then [`WIDE`] of them if none can):
+//! moves of one of its samples to `y`, and swaps with a sample of `y`,
+//! keeping every cap. The change that leaves `max(x, y)` lowest is applied
+//! if it brings both below the old maximum without raising the other
+//! phase's maximum; otherwise the contest is done. On the total, only the
+//! swaps nearest to moving half the gap are tried (a binary search in `y`'s
+//! samples sorted by cost) and moves go to `y`'s roomiest sequence; per
+//! phase every pair is tried. Every applied change lowers the contest's
+//! multiset of group costs, so the loop ends; it also stops when the
+//! slowest group is within [`TOLERANCE`] of the mean, and after [`ROUNDS`]
+//! iterations per group.
 //!
 //! Costs are the samples' own costs added up (exact for additive models).
 //!
-//! O(iterations * CANDIDATES * |x| * |y|) time, O(groups) extra space.
+//! O(iterations * candidates * |x| * log |y|) time on the total,
+//! O(iterations * candidates * |x| * |y|) per phase; O(groups) extra space.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;

@@ -322,6 +322,28 @@ impl Plan {
     /// # Panics
     ///
     /// When `rank` or `micro_step` is out of range.
+    ///
+    /// # Examples
+    ///
+    /// The layout, three ways:
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..12).map(|i| StepSample::new(i, Sample::text_only(400))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000)
+    ///     .sequences_per_micro_step(2)
+    ///     .plan(&samples)?;
+    /// // 12 samples of 400 tokens, two a sequence: 6 sequences, 2 per micro-step.
+    /// assert_eq!((plan.ranks(), plan.micro_steps(), plan.len()), (2, 2, 12));
+    /// let mb = plan.micro_batch(1, 0);
+    /// assert_eq!(mb.len(), plan.sequence(1, 0, 0).len() + plan.sequence(1, 0, 1).len());
+    /// assert_eq!(plan.rank(1).len(), 6);
+    /// assert_eq!(plan.to_sequences()[1][0].concat(), mb);
+    /// assert_eq!(plan.sequence_cost(1, 0, 0).language, 400.0 * plan.sequence(1, 0, 0).len() as f64);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn micro_batch(&self, rank: usize, micro_step: usize) -> &[u64] {
         let first = self.slot(rank, micro_step, 0);
@@ -387,6 +409,23 @@ impl Plan {
     /// and the ids of every sequence in order; see
     /// [`fnv1a`](crate::plan::fnv1a)). Equal on every rank and platform for
     /// equal plans.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let mut samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100 + i as u32))).collect();
+    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 1000);
+    /// let a = planner.plan(&samples)?;
+    /// samples.reverse(); // another rank read the batch in another order
+    /// let b = planner.plan(&samples)?;
+    /// assert_eq!(a.fingerprint(), b.fingerprint());
+    /// assert_eq!(a.report().ratio(), b.report().ratio());
+    /// assert_eq!(a.loss().samples, 8);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
