@@ -56,11 +56,7 @@ fn step_time(layout: &[Vec<Vec<&Sample>>], model: &impl CostModel, sync: SyncMod
 
 /// verl's balancing: KK over ranks with equal counts on `24576 T + T^2`,
 /// then FFD into sequences within each rank (one sequence a micro-step).
-fn verl_layout<'a>(
-    batch: &'a [StepSample],
-    ranks: usize,
-    scenario: Scenario,
-) -> Vec<Vec<Vec<&'a Sample>>> {
+fn verl_layout(batch: &[StepSample], ranks: usize, scenario: Scenario) -> Vec<Vec<Vec<&Sample>>> {
     let workload: Vec<(u64, u64)> = batch
         .iter()
         .map(|s| {
