@@ -5,8 +5,13 @@
 //! each variant), with the model pair's cost preset, the packed sequence
 //! length and the caps it trains with. The generators use
 //! [`rand_pcg::Pcg64`] and the distributions of `rand_distr`, both
-//! value-stable: the same seed gives the same batch on every platform and
-//! with every patch release of those crates (the tests pin it).
+//! value-stable across patch releases: the same seed gives the same batch
+//! (`tests/plan_value_stability.rs` pins it). The log-normal draws go
+//! through the platform's `exp` and `ln`, which are not correctly rounded
+//! everywhere: on another platform a draw within one ulp of a rounding
+//! boundary could round to a neighbouring token count. The planner itself
+//! uses no such function and gives identical plans for identical samples
+//! everywhere.
 //!
 //! | scenario | model pair (preset) | image tokens | mix | packing |
 //! |---|---|---|---|---|

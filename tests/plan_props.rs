@@ -190,6 +190,8 @@ proptest! {
         prop_assert_eq!(p.fingerprint(), q.fingerprint());
         prop_assert_eq!(p.to_sequences(), q.to_sequences());
         prop_assert_eq!(p.loss(), q.loss());
+        // The whole plan, report included (but for the planning time).
+        prop_assert_eq!(&p, &q);
     }
 
     #[test]
