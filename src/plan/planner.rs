@@ -194,9 +194,13 @@ impl<M: Incremental> Planner<M> {
         if n > u32::MAX as usize {
             return Err(bad("samples", n as u64, "at most 2^32 - 1"));
         }
-        let slots = (self.ranks as u128)
-            * (self.micro_steps.unwrap_or(1) as u128)
-            * (self.per_step as u128);
+        // The sequences the plan can have: R * A * S for a given A; for the
+        // smallest A at most one a sample plus one micro-step's worth.
+        let per_step = (self.ranks as u128) * (self.per_step as u128);
+        let slots = match self.micro_steps {
+            Some(a) => per_step * a as u128,
+            None => per_step + n as u128,
+        };
         if slots > u32::MAX as u128 {
             return Err(bad(
                 "sequences",
