@@ -26,7 +26,9 @@ type Instant = ();
 /// sequence length `L`, optional caps, the sync model and the micro-steps.
 ///
 /// Built with [`Planner::new`] and chained setters; [`Planner::plan`] plans
-/// one step. The defaults: [`SyncModel::Step`], the smallest feasible number
+/// one step. The model is any [`Incremental`] cost model: every built-in
+/// model, preset and combinator is one (the whole-group closure
+/// [`cost_fn`](crate::cost::cost_fn) is not; [`sample_fn`](crate::cost::sample_fn) is). The defaults: [`SyncModel::Step`], the smallest feasible number
 /// of micro-steps, one sequence per micro-step, no caps besides `L`.
 ///
 /// # Examples
