@@ -165,6 +165,17 @@ impl<M: Incremental> Planner<M> {
     }
 
     /// The cost model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Tokens;
+    /// use microbatch::plan::Planner;
+    ///
+    /// let planner = Planner::new(Tokens::new(2.0)?, 4, 4096);
+    /// assert_eq!(planner.model().per_token(), 2.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn model(&self) -> &M {
         &self.model
     }

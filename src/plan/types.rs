@@ -61,6 +61,18 @@ impl StepSample {
     }
 
     /// The ViT units (tiles or frame groups) of all images.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::num::NonZeroU32;
+    /// use microbatch::cost::{Image, Sample};
+    /// use microbatch::plan::StepSample;
+    ///
+    /// let tiles = NonZeroU32::new(5).unwrap();
+    /// let s = StepSample::new(1, Sample::new(10, [Image::with_units(1280, tiles), Image::new(64)]));
+    /// assert_eq!(s.units(), 6);
+    /// ```
     #[must_use]
     pub fn units(&self) -> u64 {
         self.sample
@@ -104,6 +116,15 @@ impl SyncModel {
 
     /// The name used by [`Display`](fmt::Display) and
     /// [`FromStr`](core::str::FromStr): `step`, `micro-step` or `phase`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::SyncModel;
+    ///
+    /// let names: Vec<&str> = SyncModel::ALL.iter().map(SyncModel::name).collect();
+    /// assert_eq!(names, ["step", "micro-step", "phase"]);
+    /// ```
     #[must_use]
     pub const fn name(&self) -> &'static str {
         match self {
@@ -223,6 +244,23 @@ impl Report {
 
     /// The naive baseline's step time over the plan's (above 1.0: the plan
     /// is faster).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// // In id order the long samples land on rank 0; the plan evens them out.
+    /// let samples: Vec<_> = (0..8u32)
+    ///     .map(|i| StepSample::new(i.into(), Sample::text_only(if i < 2 { 900 } else { 100 })))
+    ///     .collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).plan(&samples)?;
+    /// let r = plan.report();
+    /// assert!(r.gain() > 1.0);
+    /// assert_eq!(r.gain(), r.baseline / r.predicted);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn gain(&self) -> f64 {
         if self.predicted > 0.0 {
@@ -289,6 +327,18 @@ impl Plan {
     }
 
     /// The number of samples planned.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples = [StepSample::new(4, Sample::text_only(7)), StepSample::new(9, Sample::text_only(3))];
+    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 16).plan(&samples)?;
+    /// assert_eq!((plan.len(), plan.is_empty()), (2, false));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.ids.len()
