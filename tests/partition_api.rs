@@ -331,3 +331,33 @@ fn serde_round_trip_and_tampered_partitions() {
         }
     );
 }
+
+/// Regression: with equal counts the exact search counted the parts below
+/// the count instead of the items they lacked, so without an incumbent it
+/// pruned every branch and "proved" a feasible cap infeasible.
+#[test]
+fn a_cap_met_only_by_an_exact_split_is_found_from_every_algorithm() {
+    use microbatch::partition::{Algorithm, Partitioner};
+    let items: Vec<Vec<u32>> = vec![
+        vec![1, 11],
+        vec![26, 0],
+        vec![13, 14],
+        vec![22, 8],
+        vec![27, 12],
+        vec![19, 3],
+    ];
+    for algorithm in [Algorithm::Lpt, Algorithm::KarmarkarKarp, Algorithm::Exact] {
+        let p = Partitioner::<u32>::new(2)
+            .algorithm(algorithm)
+            .equal_count(true)
+            .cap_per_dim(&[54, 54])
+            .partition(&items)
+            .unwrap_or_else(|e| panic!("{algorithm:?}: {e}"));
+        // Dimension 0 sums to 108: only 54 + 54 meets the cap.
+        let mut parts: Vec<Vec<usize>> = p.parts().map(|part| part.to_vec()).collect();
+        parts.iter_mut().for_each(|part| part.sort_unstable());
+        parts.sort();
+        assert_eq!(parts, vec![vec![0, 1, 4], vec![2, 3, 5]], "{algorithm:?}");
+        assert_eq!(p.objective(), 79, "{algorithm:?}");
+    }
+}

@@ -9,7 +9,7 @@ use core::ops::Bound;
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
 use super::order::Classes;
-use super::{assemble, order, validate, Input, LowerBounds, Packing};
+use super::{assemble_runs, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
@@ -243,7 +243,8 @@ fn run<T: Size, X: Index<T>>(
         index: (0..groups.count).map(|_| index()).collect(),
         groups,
     };
-    let mut bin_at: Vec<usize> = Vec::with_capacity(input.len());
+    // (bin, copies) in placement order.
+    let mut runs: Vec<(usize, usize)> = Vec::with_capacity(input.len());
     match sorted {
         // A run of equal sizes: the best bin for one copy stays the best for
         // the next while the copies fit, since no other bin had room between
@@ -254,18 +255,18 @@ fn run<T: Size, X: Index<T>>(
                 let mut left = classes.count(k);
                 while left > 0 {
                     let (bin, copies) = bins.place(&size, left);
-                    bin_at.extend(core::iter::repeat(bin).take(copies));
+                    runs.push((bin, copies));
                     left -= copies;
                 }
             }
         }
         Sizes::Flat(sizes) => {
             for size in sizes.chunks_exact(d) {
-                bin_at.push(bins.place(size, 1).0);
+                runs.push(bins.place(size, 1));
             }
         }
     }
-    assemble(input, order, &bin_at, bins.loads, bounds)
+    assemble_runs(input, order, runs.iter().copied(), bins.loads, bounds)
 }
 
 const NONE: usize = usize::MAX;

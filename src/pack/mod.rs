@@ -476,19 +476,37 @@ pub(crate) fn assemble<T: Size>(
     loads: Vec<T>,
     bounds: LowerBounds,
 ) -> Packing<T> {
+    assemble_runs(input, order, bin_at.iter().map(|&b| (b, 1)), loads, bounds)
+}
+
+/// [`assemble`] from runs `(bin, count)`: the next `count` items placed all
+/// went into `bin`. A run's items are copied as one slice.
+pub(crate) fn assemble_runs<T: Size>(
+    input: &Input<T>,
+    order: Option<&[usize]>,
+    runs: impl Iterator<Item = (usize, usize)> + Clone,
+    loads: Vec<T>,
+    bounds: LowerBounds,
+) -> Packing<T> {
     let bins = loads.len() / input.dims;
     let mut offsets = alloc::vec![0usize; bins + 1];
-    for &b in bin_at {
-        offsets[b + 1] += 1;
+    for (b, count) in runs.clone() {
+        offsets[b + 1] += count;
     }
     for b in 0..bins {
         offsets[b + 1] += offsets[b];
     }
     let mut next = offsets.clone();
-    let mut items = alloc::vec![0usize; bin_at.len()];
-    for (k, &b) in bin_at.iter().enumerate() {
-        items[next[b]] = order.map_or(k, |o| o[k]);
-        next[b] += 1;
+    let mut items = alloc::vec![0usize; offsets[bins]];
+    let mut k = 0;
+    for (b, count) in runs {
+        let to = &mut items[next[b]..next[b] + count];
+        match order {
+            Some(order) => to.copy_from_slice(&order[k..k + count]),
+            None => to.iter_mut().zip(k..).for_each(|(x, i)| *x = i),
+        }
+        next[b] += count;
+        k += count;
     }
     Packing {
         capacity: input.capacity.clone(),

@@ -275,8 +275,10 @@ impl<T: Total> Search<T> {
         self.counts[p] = after;
         self.empty = self.empty + usize::from(after == 0) - usize::from(before == 0);
         if self.equal_count {
+            // The deficit counts items, not parts: the sum over parts of
+            // `lo - count` where the count is below `lo`.
             self.deficit =
-                self.deficit + usize::from(after < self.lo) - usize::from(before < self.lo);
+                self.deficit + self.lo.saturating_sub(after) - self.lo.saturating_sub(before);
             if self.extra > 0 {
                 self.at_hi =
                     self.at_hi + usize::from(after == self.hi) - usize::from(before == self.hi);
