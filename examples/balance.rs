@@ -1,165 +1,399 @@
-//! Packs one step's batch of vision-language samples into fixed-length
-//! sequences with every bin-packing algorithm of `microbatch`, and prints how
-//! close each gets to the lower bound.
+//! Plans one optimizer step of a vision-language batch over data-parallel
+//! ranks and micro-steps, and shows what it gains: the per-rank load before
+//! (the data loader's order, packed greedily, dealt to ranks in turn) and
+//! after, the report, and the step time against token-count balancing.
 //!
-//! Run with no arguments for the embedded default (a seeded batch of 4096
-//! samples, sequences of 16384 tokens and at most 48 ViT tiles):
+//! Run with no arguments for the embedded default (a seeded `anyres-mix`
+//! batch of 64 samples for each of 16 ranks, per-phase barriers):
 //!
 //! ```text
 //! cargo run --release --example balance
-//! cargo run --release --example balance -- --samples 100000 --seq-len 8192 --max-tiles 32 --seed 7
+//! cargo run --release --example balance -- --scenario interleaved --ranks 64 --sync step
+//! cargo run --release --example balance -- --input batch.jsonl --ranks 8 --seq-len 8192 --json
 //! ```
 //!
-//! The planner over ranks and micro-steps will replace this demo.
+//! `--input FILE` reads JSON Lines, one sample a line:
+//! `{"id": 7, "text_tokens": 312, "image_tokens": [576, 576], "loss_tokens": 40}`
+//! (`image_tokens` and `loss_tokens` optional). A bad line is an error that
+//! names the line, and nothing is planned. `--json` prints one JSON object
+//! (documented in the README) instead of the chart.
 
 use std::process::ExitCode;
-use std::time::Instant;
 
-use microbatch::pack::{self, Packing};
+use microbatch::cost::{preset, Image, Incremental, PresetModel, Sample, Tokens, PRESET_NAMES};
+use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
+use microbatch::scenario::{Scenario, SCENARIO_NAMES};
+use serde_json::{json, Value};
 
-/// One sample: total tokens (text + image) and ViT tiles.
-type Sample = [u32; 2];
+const USAGE: &str = "usage: balance [--scenario NAME] [--ranks R] [--samples-per-rank N] \
+[--seq-len L] [--max-units U] [--micro-steps A] [--sync step|micro-step|phase] \
+[--model PRESET] [--seed S] [--input FILE.jsonl] [--json]";
 
 struct Args {
-    samples: usize,
-    seq_len: u32,
-    max_tiles: u32,
+    scenario: Scenario,
+    ranks: usize,
+    per_rank: usize,
+    seq_len: Option<u32>,
+    max_units: Option<u32>,
+    micro_steps: Option<usize>,
+    sync: SyncModel,
+    model: Option<String>,
     seed: u64,
+    input: Option<String>,
+    json: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
-        samples: 4096,
-        seq_len: 16384,
-        max_tiles: 48,
+        scenario: Scenario::AnyresMix,
+        ranks: 16,
+        per_rank: 64,
+        seq_len: None,
+        max_units: None,
+        micro_steps: None,
+        sync: SyncModel::Phase,
+        model: None,
         seed: 42,
+        input: None,
+        json: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            return Err(String::new());
+        match flag.as_str() {
+            "--help" | "-h" => return Err(String::new()),
+            "--json" => {
+                args.json = true;
+                continue;
+            }
+            _ => {}
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let bad = |e: std::num::ParseIntError| format!("{flag} {value}: {e}");
+        let int = |v: &str| -> Result<u64, String> {
+            v.parse::<u64>().map_err(|e| format!("{flag} {v}: {e}"))
+        };
         match flag.as_str() {
-            "--samples" => args.samples = value.parse().map_err(bad)?,
-            "--seq-len" => args.seq_len = value.parse().map_err(bad)?,
-            "--max-tiles" => args.max_tiles = value.parse().map_err(bad)?,
-            "--seed" => args.seed = value.parse().map_err(bad)?,
+            "--scenario" => args.scenario = value.parse().map_err(|e| format!("{e}"))?,
+            "--ranks" => args.ranks = int(&value)? as usize,
+            "--samples-per-rank" => args.per_rank = int(&value)? as usize,
+            "--seq-len" => {
+                args.seq_len = Some(
+                    u32::try_from(int(&value)?).map_err(|e| format!("--seq-len {value}: {e}"))?,
+                )
+            }
+            "--max-units" => {
+                args.max_units = Some(
+                    u32::try_from(int(&value)?).map_err(|e| format!("--max-units {value}: {e}"))?,
+                )
+            }
+            "--micro-steps" => args.micro_steps = Some(int(&value)? as usize),
+            "--sync" => args.sync = value.parse().map_err(|e| format!("{e}"))?,
+            "--model" => args.model = Some(value),
+            "--seed" => args.seed = int(&value)?,
+            "--input" => args.input = Some(value),
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
     Ok(args)
 }
 
-/// SplitMix64, seeded: the same batch on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+/// Reads JSON Lines; the first bad line is an error naming it.
+fn read_input(path: &str) -> Result<Vec<StepSample>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut samples = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |what: String| format!("{path}:{n}: {what}");
+        let v: Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| bad("expected an object".into()))?;
+        for key in obj.keys() {
+            if !["id", "text_tokens", "image_tokens", "loss_tokens"].contains(&key.as_str()) {
+                return Err(bad(format!("unknown field `{key}`")));
+            }
+        }
+        let uint = |key: &str| -> Result<Option<u64>, String> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(x) => x
+                    .as_u64()
+                    .map(Some)
+                    .ok_or_else(|| bad(format!("`{key}` must be a non-negative integer, got {x}"))),
+            }
+        };
+        let u32_of = |key: &str, x: u64| {
+            u32::try_from(x).map_err(|_| bad(format!("`{key}` = {x} is too large")))
+        };
+        let id = uint("id")?.ok_or_else(|| bad("missing `id`".into()))?;
+        let text_tokens =
+            uint("text_tokens")?.ok_or_else(|| bad("missing `text_tokens`".into()))?;
+        let mut images = Vec::new();
+        match obj.get("image_tokens") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(list)) => {
+                for x in list {
+                    let t = x.as_u64().ok_or_else(|| {
+                        bad(format!(
+                            "`image_tokens` must hold non-negative integers, got {x}"
+                        ))
+                    })?;
+                    images.push(Image::new(u32_of("image_tokens", t)?));
+                }
+            }
+            Some(x) => return Err(bad(format!("`image_tokens` must be a list, got {x}"))),
+        }
+        let mut s = StepSample::new(id, Sample::new(u32_of("text_tokens", text_tokens)?, images));
+        if let Some(l) = uint("loss_tokens")? {
+            s = s.with_loss_tokens(l);
+        }
+        samples.push(s);
     }
-
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
+    Ok(samples)
 }
 
-/// An InternVL-style batch: text lengths log-normal (median 180), 0 to 12
-/// images of 256 tokens per 448px tile, 6% text-only.
-fn batch(args: &Args) -> Vec<Sample> {
-    let mut rng = Rng(args.seed);
-    (0..args.samples)
-        .map(|_| {
-            let text = (180f64.ln() + rng.normal()).exp().clamp(1.0, 2048.0) as u32;
-            let images = if rng.unit() < 0.06 {
-                0
-            } else {
-                1 + (rng.next() % 4) as u32
-            };
-            let tiles = if images == 0 {
-                0
-            } else {
-                images * (12 / images).min(1 + (rng.next() % 6) as u32)
-            };
-            let tokens = (text + 256 * tiles).min(args.seq_len);
-            [tokens, tiles.min(args.max_tiles)]
+/// Per-rank totals (vision, language) of a plan.
+fn rank_loads(plan: &Plan) -> Vec<(f64, f64)> {
+    (0..plan.ranks())
+        .map(|r| {
+            let mut v = (0.0, 0.0);
+            for j in 0..plan.micro_steps() {
+                for s in 0..plan.sequences_per_micro_step() {
+                    let c = plan.sequence_cost(r, j, s);
+                    v.0 += c.vision;
+                    v.1 += c.language;
+                }
+            }
+            v
         })
         .collect()
 }
 
-fn report(
-    name: &str,
-    result: Result<Packing<u32>, microbatch::Error>,
-    secs: f64,
-) -> Result<(), microbatch::Error> {
-    let p = result?;
-    let lb = p.lower_bounds();
+/// A bar chart of per-rank loads: `▒` vision, `█` language, scaled to `max`.
+fn chart(title: &str, loads: &[(f64, f64)], max: f64) {
+    const WIDTH: f64 = 56.0;
+    println!("{title}");
+    let mean = loads.iter().map(|l| l.0 + l.1).sum::<f64>() / loads.len() as f64;
+    let shown: Vec<usize> = if loads.len() <= 32 {
+        (0..loads.len()).collect()
+    } else {
+        // The slowest 16 ranks, in rank order.
+        let mut by_load: Vec<usize> = (0..loads.len()).collect();
+        by_load.sort_by(|&a, &b| (loads[b].0 + loads[b].1).total_cmp(&(loads[a].0 + loads[a].1)));
+        let mut top: Vec<usize> = by_load.into_iter().take(16).collect();
+        top.sort_unstable();
+        println!("  (the 16 slowest of {} ranks)", loads.len());
+        top
+    };
+    for r in shown {
+        let (v, l) = loads[r];
+        let cv = (v / max * WIDTH).round() as usize;
+        let cl = ((v + l) / max * WIDTH).round() as usize
+            - cv.min(((v + l) / max * WIDTH).round() as usize);
+        println!(
+            "  rank {r:>4} {}{}{} {:>6.3}",
+            "▒".repeat(cv),
+            "█".repeat(cl),
+            " ".repeat((WIDTH as usize + 1).saturating_sub(cv + cl)),
+            (v + l) / mean
+        );
+    }
+}
+
+fn report_json(plan: &Plan) -> Value {
+    let r = plan.report();
+    let loss = plan.loss();
+    let scale = |n, red| loss.scale(n, red);
+    json!({
+        "plan": plan.to_nested(),
+        "sequences": plan.to_sequences(),
+        "ranks": plan.ranks(),
+        "micro_steps": plan.micro_steps(),
+        "sequences_per_micro_step": plan.sequences_per_micro_step(),
+        "loss": {
+            "loss_tokens": loss.loss_tokens,
+            "samples": loss.samples,
+            "ranks": loss.ranks,
+            "scale": {
+                "token_sum": scale(Normalization::Token, Reduction::Sum),
+                "token_mean": scale(Normalization::Token, Reduction::Mean),
+                "sample_sum": scale(Normalization::Sample, Reduction::Sum),
+                "sample_mean": scale(Normalization::Sample, Reduction::Mean),
+            },
+        },
+        "report": {
+            "sync": r.sync.name(),
+            "predicted": r.predicted,
+            "lower_bound": r.lower_bound,
+            "ratio": r.ratio(),
+            "baseline": r.baseline,
+            "baseline_micro_steps": r.baseline_micro_steps,
+            "gain": r.gain(),
+            "imbalance": { "vision": r.imbalance.vision, "language": r.imbalance.language },
+            "efficiency": r.efficiency,
+            "sequences": r.sequences,
+            "balanced_packing": r.balanced_packing,
+            "planning_ms": r.planning_time.map(|t| t.as_secs_f64() * 1e3),
+        },
+        "fingerprint": format!("{:016x}", plan.fingerprint()),
+    })
+}
+
+/// The command line's planner settings.
+fn configure<M: Incremental>(p: Planner<M>, args: &Args, max_units: Option<u32>) -> Planner<M> {
+    let p = p.sync(args.sync);
+    let p = match max_units {
+        Some(u) => p.max_units(u),
+        None => p,
+    };
+    match args.micro_steps {
+        Some(a) => p.micro_steps(a),
+        None => p,
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let model_name = args.model.clone().unwrap_or_else(|| {
+        if args.input.is_some() {
+            "qwen2.5-vl-7b".into()
+        } else {
+            args.scenario.preset().into()
+        }
+    });
+    let model: PresetModel = preset(&model_name)
+        .and_then(|p| p.cost_model())
+        .map_err(|e| e.to_string())?;
+    let (samples, source) = match &args.input {
+        Some(path) => (read_input(path)?, path.clone()),
+        None => (
+            args.scenario
+                .generate(args.ranks * args.per_rank, args.seed),
+            format!("{} (seed {})", args.scenario, args.seed),
+        ),
+    };
+    let seq_len = args.seq_len.unwrap_or(if args.input.is_some() {
+        16384
+    } else {
+        args.scenario.seq_len()
+    });
+    let max_units = args.max_units.or(if args.input.is_some() {
+        None
+    } else {
+        args.scenario.max_units()
+    });
+    let planner = configure(Planner::new(&model, args.ranks, seq_len), args, max_units);
+    let plan = planner.plan(&samples).map_err(|e| e.to_string())?;
+    if args.json {
+        println!("{}", report_json(&plan));
+        return Ok(());
+    }
+    let before = planner.baseline(&samples).map_err(|e| e.to_string())?;
+    let tokens = Tokens::new(1.0).map_err(|e| e.to_string())?;
+    let by_tokens = configure(Planner::new(&tokens, args.ranks, seq_len), args, max_units)
+        .plan(&samples)
+        .map_err(|e| e.to_string())?;
+    let token_time = by_tokens
+        .predict(&samples, &model, args.sync)
+        .map_err(|e| e.to_string())?;
+
+    let r = plan.report();
     println!(
-        "{name:<22} {:>7} {:>7} {:>9.4} {:>10.1}% {:>9.1}% {:>10.3}",
-        p.len(),
-        lb.l2,
-        p.len() as f64 / lb.l2.max(1) as f64,
-        100.0 * p.efficiency(0),
-        100.0 * p.efficiency(1),
-        secs * 1e3
+        "{} samples from {source}, {} ranks, sequences of {seq_len} tokens{}, cost model {model_name}, sync `{}`",
+        samples.len(),
+        args.ranks,
+        max_units.map_or(String::new(), |u| format!(" and {u} ViT units")),
+        args.sync
+    );
+    println!();
+    let (lb, la) = (rank_loads(&before), rank_loads(&plan));
+    let max = lb.iter().chain(&la).map(|l| l.0 + l.1).fold(0.0, f64::max);
+    chart(
+        &format!(
+            "Before: data loader order, packed greedily, dealt in turn ({} micro-steps); ▒ vision █ language, load / mean",
+            before.micro_steps()
+        ),
+        &lb,
+        max,
+    );
+    println!();
+    chart(
+        &format!("After: microbatch ({} micro-steps)", plan.micro_steps()),
+        &la,
+        max,
+    );
+    println!();
+    let unit = |x: f64| format!("{:.3} TFLOP", x / 1e12);
+    println!(
+        "predicted step time   {}  ({:.4} x its lower bound)",
+        unit(r.predicted),
+        r.ratio()
+    );
+    println!("lower bound           {}", unit(r.lower_bound));
+    println!(
+        "naive baseline        {}  ({:.4} x)",
+        unit(r.baseline),
+        r.baseline / r.lower_bound
+    );
+    println!(
+        "token-balanced        {}  ({:.4} x)",
+        unit(token_time),
+        token_time / r.lower_bound
+    );
+    println!(
+        "imbalance (max/mean)  vision {:.4}, language {:.4}",
+        r.imbalance.vision, r.imbalance.language
+    );
+    println!(
+        "packing efficiency    {:.1}% of {} sequences",
+        100.0 * r.efficiency,
+        r.sequences
+    );
+    if let Some(t) = r.planning_time {
+        println!("planning time         {:.2} ms", t.as_secs_f64() * 1e3);
+    }
+    println!(
+        "loss scale            {:.6e} per summed loss token ({} loss tokens; x{} under DDP's averaging all-reduce)",
+        plan.loss().scale(Normalization::Token, Reduction::Sum),
+        plan.loss().loss_tokens,
+        plan.ranks()
+    );
+    println!("fingerprint           {:016x}", plan.fingerprint());
+    println!();
+    println!(
+        "gain: {:.1}% faster than the naive baseline, {:.1}% faster than balancing tokens",
+        100.0 * (r.baseline / r.predicted - 1.0),
+        100.0 * (token_time / r.predicted - 1.0)
     );
     Ok(())
 }
 
 fn main() -> ExitCode {
     let args = match parse_args() {
-        Ok(args) => args,
-        Err(msg) => {
-            if !msg.is_empty() {
-                eprintln!("error: {msg}");
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("error: {e}");
             }
+            eprintln!("{USAGE}");
             eprintln!(
-                "usage: balance [--samples N] [--seq-len TOKENS] [--max-tiles TILES] [--seed S]"
+                "scenarios: {}; models: {}",
+                SCENARIO_NAMES.join(", "),
+                PRESET_NAMES.join(", ")
             );
-            return ExitCode::from(2);
+            return if e.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
         }
     };
-    let samples = batch(&args);
-    let tokens: u64 = samples.iter().map(|s| u64::from(s[0])).sum();
-    println!(
-        "{} samples, {} tokens, {} tiles; sequences of {} tokens and at most {} tiles (seed {})\n",
-        samples.len(),
-        tokens,
-        samples.iter().map(|s| u64::from(s[1])).sum::<u64>(),
-        args.seq_len,
-        args.max_tiles,
-        args.seed
-    );
-    println!(
-        "{:<22} {:>7} {:>7} {:>9} {:>11} {:>10} {:>10}",
-        "algorithm", "seqs", "L2", "seqs/L2", "token eff", "tile eff", "ms"
-    );
-    type Algo = fn(&[Sample], [u32; 2]) -> Result<Packing<u32>, microbatch::Error>;
-    let algorithms: [(&str, Algo); 5] = [
-        ("first-fit-decreasing", pack::first_fit_decreasing),
-        ("best-fit-decreasing", pack::best_fit_decreasing),
-        ("first-fit (online)", pack::first_fit),
-        ("best-fit (online)", pack::best_fit),
-        ("next-fit (online)", pack::next_fit),
-    ];
-    let cap = [args.seq_len, args.max_tiles];
-    for (name, f) in algorithms {
-        let start = Instant::now();
-        let result = f(&samples, cap);
-        if let Err(e) = report(name, result, start.elapsed().as_secs_f64()) {
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
     }
-    ExitCode::SUCCESS
 }

@@ -255,6 +255,100 @@ pub enum Error {
         /// How many times the item appears in the partition.
         times: usize,
     },
+    /// A planner setting is out of its range (zero ranks, a zero sequence
+    /// length or cap, zero micro-steps, more samples than the planner
+    /// indexes).
+    InvalidSetting {
+        /// The setting, as named by the builder method.
+        name: &'static str,
+        /// The rejected value.
+        value: u64,
+        /// What the setting must be, for example "at least 1".
+        requirement: &'static str,
+    },
+    /// A step has fewer samples than ranks: some rank would get no work and
+    /// hang the collective.
+    TooFewSamples {
+        /// The samples of the step.
+        samples: usize,
+        /// The data-parallel ranks.
+        ranks: usize,
+    },
+    /// Two samples of a step have the same id.
+    DuplicateId {
+        /// The repeated id.
+        id: u64,
+    },
+    /// Samples that fit no packed sequence, by id: every (sample, limit) pair
+    /// that is exceeded, in id order.
+    SampleTooLarge {
+        /// The offending samples.
+        samples: Vec<OversizeSample>,
+    },
+    /// The given number of micro-steps cannot hold the step's samples.
+    MicroStepsInfeasible {
+        /// The micro-steps asked for.
+        given: usize,
+        /// The smallest number of micro-steps the planner can fit the
+        /// batch into.
+        smallest: usize,
+    },
+    /// A cost model returned a cost that is NaN, infinite or negative for a
+    /// sample (only closures can).
+    InvalidCost {
+        /// The sample's id.
+        id: u64,
+        /// The rejected value (the sum over phases).
+        value: f64,
+    },
+    /// A plan and a list of samples do not match: a sample id of the plan is
+    /// not among the samples, or the counts differ.
+    PlanMismatch {
+        /// The first plan id missing from the samples, if any.
+        id: Option<u64>,
+        /// The samples in the plan.
+        planned: usize,
+        /// The samples given.
+        given: usize,
+    },
+    /// A name (of a scenario or a sync model) that is not known.
+    UnknownName {
+        /// What the name is of: `"scenario"`, `"sync model"`.
+        kind: &'static str,
+        /// The name asked for.
+        name: String,
+        /// The known names.
+        known: &'static [&'static str],
+    },
+}
+
+/// One sample that exceeds a limit of a packed sequence, as listed by
+/// [`Error::SampleTooLarge`].
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::Sample;
+/// use microbatch::plan::{Planner, StepSample};
+/// use microbatch::{cost::Tokens, Error};
+///
+/// let samples = [StepSample::new(7, Sample::text_only(5000)), StepSample::new(8, Sample::text_only(10))];
+/// let err = Planner::new(Tokens::new(1.0)?, 1, 4096).plan(&samples).unwrap_err();
+/// let Error::SampleTooLarge { samples } = err else { panic!() };
+/// assert_eq!((samples[0].id, samples[0].limit, samples[0].size, samples[0].max), (7, "tokens", 5000, 4096));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct OversizeSample {
+    /// The sample's id.
+    pub id: u64,
+    /// The limit it exceeds: `"tokens"`, `"units"` or `"images"`.
+    pub limit: &'static str,
+    /// The sample's size in that limit.
+    pub size: u64,
+    /// The limit's value.
+    pub max: u64,
 }
 
 /// How many offending items [`Error::Oversize`] lists in its message.
@@ -363,6 +457,67 @@ impl fmt::Display for Error {
                 f,
                 "calibration row {row} has time {value}; times must be finite and positive"
             ),
+            Error::InvalidSetting {
+                name,
+                value,
+                requirement,
+            } => write!(
+                f,
+                "the planner setting `{name}` is {value}; it must be {requirement}"
+            ),
+            Error::TooFewSamples { samples, ranks } => write!(
+                f,
+                "{samples} sample(s) for {ranks} ranks: every rank needs at least one sample"
+            ),
+            Error::DuplicateId { id } => write!(f, "sample id {id} appears more than once"),
+            Error::SampleTooLarge { samples } => {
+                write!(f, "{} sample(s) fit no packed sequence:", samples.len())?;
+                for o in samples.iter().take(LISTED) {
+                    write!(
+                        f,
+                        " sample {} has {} {} > {};",
+                        o.id, o.size, o.limit, o.max
+                    )?;
+                }
+                if samples.len() > LISTED {
+                    write!(f, " and {} more", samples.len() - LISTED)?;
+                }
+                Ok(())
+            }
+            Error::MicroStepsInfeasible { given, smallest } => write!(
+                f,
+                "{given} micro-step(s) cannot hold the batch; the smallest feasible number is {smallest}"
+            ),
+            Error::InvalidCost { id, value } => write!(
+                f,
+                "the cost model returned {value} for sample {id}; costs must be finite and non-negative"
+            ),
+            Error::PlanMismatch {
+                id: Some(id),
+                planned,
+                given,
+            } => write!(
+                f,
+                "the plan's sample {id} is not among the {given} sample(s) given (the plan has {planned})"
+            ),
+            Error::PlanMismatch {
+                id: None,
+                planned,
+                given,
+            } => write!(
+                f,
+                "the plan has {planned} sample(s) but {given} were given"
+            ),
+            Error::UnknownName { kind, name, known } => {
+                write!(f, "unknown {kind} {name:?}; known: ")?;
+                for (i, k) in known.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    f.write_str(k)?;
+                }
+                Ok(())
+            }
             Error::RankDeficient { feature } => write!(
                 f,
                 "calibration feature {feature} is zero in every row or a linear combination of \

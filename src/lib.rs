@@ -22,6 +22,13 @@
 //! - [`partition`]: multiway partitioning over ranks. LPT, Karmarkar-Karp,
 //!   refinement, an exact branch and bound and lower bounds, with equal-count,
 //!   per-part cap and no-empty-part constraints and multi-dimensional weights.
+//! - [`plan`]: the planner. One optimizer step's samples to a plan over `R`
+//!   ranks and `A` micro-steps of packed sequences, balanced for a sync model
+//!   (one barrier per step, per micro-step, or per phase), with the loss
+//!   scales that keep the update equal to the unbalanced one, a report
+//!   against the lower bound and a stable fingerprint ([`Planner`]).
+//! - `scenario` (feature `scenarios`): seeded generators of realistic
+//!   vision-language batches (`llava-sft`, `anyres-mix`, `interleaved`).
 //! - [`Size`], [`Total`] and [`Item`]: the small numeric traits every algorithm
 //!   is generic over (unsigned integers and `NotNan` floats; scalars, arrays,
 //!   vectors and `(id, item)` pairs).
@@ -43,6 +50,30 @@
 //! # Ok::<(), microbatch::Error>(())
 //! ```
 //!
+//! Plan one step of a vision-language batch over 4 ranks with per-phase
+//! barriers (FSDP gathering the ViT and the LLM separately):
+//!
+//! ```
+//! use microbatch::cost::{preset, Image, Sample};
+//! use microbatch::plan::{Normalization, Reduction};
+//! use microbatch::{Planner, StepSample, SyncModel};
+//!
+//! let model = preset("internvl2.5-8b")?.cost_model()?;
+//! let samples: Vec<StepSample> = (0..40u64)
+//!     .map(|id| StepSample::new(id, Sample::new(200 + 37 * (id as u32 % 13), [Image::new(256 * (1 + id as u32 % 4))])))
+//!     .collect();
+//! let plan = Planner::new(model, 4, 8192).sync(SyncModel::Phase).plan(&samples)?;
+//! for rank in 0..plan.ranks() {
+//!     for step in 0..plan.micro_steps() {
+//!         let _ids: &[u64] = plan.micro_batch(rank, step); // feed these to the model
+//!     }
+//! }
+//! let scale = plan.loss().scale(Normalization::Token, Reduction::Mean); // DDP averages
+//! assert!(scale > 0.0);
+//! assert!(plan.report().ratio() < 1.05);
+//! # Ok::<(), microbatch::Error>(())
+//! ```
+//!
 //! # Determinism
 //!
 //! Every algorithm is a pure function of its input: ties between equal sizes
@@ -56,6 +87,8 @@
 //!   it, on `alloc` alone (`#![no_std]`).
 //! - `alloc`: implied by `std`; the crate always needs an allocator.
 //! - `serde`: derives `Serialize` and `Deserialize` on the result types.
+//! - `scenarios` (default): the `scenario` module, seeded batch generators
+//!   built on `rand`, `rand_distr` and `rand_pcg`; implies `std`.
 #![no_std]
 #![deny(missing_docs)]
 #![warn(
@@ -75,9 +108,14 @@ mod error;
 mod num;
 pub mod pack;
 pub mod partition;
+pub mod plan;
+#[cfg(feature = "scenarios")]
+#[cfg_attr(docsrs, doc(cfg(feature = "scenarios")))]
+pub mod scenario;
 
 pub use crate::cost::{CostModel, Phases, Sample};
-pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
+pub use crate::error::{Error, InvalidReason, Oversize, OversizeSample, Scalar};
+pub use crate::plan::{Plan, Planner, StepSample, SyncModel};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

@@ -1,0 +1,164 @@
+//! Loss normalization: the step-global denominators and the scale of each micro-batch's summed loss.
+
+use core::fmt;
+
+/// What the loss is averaged over in the unbalanced step.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::plan::Normalization;
+///
+/// assert_eq!(Normalization::Token.to_string(), "token");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Normalization {
+    /// The mean over every loss token of the step: a micro-batch's summed
+    /// loss is the sum over its loss tokens.
+    Token,
+    /// The mean over the step's samples of each sample's mean loss: a
+    /// micro-batch's summed loss is the sum over its samples of each
+    /// sample's mean.
+    Sample,
+}
+
+impl fmt::Display for Normalization {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Normalization::Token => "token",
+            Normalization::Sample => "sample",
+        })
+    }
+}
+
+/// How the ranks' gradients are combined.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::plan::Reduction;
+///
+/// assert_eq!(Reduction::Mean.to_string(), "mean");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Reduction {
+    /// An all-reduce that sums (FSDP with a custom reduction, or a manual
+    /// `all_reduce(SUM)`).
+    Sum,
+    /// An all-reduce that averages over the `R` ranks (PyTorch DDP's
+    /// default): the scale carries a factor `R` that undoes it.
+    Mean,
+}
+
+impl fmt::Display for Reduction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reduction::Sum => "sum",
+            Reduction::Mean => "mean",
+        })
+    }
+}
+
+/// The step-global loss denominators of a plan and the scales that make the
+/// accumulated gradient equal the unbalanced one.
+///
+/// Every micro-batch on every rank multiplies its *summed* loss by the same
+/// [`scale`](Loss::scale) before backward; gradients accumulate over the
+/// micro-steps and are all-reduced once. The scale depends only on the
+/// step, never on the micro-batch, which is what makes the update
+/// independent of where the planner put each sample.
+///
+/// A sample's loss tokens default to its text tokens
+/// ([`StepSample::loss_tokens`](crate::plan::StepSample::loss_tokens)).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::plan::{Loss, Normalization, Reduction};
+///
+/// let loss = Loss::new(1000, 10, 4);
+/// assert_eq!(loss.scale(Normalization::Token, Reduction::Sum), 1.0 / 1000.0);
+/// assert_eq!(loss.scale(Normalization::Token, Reduction::Mean), 4.0 / 1000.0);
+/// assert_eq!(loss.scale_ratio(Normalization::Sample, Reduction::Mean), (4, 10));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Loss {
+    /// The loss tokens of the whole step (saturating at `u64::MAX`).
+    pub loss_tokens: u64,
+    /// The samples of the whole step.
+    pub samples: u64,
+    /// The data-parallel ranks.
+    pub ranks: u64,
+}
+
+impl Loss {
+    /// The denominators of a step with `loss_tokens` loss tokens, `samples`
+    /// samples and `ranks` ranks.
+    #[must_use]
+    pub const fn new(loss_tokens: u64, samples: u64, ranks: u64) -> Self {
+        Loss {
+            loss_tokens,
+            samples,
+            ranks,
+        }
+    }
+
+    /// The step-global denominator of a normalization: the loss tokens or
+    /// the samples of the step.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::{Loss, Normalization};
+    ///
+    /// assert_eq!(Loss::new(1000, 10, 4).denominator(Normalization::Sample), 10);
+    /// ```
+    #[must_use]
+    pub const fn denominator(&self, normalization: Normalization) -> u64 {
+        match normalization {
+            Normalization::Token => self.loss_tokens,
+            Normalization::Sample => self.samples,
+        }
+    }
+
+    /// The scale as an exact fraction `(numerator, denominator)`: `1 / D`
+    /// for [`Reduction::Sum`] and `R / D` for [`Reduction::Mean`], where `D`
+    /// is the [`denominator`](Loss::denominator). A zero denominator (a step
+    /// without loss tokens) gives `(0, 1)`: nothing to learn.
+    #[must_use]
+    pub const fn scale_ratio(
+        &self,
+        normalization: Normalization,
+        reduction: Reduction,
+    ) -> (u64, u64) {
+        let d = self.denominator(normalization);
+        if d == 0 {
+            return (0, 1);
+        }
+        match reduction {
+            Reduction::Sum => (1, d),
+            Reduction::Mean => (self.ranks, d),
+        }
+    }
+
+    /// The factor each micro-batch's summed loss is multiplied by before
+    /// backward: `1 / D` for a summing all-reduce, `R / D` for an averaging
+    /// one, and `0` for a step without loss tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::{Loss, Normalization, Reduction};
+    ///
+    /// let loss = Loss::new(0, 3, 2);
+    /// assert_eq!(loss.scale(Normalization::Token, Reduction::Mean), 0.0);
+    /// ```
+    #[must_use]
+    pub fn scale(&self, normalization: Normalization, reduction: Reduction) -> f64 {
+        let (num, den) = self.scale_ratio(normalization, reduction);
+        num as f64 / den as f64
+    }
+}

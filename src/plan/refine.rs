@@ -1,0 +1,427 @@
+//! Refinement: moves and swaps of samples between the slowest group and the fastest ones while the predicted time drops.
+//!
+//! A *contest* is a set of groups that wait for each other: the ranks (one
+//! group of `A * S` sequences each) for [`SyncModel::Step`], or the ranks'
+//! micro-batches of one micro-step (`S` sequences each) for the
+//! per-micro-step models. Per contest and per phase ([`SyncModel::Phase`]:
+//! the costlier phase first, then the other, then the first again) or on
+//! the total (the others), the slowest group `x` trades with the
+//! [`CANDIDATES`] fastest groups `y` (then [`WIDE`] of them if none can):
+//! moves of one of its samples to `y`, and swaps with a sample of `y`,
+//! keeping every cap. The change that leaves `max(x, y)` lowest is applied
+//! if it brings both below the old maximum without raising the other
+//! phase's maximum; otherwise the contest is done. On the total, only the
+//! swaps nearest to moving half the gap are tried (a binary search in `y`'s
+//! samples sorted by cost) and moves go to `y`'s roomiest sequence; per
+//! phase every pair is tried. Every applied change lowers the contest's
+//! multiset of group costs, so the loop ends; it also stops when the
+//! slowest group is within [`TOLERANCE`] of the mean, and after [`ROUNDS`]
+//! iterations per group.
+//!
+//! Costs are the samples' own costs added up (exact for additive models).
+//!
+//! O(iterations * candidates * |x| * log |y|) time on the total,
+//! O(iterations * candidates * |x| * |y|) per phase; O(groups) extra space.
+
+use alloc::collections::BinaryHeap;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+
+use super::planner::Prepared;
+use super::types::SyncModel;
+use crate::cost::Phases;
+
+/// How many of the fastest groups the slowest one trades with.
+const CANDIDATES: usize = 2;
+/// How many it trades with when none of the first few can.
+const WIDE: usize = 32;
+/// Iterations per group of a contest, at most.
+const ROUNDS: usize = 4;
+/// A contest is done when its slowest group is within this fraction of the
+/// mean (or of the largest single sample, when that is larger).
+const TOLERANCE: f64 = 2e-3;
+
+/// The key of a group in dimension `d`: the total (d = 2), vision (0) or
+/// language (1).
+#[inline]
+fn key(c: Phases, d: usize) -> f64 {
+    match d {
+        0 => c.vision,
+        1 => c.language,
+        _ => c.total(),
+    }
+}
+
+struct Contest<'a> {
+    prep: &'a Prepared,
+    /// The sequences of each group.
+    groups: Vec<&'a [u32]>,
+    cost: Vec<Phases>,
+    version: Vec<u32>,
+}
+
+type MaxEntry = (u64, Reverse<u32>, u32);
+type MinEntry = (Reverse<u64>, Reverse<u32>, u32);
+
+/// A change: move `a` (position in sequence `bx`) to sequence `by`, and `b`
+/// (position in `by`) back to `bx` if a swap.
+#[derive(Clone, Copy)]
+struct Change {
+    bx: u32,
+    a: usize,
+    by: u32,
+    b: Option<usize>,
+    y: usize,
+    score: f64,
+}
+
+/// Refines the sequences `bins` (positions; `loads` their sizes) laid out by
+/// `slots` (`slot -> sequence`) for `sync`; `stats` are the sequences'
+/// costs and sizes (the sizes are kept up to date), `largest` the largest
+/// single sample's vision, language and total cost.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn refine(
+    prep: &Prepared,
+    sync: SyncModel,
+    ranks: usize,
+    steps: usize,
+    per_step: usize,
+    slots: &[u32],
+    bins: &mut [Vec<u32>],
+    stats: (&[Phases], &mut [[u64; 3]]),
+    largest: [f64; 3],
+) {
+    let (bin_costs, loads) = stats;
+    let dims: &[usize] = match sync {
+        SyncModel::Phase => &[0, 1],
+        _ => &[2],
+    };
+    let contests: Vec<Vec<&[u32]>> = match sync {
+        SyncModel::Step => {
+            let per_rank = steps * per_step;
+            vec![slots.chunks(per_rank).collect()]
+        }
+        _ => (0..steps)
+            .map(|j| {
+                (0..ranks)
+                    .map(|r| &slots[(r * steps + j) * per_step..(r * steps + j + 1) * per_step])
+                    .collect()
+            })
+            .collect(),
+    };
+    for groups in contests {
+        let cost = groups
+            .iter()
+            .map(|g| g.iter().map(|&b| bin_costs[b as usize]).sum())
+            .collect();
+        let n = groups.len();
+        let mut contest = Contest {
+            prep,
+            groups,
+            cost,
+            version: vec![0; n],
+        };
+        contest.run(dims, bins, loads, largest);
+    }
+}
+
+impl Contest<'_> {
+    fn run(
+        &mut self,
+        dims: &[usize],
+        bins: &mut [Vec<u32>],
+        loads: &mut [[u64; 3]],
+        largest: [f64; 3],
+    ) {
+        let n = self.groups.len();
+        if n < 2 {
+            return;
+        }
+        // The phase that costs more first: its barrier weighs more, and the
+        // other phase's maximum then only caps it once that is refined too.
+        let total: Phases = self.cost.iter().sum();
+        let mut order: Vec<usize> = dims.to_vec();
+        order.sort_by(|&a, &b| key(total, b).total_cmp(&key(total, a)));
+        if order.len() == 2 {
+            order.push(order[0]);
+        }
+        for d in order {
+            let other = dims.iter().copied().find(|&o| o != d);
+            let mut max_heap: BinaryHeap<MaxEntry> = BinaryHeap::with_capacity(n);
+            let mut min_heap: BinaryHeap<MinEntry> = BinaryHeap::with_capacity(n);
+            for g in 0..n {
+                let k = key(self.cost[g], d).to_bits();
+                max_heap.push((k, Reverse(g as u32), self.version[g]));
+                min_heap.push((Reverse(k), Reverse(g as u32), self.version[g]));
+            }
+            let other_max = |cost: &[Phases]| {
+                other.map_or(f64::INFINITY, |o| {
+                    cost.iter().map(|&c| key(c, o)).fold(0.0, f64::max)
+                })
+            };
+            let mut limit_other = other_max(&self.cost);
+            let mean = self.cost.iter().map(|&c| key(c, d)).sum::<f64>() / n as f64;
+            let largest = largest[d];
+            let good_enough = mean.max(largest) * (1.0 + TOLERANCE);
+            for _ in 0..ROUNDS * n {
+                // The slowest group.
+                let x = loop {
+                    let Some(e) = max_heap.pop() else { return };
+                    if e.2 == self.version[e.1 .0 as usize] {
+                        break e.1 .0 as usize;
+                    }
+                };
+                if key(self.cost[x], d) <= good_enough {
+                    break;
+                }
+                // The fastest groups: a few, then more when none of them
+                // can trade.
+                let mut ys: Vec<MinEntry> = Vec::with_capacity(WIDE);
+                let mut best = None;
+                for width in [CANDIDATES, WIDE] {
+                    let seen = ys.len();
+                    while ys.len() < width {
+                        let Some(e) = min_heap.pop() else { break };
+                        let g = e.1 .0 as usize;
+                        if e.2 == self.version[g] {
+                            ys.push(e); // x's own entry too: it goes back below
+                        }
+                    }
+                    let fresh = &ys[seen..];
+                    best = if d == 2 {
+                        self.best_change_sorted(x, fresh, bins, loads)
+                    } else {
+                        self.best_change(x, fresh, d, limit_other, bins, loads)
+                    };
+                    if best.is_some() {
+                        break;
+                    }
+                }
+                min_heap.extend(ys.iter().copied());
+                let Some(c) = best else {
+                    break; // the slowest group cannot get faster
+                };
+                self.apply(x, c, bins, loads);
+                for g in [x, c.y] {
+                    let k = key(self.cost[g], d).to_bits();
+                    max_heap.push((k, Reverse(g as u32), self.version[g]));
+                    min_heap.push((Reverse(k), Reverse(g as u32), self.version[g]));
+                }
+                if let Some(o) = other {
+                    limit_other = limit_other
+                        .max(key(self.cost[x], o))
+                        .max(key(self.cost[c.y], o));
+                }
+            }
+        }
+    }
+
+    /// [`best_change`](Self::best_change) on the total alone, in
+    /// O(|x| log |y|) per candidate: the best swap moves half the gap, so
+    /// for each sample of `x` only the samples of `y` whose cost is nearest
+    /// to "its cost minus half the gap" are tried.
+    fn best_change_sorted(
+        &self,
+        x: usize,
+        ys: &[MinEntry],
+        bins: &[Vec<u32>],
+        loads: &[[u64; 3]],
+    ) -> Option<Change> {
+        const NEAR: usize = 3;
+        let prep = self.prep;
+        let gx = self.cost[x].total();
+        let mut best: Option<Change> = None;
+        let mut pool: Vec<(f64, u32, usize)> = Vec::new();
+        for e in ys {
+            let y = e.1 .0 as usize;
+            let gy = self.cost[y].total();
+            if y == x || gy >= gx {
+                continue;
+            }
+            let half = (gx - gy) / 2.0;
+            pool.clear();
+            for &by in self.groups[y] {
+                for (ib, &pb) in bins[by as usize].iter().enumerate() {
+                    pool.push((prep.cost(pb as usize).total(), by, ib));
+                }
+            }
+            pool.sort_unstable_by(|a, b| {
+                a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
+            });
+            let roomiest = self.groups[y]
+                .iter()
+                .copied()
+                .min_by_key(|&b| (loads[b as usize][0], b))
+                .unwrap_or(0);
+            let consider =
+                |bx: u32, ia: usize, by: u32, ib: Option<usize>, best: &mut Option<Change>| {
+                    let pa = bins[bx as usize][ia] as usize;
+                    let ca = prep.cost(pa).total();
+                    let (cb, sb) = match ib {
+                        None => (0.0, [0u64; 3]),
+                        Some(ib) => {
+                            let pb = bins[by as usize][ib] as usize;
+                            (prep.cost(pb).total(), prep.size(pb))
+                        }
+                    };
+                    let (kx, ky) = (gx - ca + cb, gy + ca - cb);
+                    if !(kx < gx && ky < gx) {
+                        return;
+                    }
+                    let score = kx.max(ky);
+                    if best.is_some_and(|b| b.score <= score) {
+                        return;
+                    }
+                    let sa = prep.size(pa);
+                    let (lx, ly) = (loads[bx as usize], loads[by as usize]);
+                    let fits = (0..3).all(|k| {
+                        lx[k] - sa[k] + sb[k] <= prep.caps[k]
+                            && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                    });
+                    if fits {
+                        *best = Some(Change {
+                            bx,
+                            a: ia,
+                            by,
+                            b: ib,
+                            y,
+                            score,
+                        });
+                    }
+                };
+            for &bx in self.groups[x] {
+                for (ia, &pa) in bins[bx as usize].iter().enumerate() {
+                    let ca = prep.cost(pa as usize).total();
+                    // A move into the sequence of y with the most room.
+                    if ca < 2.0 * half {
+                        consider(bx, ia, roomiest, None, &mut best);
+                    }
+                    let want = ca - half;
+                    let at = pool.partition_point(|q| q.0 < want);
+                    for q in pool[at.saturating_sub(NEAR)..(at + NEAR).min(pool.len())].iter() {
+                        consider(bx, ia, q.1, Some(q.2), &mut best);
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn best_change(
+        &self,
+        x: usize,
+        ys: &[MinEntry],
+        d: usize,
+        limit_other: f64,
+        bins: &[Vec<u32>],
+        loads: &[[u64; 3]],
+    ) -> Option<Change> {
+        let prep = self.prep;
+        let gx = self.cost[x];
+        let m = key(gx, d);
+        let other = match d {
+            0 => Some(1),
+            1 => Some(0),
+            _ => None,
+        };
+        let mut best: Option<Change> = None;
+        for e in ys {
+            let y = e.1 .0 as usize;
+            if y == x {
+                continue;
+            }
+            let gy = self.cost[y];
+            if key(gy, d) >= m {
+                continue;
+            }
+            for &bx in self.groups[x] {
+                let lx = loads[bx as usize];
+                for (ia, &pa) in bins[bx as usize].iter().enumerate() {
+                    let ca = prep.cost(pa as usize);
+                    let sa = prep.size(pa as usize);
+                    for &by in self.groups[y] {
+                        let ly = loads[by as usize];
+                        let cands = bins[by as usize].len();
+                        // `None` is a move; `Some(ib)` a swap with sample ib.
+                        for ib in (0..=cands).map(|i| i.checked_sub(1)) {
+                            let (cb, sb) = match ib {
+                                None => (Phases::ZERO, [0u64; 3]),
+                                Some(ib) => {
+                                    let pb = bins[by as usize][ib] as usize;
+                                    (prep.cost(pb), prep.size(pb))
+                                }
+                            };
+                            let nx = gx - ca + cb;
+                            let ny = gy + ca - cb;
+                            let (kx, ky) = (key(nx, d), key(ny, d));
+                            if !(kx < m && ky < m) {
+                                continue;
+                            }
+                            let score = kx.max(ky);
+                            if best.is_some_and(|b| b.score <= score) {
+                                continue;
+                            }
+                            let oth = other.map_or(0.0, |o| key(nx, o).max(key(ny, o)));
+                            if oth > limit_other {
+                                continue;
+                            }
+                            let fits = (0..3).all(|k| {
+                                lx[k] - sa[k] + sb[k] <= prep.caps[k]
+                                    && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                            });
+                            if !fits {
+                                continue;
+                            }
+                            best = Some(Change {
+                                bx,
+                                a: ia,
+                                by,
+                                b: ib,
+                                y,
+                                score,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    fn apply(&mut self, x: usize, c: Change, bins: &mut [Vec<u32>], loads: &mut [[u64; 3]]) {
+        let prep = self.prep;
+        let (bx, by) = (c.bx as usize, c.by as usize);
+        let pa = bins[bx][c.a];
+        let sa = prep.size(pa as usize);
+        let ca = prep.cost(pa as usize);
+        match c.b {
+            None => {
+                bins[bx].swap_remove(c.a);
+                bins[by].push(pa);
+                for k in 0..3 {
+                    loads[bx][k] -= sa[k];
+                    loads[by][k] += sa[k];
+                }
+                self.cost[x] = self.cost[x] - ca;
+                self.cost[c.y] += ca;
+            }
+            Some(ib) => {
+                let pb = bins[by][ib];
+                let sb = prep.size(pb as usize);
+                let cb = prep.cost(pb as usize);
+                bins[bx][c.a] = pb;
+                bins[by][ib] = pa;
+                for k in 0..3 {
+                    loads[bx][k] = loads[bx][k] - sa[k] + sb[k];
+                    loads[by][k] = loads[by][k] - sb[k] + sa[k];
+                }
+                self.cost[x] = self.cost[x] - ca + cb;
+                self.cost[c.y] = self.cost[c.y] + ca - cb;
+            }
+        }
+        self.version[x] = self.version[x].wrapping_add(1);
+        self.version[c.y] = self.version[c.y].wrapping_add(1);
+    }
+}

@@ -1,0 +1,103 @@
+//! Pinned outputs for fixed seeds: the scenario generators' first samples
+//! and totals, and the fingerprints of the plans of a seeded batch under
+//! every sync model. A change in a generator, a tie-break or the
+//! fingerprint's encoding shows up here; update the pins only on purpose
+//! (and say so in the CHANGELOG: plans change for the same input).
+#![cfg(feature = "scenarios")]
+
+use microbatch::plan::SyncModel;
+use microbatch::scenario::Scenario;
+
+/// A sample as pinned: id, text tokens, (tokens, units) per image, loss tokens.
+type Pin = (u64, u32, Vec<(u32, u32)>, u64);
+
+fn first(s: Scenario) -> Vec<Pin> {
+    s.generate(512, 7)[..3]
+        .iter()
+        .map(|x| {
+            let images = x
+                .sample
+                .images()
+                .iter()
+                .map(|i| (i.tokens(), i.units()))
+                .collect();
+            (x.id, x.sample.text(), images, x.loss_tokens())
+        })
+        .collect()
+}
+
+#[test]
+fn generators_are_value_stable() {
+    assert_eq!(
+        first(Scenario::LlavaSft),
+        vec![
+            (0, 341, vec![], 284),
+            (1, 141, vec![(576, 1)], 38),
+            (2, 327, vec![(576, 1)], 106)
+        ]
+    );
+    assert_eq!(
+        first(Scenario::AnyresMix),
+        vec![
+            (0, 382, vec![(312, 1)], 164),
+            (1, 268, vec![(638, 1)], 172),
+            (2, 21, vec![(789, 3)], 5)
+        ]
+    );
+    assert_eq!(
+        first(Scenario::Interleaved),
+        vec![
+            (0, 638, vec![(768, 3), (1024, 4), (1024, 4), (1024, 4)], 132),
+            (1, 4615, vec![(256, 1); 8], 2524),
+            (2, 469, vec![(256, 1); 7], 190),
+        ]
+    );
+    let total = |s: Scenario| {
+        s.generate(512, 7)
+            .iter()
+            .map(|x| x.sample.tokens())
+            .sum::<u64>()
+    };
+    assert_eq!(total(Scenario::LlavaSft), 419_235);
+    assert_eq!(total(Scenario::AnyresMix), 1_138_183);
+    assert_eq!(total(Scenario::Interleaved), 1_682_913);
+}
+
+#[test]
+fn plan_fingerprints_are_pinned() {
+    let pins: [(Scenario, [u64; 3], usize); 3] = [
+        (
+            Scenario::LlavaSft,
+            [0x5f35dd1505334f4a, 0x7c90797ef56b204e, 0x49f7cb09fb47a556],
+            14,
+        ),
+        (
+            Scenario::AnyresMix,
+            [0x7054e2a018986321, 0xc4f78cb32af70789, 0xc6b390aa453f87c1],
+            9,
+        ),
+        (
+            Scenario::Interleaved,
+            [0x1357f91a1f5d6e01, 0x0e802e5d27fe39b1, 0xcf155cb48ab3dc89],
+            15,
+        ),
+    ];
+    for (scenario, fingerprints, steps) in pins {
+        let batch = scenario.generate(512, 7);
+        for (sync, fp) in SyncModel::ALL.into_iter().zip(fingerprints) {
+            let plan = scenario
+                .planner(8)
+                .unwrap()
+                .sync(sync)
+                .plan(&batch)
+                .unwrap();
+            assert_eq!(plan.micro_steps(), steps, "{scenario} {sync}");
+            assert_eq!(
+                plan.fingerprint(),
+                fp,
+                "{scenario} {sync}: 0x{:016x}",
+                plan.fingerprint()
+            );
+        }
+    }
+}
