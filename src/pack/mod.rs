@@ -503,7 +503,10 @@ pub(crate) fn assemble_runs<T: Size>(
         let to = &mut items[next[b]..next[b] + count];
         // Runs are mostly a few items: an element loop, not a `memmove` call.
         match order {
-            Some(order) => to.iter_mut().zip(&order[k..k + count]).for_each(|(x, &i)| *x = i),
+            Some(order) => to
+                .iter_mut()
+                .zip(&order[k..k + count])
+                .for_each(|(x, &i)| *x = i),
             None => to.iter_mut().zip(k..).for_each(|(x, i)| *x = i),
         }
         next[b] += count;
