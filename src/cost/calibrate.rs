@@ -87,7 +87,12 @@ impl Fit {
     ///
     /// // Quadratic times: x alone fits worse than x and x^2.
     /// let linear = fit(&[([1.0], 1.0), ([2.0], 4.0), ([3.0], 9.0), ([4.0], 16.0)])?;
-    /// let quadratic = fit(&[([1.0, 1.0], 1.0), ([2.0, 4.0], 4.0), ([3.0, 9.0], 9.0), ([4.0, 16.0], 16.0)])?;
+    /// let quadratic = fit(&[
+    ///     ([1.0, 1.0], 1.0),
+    ///     ([2.0, 4.0], 4.0),
+    ///     ([3.0, 9.0], 9.0),
+    ///     ([4.0, 16.0], 16.0),
+    /// ])?;
     /// assert!(linear.r_squared() < 0.9);
     /// assert!(quadratic.r_squared() > 0.999_999);
     /// # Ok::<(), microbatch::Error>(())

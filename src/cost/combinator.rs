@@ -488,7 +488,10 @@ impl_add!(Zero);
 ///
 /// // A named return type for a closure model: the longest sample of the group.
 /// fn longest() -> CostFn<impl Fn(&[Sample]) -> Phases> {
-///     cost_fn(|group: &[Sample]| Phases::new(0.0, group.iter().map(Sample::tokens).max().unwrap_or(0) as f64))
+///     cost_fn(|group: &[Sample]| {
+///         let longest = group.iter().map(Sample::tokens).max().unwrap_or(0);
+///         Phases::new(0.0, longest as f64)
+///     })
 /// }
 /// assert_eq!(longest().cost(&[Sample::text_only(3), Sample::text_only(9)]).language, 9.0);
 /// assert_eq!(format!("{:?}", longest()), "cost_fn");

@@ -235,7 +235,7 @@ impl LlmShape {
     /// ```
     /// use microbatch::cost::LlmShape;
     ///
-    /// // About 6.6 billion matrix weights for "7B" (embeddings are not counted).
+    /// // About 6.6 billion matrix weights for "7B" (the input embeddings are not counted).
     /// assert_eq!(LlmShape::VICUNA_7B.weights(), 6_607_077_376);
     /// ```
     #[must_use]
@@ -604,7 +604,8 @@ impl VitShape {
     /// let frozen = VitShape::CLIP_L_14_336.cost_model(Training::Frozen)?.cost(&group);
     /// let trained = VitShape::CLIP_L_14_336.cost_model(Training::Trained)?.cost(&group);
     /// assert_eq!(trained.vision, 3.0 * frozen.vision);
-    /// let bad = VitShape { scope: VitScope::Windowed { window: 64, full_layers: 33, patches_per_token: 4 }, ..VitShape::QWEN2_5_VL };
+    /// let scope = VitScope::Windowed { window: 64, full_layers: 33, patches_per_token: 4 };
+    /// let bad = VitShape { scope, ..VitShape::QWEN2_5_VL }; // 33 full layers of 32
     /// assert!(bad.cost_model(Training::Frozen).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```

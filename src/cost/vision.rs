@@ -175,7 +175,8 @@ impl PerTile {
     ///
     /// let clip = PerTile::new(1.0, 576, Training::Frozen)?;
     /// assert_eq!(clip.cost(&[Sample::new(0, [Image::new(577)])]).vision, 2.0); // two tiles
-    /// assert!(matches!(PerTile::new(1.0, 0, Training::Frozen), Err(Error::InvalidShape { name: "tokens_per_tile", .. })));
+    /// let err = PerTile::new(1.0, 0, Training::Frozen).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidShape { name: "tokens_per_tile", .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(per_tile: f64, tokens_per_tile: u32, training: Training) -> Result<Self, Error> {
@@ -309,7 +310,8 @@ impl PerImage {
     ///
     /// let vit = PerImage::new(1.0, 0.0, 4, Training::Trained)?;
     /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 3.0 * 40.0); // 40 patches, trained
-    /// assert!(matches!(PerImage::new(1.0, 0.0, 0, Training::Frozen), Err(Error::InvalidShape { name: "patches_per_token", .. })));
+    /// let err = PerImage::new(1.0, 0.0, 0, Training::Frozen).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidShape { name: "patches_per_token", .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(
@@ -467,7 +469,8 @@ impl Windowed {
     /// // Full attention only: 10 tokens = 40 patches, 40^2.
     /// let vit = Windowed::new(0.0, 0.0, 64, 1.0, 4, Training::Frozen)?;
     /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 1600.0);
-    /// assert!(matches!(Windowed::new(0.0, 1.0, 0, 0.0, 4, Training::Frozen), Err(Error::InvalidShape { name: "window", .. })));
+    /// let err = Windowed::new(0.0, 1.0, 0, 0.0, 4, Training::Frozen).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidShape { name: "window", .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(
