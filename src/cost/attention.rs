@@ -42,6 +42,17 @@ impl DocumentAttention {
     ///
     /// [`Error::InvalidCoefficient`] naming `per_token_pair` if it is NaN,
     /// infinite or negative.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, DocumentAttention, Sample};
+    ///
+    /// let model = DocumentAttention::new(2.0)?;
+    /// assert_eq!(model.cost(&[Sample::text_only(10)]).language, 200.0);
+    /// assert!(DocumentAttention::new(-2.0).is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(per_token_pair: f64) -> Result<Self, Error> {
         Ok(DocumentAttention {
             per_token_pair: coefficient("per_token_pair", per_token_pair)?,
@@ -49,6 +60,15 @@ impl DocumentAttention {
     }
 
     /// The cost per squared token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::DocumentAttention;
+    ///
+    /// assert_eq!(DocumentAttention::new(1e-3)?.per_token_pair(), 1e-3);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_token_pair(&self) -> f64 {
         self.per_token_pair
@@ -127,6 +147,17 @@ impl FullAttention {
     ///
     /// [`Error::InvalidCoefficient`] naming `per_token_pair` if it is NaN,
     /// infinite or negative.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, FullAttention, Sample};
+    ///
+    /// let model = FullAttention::new(2.0)?;
+    /// assert_eq!(model.cost(&[Sample::text_only(6), Sample::text_only(4)]).language, 200.0);
+    /// assert!(FullAttention::new(f64::NAN).is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(per_token_pair: f64) -> Result<Self, Error> {
         Ok(FullAttention {
             per_token_pair: coefficient("per_token_pair", per_token_pair)?,
@@ -134,6 +165,15 @@ impl FullAttention {
     }
 
     /// The cost per squared token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::FullAttention;
+    ///
+    /// assert_eq!(FullAttention::new(1e-3)?.per_token_pair(), 1e-3);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_token_pair(&self) -> f64 {
         self.per_token_pair

@@ -57,6 +57,18 @@ impl Fit {
     /// The fitted coefficients, one per feature, each finite and
     /// non-negative. A coefficient of zero means the feature did not help
     /// (its unconstrained coefficient would have been negative).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::fit;
+    ///
+    /// // time = 2 * x + 0.5 * y
+    /// let rows = [([1.0, 0.0], 2.0), ([0.0, 1.0], 0.5), ([1.0, 1.0], 2.5)];
+    /// let c = fit(&rows)?.coefficients().to_vec();
+    /// assert!((c[0] - 2.0).abs() < 1e-12 && (c[1] - 0.5).abs() < 1e-12);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn coefficients(&self) -> &[f64] {
         &self.coefficients
@@ -67,6 +79,24 @@ impl Fit {
     /// negative for a worse one (possible: the model has no free intercept
     /// unless a constant feature is given). If every row has the same time,
     /// it is 1 for an exact fit and 0 otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::fit;
+    ///
+    /// // Quadratic times: x alone fits worse than x and x^2.
+    /// let linear = fit(&[([1.0], 1.0), ([2.0], 4.0), ([3.0], 9.0), ([4.0], 16.0)])?;
+    /// let quadratic = fit(&[
+    ///     ([1.0, 1.0], 1.0),
+    ///     ([2.0, 4.0], 4.0),
+    ///     ([3.0, 9.0], 9.0),
+    ///     ([4.0, 16.0], 16.0),
+    /// ])?;
+    /// assert!(linear.r_squared() < 0.9);
+    /// assert!(quadratic.r_squared() > 0.999_999);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn r_squared(&self) -> f64 {
         self.r_squared
@@ -74,18 +104,50 @@ impl Fit {
 
     /// The worst relative error `|predicted - measured| / measured` over the
     /// rows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::fit;
+    ///
+    /// let rows = [([1.0], 1.0), ([2.0], 2.0), ([3.0], 3.3)];
+    /// let fit = fit(&rows)?;
+    /// let (x, t) = rows[2];
+    /// assert!((fit.max_relative_error() - (fit.predict(&x) - t).abs() / t).abs() < 1e-12);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn max_relative_error(&self) -> f64 {
         self.max_relative_error
     }
 
     /// The index of the row with the worst relative error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::fit;
+    ///
+    /// // The last row is 10% slower than the other two predict.
+    /// let fit = fit(&[([1.0], 1.0), ([2.0], 2.0), ([3.0], 3.3)])?;
+    /// assert_eq!(fit.worst_row(), 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn worst_row(&self) -> usize {
         self.worst_row
     }
 
     /// The number of rows fitted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::fit;
+    ///
+    /// assert_eq!(fit(&[([1.0], 1.0), ([2.0], 2.1), ([3.0], 2.9)])?.rows(), 3);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn rows(&self) -> usize {
         self.rows
@@ -93,6 +155,17 @@ impl Fit {
 
     /// The predicted time of a row of features: `sum(coefficient * feature)`.
     /// Missing features count as zero, extra ones are ignored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::fit;
+    ///
+    /// let fit = fit(&[([1.0, 1.0], 3.0), ([2.0, 1.0], 5.0), ([3.0, 1.0], 7.0)])?; // 2x + 1
+    /// assert!((fit.predict(&[10.0, 1.0]) - 21.0).abs() < 1e-9);
+    /// assert!((fit.predict(&[10.0]) - 20.0).abs() < 1e-9); // a missing feature counts as zero
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn predict(&self, features: &[f64]) -> f64 {
         self.coefficients

@@ -57,6 +57,17 @@ impl<A, B> Sum<A, B> {
     }
 
     /// The two terms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerSample, Tokens};
+    ///
+    /// let model = Tokens::new(1.0)? + PerSample::new(2.0)?;
+    /// let (tokens, per_sample) = model.terms();
+    /// assert_eq!((tokens.per_token(), per_sample.cost_per_sample()), (1.0, 2.0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn terms(&self) -> (&A, &B) {
         (&self.a, &self.b)
     }
@@ -142,12 +153,32 @@ impl<C> Scale<C> {
     }
 
     /// The factor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Tokens};
+    ///
+    /// assert_eq!(Tokens::new(1.0)?.scale(0.25)?.factor(), 0.25);
+    /// assert!(Tokens::new(1.0)?.scale(-1.0).is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn factor(&self) -> f64 {
         self.factor
     }
 
     /// The scaled model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Tokens};
+    ///
+    /// let model = Tokens::new(1e-3)?.scale(0.5)?;
+    /// assert_eq!(model.inner(), &Tokens::new(1e-3)?);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn inner(&self) -> &C {
         &self.inner
     }
@@ -228,12 +259,33 @@ impl<C> InPhase<C> {
     }
 
     /// The phase that receives the cost.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Phase, Sample, Tokens};
+    ///
+    /// let model = Tokens::new(1.0)?.in_phase(Phase::Vision);
+    /// assert_eq!(model.phase(), Phase::Vision);
+    /// assert_eq!(model.cost(&[Sample::text_only(4)]).get(model.phase()), 4.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn phase(&self) -> Phase {
         self.phase
     }
 
     /// The placed model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Phase, Tokens};
+    ///
+    /// let model = Tokens::new(2.0)?.in_phase(Phase::Vision);
+    /// assert_eq!(model.inner().per_token(), 2.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn inner(&self) -> &C {
         &self.inner
     }
@@ -315,6 +367,17 @@ impl<A, B> Max<A, B> {
     }
 
     /// The two sides.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, PerSample, Tokens};
+    ///
+    /// let model = Tokens::new(1.0)?.max(PerSample::new(50.0)?);
+    /// let (tokens, per_sample) = model.sides();
+    /// assert_eq!((tokens.per_token(), per_sample.cost_per_sample()), (1.0, 50.0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn sides(&self) -> (&A, &B) {
         (&self.a, &self.b)
     }
@@ -417,6 +480,22 @@ impl_add!(Zero);
 ///
 /// The closure's results are not checked: it should return finite,
 /// non-negative costs.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{cost_fn, CostFn, CostModel, Phases, Sample};
+///
+/// // A named return type for a closure model: the longest sample of the group.
+/// fn longest() -> CostFn<impl Fn(&[Sample]) -> Phases> {
+///     cost_fn(|group: &[Sample]| {
+///         let longest = group.iter().map(Sample::tokens).max().unwrap_or(0);
+///         Phases::new(0.0, longest as f64)
+///     })
+/// }
+/// assert_eq!(longest().cost(&[Sample::text_only(3), Sample::text_only(9)]).language, 9.0);
+/// assert_eq!(format!("{:?}", longest()), "cost_fn");
+/// ```
 #[derive(Clone, Copy)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct CostFn<F> {
@@ -471,6 +550,20 @@ impl_add!(CostFn<F>);
 ///
 /// The closure's results are not checked: it should return finite,
 /// non-negative costs.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{sample_fn, Additive, Image, Phases, Sample, SampleFn};
+///
+/// // A named return type for a closure model: a cost per image.
+/// fn per_image(cost: f64) -> SampleFn<impl Fn(&Sample) -> Phases> {
+///     sample_fn(move |s: &Sample| Phases::new(cost * s.images().len() as f64, 0.0))
+/// }
+/// let s = Sample::new(10, [Image::new(64), Image::new(64)]);
+/// assert_eq!(per_image(0.5).sample_cost(&s).vision, 1.0);
+/// assert_eq!(format!("{:?}", per_image(0.5)), "sample_fn");
+/// ```
 #[derive(Clone, Copy)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct SampleFn<F> {

@@ -125,6 +125,17 @@ pub struct LlmShape {
 
 impl LlmShape {
     /// Vicuna-7B v1.5 (LLaMA-2-7B shape), the LLM of LLaVA-1.5-7B.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, LlmShape};
+    ///
+    /// let llm = LlmShape::VICUNA_7B;
+    /// assert_eq!(llm.kv_heads, llm.heads); // multi-head attention
+    /// assert_eq!(preset("llava-1.5-7b")?.llm(), llm);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub const VICUNA_7B: LlmShape = LlmShape {
         layers: 32,
         hidden: 4096,
@@ -137,6 +148,17 @@ impl LlmShape {
     };
 
     /// Qwen2-7B, the LLM of Qwen2-VL-7B and Qwen2.5-VL-7B.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, LlmShape};
+    ///
+    /// let llm = LlmShape::QWEN2_7B;
+    /// assert_eq!(llm.heads / llm.kv_heads, 7); // grouped-query attention
+    /// assert_eq!(preset("qwen2.5-vl-7b")?.llm(), llm);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub const QWEN2_7B: LlmShape = LlmShape {
         layers: 28,
         hidden: 3584,
@@ -149,6 +171,17 @@ impl LlmShape {
     };
 
     /// InternLM2.5-7B, the LLM of InternVL2.5-8B.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, LlmShape};
+    ///
+    /// let llm = LlmShape::INTERNLM2_5_7B;
+    /// assert_eq!((llm.heads, llm.kv_heads), (32, 8));
+    /// assert_eq!(preset("internvl2.5-8b")?.llm(), llm);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub const INTERNLM2_5_7B: LlmShape = LlmShape {
         layers: 32,
         hidden: 4096,
@@ -165,6 +198,17 @@ impl LlmShape {
     /// # Errors
     ///
     /// [`Error::InvalidShape`] naming `heads` or `kv_heads`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::LlmShape;
+    /// use microbatch::Error;
+    ///
+    /// assert!(LlmShape::QWEN2_7B.check().is_ok());
+    /// let bad = LlmShape { kv_heads: 64, ..LlmShape::VICUNA_7B }; // more KV heads than heads
+    /// assert!(matches!(bad.check(), Err(Error::InvalidShape { name: "kv_heads", .. })));
+    /// ```
     pub fn check(&self) -> Result<(), Error> {
         if self.heads == 0 {
             return Err(Error::InvalidShape {
@@ -185,6 +229,15 @@ impl LlmShape {
 
     /// The weights of the matrices counted (Q, K, V, O and the FFN of every
     /// layer, and the output layer): `N` in `6 * N * T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::LlmShape;
+    ///
+    /// // About 6.6 billion matrix weights for "7B" (the input embeddings are not counted).
+    /// assert_eq!(LlmShape::VICUNA_7B.weights(), 6_607_077_376);
+    /// ```
     #[must_use]
     pub fn weights(&self) -> u64 {
         let h = u64::from(self.hidden);
@@ -196,6 +249,16 @@ impl LlmShape {
 
     /// Training FLOPs per token of the linear part (projections, FFN, output
     /// layer): `12 L h^2 (1 + g/a) + 6m L h f + 6 h V`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::LlmShape;
+    ///
+    /// // The 6N rule: 2N forward and 4N backward per token.
+    /// let llm = LlmShape::QWEN2_7B;
+    /// assert_eq!(llm.linear_flops_per_token(), 6.0 * llm.weights() as f64);
+    /// ```
     #[must_use]
     pub fn linear_flops_per_token(&self) -> f64 {
         let l = f64::from(self.layers);
@@ -210,6 +273,17 @@ impl LlmShape {
 
     /// Training FLOPs of attention per squared document length: `12 L h`
     /// ([`AttentionCount::Full`]) or `6 L h` ([`AttentionCount::Causal`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{AttentionCount, LlmShape};
+    ///
+    /// let causal = LlmShape::VICUNA_7B;
+    /// let full = LlmShape { attention: AttentionCount::Full, ..causal };
+    /// assert_eq!(causal.attention_flops_per_token_pair(), 6.0 * 32.0 * 4096.0);
+    /// assert_eq!(full.attention_flops_per_token_pair(), 2.0 * causal.attention_flops_per_token_pair());
+    /// ```
     #[must_use]
     pub fn attention_flops_per_token_pair(&self) -> f64 {
         let full = 12.0 * f64::from(self.layers) * f64::from(self.hidden);
@@ -221,6 +295,17 @@ impl LlmShape {
 
     /// Training FLOPs (forward and backward) of one document of `tokens`
     /// tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::LlmShape;
+    ///
+    /// let llm = LlmShape::VICUNA_7B;
+    /// let (linear, attention) = (llm.linear_flops_per_token(), llm.attention_flops_per_token_pair());
+    /// assert_eq!(llm.training_flops(1000), 1000.0 * linear + 1e6 * attention);
+    /// assert!(llm.training_flops(2000) > 2.0 * llm.training_flops(1000)); // superlinear
+    /// ```
     #[must_use]
     pub fn training_flops(&self, tokens: u64) -> f64 {
         let t = tokens as f64;
@@ -234,6 +319,18 @@ impl LlmShape {
     /// # Errors
     ///
     /// [`Error::InvalidShape`] if [`check`](LlmShape::check) fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, LlmShape, Sample};
+    ///
+    /// let llm = LlmShape::QWEN2_7B;
+    /// let model = llm.cost_model()?;
+    /// assert_eq!(model.cost(&[Sample::text_only(4096)]).language, llm.training_flops(4096));
+    /// assert!(LlmShape { heads: 0, ..llm }.cost_model().is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn cost_model(&self) -> Result<Sum<Tokens, DocumentAttention>, Error> {
         self.check()?;
         Ok(
@@ -322,6 +419,17 @@ pub struct VitShape {
 impl VitShape {
     /// CLIP ViT-L/14 at 336px (LLaVA-1.5): 24x24 patches + a class token,
     /// one tile per image, 576 LLM tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, VitScope, VitShape};
+    ///
+    /// let clip = VitShape::CLIP_L_14_336;
+    /// assert_eq!(clip.scope, VitScope::Tile { tokens_per_tile: 577, llm_tokens_per_tile: 576 });
+    /// assert_eq!(preset("llava-1.5-7b")?.vit(), clip);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub const CLIP_L_14_336: VitShape = VitShape {
         layers: 24,
         hidden: 1024,
@@ -335,6 +443,18 @@ impl VitShape {
 
     /// InternViT-300M at 448px (InternVL2.5-8B): 32x32 patches + a class
     /// token per tile, 256 LLM tokens per tile.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Image, Sample, Training, VitShape};
+    ///
+    /// // 6 tiles + a thumbnail, 256 LLM tokens each: 7 tiles of 1025 ViT tokens.
+    /// let vit = VitShape::INTERNVIT_300M;
+    /// let cost = vit.cost_model(Training::Frozen)?.cost(&[Sample::new(0, [Image::new(7 * 256)])]);
+    /// assert_eq!(cost.vision, 7.0 * vit.forward_flops(1025));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub const INTERNVIT_300M: VitShape = VitShape {
         layers: 24,
         hidden: 1024,
@@ -348,6 +468,18 @@ impl VitShape {
 
     /// The Qwen2-VL vision encoder: full attention per image, plain MLP of
     /// 4 x 1280, 4 patches per LLM token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Image, Sample, Training, VitShape};
+    ///
+    /// // 100 LLM tokens come from 400 ViT patches.
+    /// let vit = VitShape::QWEN2_VL;
+    /// let cost = vit.cost_model(Training::Frozen)?.cost(&[Sample::new(0, [Image::new(100)])]);
+    /// assert_eq!(cost.vision, vit.forward_flops(400));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub const QWEN2_VL: VitShape = VitShape {
         layers: 32,
         hidden: 1280,
@@ -360,6 +492,17 @@ impl VitShape {
 
     /// The Qwen2.5-VL vision encoder: SwiGLU MLP of 3420, 64-patch windows,
     /// full attention in 4 of 32 layers, 4 patches per LLM token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, VitScope, VitShape};
+    ///
+    /// let vit = VitShape::QWEN2_5_VL;
+    /// assert!(matches!(vit.scope, VitScope::Windowed { window: 64, full_layers: 4, .. }));
+    /// assert_eq!(preset("qwen2.5-vl-7b")?.vit(), vit);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub const QWEN2_5_VL: VitShape = VitShape {
         layers: 32,
         hidden: 1280,
@@ -374,6 +517,16 @@ impl VitShape {
 
     /// Forward FLOPs per ViT token of the linear part, all layers:
     /// `L * (8 h^2 + m' * 2hm)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::VitShape;
+    ///
+    /// // CLIP-L: 24 layers, h = 1024, plain MLP of 4096.
+    /// let h = 1024.0;
+    /// assert_eq!(VitShape::CLIP_L_14_336.linear_flops_per_token(), 24.0 * (8.0 * h * h + 4.0 * h * 4096.0));
+    /// ```
     #[must_use]
     pub fn linear_flops_per_token(&self) -> f64 {
         let h = f64::from(self.hidden);
@@ -382,6 +535,14 @@ impl VitShape {
     }
 
     /// Forward FLOPs of attention per squared token count, per layer: `4 h`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::VitShape;
+    ///
+    /// assert_eq!(VitShape::QWEN2_VL.attention_flops_per_token_pair(), 4.0 * 1280.0);
+    /// ```
     #[must_use]
     pub fn attention_flops_per_token_pair(&self) -> f64 {
         4.0 * f64::from(self.hidden)
@@ -389,6 +550,17 @@ impl VitShape {
 
     /// Forward FLOPs of one attention unit (a tile, an image, a frame group)
     /// of `tokens` ViT tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{VitScope, VitShape};
+    ///
+    /// let windowed = VitShape::QWEN2_5_VL;
+    /// let full = VitShape { scope: VitScope::Image { patches_per_token: 4 }, ..windowed };
+    /// assert_eq!(windowed.forward_flops(64), full.forward_flops(64)); // one window: the same
+    /// assert!(windowed.forward_flops(6400) < full.forward_flops(6400));
+    /// ```
     #[must_use]
     pub fn forward_flops(&self, tokens: u64) -> f64 {
         let n = tokens as f64;
@@ -422,6 +594,21 @@ impl VitShape {
     ///
     /// [`Error::InvalidShape`] if a count of the scope is zero or
     /// `full_layers` exceeds `layers`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Image, Sample, Training, VitScope, VitShape};
+    ///
+    /// let group = [Sample::new(0, [Image::new(576)])];
+    /// let frozen = VitShape::CLIP_L_14_336.cost_model(Training::Frozen)?.cost(&group);
+    /// let trained = VitShape::CLIP_L_14_336.cost_model(Training::Trained)?.cost(&group);
+    /// assert_eq!(trained.vision, 3.0 * frozen.vision);
+    /// let scope = VitScope::Windowed { window: 64, full_layers: 33, patches_per_token: 4 };
+    /// let bad = VitShape { scope, ..VitShape::QWEN2_5_VL }; // 33 full layers of 32
+    /// assert!(bad.cost_model(Training::Frozen).is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn cost_model(&self, training: Training) -> Result<Vision, Error> {
         let linear = self.linear_flops_per_token();
         let attn = self.attention_flops_per_token_pair();
@@ -458,6 +645,17 @@ impl VitShape {
 }
 
 /// The names [`preset`] knows, in order.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{preset, PRESET_NAMES};
+///
+/// for name in PRESET_NAMES {
+///     assert_eq!(preset(name)?.name(), name);
+/// }
+/// # Ok::<(), microbatch::Error>(())
+/// ```
 pub const PRESET_NAMES: [&str; 3] = ["llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b"];
 
 /// A named vision-language model pair: its encoder, whether the encoder is
@@ -494,28 +692,78 @@ pub struct Preset {
 /// The model of a [`Preset`]: the encoder in the vision phase plus the LLM's
 /// linear and document-masked attention terms in the language phase, in
 /// FLOPs.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{preset, CostModel, Phases, PresetModel, Sample};
+///
+/// let model: PresetModel = preset("llava-1.5-7b")?.cost_model()?;
+/// let (vision, llm) = model.terms();
+/// let text = [Sample::text_only(100)];
+/// assert_eq!(vision.cost(&text), Phases::ZERO);
+/// assert_eq!(llm.cost(&text), model.cost(&text));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
 pub type PresetModel = Sum<Vision, Sum<Tokens, DocumentAttention>>;
 
 impl Preset {
     /// The preset's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, PRESET_NAMES};
+    ///
+    /// assert_eq!(preset("qwen2.5-vl-7b")?.name(), PRESET_NAMES[1]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn name(&self) -> &'static str {
         self.name
     }
 
     /// The vision encoder's shape.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, VitShape};
+    ///
+    /// assert_eq!(preset("llava-1.5-7b")?.vit(), VitShape::CLIP_L_14_336);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn vit(&self) -> VitShape {
         self.vit
     }
 
     /// Whether the vision encoder is trained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, Training};
+    ///
+    /// assert_eq!(preset("llava-1.5-7b")?.vit_training(), Training::Frozen);
+    /// assert_eq!(preset("qwen2.5-vl-7b")?.vit_training(), Training::Trained);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn vit_training(&self) -> Training {
         self.vit_training
     }
 
     /// The LLM's shape.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, LlmShape};
+    ///
+    /// assert_eq!(preset("qwen2.5-vl-7b")?.llm(), LlmShape::QWEN2_7B);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn llm(&self) -> LlmShape {
         self.llm

@@ -170,6 +170,15 @@ pub struct Image {
 
 impl Image {
     /// An image of `tokens` LLM tokens, attended as one unit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Image;
+    ///
+    /// let image = Image::new(576);
+    /// assert_eq!((image.tokens(), image.units()), (576, 1));
+    /// ```
     #[must_use]
     pub const fn new(tokens: u32) -> Self {
         Image {
@@ -180,18 +189,48 @@ impl Image {
 
     /// An image of `tokens` LLM tokens split into `units` attention units
     /// (tiles or frame groups).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::num::NonZeroU32;
+    /// use microbatch::cost::Image;
+    ///
+    /// let tiled = Image::with_units(1792, NonZeroU32::new(7).unwrap());
+    /// assert_eq!((tiled.tokens(), tiled.units()), (1792, 7));
+    /// ```
     #[must_use]
     pub const fn with_units(tokens: u32, units: NonZeroU32) -> Self {
         Image { tokens, units }
     }
 
     /// The tokens this image adds to the LLM sequence.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    ///
+    /// let image = Image::new(256);
+    /// assert_eq!(image.tokens(), 256);
+    /// assert_eq!(Sample::new(100, [image]).tokens(), 356);
+    /// ```
     #[must_use]
     pub const fn tokens(&self) -> u32 {
         self.tokens
     }
 
     /// The number of attention units (at least 1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::num::NonZeroU32;
+    /// use microbatch::cost::Image;
+    ///
+    /// assert_eq!(Image::new(576).units(), 1);
+    /// assert_eq!(Image::with_units(512, NonZeroU32::new(2).unwrap()).units(), 2);
+    /// ```
     #[must_use]
     pub const fn units(&self) -> u32 {
         self.units.get()
@@ -240,6 +279,15 @@ pub struct Sample {
 
 impl Sample {
     /// A sample of `text` text tokens and the given images.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    ///
+    /// let sample = Sample::new(300, [Image::new(576), Image::new(576)]);
+    /// assert_eq!((sample.text(), sample.images().len()), (300, 2));
+    /// ```
     pub fn new(text: u32, images: impl IntoIterator<Item = Image>) -> Self {
         Sample {
             text,
@@ -248,6 +296,16 @@ impl Sample {
     }
 
     /// A sample without images.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Sample;
+    ///
+    /// let sample = Sample::text_only(700);
+    /// assert!(sample.images().is_empty());
+    /// assert_eq!(sample.tokens(), 700);
+    /// ```
     #[must_use]
     pub fn text_only(text: u32) -> Self {
         Sample {
@@ -257,6 +315,16 @@ impl Sample {
     }
 
     /// Adds one image (builder style).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    ///
+    /// let sample = Sample::text_only(100).with_image(Image::new(256)).with_image(Image::new(64));
+    /// assert_eq!(sample, Sample::new(100, [Image::new(256), Image::new(64)]));
+    /// assert_eq!(sample.image_tokens(), 320);
+    /// ```
     #[must_use]
     pub fn with_image(mut self, image: Image) -> Self {
         self.images.push(image);
@@ -264,24 +332,59 @@ impl Sample {
     }
 
     /// The text tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    ///
+    /// assert_eq!(Sample::new(180, [Image::new(256)]).text(), 180);
+    /// ```
     #[must_use]
     pub fn text(&self) -> u32 {
         self.text
     }
 
     /// The images, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    ///
+    /// let sample = Sample::new(10, [Image::new(256), Image::new(64)]);
+    /// let tokens: Vec<u32> = sample.images().iter().map(|i| i.tokens()).collect();
+    /// assert_eq!(tokens, [256, 64]);
+    /// ```
     #[must_use]
     pub fn images(&self) -> &[Image] {
         &self.images
     }
 
     /// The image tokens of all images, in `u64` so that no sum overflows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    ///
+    /// let sample = Sample::new(10, [Image::new(u32::MAX), Image::new(1)]);
+    /// assert_eq!(sample.image_tokens(), 1 << 32); // no overflow
+    /// ```
     #[must_use]
     pub fn image_tokens(&self) -> u64 {
         self.images.iter().map(|i| u64::from(i.tokens)).sum()
     }
 
     /// The sample's length in the LLM: text + image tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    ///
+    /// assert_eq!(Sample::new(180, [Image::new(256), Image::new(1024)]).tokens(), 1460);
+    /// ```
     #[must_use]
     pub fn tokens(&self) -> u64 {
         u64::from(self.text) + self.image_tokens()
@@ -311,6 +414,16 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Phase, Phases};
+    ///
+    /// let p = Phases::new(1.0, 4.0);
+    /// let total: f64 = Phase::ALL.iter().map(|&phase| p.get(phase)).sum();
+    /// assert_eq!(total, p.total());
+    /// ```
     pub const ALL: [Phase; 2] = [Phase::Vision, Phase::Language];
 }
 
@@ -352,6 +465,15 @@ pub struct Phases {
 
 impl Phases {
     /// The zero cost.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Phases;
+    ///
+    /// assert_eq!(Phases::ZERO, Phases::default());
+    /// assert_eq!(Phases::new(1.0, 2.0) + Phases::ZERO, Phases::new(1.0, 2.0));
+    /// ```
     pub const ZERO: Phases = Phases {
         vision: 0.0,
         language: 0.0,
@@ -359,12 +481,29 @@ impl Phases {
 
     /// A cost of `vision` in the vision phase and `language` in the language
     /// phase.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Phases;
+    ///
+    /// let p = Phases::new(1.5, 4.0);
+    /// assert_eq!((p.vision, p.language), (1.5, 4.0));
+    /// ```
     #[must_use]
     pub const fn new(vision: f64, language: f64) -> Self {
         Phases { vision, language }
     }
 
     /// `value` in `phase`, zero elsewhere.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Phase, Phases};
+    ///
+    /// assert_eq!(Phases::only(Phase::Language, 3.0), Phases::new(0.0, 3.0));
+    /// ```
     #[must_use]
     pub const fn only(phase: Phase, value: f64) -> Self {
         match phase {
@@ -374,6 +513,15 @@ impl Phases {
     }
 
     /// The cost of one phase.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Phase, Phases};
+    ///
+    /// let p = Phases::new(1.5, 4.0);
+    /// assert_eq!((p.get(Phase::Vision), p.get(Phase::Language)), (1.5, 4.0));
+    /// ```
     #[must_use]
     pub const fn get(&self, phase: Phase) -> f64 {
         match phase {
@@ -383,12 +531,29 @@ impl Phases {
     }
 
     /// The sum over phases: the cost under a single barrier.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Phases;
+    ///
+    /// assert_eq!(Phases::new(1.5, 4.0).total(), 5.5);
+    /// ```
     #[must_use]
     pub fn total(&self) -> f64 {
         self.vision + self.language
     }
 
     /// The phase-wise maximum.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Phases;
+    ///
+    /// let a = Phases::new(1.0, 4.0);
+    /// assert_eq!(a.max(Phases::new(3.0, 2.0)), Phases::new(3.0, 4.0));
+    /// ```
     #[must_use]
     pub fn max(self, other: Phases) -> Phases {
         Phases::new(
@@ -398,6 +563,15 @@ impl Phases {
     }
 
     /// Applies `f` to every phase.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Phases;
+    ///
+    /// let seconds = Phases::new(2e12, 6e12).map(|flops| flops / 1e12);
+    /// assert_eq!(seconds, Phases::new(2.0, 6.0));
+    /// ```
     #[must_use]
     pub fn map(self, mut f: impl FnMut(f64) -> f64) -> Phases {
         Phases::new(f(self.vision), f(self.language))

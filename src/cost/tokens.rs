@@ -39,6 +39,18 @@ impl Tokens {
     ///
     /// [`Error::InvalidCoefficient`] naming `per_token` if it is NaN,
     /// infinite or negative.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Sample, Tokens};
+    /// use microbatch::Error;
+    ///
+    /// let model = Tokens::new(0.5)?;
+    /// assert_eq!(model.cost(&[Sample::text_only(100)]).language, 50.0);
+    /// assert!(matches!(Tokens::new(-1.0), Err(Error::InvalidCoefficient { name: "per_token", .. })));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(per_token: f64) -> Result<Self, Error> {
         Ok(Tokens {
             per_token: coefficient("per_token", per_token)?,
@@ -46,6 +58,15 @@ impl Tokens {
     }
 
     /// The cost per token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Tokens;
+    ///
+    /// assert_eq!(Tokens::new(6.0 * 7e9)?.per_token(), 4.2e10);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_token(&self) -> f64 {
         self.per_token
@@ -118,6 +139,18 @@ impl PerSample {
     ///
     /// [`Error::InvalidCoefficient`] naming `cost` if it is NaN, infinite or
     /// negative.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, PerSample, Sample};
+    /// use microbatch::Error;
+    ///
+    /// let model = PerSample::new(0.1)?;
+    /// assert_eq!(model.cost(&vec![Sample::text_only(5); 3]).language, 0.1 * 3.0);
+    /// assert!(matches!(PerSample::new(f64::INFINITY), Err(Error::InvalidCoefficient { name: "cost", .. })));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(cost: f64) -> Result<Self, Error> {
         Ok(PerSample {
             cost: coefficient("cost", cost)?,
@@ -125,6 +158,15 @@ impl PerSample {
     }
 
     /// The cost per sample.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::PerSample;
+    ///
+    /// assert_eq!(PerSample::new(0.25)?.cost_per_sample(), 0.25);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn cost_per_sample(&self) -> f64 {
         self.cost
@@ -197,6 +239,18 @@ impl PerGroup {
     ///
     /// [`Error::InvalidCoefficient`] naming `cost` if it is NaN, infinite or
     /// negative.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, PerGroup, Sample};
+    /// use microbatch::Error;
+    ///
+    /// let model = PerGroup::new(0.3)?;
+    /// assert_eq!(model.cost(&vec![Sample::text_only(5); 4]).language, 0.3); // once, not per sample
+    /// assert!(matches!(PerGroup::new(f64::NAN), Err(Error::InvalidCoefficient { name: "cost", .. })));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(cost: f64) -> Result<Self, Error> {
         Ok(PerGroup {
             cost: coefficient("cost", cost)?,
@@ -204,6 +258,15 @@ impl PerGroup {
     }
 
     /// The cost per non-empty group.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::PerGroup;
+    ///
+    /// assert_eq!(PerGroup::new(0.3)?.cost_per_group(), 0.3);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn cost_per_group(&self) -> f64 {
         self.cost

@@ -37,6 +37,18 @@ pub enum Training {
 
 impl Training {
     /// The multiple of the forward cost: 1 when frozen, 3 when trained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Image, PerTile, Sample, Training};
+    ///
+    /// let frozen = PerTile::new(2.0, 576, Training::Frozen)?;
+    /// let trained = PerTile::new(2.0, 576, Training::Trained)?;
+    /// let group = [Sample::new(0, [Image::new(576)])];
+    /// assert_eq!(trained.cost(&group).vision / frozen.cost(&group).vision, Training::Trained.factor());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub const fn factor(self) -> f64 {
         match self {
@@ -154,6 +166,19 @@ impl PerTile {
     ///
     /// [`Error::InvalidCoefficient`] naming `per_tile` if it is NaN, infinite
     /// or negative; [`Error::InvalidShape`] if `tokens_per_tile` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Image, PerTile, Sample, Training};
+    /// use microbatch::Error;
+    ///
+    /// let clip = PerTile::new(1.0, 576, Training::Frozen)?;
+    /// assert_eq!(clip.cost(&[Sample::new(0, [Image::new(577)])]).vision, 2.0); // two tiles
+    /// let err = PerTile::new(1.0, 0, Training::Frozen).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidShape { name: "tokens_per_tile", .. }));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(per_tile: f64, tokens_per_tile: u32, training: Training) -> Result<Self, Error> {
         Ok(PerTile {
             per_tile: coefficient("per_tile", per_tile)?,
@@ -163,24 +188,63 @@ impl PerTile {
     }
 
     /// The forward cost per tile.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerTile, Training};
+    ///
+    /// assert_eq!(PerTile::new(0.5, 256, Training::Trained)?.per_tile(), 0.5); // the forward cost, before the 3x
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_tile(&self) -> f64 {
         self.per_tile
     }
 
     /// The LLM tokens of one tile.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerTile, Training};
+    ///
+    /// assert_eq!(PerTile::new(1.0, 256, Training::Trained)?.tokens_per_tile(), 256);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn tokens_per_tile(&self) -> u32 {
         self.tokens_per_tile
     }
 
     /// Frozen or trained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerTile, Training};
+    ///
+    /// assert_eq!(PerTile::new(1.0, 576, Training::Frozen)?.training(), Training::Frozen);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn training(&self) -> Training {
         self.training
     }
 
     /// The tiles of one image: `max(units, ceil(tokens / tokens_per_tile))`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::num::NonZeroU32;
+    /// use microbatch::cost::{Image, PerTile, Training};
+    ///
+    /// let vit = PerTile::new(1.0, 256, Training::Trained)?;
+    /// assert_eq!(vit.tiles(&Image::new(513)), 3); // ceil(513 / 256)
+    /// assert_eq!(vit.tiles(&Image::with_units(256, NonZeroU32::new(4).unwrap())), 4);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn tiles(&self, image: &Image) -> u64 {
         let needed = u64::from(image.tokens()).div_ceil(u64::from(self.tokens_per_tile));
@@ -237,6 +301,19 @@ impl PerImage {
     /// [`Error::InvalidCoefficient`] naming `per_patch` or `per_patch_pair`
     /// if one is NaN, infinite or negative; [`Error::InvalidShape`] if
     /// `patches_per_token` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Image, PerImage, Sample, Training};
+    /// use microbatch::Error;
+    ///
+    /// let vit = PerImage::new(1.0, 0.0, 4, Training::Trained)?;
+    /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 3.0 * 40.0); // 40 patches, trained
+    /// let err = PerImage::new(1.0, 0.0, 0, Training::Frozen).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidShape { name: "patches_per_token", .. }));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(
         per_patch: f64,
         per_patch_pair: f64,
@@ -252,24 +329,60 @@ impl PerImage {
     }
 
     /// The forward cost per patch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerImage, Training};
+    ///
+    /// assert_eq!(PerImage::new(2.0, 0.5, 4, Training::Frozen)?.per_patch(), 2.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_patch(&self) -> f64 {
         self.per_patch
     }
 
     /// The forward cost per squared patch count of a unit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerImage, Training};
+    ///
+    /// assert_eq!(PerImage::new(2.0, 0.5, 4, Training::Frozen)?.per_patch_pair(), 0.5);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_patch_pair(&self) -> f64 {
         self.per_patch_pair
     }
 
     /// ViT patches per LLM token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerImage, Training};
+    ///
+    /// assert_eq!(PerImage::new(2.0, 0.5, 4, Training::Frozen)?.patches_per_token(), 4);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn patches_per_token(&self) -> u32 {
         self.patches_per_token
     }
 
     /// Frozen or trained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{PerImage, Training};
+    ///
+    /// assert_eq!(PerImage::new(2.0, 0.5, 4, Training::Trained)?.training(), Training::Trained);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn training(&self) -> Training {
         self.training
@@ -346,6 +459,20 @@ impl Windowed {
     /// [`Error::InvalidCoefficient`] naming the first NaN, infinite or
     /// negative coefficient; [`Error::InvalidShape`] if `window` or
     /// `patches_per_token` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Image, Sample, Training, Windowed};
+    /// use microbatch::Error;
+    ///
+    /// // Full attention only: 10 tokens = 40 patches, 40^2.
+    /// let vit = Windowed::new(0.0, 0.0, 64, 1.0, 4, Training::Frozen)?;
+    /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 1600.0);
+    /// let err = Windowed::new(0.0, 1.0, 0, 0.0, 4, Training::Frozen).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidShape { name: "window", .. }));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn new(
         per_patch: f64,
         per_window_pair: f64,
@@ -365,36 +492,90 @@ impl Windowed {
     }
 
     /// The forward cost per patch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Training, Windowed};
+    ///
+    /// assert_eq!(Windowed::new(2.0, 1.0, 64, 0.5, 4, Training::Frozen)?.per_patch(), 2.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_patch(&self) -> f64 {
         self.per_patch
     }
 
     /// The forward cost per squared window size.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Training, Windowed};
+    ///
+    /// assert_eq!(Windowed::new(2.0, 1.0, 64, 0.5, 4, Training::Frozen)?.per_window_pair(), 1.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_window_pair(&self) -> f64 {
         self.per_window_pair
     }
 
     /// The window, in patches.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Training, Windowed};
+    ///
+    /// assert_eq!(Windowed::new(2.0, 1.0, 64, 0.5, 4, Training::Frozen)?.window(), 64);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn window(&self) -> u32 {
         self.window
     }
 
     /// The forward cost per squared patch count of a unit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Training, Windowed};
+    ///
+    /// assert_eq!(Windowed::new(2.0, 1.0, 64, 0.5, 4, Training::Frozen)?.per_patch_pair(), 0.5);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn per_patch_pair(&self) -> f64 {
         self.per_patch_pair
     }
 
     /// ViT patches per LLM token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Training, Windowed};
+    ///
+    /// assert_eq!(Windowed::new(2.0, 1.0, 64, 0.5, 4, Training::Frozen)?.patches_per_token(), 4);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn patches_per_token(&self) -> u32 {
         self.patches_per_token
     }
 
     /// Frozen or trained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Training, Windowed};
+    ///
+    /// assert_eq!(Windowed::new(2.0, 1.0, 64, 0.5, 4, Training::Trained)?.training(), Training::Trained);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn training(&self) -> Training {
         self.training

@@ -152,30 +152,80 @@ pub struct Packing<T> {
 
 impl<T: Size> Packing<T> {
     /// The number of bins.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[6u32, 6, 3], 10)?;
+    /// assert_eq!(packing.len(), 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
 
     /// Whether there are no bins (there were no items).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// assert!(first_fit::<u32>(&[], 10)?.is_empty());
+    /// assert!(!first_fit(&[1u32], 10)?.is_empty());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The number of dimensions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// assert_eq!(first_fit(&[5u32], 10)?.dims(), 1);
+    /// assert_eq!(first_fit(&[[5u32, 1]], [10, 4])?.dims(), 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn dims(&self) -> usize {
         self.capacity.len()
     }
 
     /// The capacity, one value per dimension.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[[5u32, 1]], [16384, 48])?;
+    /// assert_eq!(packing.capacity(), &[16384, 48]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn capacity(&self) -> &[T] {
         &self.capacity
     }
 
     /// The number of items packed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[6u32, 6, 3, 0], 10)?;
+    /// assert_eq!((packing.item_count(), packing.len()), (4, 2));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn item_count(&self) -> usize {
         self.items.len()
@@ -186,6 +236,17 @@ impl<T: Size> Packing<T> {
     /// # Panics
     ///
     /// When `index >= self.len()`; use [`Packing::get`] for a checked access.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[6u32, 6, 3], 10)?;
+    /// assert_eq!(packing.bin(0).items(), &[0, 2]);
+    /// assert_eq!(packing.bin(1).load(), &[6]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn bin(&self, index: usize) -> Bin<'_, T> {
         match self.get(index) {
@@ -195,6 +256,17 @@ impl<T: Size> Packing<T> {
     }
 
     /// Bin `index`, or `None` when out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[6u32, 6], 10)?;
+    /// assert_eq!(packing.get(1).map(|bin| bin.items()), Some(&[1][..]));
+    /// assert!(packing.get(2).is_none());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn get(&self, index: usize) -> Option<Bin<'_, T>> {
         let start = *self.offsets.get(index)?;
@@ -207,11 +279,32 @@ impl<T: Size> Packing<T> {
     }
 
     /// The bins in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[6u32, 6, 3], 10)?;
+    /// let loads: Vec<u32> = packing.bins().map(|bin| bin.load()[0]).collect();
+    /// assert_eq!(loads, [9, 6]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn bins(&self) -> impl ExactSizeIterator<Item = Bin<'_, T>> + '_ {
         (0..self.len()).map(move |b| self.bin(b))
     }
 
     /// The bin of every item: `assignment()[i]` is the bin holding item `i`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[6u32, 6, 3], 10)?;
+    /// assert_eq!(packing.assignment(), vec![0, 1, 0]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn assignment(&self) -> Vec<usize> {
         let mut bin_of = alloc::vec![0; self.items.len()];
@@ -224,6 +317,18 @@ impl<T: Size> Packing<T> {
     }
 
     /// The lower bounds L1 and L2 of the instance.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::{first_fit, lower_bounds};
+    ///
+    /// let items = [6u32, 6, 3];
+    /// let packing = first_fit(&items, 10)?;
+    /// assert_eq!(packing.lower_bounds(), lower_bounds(&items, 10)?);
+    /// assert_eq!(packing.lower_bounds().l1, 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn lower_bounds(&self) -> LowerBounds {
         self.bounds
@@ -232,6 +337,18 @@ impl<T: Size> Packing<T> {
     /// Packing efficiency in dimension `dim`: the sum of sizes over the
     /// total capacity of the bins used, in `[0, 1]`; `1.0` when there are no
     /// bins, and `0.0` for a dimension out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[[6u32, 1], [6, 3], [3, 0]], [10, 4])?;
+    /// assert_eq!(packing.efficiency(0), 0.75); // 15 of 2 * 10 tokens
+    /// assert_eq!(packing.efficiency(1), 0.5); // 4 of 2 * 4 tiles
+    /// assert_eq!(packing.efficiency(2), 0.0); // no such dimension
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn efficiency(&self, dim: usize) -> f64 {
         let Some(cap) = self.capacity.get(dim) else {
@@ -333,12 +450,32 @@ pub struct Bin<'a, T> {
 
 impl<'a, T> Bin<'a, T> {
     /// The indices (in the input slice) of the items in this bin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[6u32, 6, 3], 10)?;
+    /// assert_eq!(packing.bin(0).items(), &[0, 2]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn items(&self) -> &'a [usize] {
         self.items
     }
 
     /// The bin's load, one value per dimension.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit;
+    ///
+    /// let packing = first_fit(&[[6u32, 1], [3, 2]], [10, 4])?;
+    /// assert_eq!(packing.bin(0).load(), &[9, 3]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn load(&self) -> &'a [T] {
         self.load

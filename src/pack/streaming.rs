@@ -98,24 +98,77 @@ pub struct StreamedBin<I, T> {
 
 impl<I, T> StreamedBin<I, T> {
     /// The arrival number of each item, in placement order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 8)?;
+    /// for size in [6, 3, 4] {
+    ///     packer.push(size).unwrap();
+    /// }
+    /// assert_eq!(packer.finish()[1].arrivals(), &[1]); // the 3 alone
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn arrivals(&self) -> &[u64] {
         &self.arrivals
     }
 
     /// The items, in placement order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 8)?;
+    /// for size in [3, 7] {
+    ///     packer.push(size).unwrap();
+    /// }
+    /// assert_eq!(packer.finish()[0].items(), &[7, 3]); // largest first
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn items(&self) -> &[I] {
         &self.items
     }
 
     /// The load, one value per dimension.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<[u32; 2]>::new([10, 4], 8)?;
+    /// for item in [[6, 1], [3, 2]] {
+    ///     packer.push(item).unwrap();
+    /// }
+    /// assert_eq!(packer.finish()[0].load(), &[9, 3]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn load(&self) -> &[T] {
         &self.load
     }
 
     /// The items, by value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 8)?;
+    /// for size in [3, 7] {
+    ///     packer.push(size).unwrap();
+    /// }
+    /// let bin = packer.finish().remove(0);
+    /// assert_eq!(bin.into_items(), vec![7, 3]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn into_items(self) -> Vec<I> {
         self.items
@@ -204,6 +257,20 @@ impl<I: Item> StreamingPacker<I> {
     }
 
     /// Chooses the batch algorithm run over the buffer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::{Algorithm, StreamingPacker};
+    ///
+    /// // Best fit puts the 2 in the fullest bin (9 + 9); first fit would add it to the 12.
+    /// let mut packer = StreamingPacker::<u32>::new(20, 8)?.algorithm(Algorithm::BestFitDecreasing);
+    /// for size in [12, 9, 9, 2] {
+    ///     packer.push(size).unwrap();
+    /// }
+    /// assert_eq!(packer.finish()[1].items(), &[9, 9, 2]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
@@ -211,18 +278,54 @@ impl<I: Item> StreamingPacker<I> {
     }
 
     /// The buffer limit `B`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// assert_eq!(StreamingPacker::<u32>::new(10, 64)?.buffer_limit(), 64);
+    /// assert_eq!(StreamingPacker::<u32>::new(10, 0)?.buffer_limit(), 1);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn buffer_limit(&self) -> usize {
         self.limit
     }
 
     /// The number of items buffered, not yet in a closed bin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 8)?;
+    /// packer.push(6).unwrap();
+    /// packer.push(4).unwrap();
+    /// assert_eq!(packer.buffered(), 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn buffered(&self) -> usize {
         self.buffer.len()
     }
 
     /// The number of closed bins waiting to be popped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 2)?;
+    /// for size in [6, 4, 5] {
+    ///     packer.push(size).unwrap();
+    /// }
+    /// // The third push overflowed the buffer: the full bin 6 + 4 was closed.
+    /// assert_eq!((packer.ready(), packer.buffered()), (1, 1));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn ready(&self) -> usize {
         self.ready.len()
@@ -237,6 +340,18 @@ impl<I: Item> StreamingPacker<I> {
     /// a size above the capacity is refused and handed back in [`Rejected`];
     /// its error names the arrival number it would have had. Nothing is
     /// buffered then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 8)?;
+    /// packer.push(6).unwrap();
+    /// assert!(packer.push(11).is_err()); // above the capacity: not buffered
+    /// assert_eq!(packer.buffered(), 1);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn push(&mut self, item: I) -> Result<(), Rejected<I>> {
         let mut sizes = Vec::new();
         let mut oversize = Vec::new();
@@ -259,6 +374,20 @@ impl<I: Item> StreamingPacker<I> {
     }
 
     /// The oldest closed bin, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 2)?;
+    /// for size in [6, 4, 5] {
+    ///     packer.push(size).unwrap();
+    /// }
+    /// assert_eq!(packer.pop().unwrap().items(), &[6, 4]);
+    /// assert!(packer.pop().is_none());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn pop(&mut self) -> Option<StreamedBin<I, I::Size>> {
         self.ready.pop_front()
     }
@@ -266,6 +395,20 @@ impl<I: Item> StreamingPacker<I> {
     /// Packs every buffered item and returns all bins not yet popped: the
     /// closed ones first, then the bins of the final buffer in the batch
     /// algorithm's order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::StreamingPacker;
+    ///
+    /// let mut packer = StreamingPacker::<u32>::new(10, 8)?;
+    /// for size in [6, 3, 4] {
+    ///     packer.push(size).unwrap();
+    /// }
+    /// let loads: Vec<u32> = packer.finish().iter().map(|bin| bin.load()[0]).collect();
+    /// assert_eq!(loads, [10, 3]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn finish(mut self) -> Vec<StreamedBin<I, I::Size>> {
         self.flush(true);

@@ -103,6 +103,17 @@ pub use self::refine::refine;
 use self::instance::{Config, Instance, Load};
 
 /// The sum type of an item's sizes: `u128` for integers, `f64` for floats.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::partition::{lower_bound, TotalOf};
+///
+/// // Sums of `u32` sizes are `u128`: they never overflow.
+/// let total: TotalOf<u32> = lower_bound(&[u32::MAX, u32::MAX], 1)?;
+/// assert_eq!(total, 2 * u128::from(u32::MAX));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
 pub type TotalOf<I> = <<I as Item>::Size as Size>::Total;
 
 /// What a partition minimizes.
@@ -224,12 +235,33 @@ pub struct Partition<T> {
 
 impl<T: Total> Partition<T> {
     /// The number of parts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// assert_eq!(lpt(&[5u32, 1, 4, 2, 3], 3)?.len(), 3);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.parts.len()
     }
 
     /// Whether there is no part (never the case for a result of this crate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// // Even without items, a result has its parts.
+    /// let p = Partitioner::new(2).allow_empty(true).partition(&[] as &[u32])?;
+    /// assert!(!p.is_empty());
+    /// assert_eq!(p.len(), 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
@@ -240,17 +272,48 @@ impl<T: Total> Partition<T> {
     /// # Panics
     ///
     /// If `i >= self.len()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
+    /// assert_eq!(p.part(1), &[2, 4]); // 4 + 3, heaviest first
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn part(&self, i: usize) -> &[usize] {
         &self.parts[i]
     }
 
     /// The parts in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
+    /// let counts: Vec<usize> = p.parts().map(|part| part.len()).collect();
+    /// assert_eq!(counts, [3, 2]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     pub fn parts(&self) -> impl ExactSizeIterator<Item = &[usize]> + '_ {
         self.parts.iter().map(Vec::as_slice)
     }
 
     /// The number of dimensions of the items.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// assert_eq!(lpt(&[5u32, 4], 2)?.dims(), 1);
+    /// assert_eq!(lpt(&[[5u32, 1], [4, 0]], 2)?.dims(), 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn dims(&self) -> usize {
         self.dims
@@ -261,6 +324,17 @@ impl<T: Total> Partition<T> {
     /// # Panics
     ///
     /// If `i >= self.len()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// // Combined weights 6, 4, 5: the 4 joins the 5.
+    /// let p = lpt(&[[5u32, 1], [4, 0], [3, 2]], 2)?;
+    /// assert_eq!((p.sum(0), p.sum(1)), (&[5, 1][..], &[7, 2][..]));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn sum(&self, i: usize) -> &[T] {
         &self.sums[i * self.dims..(i + 1) * self.dims]
@@ -271,6 +345,16 @@ impl<T: Total> Partition<T> {
     /// # Panics
     ///
     /// If `dim >= self.dims()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// let p = lpt(&[[5u32, 1], [4, 0], [3, 2]], 2)?; // sums (5, 1) and (7, 2)
+    /// assert_eq!((p.max_sum(0), p.max_sum(1)), (7, 2));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn max_sum(&self, dim: usize) -> T {
         assert!(dim < self.dims, "dimension {dim} out of range");
@@ -284,6 +368,16 @@ impl<T: Total> Partition<T> {
     /// # Panics
     ///
     /// If `dim >= self.dims()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// let p = lpt(&[[5u32, 1], [4, 0], [3, 2]], 2)?; // sums (5, 1) and (7, 2)
+    /// assert_eq!((p.min_sum(0), p.min_sum(1)), (5, 1));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn min_sum(&self, dim: usize) -> T {
         assert!(dim < self.dims, "dimension {dim} out of range");
@@ -295,6 +389,19 @@ impl<T: Total> Partition<T> {
 
     /// The objective value the partition was built for (by default the
     /// largest part sum; see [`Objective`] and [`Dims`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::{lpt, Objective, Partitioner};
+    ///
+    /// let items = [5u32, 1, 4, 2, 3];
+    /// let p = lpt(&items, 2)?;
+    /// assert_eq!(p.objective(), p.max_sum(0)); // the makespan by default
+    /// let spread = Partitioner::new(2).objective(Objective::Spread).partition(&items)?;
+    /// assert_eq!(spread.objective(), spread.max_sum(0) - spread.min_sum(0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn objective(&self) -> T {
         self.objective
@@ -302,6 +409,19 @@ impl<T: Total> Partition<T> {
 
     /// A lower bound on the objective of every partition of the same items
     /// under the same constraints (see [`lower_bound`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::{lower_bound, lpt};
+    ///
+    /// // No partition beats the largest item.
+    /// let items = [9u32, 1, 1, 1];
+    /// let p = lpt(&items, 2)?;
+    /// assert_eq!(p.lower_bound(), 9);
+    /// assert_eq!(p.lower_bound(), lower_bound(&items, 2)?);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn lower_bound(&self) -> T {
         self.lower_bound
@@ -309,6 +429,18 @@ impl<T: Total> Partition<T> {
 
     /// The objective over its lower bound (1.0 is perfect; the makespan
     /// ratio for [`Objective::MaxPart`]). `1.0` when both are zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// // LPT: {3, 2, 2} and {3, 2}; the optimum is 6.
+    /// let p = lpt(&[3u32, 3, 2, 2, 2], 2)?;
+    /// assert_eq!((p.objective(), p.lower_bound()), (7, 6));
+    /// assert_eq!(p.ratio(), 7.0 / 6.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn ratio(&self) -> f64 {
         let lb = self.lower_bound.to_f64();
@@ -323,12 +455,34 @@ impl<T: Total> Partition<T> {
 
     /// Whether the partition is proven optimal: it meets the lower bound, or
     /// an exact search finished.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::{lpt, Algorithm, Partitioner};
+    ///
+    /// let items = [3u32, 3, 2, 2, 2];
+    /// assert!(!lpt(&items, 2)?.proven_optimal()); // 7 above the bound 6
+    /// let p = Partitioner::new(2).algorithm(Algorithm::Exact).partition(&items)?;
+    /// assert!(p.proven_optimal() && p.objective() == 6);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn proven_optimal(&self) -> bool {
         self.proven_optimal
     }
 
     /// The part of each item, by input index.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
+    /// assert_eq!(p.assignment(), vec![0, 0, 1, 0, 1]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn assignment(&self) -> Vec<usize> {
         let n = self.parts.iter().map(Vec::len).sum();
@@ -344,6 +498,16 @@ impl<T: Total> Partition<T> {
     }
 
     /// The parts as lists of input indices.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    ///
+    /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
+    /// assert_eq!(p.into_parts(), vec![vec![0, 3, 1], vec![2, 4]]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn into_parts(self) -> Vec<Vec<usize>> {
         self.parts
@@ -406,12 +570,34 @@ pub struct Partitioner<S> {
 }
 
 /// The default node budget of exact search.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::partition::{exact, DEFAULT_NODE_BUDGET};
+///
+/// let p = exact(&[8u32, 7, 6, 5, 4], 2, DEFAULT_NODE_BUDGET)?;
+/// assert_eq!(p.objective(), 15);
+/// assert!(p.proven_optimal());
+/// # Ok::<(), microbatch::Error>(())
+/// ```
 pub const DEFAULT_NODE_BUDGET: u64 = 1_000_000;
 
 impl<S: Size> Partitioner<S> {
     /// A partitioner into `parts` parts with the defaults: LPT, refined,
     /// [`Objective::MaxPart`], [`Dims::Combined`], no constraint, a node
     /// budget of [`DEFAULT_NODE_BUDGET`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// let p = Partitioner::new(3).partition(&[5u32, 4, 3, 2, 1])?;
+    /// assert_eq!((p.len(), p.objective()), (3, 5));
+    /// assert!(Partitioner::new(0).partition(&[1u32]).is_err());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn new(parts: usize) -> Self {
         Partitioner {
@@ -429,6 +615,18 @@ impl<S: Size> Partitioner<S> {
     }
 
     /// The construction algorithm.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::{Algorithm, Partitioner};
+    ///
+    /// let items = [8u32, 7, 6, 5, 4];
+    /// let lpt = Partitioner::new(2).refinement(false).partition(&items)?;
+    /// let kk = Partitioner::new(2).refinement(false).algorithm(Algorithm::KarmarkarKarp).partition(&items)?;
+    /// assert_eq!((lpt.objective(), kk.objective()), (17, 16));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
@@ -437,6 +635,18 @@ impl<S: Size> Partitioner<S> {
 
     /// Whether to refine the constructed partition with moves and swaps
     /// (default `true`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// let items = [8u32, 7, 6, 5, 4];
+    /// let raw = Partitioner::new(2).refinement(false).partition(&items)?;
+    /// let refined = Partitioner::new(2).partition(&items)?;
+    /// assert_eq!((raw.objective(), refined.objective()), (17, 15));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn refinement(mut self, on: bool) -> Self {
         self.refinement = on;
@@ -444,6 +654,16 @@ impl<S: Size> Partitioner<S> {
     }
 
     /// The objective to minimize.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::{Objective, Partitioner};
+    ///
+    /// let p = Partitioner::new(2).objective(Objective::Spread).partition(&[5u32, 4, 3, 3, 1])?;
+    /// assert_eq!(p.max_sum(0) - p.min_sum(0), 0); // {5, 3} and {4, 3, 1}
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn objective(mut self, objective: Objective) -> Self {
         self.objective = objective;
@@ -451,6 +671,17 @@ impl<S: Size> Partitioner<S> {
     }
 
     /// The objective over several dimensions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::{Dims, Partitioner};
+    ///
+    /// let items = [[6u32, 0], [5, 0], [0, 6], [0, 5]];
+    /// let p = Partitioner::new(2).dims(Dims::PerDim).partition(&items)?;
+    /// assert_eq!(p.objective(), p.max_sum(0) + p.max_sum(1)); // 6 + 6
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn dims(mut self, dims: Dims) -> Self {
         self.dims = dims;
@@ -458,6 +689,19 @@ impl<S: Size> Partitioner<S> {
     }
 
     /// Whether every part must get the same number of items, up to one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// let items = [10u32, 1, 1, 1];
+    /// assert_eq!(Partitioner::new(2).partition(&items)?.objective(), 10); // {10} and {1, 1, 1}
+    /// let p = Partitioner::new(2).equal_count(true).partition(&items)?;
+    /// assert!(p.parts().all(|part| part.len() == 2));
+    /// assert_eq!(p.objective(), 11);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn equal_count(mut self, on: bool) -> Self {
         self.equal_count = on;
@@ -465,6 +709,17 @@ impl<S: Size> Partitioner<S> {
     }
 
     /// Whether parts may be empty (default `false`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// assert!(Partitioner::new(3).partition(&[1u32, 2]).is_err());
+    /// let p = Partitioner::new(3).allow_empty(true).partition(&[1u32, 2])?;
+    /// assert_eq!(p.min_sum(0), 0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn allow_empty(mut self, on: bool) -> Self {
         self.allow_empty = on;
@@ -472,6 +727,17 @@ impl<S: Size> Partitioner<S> {
     }
 
     /// A cap on every part sum, for one-dimensional items.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// let items = [8u32, 7, 6, 5, 4];
+    /// assert!(Partitioner::new(2).cap(15).partition(&items)?.max_sum(0) <= 15);
+    /// assert!(Partitioner::new(2).cap(14).partition(&items).is_err()); // 30 > 2 * 14
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn cap(mut self, cap: S) -> Self {
         self.cap = Some(vec![cap]);
@@ -500,6 +766,19 @@ impl<S: Size> Partitioner<S> {
 
     /// The most branch-and-bound nodes for [`Algorithm::Exact`] and for the
     /// search for a partition within the cap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::{Algorithm, Partitioner};
+    ///
+    /// let items = [46u32, 39, 27, 26, 16, 13, 10];
+    /// let search = Partitioner::new(3).algorithm(Algorithm::Exact);
+    /// assert!(!search.clone().node_budget(2).partition(&items)?.proven_optimal());
+    /// let p = search.node_budget(1_000_000).partition(&items)?;
+    /// assert!(p.proven_optimal() && p.objective() == 62);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn node_budget(mut self, nodes: u64) -> Self {
         self.node_budget = nodes;
@@ -509,6 +788,17 @@ impl<S: Size> Partitioner<S> {
     /// The most improving steps of refinement (default `16 (n + k)`; with
     /// one objective dimension it usually stops far earlier, when no move or
     /// swap improves).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Partitioner;
+    ///
+    /// let items = [8u32, 7, 6, 5, 4];
+    /// let unrefined = Partitioner::new(2).refinement(false).partition(&items)?;
+    /// assert_eq!(Partitioner::new(2).max_rounds(0).partition(&items)?.objective(), unrefined.objective());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn max_rounds(mut self, rounds: usize) -> Self {
         self.max_rounds = Some(rounds);
