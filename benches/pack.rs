@@ -8,7 +8,7 @@
 //! log-normal text (median 300), against 16384 tokens and 48 tiles.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use microbatch::pack;
+use microbatch::pack::{self, Packing};
 use std::hint::black_box;
 
 const CAPACITY: u32 = 16384;
@@ -89,58 +89,47 @@ fn group<K: Clone + Ord>(
     group.finish();
 }
 
-fn group_1d(c: &mut Criterion, name: &str, f: fn(&[u32], u32) -> usize) {
-    group(c, name, |n| lengths(n, n as u64), |k| f(k, CAPACITY));
-}
-
-fn group_2d(c: &mut Criterion, name: &str, f: fn(&[[u32; 2]], [u32; 2]) -> usize) {
-    group(
-        c,
-        name,
-        |n| samples(n, n as u64),
-        |k| f(k, [CAPACITY, TILES]),
-    );
-}
+/// A packing function over items `I`, as the groups call it.
+type Pack<I> = fn(&[I], I) -> Result<Packing<u32>, microbatch::Error>;
 
 fn benches(c: &mut Criterion) {
-    group_1d(c, "first_fit_decreasing", |k, cap| {
-        pack::first_fit_decreasing(k, cap).map_or(0, |p| p.len())
-    });
-    group_1d(c, "best_fit_decreasing", |k, cap| {
-        pack::best_fit_decreasing(k, cap).map_or(0, |p| p.len())
-    });
-    group_1d(c, "first_fit", |k, cap| {
-        pack::first_fit(k, cap).map_or(0, |p| p.len())
-    });
-    group_1d(c, "best_fit", |k, cap| {
-        pack::best_fit(k, cap).map_or(0, |p| p.len())
-    });
-    group_1d(c, "next_fit", |k, cap| {
-        pack::next_fit(k, cap).map_or(0, |p| p.len())
-    });
-    group_1d(c, "streaming_ffd_4096", |k, cap| {
-        let mut packer = pack::StreamingPacker::new(cap, 4096).expect("valid capacity");
-        let mut bins = 0;
-        for &x in k {
-            packer.push(x).expect("valid item");
-            while packer.pop().is_some() {
-                bins += 1;
+    let algorithms_1d: [(&str, Pack<u32>); 5] = [
+        ("first_fit_decreasing", pack::first_fit_decreasing),
+        ("best_fit_decreasing", pack::best_fit_decreasing),
+        ("first_fit", pack::first_fit),
+        ("best_fit", pack::best_fit),
+        ("next_fit", pack::next_fit),
+    ];
+    for (name, f) in algorithms_1d {
+        let packed = move |k: &[u32]| f(k, CAPACITY).map_or(0, |p| p.len());
+        group(c, name, |n| lengths(n, n as u64), packed);
+    }
+    group(
+        c,
+        "streaming_ffd_4096",
+        |n| lengths(n, n as u64),
+        |k| {
+            let mut packer = pack::StreamingPacker::new(CAPACITY, 4096).expect("valid capacity");
+            let mut bins = 0;
+            for &x in k {
+                packer.push(x).expect("valid item");
+                while packer.pop().is_some() {
+                    bins += 1;
+                }
             }
-        }
-        bins + packer.finish().len()
-    });
-    group_2d(c, "first_fit_decreasing_2d", |k, cap| {
-        pack::first_fit_decreasing(k, cap).map_or(0, |p| p.len())
-    });
-    group_2d(c, "best_fit_decreasing_2d", |k, cap| {
-        pack::best_fit_decreasing(k, cap).map_or(0, |p| p.len())
-    });
-    group_2d(c, "first_fit_2d", |k, cap| {
-        pack::first_fit(k, cap).map_or(0, |p| p.len())
-    });
-    group_2d(c, "best_fit_2d", |k, cap| {
-        pack::best_fit(k, cap).map_or(0, |p| p.len())
-    });
+            bins + packer.finish().len()
+        },
+    );
+    let algorithms_2d: [(&str, Pack<[u32; 2]>); 4] = [
+        ("first_fit_decreasing_2d", pack::first_fit_decreasing),
+        ("best_fit_decreasing_2d", pack::best_fit_decreasing),
+        ("first_fit_2d", pack::first_fit),
+        ("best_fit_2d", pack::best_fit),
+    ];
+    for (name, f) in algorithms_2d {
+        let packed = move |k: &[[u32; 2]]| f(k, [CAPACITY, TILES]).map_or(0, |p| p.len());
+        group(c, name, |n| samples(n, n as u64), packed);
+    }
 }
 
 criterion_group!(pack_benches, benches);
