@@ -633,8 +633,12 @@ pub(crate) fn assemble_runs<T: Size>(
     for b in 0..bins {
         offsets[b + 1] += offsets[b];
     }
-    let mut next = offsets.clone();
-    let mut items = alloc::vec![0usize; offsets[bins]];
+    let n = offsets[bins];
+    // `offsets[b + 1]` serves as bin `b`'s cursor: it starts at the start of
+    // bin `b` and ends at its end, which is what it must hold afterwards.
+    offsets.copy_within(0..bins, 1);
+    let next = &mut offsets[1..];
+    let mut items = alloc::vec![0usize; n];
     let mut k = 0;
     for (b, count) in runs {
         let to = &mut items[next[b]..next[b] + count];
