@@ -246,7 +246,8 @@ impl<M: Incremental> Planner<M> {
     /// use microbatch::cost::{Sample, Tokens};
     /// use microbatch::plan::{Planner, StepSample};
     ///
-    /// let samples: Vec<_> = (0..5u32).map(|i| StepSample::new(i.into(), Sample::text_only(if i < 2 { 300 } else { 200 }))).collect();
+    /// let tokens = [300, 300, 200, 200, 200];
+    /// let samples: Vec<_> = (0..5).map(|i| StepSample::new(i, Sample::text_only(tokens[i as usize]))).collect();
     /// let planner = Planner::new(Tokens::new(1.0)?, 2, 4096);
     /// // Greedy (LPT): 300 + 200 + 200 against 300 + 200; a swap reaches 600 each.
     /// assert_eq!(planner.clone().refinement(false).plan(&samples)?.report().predicted, 700.0);

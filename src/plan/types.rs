@@ -280,7 +280,8 @@ impl Report {
     /// use microbatch::cost::{Sample, Tokens};
     /// use microbatch::plan::{Planner, StepSample};
     ///
-    /// let samples: Vec<_> = (0..5u32).map(|i| StepSample::new(i.into(), Sample::text_only(if i < 2 { 300 } else { 200 }))).collect();
+    /// let tokens = [300, 300, 200, 200, 200];
+    /// let samples: Vec<_> = (0..5).map(|i| StepSample::new(i, Sample::text_only(tokens[i as usize]))).collect();
     /// let r = *Planner::new(Tokens::new(1.0)?, 2, 4096).refinement(false).plan(&samples)?.report();
     /// assert_eq!((r.predicted, r.lower_bound), (700.0, 600.0));
     /// assert_eq!(r.ratio(), 700.0 / 600.0);
