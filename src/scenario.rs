@@ -50,6 +50,17 @@ use crate::error::Error;
 use crate::plan::{Planner, StepSample};
 
 /// The names of the scenarios, in order.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::scenario::{Scenario, SCENARIO_NAMES};
+///
+/// for name in SCENARIO_NAMES {
+///     assert_eq!(name.parse::<Scenario>()?.name(), name);
+/// }
+/// # Ok::<(), microbatch::Error>(())
+/// ```
 pub const SCENARIO_NAMES: [&str; 3] = ["llava-sft", "anyres-mix", "interleaved"];
 
 /// A built-in workload: one step's samples drawn from a published training
@@ -90,6 +101,15 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::scenario::{Scenario, SCENARIO_NAMES};
+    ///
+    /// let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+    /// assert_eq!(names, SCENARIO_NAMES);
+    /// ```
     pub const ALL: [Scenario; 3] = [
         Scenario::LlavaSft,
         Scenario::AnyresMix,
@@ -97,6 +117,17 @@ impl Scenario {
     ];
 
     /// The scenario's name: `llava-sft`, `anyres-mix` or `interleaved`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::scenario::Scenario;
+    ///
+    /// assert_eq!(Scenario::AnyresMix.name(), "anyres-mix");
+    /// assert_eq!(Scenario::AnyresMix.to_string(), "anyres-mix");
+    /// assert_eq!("anyres-mix".parse::<Scenario>()?, Scenario::AnyresMix);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -107,6 +138,16 @@ impl Scenario {
     }
 
     /// The packed sequence length it trains with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::scenario::Scenario;
+    ///
+    /// let s = Scenario::LlavaSft;
+    /// assert_eq!(s.seq_len(), 4096);
+    /// assert!(s.generate(500, 2).iter().all(|x| x.sample.tokens() <= u64::from(s.seq_len())));
+    /// ```
     #[must_use]
     pub const fn seq_len(self) -> u32 {
         match self {
@@ -116,6 +157,17 @@ impl Scenario {
     }
 
     /// The cap on ViT units (tiles) per packed sequence, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::scenario::Scenario;
+    ///
+    /// assert_eq!(Scenario::AnyresMix.max_units(), None);
+    /// let s = Scenario::Interleaved;
+    /// assert_eq!(s.max_units(), Some(48));
+    /// assert!(s.generate(200, 9).iter().all(|x| x.units() <= 48));
+    /// ```
     #[must_use]
     pub const fn max_units(self) -> Option<u32> {
         match self {
@@ -126,6 +178,18 @@ impl Scenario {
 
     /// The name of the model pair's cost preset
     /// ([`cost::preset`](crate::cost::preset)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{preset, Training};
+    /// use microbatch::scenario::Scenario;
+    ///
+    /// let p = preset(Scenario::LlavaSft.preset())?;
+    /// assert_eq!(p.name(), "llava-1.5-7b");
+    /// assert_eq!(p.vit_training(), Training::Frozen); // LLaVA-1.5 freezes CLIP
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub const fn preset(self) -> &'static str {
         match self {

@@ -97,6 +97,16 @@ pub struct Loss {
 impl Loss {
     /// The denominators of a step with `loss_tokens` loss tokens, `samples`
     /// samples and `ranks` ranks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::{Loss, Normalization};
+    ///
+    /// let loss = Loss::new(512, 8, 4);
+    /// assert_eq!((loss.loss_tokens, loss.samples, loss.ranks), (512, 8, 4));
+    /// assert_eq!(loss.denominator(Normalization::Token), 512);
+    /// ```
     #[must_use]
     pub const fn new(loss_tokens: u64, samples: u64, ranks: u64) -> Self {
         Loss {
@@ -128,6 +138,17 @@ impl Loss {
     /// for [`Reduction::Sum`] and `R / D` for [`Reduction::Mean`], where `D`
     /// is the [`denominator`](Loss::denominator). A zero denominator (a step
     /// without loss tokens) gives `(0, 1)`: nothing to learn.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::{Loss, Normalization, Reduction};
+    ///
+    /// let loss = Loss::new(1000, 10, 4);
+    /// assert_eq!(loss.scale_ratio(Normalization::Token, Reduction::Sum), (1, 1000));
+    /// assert_eq!(loss.scale_ratio(Normalization::Sample, Reduction::Mean), (4, 10)); // not reduced
+    /// assert_eq!(Loss::new(0, 3, 2).scale_ratio(Normalization::Token, Reduction::Mean), (0, 1));
+    /// ```
     #[must_use]
     pub const fn scale_ratio(
         &self,

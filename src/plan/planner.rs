@@ -112,6 +112,18 @@ impl<M: Incremental> Planner<M> {
 
     /// The sync model whose step time is minimized (default
     /// [`SyncModel::Step`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample, SyncModel};
+    ///
+    /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1024).sync(SyncModel::Phase).plan(&samples)?;
+    /// assert_eq!(plan.report().sync, SyncModel::Phase);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn sync(mut self, sync: SyncModel) -> Self {
         self.sync = sync;
@@ -120,6 +132,20 @@ impl<M: Incremental> Planner<M> {
 
     /// At most `units` ViT units (tiles, frame groups) per packed sequence,
     /// for example InternVL's 48 tiles per pack.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::new(10, [Image::new(64)]))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 1024).max_units(2).plan(&samples)?;
+    /// // The tokens would fit one sequence; two tiles each need two.
+    /// assert_eq!(plan.micro_steps(), 2);
+    /// assert!((0..2).all(|j| plan.sequence(0, j, 0).len() == 2));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn max_units(mut self, units: u32) -> Self {
         self.max_units = Some(units);
@@ -127,6 +153,19 @@ impl<M: Incremental> Planner<M> {
     }
 
     /// At most `images` images per packed sequence.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::new(10, [Image::new(64)]))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 4096).max_images(3).plan(&samples)?;
+    /// assert_eq!(plan.micro_steps(), 2);
+    /// assert!((0..2).all(|j| plan.sequence(0, j, 0).len() == 3));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn max_images(mut self, images: u32) -> Self {
         self.max_images = Some(images);
@@ -136,6 +175,21 @@ impl<M: Incremental> Planner<M> {
     /// Exactly `a` micro-steps on every rank; [`plan`](Planner::plan)
     /// returns [`Error::MicroStepsInfeasible`] with the smallest feasible
     /// number when the batch does not fit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    /// use microbatch::Error;
+    ///
+    /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 200); // two samples a sequence
+    /// assert_eq!(planner.clone().micro_steps(4).plan(&samples)?.micro_steps(), 4);
+    /// let err = planner.micro_steps(1).plan(&samples).unwrap_err();
+    /// assert_eq!(err, Error::MicroStepsInfeasible { given: 1, smallest: 2 });
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn micro_steps(mut self, a: usize) -> Self {
         self.micro_steps = Some(a);
@@ -144,6 +198,20 @@ impl<M: Incremental> Planner<M> {
 
     /// The smallest feasible number of micro-steps (the default: dynamic
     /// accumulation).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 200).micro_steps(4);
+    /// assert_eq!(planner.plan(&samples)?.micro_steps(), 4);
+    /// // 8 x 100 tokens in sequences of 200 on 2 ranks: 2 micro-steps.
+    /// assert_eq!(planner.smallest_micro_steps().plan(&samples)?.micro_steps(), 2);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn smallest_micro_steps(mut self) -> Self {
         self.micro_steps = None;
@@ -151,6 +219,19 @@ impl<M: Incremental> Planner<M> {
     }
 
     /// `s` packed sequences per micro-step (default 1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 200).sequences_per_micro_step(2).plan(&samples)?;
+    /// assert_eq!((plan.micro_steps(), plan.sequences_per_micro_step()), (1, 2));
+    /// assert_eq!(plan.micro_batch(0, 0).len(), 4); // two sequences of two samples
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn sequences_per_micro_step(mut self, s: usize) -> Self {
         self.per_step = s;
@@ -158,6 +239,21 @@ impl<M: Incremental> Planner<M> {
     }
 
     /// Whether to refine the greedy plan by swapping samples (default on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let tokens = [300, 300, 200, 200, 200];
+    /// let samples: Vec<_> = (0..5).map(|i| StepSample::new(i, Sample::text_only(tokens[i as usize]))).collect();
+    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 4096);
+    /// // Greedy (LPT): 300 + 200 + 200 against 300 + 200; a swap reaches 600 each.
+    /// assert_eq!(planner.clone().refinement(false).plan(&samples)?.report().predicted, 700.0);
+    /// assert_eq!(planner.plan(&samples)?.report().predicted, 600.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn refinement(mut self, on: bool) -> Self {
         self.refine = on;

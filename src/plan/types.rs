@@ -37,6 +37,17 @@ pub struct StepSample {
 
 impl StepSample {
     /// A sample whose loss tokens are its text tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    /// use microbatch::plan::StepSample;
+    ///
+    /// let s = StepSample::new(3, Sample::new(120, [Image::new(576)]));
+    /// assert_eq!((s.id, s.loss_tokens), (3, None));
+    /// assert_eq!(s.sample.tokens(), 696);
+    /// ```
     #[must_use]
     pub fn new(id: u64, sample: Sample) -> Self {
         StepSample {
@@ -47,6 +58,21 @@ impl StepSample {
     }
 
     /// Sets the tokens that carry loss (builder style).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples = [
+    ///     StepSample::new(0, Sample::text_only(500)).with_loss_tokens(120),
+    ///     StepSample::new(1, Sample::text_only(80)),
+    /// ];
+    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 1024).plan(&samples)?;
+    /// assert_eq!(plan.loss().loss_tokens, 200); // 120 as set + 80 text tokens
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn with_loss_tokens(mut self, loss_tokens: u64) -> Self {
         self.loss_tokens = Some(loss_tokens);
@@ -54,6 +80,17 @@ impl StepSample {
     }
 
     /// The tokens that carry loss: as set, or the text tokens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    /// use microbatch::plan::StepSample;
+    ///
+    /// let s = StepSample::new(0, Sample::new(90, [Image::new(576)]));
+    /// assert_eq!(s.loss_tokens(), 90); // the text tokens: images carry no loss
+    /// assert_eq!(s.with_loss_tokens(30).loss_tokens(), 30);
+    /// ```
     #[must_use]
     pub fn loss_tokens(&self) -> u64 {
         self.loss_tokens
@@ -112,6 +149,15 @@ pub enum SyncModel {
 
 impl SyncModel {
     /// Every sync model, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::SyncModel;
+    ///
+    /// assert_eq!(SyncModel::ALL[0], SyncModel::default());
+    /// assert!(SyncModel::ALL.iter().all(|m| m.name().parse::<SyncModel>() == Ok(*m)));
+    /// ```
     pub const ALL: [SyncModel; 3] = [SyncModel::Step, SyncModel::MicroStep, SyncModel::Phase];
 
     /// The name used by [`Display`](fmt::Display) and
@@ -227,6 +273,20 @@ impl PartialEq for Report {
 
 impl Report {
     /// The predicted step time over its lower bound (1.0 is perfect).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let tokens = [300, 300, 200, 200, 200];
+    /// let samples: Vec<_> = (0..5).map(|i| StepSample::new(i, Sample::text_only(tokens[i as usize]))).collect();
+    /// let r = *Planner::new(Tokens::new(1.0)?, 2, 4096).refinement(false).plan(&samples)?.report();
+    /// assert_eq!((r.predicted, r.lower_bound), (700.0, 600.0));
+    /// assert_eq!(r.ratio(), 700.0 / 600.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn ratio(&self) -> f64 {
         if self.lower_bound > 0.0 {
@@ -237,6 +297,20 @@ impl Report {
     }
 
     /// The straggler time: the predicted step time minus its lower bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
+    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 50);
+    /// // Naive: rank 0 runs [0, 1] and [3], 70 tokens; the bound is 100 / 2.
+    /// assert_eq!(planner.baseline(&samples)?.report().straggler(), 20.0);
+    /// assert_eq!(planner.plan(&samples)?.report().straggler(), 0.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn straggler(&self) -> f64 {
         self.predicted - self.lower_bound
@@ -309,18 +383,58 @@ pub struct Plan {
 
 impl Plan {
     /// The data-parallel ranks `R`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 3, 1024).plan(&samples)?;
+    /// assert_eq!(plan.ranks(), 3);
+    /// assert!((0..3).all(|r| plan.rank(r).len() == 2));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn ranks(&self) -> usize {
         self.ranks
     }
 
     /// The micro-steps `A` of every rank.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::text_only(400))).collect();
+    /// // Two samples a sequence: three sequences, two micro-steps on 2 ranks.
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).plan(&samples)?;
+    /// assert_eq!(plan.micro_steps(), 2);
+    /// assert!(plan.to_nested().iter().all(|rank| rank.len() == 2));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn micro_steps(&self) -> usize {
         self.micro_steps
     }
 
     /// The sequences `S` of every micro-step.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::text_only(400))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).sequences_per_micro_step(3).plan(&samples)?;
+    /// assert_eq!((plan.micro_steps(), plan.sequences_per_micro_step()), (1, 3));
+    /// assert_eq!(plan.to_sequences()[0][0].len(), 3);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn sequences_per_micro_step(&self) -> usize {
         self.per_step
@@ -345,6 +459,19 @@ impl Plan {
     }
 
     /// Whether the plan has no sample (never, for a plan the planner made).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples = [StepSample::new(0, Sample::text_only(5))];
+    /// let planner = Planner::new(Tokens::new(1.0)?, 1, 8);
+    /// assert!(!planner.plan(&samples)?.is_empty());
+    /// assert!(planner.plan(&[]).is_err()); // no plan without samples
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
@@ -368,6 +495,20 @@ impl Plan {
     /// # Panics
     ///
     /// When `rank`, `micro_step` or `index` is out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 50).plan(&samples)?;
+    /// // 20 + 30 and 10 + 40 tokens, each sequence in ascending id.
+    /// assert_eq!(plan.sequence(0, 0, 0), [1, 2]);
+    /// assert_eq!(plan.sequence(1, 0, 0), [0, 3]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn sequence(&self, rank: usize, micro_step: usize, index: usize) -> &[u64] {
         let k = self.slot(rank, micro_step, index);
@@ -379,6 +520,20 @@ impl Plan {
     /// # Panics
     ///
     /// When `rank`, `micro_step` or `index` is out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 50).plan(&samples)?;
+    /// let c = plan.sequence_cost(0, 0, 0);
+    /// assert_eq!((c.vision, c.language), (0.0, 50.0)); // 40 + 10 tokens
+    /// assert_eq!(plan.sequence_cost(1, 0, 0).total(), 50.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn sequence_cost(&self, rank: usize, micro_step: usize, index: usize) -> Phases {
         self.costs[self.slot(rank, micro_step, index)]
@@ -424,6 +579,19 @@ impl Plan {
     /// # Panics
     ///
     /// When `rank` is out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).micro_steps(2).plan(&samples)?;
+    /// assert_eq!(plan.rank(0), [plan.micro_batch(0, 0), plan.micro_batch(0, 1)].concat());
+    /// assert_eq!(plan.rank(0).len() + plan.rank(1).len(), 8);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn rank(&self, rank: usize) -> &[u64] {
         let first = self.slot(rank, 0, 0);
@@ -433,6 +601,19 @@ impl Plan {
 
     /// The plan as nested lists: rank -> micro-step -> sample ids (the `S`
     /// sequences of a micro-step concatenated).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 50).sequences_per_micro_step(2).plan(&samples)?;
+    /// // One rank, one micro-step: its two sequences, [0, 3] and [1, 2], concatenated.
+    /// assert_eq!(plan.to_nested(), vec![vec![vec![0, 3, 1, 2]]]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn to_nested(&self) -> Vec<Vec<Vec<u64>>> {
         (0..self.ranks)
@@ -446,6 +627,18 @@ impl Plan {
 
     /// The plan as nested lists of sequences: rank -> micro-step ->
     /// sequence -> sample ids.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 50).sequences_per_micro_step(2).plan(&samples)?;
+    /// assert_eq!(plan.to_sequences(), vec![vec![vec![vec![0, 3], vec![1, 2]]]]);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn to_sequences(&self) -> Vec<Vec<Vec<Vec<u64>>>> {
         (0..self.ranks)
@@ -462,12 +655,38 @@ impl Plan {
     }
 
     /// The loss denominators and scales.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Loss, Normalization, Planner, Reduction, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(250))).collect();
+    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1024).plan(&samples)?;
+    /// assert_eq!(*plan.loss(), Loss::new(1000, 4, 2));
+    /// assert_eq!(plan.loss().scale(Normalization::Sample, Reduction::Mean), 0.5); // 2 / 4
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn loss(&self) -> &Loss {
         &self.loss
     }
 
     /// The report: predicted step time, lower bound, baseline, imbalance.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample, SyncModel};
+    ///
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
+    /// let r = *Planner::new(Tokens::new(1.0)?, 2, 50).plan(&samples)?.report();
+    /// assert_eq!((r.sync, r.sequences, r.balanced_packing), (SyncModel::Step, 2, true));
+    /// assert_eq!((r.predicted, r.lower_bound, r.efficiency), (50.0, 50.0, 1.0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     #[must_use]
     pub fn report(&self) -> &Report {
         &self.report
