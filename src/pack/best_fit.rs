@@ -238,7 +238,7 @@ fn run<T: Size, X: Index<T>>(
         room: Vec::with_capacity(hint),
         next: Vec::with_capacity(hint),
         prev: Vec::with_capacity(hint),
-        stamp: Vec::with_capacity(if groups.grouped() { hint } else { 0 }),
+        stamp: Vec::with_capacity(hint),
         clock: 0,
         index: (0..groups.count).map(|_| index()).collect(),
         groups,
@@ -362,7 +362,7 @@ struct Bins<T: Size, X> {
     next: Vec<usize>,
     prev: Vec<usize>,
     /// When each bin last changed, to break ties between groups as the
-    /// stacks do within one: the most recent first (grouped bins only).
+    /// stacks do within one: the most recent first.
     stamp: Vec<u64>,
     clock: u64,
     /// One index per group.
@@ -394,10 +394,8 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
             self.prev[head] = bin;
         }
         self.index[g].set_head(room, bin);
-        if self.groups.grouped() {
-            self.stamp[bin] = self.clock;
-            self.clock += 1;
-        }
+        self.stamp[bin] = self.clock;
+        self.clock += 1;
     }
 
     fn unlink(&mut self, bin: usize) {
@@ -482,9 +480,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 self.room.push(self.capacity[0]);
                 self.next.push(NONE);
                 self.prev.push(NONE);
-                if self.groups.grouped() {
-                    self.stamp.push(0);
-                }
+                self.stamp.push(0);
                 self.room.len() - 1
             }
         };
