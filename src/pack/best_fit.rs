@@ -9,7 +9,7 @@ use core::ops::Bound;
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
 use super::order::Classes;
-use super::{assemble_runs, order, validate, Input, LowerBounds, Packing};
+use super::{Keep, assemble_runs, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
@@ -68,7 +68,7 @@ pub fn best_fit_decreasing<I: Item>(
     items: &[I],
     capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
-    let input = validate(items, &capacity)?;
+    let input = validate(items, &capacity, Keep::ScalarUnsorted)?;
     Ok(bfd_validated(items, &input))
 }
 
@@ -117,7 +117,7 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 ///
 /// G. Dósa and J. Sgall, "Optimal analysis of Best Fit bin packing", ICALP 2014.
 pub fn best_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
-    let input = validate(items, &capacity)?;
+    let input = validate(items, &capacity, Keep::Sizes)?;
     let bounds = bounds_of(&input, None);
     Ok(pack_best_fit(
         &input,

@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 
 use super::order::Classes;
-use super::{validate, Input, LowerBounds};
+use super::{Keep, validate, Input, LowerBounds};
 use crate::error::Error;
 use crate::num::{Item, Size, Total};
 
@@ -49,7 +49,7 @@ use crate::num::{Item, Size, Total};
 /// S. Martello and P. Toth, "Lower bounds and reduction procedures for the
 /// bin packing problem", *Discrete Applied Mathematics* 28(1):59-70, 1990.
 pub fn lower_bounds<I: Item>(items: &[I], capacity: I::Capacity) -> Result<LowerBounds, Error> {
-    let input = validate(items, &capacity)?;
+    let input = validate(items, &capacity, Keep::Sizes)?;
     Ok(bounds_of(&input, None))
 }
 

@@ -8,7 +8,7 @@ use super::bounds::bounds_of;
 use super::grid::{Grid, GridTree};
 use super::order::{Classes, Sorted};
 use super::tree::LoadTree;
-use super::{assemble, order, validate, Input, LowerBounds, Packing};
+use super::{Keep, assemble, order, validate, Input, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
@@ -82,7 +82,7 @@ pub fn first_fit_decreasing<I: Item>(
     items: &[I],
     capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
-    let input = validate(items, &capacity)?;
+    let input = validate(items, &capacity, Keep::ScalarUnsorted)?;
     Ok(ffd_validated(items, &input))
 }
 
@@ -364,7 +364,7 @@ fn ffd_by_bins<T: Size>(input: &Input<T>, sorted: Sorted<T>, bounds: LowerBounds
 /// algorithms", *SIAM J. Computing* 3(4):299-325, 1974; G. Dósa and J. Sgall,
 /// "First Fit bin packing: a tight analysis", STACS 2013.
 pub fn first_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
-    let input = validate(items, &capacity)?;
+    let input = validate(items, &capacity, Keep::Sizes)?;
     let bounds = bounds_of(&input, None);
     Ok(pack_first_fit(&input, None, &input.sizes, bounds))
 }

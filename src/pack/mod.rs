@@ -486,12 +486,16 @@ impl<'a, T> Bin<'a, T> {
 pub(crate) struct Input<T> {
     pub(crate) dims: usize,
     pub(crate) capacity: Vec<T>,
+    /// The number of items.
+    pub(crate) n: usize,
+    /// The sizes, flattened; empty when validation did not keep them (one
+    /// dimension, decreasing algorithms, which read the items instead).
     pub(crate) sizes: Vec<T>,
 }
 
 impl<T: Size> Input<T> {
     pub(crate) fn len(&self) -> usize {
-        self.sizes.len() / self.dims
+        self.n
     }
 
     #[inline]
@@ -571,13 +575,21 @@ pub(crate) fn check_item<I: Item>(
 pub(crate) fn validate<I: Item, C: Item<Size = I::Size>>(
     items: &[I],
     capacity: &C,
+    keep: Keep,
 ) -> Result<Input<I::Size>, Error> {
     let capacity = check_capacity(capacity)?;
     let dims = capacity.len();
-    let mut sizes = Vec::with_capacity(items.len().saturating_mul(dims));
+    let keep = matches!(keep, Keep::Sizes) || dims > 1;
+    let mut sizes = Vec::with_capacity(if keep { items.len().saturating_mul(dims) } else { 0 });
+    let mut scratch = Vec::with_capacity(dims);
     let mut oversize = Vec::new();
     for (index, item) in items.iter().enumerate() {
-        check_item(index, item, &capacity, &mut sizes, &mut oversize)?;
+        if keep {
+            check_item(index, item, &capacity, &mut sizes, &mut oversize)?;
+        } else {
+            scratch.clear();
+            check_item(index, item, &capacity, &mut scratch, &mut oversize)?;
+        }
     }
     if !oversize.is_empty() {
         return Err(Error::Oversize { items: oversize });
@@ -585,8 +597,19 @@ pub(crate) fn validate<I: Item, C: Item<Size = I::Size>>(
     Ok(Input {
         dims,
         capacity,
+        n: items.len(),
         sizes,
     })
+}
+
+/// Whether [`validate`] keeps a copy of the sizes.
+#[derive(Clone, Copy)]
+pub(crate) enum Keep {
+    /// Keep them (every algorithm that reads sizes by index).
+    Sizes,
+    /// Only check them when there is one dimension: the decreasing
+    /// algorithms read the items themselves once, to sort them.
+    ScalarUnsorted,
 }
 
 /// The sizes of the items in `order`, flattened. Gathering them before

@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 
 use super::bounds::bounds_of;
-use super::{assemble, validate, Packing};
+use super::{Keep, assemble, validate, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
@@ -43,7 +43,7 @@ use crate::num::{Item, Size};
 ///
 /// D. S. Johnson, *Near-optimal bin packing algorithms*, PhD thesis, MIT, 1973.
 pub fn next_fit<I: Item>(items: &[I], capacity: I::Capacity) -> Result<Packing<I::Size>, Error> {
-    let input = validate(items, &capacity)?;
+    let input = validate(items, &capacity, Keep::Sizes)?;
     let d = input.dims;
     let cap = &input.capacity;
     let mut loads: Vec<I::Size> = Vec::new();

@@ -96,11 +96,13 @@ pub(crate) fn decreasing<I: Item>(items: &[I], input: &Input<I::Size>) -> Sorted
             classes: Classes::default(),
         };
     }
-    let sizes = &input.sizes;
+    // One dimension: the sizes are read off the items (validation did not
+    // copy them).
+    let size = |i: usize| items[i].size(0);
     let (mut order, classes) = match dense_limit(input.capacity[0], n) {
-        Some(c) => counting_sort_desc(sizes, c),
+        Some(c) => counting_sort_desc(n, size, c),
         None => {
-            let mut keyed: Vec<(I::Size, usize)> = sizes.iter().copied().zip(0..n).collect();
+            let mut keyed: Vec<(I::Size, usize)> = (0..n).map(|i| (size(i), i)).collect();
             keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             let classes = Classes::of(keyed.iter().map(|&(s, _)| s));
             (keyed.into_iter().map(|(_, i)| i).collect(), classes)
@@ -125,18 +127,22 @@ pub(crate) fn decreasing<I: Item>(items: &[I], input: &Input<I::Size>) -> Sorted
 /// Counting sort of indices by size, largest first, stable by index, and the
 /// runs of equal size, read off the counts.
 /// Every size is at most `c` (validated), so `to_index` succeeds.
-fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> (Vec<usize>, Classes<T>) {
+fn counting_sort_desc<T: Size>(
+    n: usize,
+    size: impl Fn(usize) -> T,
+    c: usize,
+) -> (Vec<usize>, Classes<T>) {
     let key = |s: T| c - s.to_index().unwrap_or(c).min(c);
     let mut start = alloc::vec![0usize; c + 2];
-    for &s in sizes {
-        start[key(s) + 1] += 1;
+    for i in 0..n {
+        start[key(size(i)) + 1] += 1;
     }
     for k in 0..=c {
         start[k + 1] += start[k];
     }
-    let mut order = alloc::vec![0usize; sizes.len()];
-    for (i, &s) in sizes.iter().enumerate() {
-        let k = key(s);
+    let mut order = alloc::vec![0usize; n];
+    for i in 0..n {
+        let k = key(size(i));
         order[start[k]] = i;
         start[k] += 1;
     }
@@ -145,7 +151,7 @@ fn counting_sort_desc<T: Size>(sizes: &[T], c: usize) -> (Vec<usize>, Classes<T>
     let mut begin = 0;
     for &end in &start[..=c] {
         if end > begin {
-            classes.size.push(sizes[order[begin]]);
+            classes.size.push(size(order[begin]));
             classes.start.push(begin);
             begin = end;
         }

@@ -476,6 +476,7 @@ impl<I: Item> StreamingPacker<I> {
         let input = Input {
             dims,
             capacity: self.capacity.clone(),
+            n: self.buffer.len(),
             sizes,
         };
         let items: Vec<&I> = self.buffer.iter().map(|(_, item)| item).collect();
