@@ -9,7 +9,7 @@ use core::ops::Bound;
 use super::bitset::BitSet;
 use super::bounds::bounds_of;
 use super::order::Classes;
-use super::{Keep, assemble_runs, order, validate, Input, LowerBounds, Packing};
+use super::{assemble_runs, order, validate, Input, Keep, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
@@ -243,8 +243,7 @@ fn run<T: Size, X: Index<T>>(
         index: (0..groups.count).map(|_| index()).collect(),
         groups,
     };
-    // (bin, copies) in placement order.
-    let mut runs: Vec<(usize, usize)> = Vec::with_capacity(input.len());
+    let mut runs = Runs::new(input.len());
     match sorted {
         // A run of equal sizes: the best bin for one copy stays the best for
         // the next while the copies fit, since no other bin had room between
@@ -255,18 +254,52 @@ fn run<T: Size, X: Index<T>>(
                 let mut left = classes.count(k);
                 while left > 0 {
                     let (bin, copies) = bins.place(&size, left);
-                    runs.push((bin, copies));
+                    runs.push(bin, copies);
                     left -= copies;
                 }
             }
         }
         Sizes::Flat(sizes) => {
             for size in sizes.chunks_exact(d) {
-                runs.push(bins.place(size, 1));
+                let (bin, copies) = bins.place(size, 1);
+                runs.push(bin, copies);
             }
         }
     }
-    assemble_runs(input, order, runs.iter().copied(), bins.loads, bounds)
+    match runs {
+        Runs::Packed(runs) => {
+            let unpack = |&r: &u64| ((r >> 32) as usize, (r & u64::from(u32::MAX)) as usize);
+            assemble_runs(input, order, runs.iter().map(unpack), bins.loads, bounds)
+        }
+        Runs::Wide(runs) => assemble_runs(input, order, runs.iter().copied(), bins.loads, bounds),
+    }
+}
+
+/// `(bin, copies)` in placement order: packed in one `u64` when both fit in
+/// 32 bits (any input of fewer than 2^32 items), which halves the memory of
+/// the largest buffer of the packing.
+enum Runs {
+    Packed(Vec<u64>),
+    Wide(Vec<(usize, usize)>),
+}
+
+impl Runs {
+    fn new(n: usize) -> Self {
+        if u32::try_from(n).is_ok() {
+            Runs::Packed(Vec::with_capacity(n))
+        } else {
+            Runs::Wide(Vec::with_capacity(n))
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, bin: usize, copies: usize) {
+        match self {
+            // Both are at most the number of items, below 2^32 here.
+            Runs::Packed(runs) => runs.push((bin as u64) << 32 | copies as u64),
+            Runs::Wide(runs) => runs.push((bin, copies)),
+        }
+    }
 }
 
 const NONE: usize = usize::MAX;

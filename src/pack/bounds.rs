@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 
 use super::order::Classes;
-use super::{Keep, validate, Input, LowerBounds};
+use super::{validate, Input, Keep, LowerBounds};
 use crate::error::Error;
 use crate::num::{Item, Size, Total};
 

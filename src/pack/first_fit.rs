@@ -8,7 +8,7 @@ use super::bounds::bounds_of;
 use super::grid::{Grid, GridTree};
 use super::order::{Classes, Sorted};
 use super::tree::LoadTree;
-use super::{Keep, assemble, order, validate, Input, LowerBounds, Packing};
+use super::{assemble, order, validate, Input, Keep, LowerBounds, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 

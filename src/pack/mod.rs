@@ -580,7 +580,11 @@ pub(crate) fn validate<I: Item, C: Item<Size = I::Size>>(
     let capacity = check_capacity(capacity)?;
     let dims = capacity.len();
     let keep = matches!(keep, Keep::Sizes) || dims > 1;
-    let mut sizes = Vec::with_capacity(if keep { items.len().saturating_mul(dims) } else { 0 });
+    let mut sizes = Vec::with_capacity(if keep {
+        items.len().saturating_mul(dims)
+    } else {
+        0
+    });
     let mut scratch = Vec::with_capacity(dims);
     let mut oversize = Vec::new();
     for (index, item) in items.iter().enumerate() {

@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 
 use super::bounds::bounds_of;
-use super::{Keep, assemble, validate, Packing};
+use super::{assemble, validate, Keep, Packing};
 use crate::error::Error;
 use crate::num::{Item, Size};
 
