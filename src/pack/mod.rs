@@ -669,12 +669,10 @@ pub(crate) fn assemble_runs<T: Size>(
     let mut k = 0;
     for (b, count) in runs {
         let to = &mut items[next[b]..next[b] + count];
-        // Runs are mostly a few items: an element loop, not a `memmove` call.
         match order {
-            Some(order) => to
-                .iter_mut()
-                .zip(&order[k..k + count])
-                .for_each(|(x, &i)| *x = i),
+            // Most runs are one item: a plain store, not a `memcpy` call.
+            Some(order) if count == 1 => to[0] = order[k],
+            Some(order) => to.copy_from_slice(&order[k..k + count]),
             None => to.iter_mut().zip(k..).for_each(|(x, i)| *x = i),
         }
         next[b] += count;
