@@ -174,7 +174,12 @@ impl<M: Incremental> Planner<M> {
 
     /// Exactly `a` micro-steps on every rank; [`plan`](Planner::plan)
     /// returns [`Error::MicroStepsInfeasible`] with the smallest feasible
-    /// number when the batch does not fit.
+    /// number when the batch does not fit. With more sequences
+    /// (`ranks * a * sequences_per_micro_step`) than samples some
+    /// micro-batches are empty (every rank still gets work over the step);
+    /// a trainer must still run those micro-steps, on no data, to keep its
+    /// collectives in step. The default (the smallest feasible number) avoids
+    /// that where the batch allows it.
     ///
     /// # Examples
     ///
