@@ -68,7 +68,7 @@ pub fn best_fit_decreasing<I: Item>(
     items: &[I],
     capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
-    let input = validate(items, &capacity, Keep::ScalarUnsorted)?;
+    let input = validate(items, &capacity, Keep::CheckOnly)?;
     Ok(bfd_validated(items, &input))
 }
 

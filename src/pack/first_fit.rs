@@ -82,7 +82,7 @@ pub fn first_fit_decreasing<I: Item>(
     items: &[I],
     capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
-    let input = validate(items, &capacity, Keep::ScalarUnsorted)?;
+    let input = validate(items, &capacity, Keep::CheckOnly)?;
     Ok(ffd_validated(items, &input))
 }
 

@@ -613,7 +613,7 @@ pub(crate) enum Keep {
     Sizes,
     /// Only check them when there is one dimension: the decreasing
     /// algorithms read the items themselves once, to sort them.
-    ScalarUnsorted,
+    CheckOnly,
 }
 
 /// The sizes of the items in `order`, flattened. Gathering them before
