@@ -103,6 +103,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+mod bitset;
 pub mod cost;
 mod error;
 mod num;

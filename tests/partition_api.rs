@@ -303,10 +303,10 @@ fn value_stability() {
     assert_eq!(kk.part(0), PINNED_KK_PART0);
 }
 
-const PINNED_LPT: [u128; 4] = [658, 657, 662, 661];
+const PINNED_LPT: [u128; 4] = [657, 661, 662, 658];
 const PINNED_KK: [u128; 4] = [660, 660, 659, 659];
-const PINNED_REFINED: [u128; 4] = [660, 659, 660, 659];
-const PINNED_LPT_PART0: &[usize] = &[38, 39, 8, 9, 29, 4, 26, 7, 10, 27];
+const PINNED_REFINED: [u128; 4] = [658, 660, 660, 660];
+const PINNED_LPT_PART0: &[usize] = &[38, 39, 14, 15, 1, 32, 3, 33, 11, 19];
 const PINNED_KK_PART0: &[usize] = &[17, 34, 0, 9, 1, 4, 26, 7, 10, 27];
 
 #[cfg(feature = "serde")]
@@ -319,17 +319,31 @@ fn serde_round_trip_and_tampered_partitions() {
     assert_eq!(back, p);
     assert_eq!(refine(&sizes, &back).unwrap().objective(), 15);
     // A deserialized partition that repeats an item is refused.
-    let tampered = json.replace("[[0,3,4],[1,2]]", "[[0,3,4],[1,1]]");
+    let tampered = json.replace("[[0,3],[1,2,4]]", "[[0,3],[1,2,2]]");
     assert_ne!(tampered, json);
     let bad: microbatch::Partition<u128> = serde_json::from_str(&tampered).unwrap();
     assert_eq!(
         refine(&sizes, &bad).unwrap_err(),
         Error::NotAPartition {
             items: 5,
-            index: 1,
+            index: 2,
             times: 2
         }
     );
+}
+
+/// A document whose sums do not match its parts is refused when read.
+#[cfg(feature = "serde")]
+#[test]
+fn serde_refuses_sums_that_do_not_match_the_parts() {
+    let p = lpt(&[8u32, 7, 6, 5, 4], 2).unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(json.contains("\"sums\":[13,17]"), "{json}");
+    let bad = json.replace("\"sums\":[13,17]", "\"sums\":[13]");
+    let err = serde_json::from_str::<microbatch::Partition<u128>>(&bad).unwrap_err();
+    assert!(err.to_string().contains("one sum per part"), "{err}");
+    let bad = json.replace("\"dims\":1", "\"dims\":0");
+    assert!(serde_json::from_str::<microbatch::Partition<u128>>(&bad).is_err());
 }
 
 /// Regression: with equal counts the exact search counted the parts below

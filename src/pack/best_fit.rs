@@ -6,10 +6,10 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::ops::Bound;
 
-use super::bitset::BitSet;
 use super::bounds::bounds_of;
 use super::order::Classes;
 use super::{assemble_runs, order, validate, Input, Keep, LowerBounds, Packing};
+use crate::bitset::BitSet;
 use crate::error::Error;
 use crate::num::{Item, Size};
 

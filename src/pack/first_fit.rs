@@ -3,12 +3,12 @@
 
 use alloc::vec::Vec;
 
-use super::bitset::BitSet;
 use super::bounds::bounds_of;
 use super::grid::{Grid, GridTree};
 use super::order::{Classes, Sorted};
 use super::tree::LoadTree;
 use super::{assemble, order, validate, Input, Keep, LowerBounds, Packing};
+use crate::bitset::BitSet;
 use crate::error::Error;
 use crate::num::{Item, Size};
 

@@ -73,7 +73,6 @@
 //! ```
 
 mod best_fit;
-mod bitset;
 mod bounds;
 mod first_fit;
 mod grid;

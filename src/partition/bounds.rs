@@ -53,9 +53,25 @@ fn max_part_bound<T: Total>(n: usize, at: impl Fn(usize) -> T, k: usize, lo: Opt
     if n == 0 {
         return T::ZERO;
     }
-    let largest = at(0);
     let sum_of = |range: core::ops::Range<usize>| range.fold(T::ZERO, |acc, i| acc.add(at(i)));
-    let mut bound = instance::max(largest, instance::div_ceil(sum_of(0..n), k));
+    bound_from(n, k, lo, at(0), sum_of(0..n), sum_of)
+}
+
+/// The bound of [`max_part_bound`] from the largest value, the sum, and the
+/// sum over a range of ranks (called for `O(sqrt(n))` ranges of `O(sqrt(n))`
+/// ranks each, so that summing rank by rank costs O(n)).
+pub(crate) fn bound_from<T: Total>(
+    n: usize,
+    k: usize,
+    lo: Option<usize>,
+    largest: T,
+    sum: T,
+    sum_of: impl Fn(core::ops::Range<usize>) -> T,
+) -> T {
+    if n == 0 {
+        return T::ZERO;
+    }
+    let mut bound = instance::max(largest, instance::div_ceil(sum, k));
     let mut j = 1;
     while j * k < n && j * (j + 1) / 2 <= n {
         let top = j * k;

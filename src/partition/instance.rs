@@ -412,7 +412,7 @@ fn sort_packed(packed: &mut Vec<u64>) {
 }
 
 /// An integer as an integer total (only called for `u128` totals).
-fn u128_total<T: Total>(v: u128) -> T {
+pub(crate) fn u128_total<T: Total>(v: u128) -> T {
     cast(v).unwrap_or(T::ZERO)
 }
 

@@ -7,14 +7,20 @@ use alloc::vec::Vec;
 use core::cmp::{Ordering, Reverse};
 
 use crate::error::Error;
-use crate::num::{Item, Total};
+use crate::num::{Item, Size, Total};
 
+use super::bounds;
 use super::instance::{self, Config, Instance, Load};
+use super::load_queue::LoadQueue;
 use super::{Algorithm, Partition, Partitioner, TotalOf};
 
 /// Partitions `items` into `k` parts with LPT: items in decreasing order
 /// (ties by id, then input index); the first `k` open the `k` parts, each
-/// later one goes to the least-loaded part (ties by lower part index).
+/// later one goes to the least-loaded part. Among parts of equal load the
+/// one that reached that load first takes the item (first come, first
+/// served; parts opened by equal items come in index order). Any rule among
+/// equal loads gives the same part sums up to the numbering of the parts;
+/// this one keeps the queue O(1) a placement.
 ///
 /// Items with several dimensions go by their combined weight (the sum over
 /// dimensions). No part is left empty; use [`Partitioner`] for constraints,
@@ -22,10 +28,15 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 ///
 /// # Complexity
 ///
-/// O(n log n + n log k) time (a sort, then a heap of the `k` parts keyed by
-/// (sum, part index)), O(n + k) extra space. Integer sizes below 2^32 are
-/// sorted by a radix sort in O(n), and integer sums below 2^54 (for 1024
-/// parts) use a 4-ary heap of packed `u64` keys.
+/// O(n log n + n log k) time and O(n + k) extra space in general: a sort,
+/// then a binary heap of the `k` parts keyed by (sum, arrival). Integer
+/// sizes below `max(2^16, n)` take O(n + largest) time instead: a counting
+/// sort by size (a radix sort for items with ids), then a bucket queue with
+/// one bucket per load in a circular window of `largest + 1` loads (all
+/// loads lie within the largest item of the least one), a placement costing
+/// O(1) plus a search of a 64-ary bitset of the buckets (O(log_64
+/// largest)). Larger integer sizes below 2^32 are sorted by a radix sort in
+/// O(n).
 ///
 /// # Approximation
 ///
@@ -50,8 +61,9 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 /// use microbatch::partition::lpt;
 ///
 /// let p = lpt(&[8u32, 7, 6, 5, 4], 2)?;
-/// assert_eq!(p.part(0), &[0, 3, 4]); // 8 + 5 + 4
-/// assert_eq!(p.part(1), &[1, 2]); // 7 + 6
+/// assert_eq!(p.part(0), &[0, 3]); // 8 + 5
+/// // 7 + 6 reached 13 before 8 + 5 did, so the 4 joins them.
+/// assert_eq!(p.part(1), &[1, 2, 4]);
 /// assert_eq!(p.objective(), 17); // the optimum is 15: {8, 7}, {6, 5, 4}
 /// # Ok::<(), microbatch::Error>(())
 /// ```
@@ -60,6 +72,213 @@ pub fn lpt<I: Item>(items: &[I], k: usize) -> Result<Partition<TotalOf<I>>, Erro
         .algorithm(Algorithm::Lpt)
         .refinement(false)
         .partition(items)
+}
+
+/// The most size values (`largest + 1`) that [`counting`] counts, for `n`
+/// items: at most a counter per item (or 2^16), so that the counts take no
+/// more memory than the items.
+fn value_limit(n: usize) -> usize {
+    n.max(1 << 16)
+}
+
+/// LPT without constraints for one-dimensional integer items without id
+/// whose sizes are few enough to count (below [`value_limit`]): the
+/// partition of the general path (sort, then [`heap`]), in O(n + largest)
+/// time.
+///
+/// A counting pass gives the size classes and a counting sort the input
+/// indices in rank order (size descending, then index), one slot a rank.
+/// LPT runs over the ranks, placing each item on the part the
+/// [`LoadQueue`] gives and writing the part into the item's slot; a last
+/// pass over the slots writes each part's items, in rank order, to their
+/// place in the result.
+///
+/// `None`, having only read the items, when they do not qualify (invalid
+/// input included: the general path reports it).
+pub(crate) fn counting<I: Item>(items: &[I], k: usize) -> Option<Partition<TotalOf<I>>> {
+    let n = items.len();
+    // Fewer than `u32::MAX` items: counts and parts in `u32`.
+    if core::mem::size_of::<I::Id>() != 0 || k == 0 || k > n || n >= u32::MAX as usize {
+        return None;
+    }
+    let mut largest = 0usize;
+    for it in items {
+        if it.dims() != 1 {
+            return None;
+        }
+        largest = largest.max(it.size(0).to_index()?);
+    }
+    if largest >= value_limit(n) {
+        return None;
+    }
+    // Sums fit in `u64`: fewer than 2^32 items below `max(2^16, n)`.
+    let size = |it: &I| it.size(0).to_index().unwrap_or(0);
+    let mut counts = vec![0u32; largest + 1];
+    for it in items {
+        counts[size(it)] += 1;
+    }
+    let classes = Classes::of(&counts);
+
+    let bits = |x: usize| usize::BITS - x.leading_zeros();
+    let shift = bits(n - 1);
+    let (out, offsets, loads) = if shift + bits(k - 1) <= 32 {
+        place::<u32, I>(items, k, counts, &classes, shift)
+    } else {
+        place::<u64, I>(items, k, counts, &classes, shift)
+    };
+
+    let total = |x: u64| instance::u128_total::<TotalOf<I>>(u128::from(x));
+    let sums: Vec<_> = loads.iter().map(|&l| total(l)).collect();
+    let objective = total(loads.iter().copied().max().unwrap_or(0));
+    let sum = loads.iter().map(|&l| u128::from(l)).sum::<u128>();
+    let bound = bounds::bound_from(
+        n,
+        k,
+        None,
+        total(largest as u64),
+        instance::u128_total(sum),
+        |ranks| total(classes.sum(ranks)),
+    );
+    let proven = instance::cmp(objective, bound) != Ordering::Greater;
+    Some(Partition::from_flat(
+        out, offsets, 1, sums, objective, bound, proven,
+    ))
+}
+
+/// The LPT of [`counting`] from the counts by size and their classes:
+/// the items of each part in rank order, the offsets of the parts and
+/// their loads. `S` holds an item's index and its part, `index | part <<
+/// shift`, one slot by rank.
+fn place<S: Slot, I: Item>(
+    items: &[I],
+    k: usize,
+    counts: Vec<u32>,
+    classes: &Classes,
+    shift: u32,
+) -> (Vec<usize>, Vec<usize>, Vec<u64>) {
+    let n = items.len();
+    let size = |it: &I| it.size(0).to_index().unwrap_or(0);
+    let largest = counts.len() - 1;
+
+    // The input indices in rank order: a counting sort.
+    let mut rank = counts;
+    let mut start = 0u32;
+    for v in (0..rank.len()).rev() {
+        (rank[v], start) = (start, start + rank[v]);
+    }
+    let mut slots = vec![S::default(); n];
+    for (i, it) in items.iter().enumerate() {
+        let v = size(it);
+        slots[rank[v] as usize] = S::pack(i, 0, shift);
+        rank[v] += 1;
+    }
+
+    // LPT by rank: the first `k` ranks open the parts, the others go to
+    // the part the queue gives.
+    let mut counts = vec![1usize; k];
+    let mut loads = Vec::with_capacity(k);
+    let mut queue = None;
+    let mut r = 0;
+    for (&end, &v) in classes.ends.iter().zip(&classes.values) {
+        while r < end.min(k) {
+            slots[r] = slots[r].with_part(r, shift);
+            loads.push(v);
+            r += 1;
+        }
+        if r == end {
+            continue;
+        }
+        let queue = queue
+            .get_or_insert_with(|| LoadQueue::new(core::mem::take(&mut loads), largest as u64));
+        for slot in &mut slots[r..end] {
+            let p = queue.least().unwrap_or(0);
+            queue.raise_least(v);
+            *slot = slot.with_part(p, shift);
+            counts[p] += 1;
+        }
+        r = end;
+    }
+    let loads = queue.map_or(loads, LoadQueue::into_loads);
+
+    // Each part's items in rank order.
+    let offsets = super::counts_to_offsets(&mut counts);
+    let mut next = counts;
+    let mut out = vec![0usize; n];
+    for slot in slots {
+        let p = slot.part(shift);
+        out[next[p]] = slot.index(shift);
+        next[p] += 1;
+    }
+    (out, offsets, loads)
+}
+
+/// An item's index and its part in one integer, `index | part << shift`.
+trait Slot: Copy + Default {
+    fn pack(index: usize, part: usize, shift: u32) -> Self;
+    fn with_part(self, part: usize, shift: u32) -> Self;
+    fn index(self, shift: u32) -> usize;
+    fn part(self, shift: u32) -> usize;
+}
+
+macro_rules! slot {
+    ($($t:ty),*) => {$(
+        impl Slot for $t {
+            #[inline]
+            fn pack(index: usize, part: usize, shift: u32) -> Self {
+                (index | part << shift) as $t
+            }
+            #[inline]
+            fn with_part(self, part: usize, shift: u32) -> Self {
+                self | (part << shift) as $t
+            }
+            #[inline]
+            fn index(self, shift: u32) -> usize {
+                (self as usize) & ((1usize << shift) - 1)
+            }
+            #[inline]
+            fn part(self, shift: u32) -> usize {
+                (self as usize) >> shift
+            }
+        }
+    )*};
+}
+slot!(u32, u64);
+
+/// The non-empty size classes in decreasing order of size, as rank ranges.
+struct Classes {
+    /// The end rank of each class (its start is the end of the one before).
+    ends: Vec<usize>,
+    /// The size of each class.
+    values: Vec<u64>,
+}
+
+impl Classes {
+    /// The classes of the counts by size.
+    fn of(counts: &[u32]) -> Self {
+        let (mut ends, mut values) = (Vec::new(), Vec::new());
+        let mut end = 0;
+        for (v, &c) in counts.iter().enumerate().rev().filter(|(_, &c)| c > 0) {
+            end += c as usize;
+            ends.push(end);
+            values.push(v as u64);
+        }
+        Classes { ends, values }
+    }
+
+    /// The sum of the sizes of the items of ranks `ranks`, in O(log C + the
+    /// classes they span).
+    fn sum(&self, ranks: core::ops::Range<usize>) -> u64 {
+        let mut c = self.ends.partition_point(|&end| end <= ranks.start);
+        let mut from = ranks.start;
+        let mut sum = 0;
+        while from < ranks.end && c < self.ends.len() {
+            let to = self.ends[c].min(ranks.end);
+            sum += (to - from) as u64 * self.values[c];
+            from = to;
+            c += 1;
+        }
+        sum
+    }
 }
 
 /// LPT by rank: the heap for one objective dimension, else a scan of the
@@ -73,116 +292,145 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
 }
 
 /// One objective dimension: the first `k` items open the `k` parts, then
-/// each item goes to the part of least (sum, index), from a min-heap. With a
+/// each item goes to the least-loaded part, among equal loads the one that
+/// reached its load first: from a [`LoadQueue`] for small integer weights,
+/// else from a binary heap over (load, arrival, part). With a
 /// one-dimensional cap the least-loaded part is the only candidate anyway.
 fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
+    let opened = 0..cfg.k.min(inst.n);
+    match small_largest(inst) {
+        Some(largest) => {
+            let loads = opened.map(|r| weight(inst, r)).collect();
+            let queue = LoadQueue::new(loads, largest);
+            greedy(inst, cfg, Ints { queue, inst })
+        }
+        None => {
+            let heap = opened.map(|p| Reverse((Load(inst.key(p)), p, p))).collect();
+            greedy(
+                inst,
+                cfg,
+                Heap {
+                    heap,
+                    arrival: cfg.k,
+                    inst,
+                },
+            )
+        }
+    }
+}
+
+/// The largest combined weight, for integer weights below [`value_limit`]
+/// whose sums fit in `u64` (fewer than 2^32 items and parts).
+fn small_largest<T: Total>(inst: &Instance<T>) -> Option<u64> {
+    if inst.n == 0 {
+        return None;
+    }
+    // Ranks are in decreasing combined weight.
+    let largest = u64::try_from(instance::as_u128(inst.key(0))?).ok()?;
+    let small = u32::try_from(inst.n).is_ok_and(|n| n < u32::MAX)
+        && usize::try_from(largest).is_ok_and(|l| l < value_limit(inst.n));
+    small.then_some(largest)
+}
+
+/// The combined weight of rank `r` as `u64` (for [`small_largest`]
+/// instances).
+fn weight<T: Total>(inst: &Instance<T>, r: usize) -> u64 {
+    instance::as_u128(inst.key(r)).map_or(0, |w| w as u64)
+}
+
+/// The parts of [`greedy`], by load and arrival.
+trait Parts {
+    /// The least-loaded part that reached its load first.
+    fn least(&mut self) -> Option<usize>;
+    /// Adds rank `r` to the part [`Parts::least`] just returned.
+    fn raise_least(&mut self, r: usize);
+    /// Removes the part [`Parts::least`] just returned.
+    fn remove_least(&mut self);
+}
+
+/// Small integer weights: a [`LoadQueue`].
+struct Ints<'a, T> {
+    queue: LoadQueue,
+    inst: &'a Instance<T>,
+}
+
+impl<T: Total> Parts for Ints<'_, T> {
+    fn least(&mut self) -> Option<usize> {
+        self.queue.least()
+    }
+    fn raise_least(&mut self, r: usize) {
+        self.queue.raise_least(weight(self.inst, r));
+    }
+    fn remove_least(&mut self) {
+        self.queue.remove_least();
+    }
+}
+
+/// Any weights: a binary heap of (load, arrival, part), where arrivals
+/// count up as parts are raised.
+struct Heap<'a, T> {
+    heap: BinaryHeap<Reverse<(Load<T>, usize, usize)>>,
+    arrival: usize,
+    inst: &'a Instance<T>,
+}
+
+impl<T: Total> Parts for Heap<'_, T> {
+    fn least(&mut self) -> Option<usize> {
+        self.heap.peek().map(|top| top.0 .2)
+    }
+    fn raise_least(&mut self, r: usize) {
+        if let Some(mut top) = self.heap.peek_mut() {
+            let Reverse((load, arrival, _)) = &mut *top;
+            load.0 = load.0.add(self.inst.key(r));
+            *arrival = self.arrival;
+            self.arrival += 1;
+        }
+    }
+    fn remove_least(&mut self) {
+        self.heap.pop();
+    }
+}
+
+/// LPT by rank from a queue holding the first `k` ranks' parts. Equal
+/// counts: at most `hi` items a part, and only `extra` parts may reach
+/// `hi`; after that the limit drops to `lo`. Full parts leave the queue
+/// when they come up.
+fn greedy<T: Total>(inst: &Instance<T>, cfg: &Config<T>, mut queue: impl Parts) -> Vec<usize> {
     let (n, k) = (inst.n, cfg.k);
     let mut part_of: Vec<usize> = (0..n).map(|r| r.min(k)).collect();
     if n <= k {
         return part_of;
     }
-    if !cfg.equal_count && packed(inst, k, &mut part_of) {
-        return part_of;
-    }
-    let mut heap: BinaryHeap<Reverse<(Load<T>, usize)>> =
-        (0..k).map(|p| Reverse((Load(inst.key(p)), p))).collect();
-    if !cfg.equal_count {
-        for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
-            let Some(mut top) = heap.peek_mut() else {
-                break;
-            };
-            let Reverse((load, p)) = &mut *top;
-            load.0 = load.0.add(inst.key(r));
-            *slot = *p;
-        }
-        return part_of;
-    }
-    // Equal counts: at most `hi` items a part, and only `extra` parts may
-    // reach `hi`; after that the limit drops to `lo`. Full parts leave the
-    // heap (lazily, when popped). Here `n > k`, so `hi >= 2`.
     let (lo, hi, extra) = cfg.counts(n);
+    let mut limit = if cfg.equal_count { hi } else { usize::MAX };
     let mut counts = vec![1; k];
-    let mut limit = hi;
     let mut at_hi = 0;
     for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
-        while let Some(Reverse((load, p))) = heap.pop() {
-            if counts[p] >= limit {
-                continue;
+        let p = loop {
+            match queue.least() {
+                Some(p) if counts[p] >= limit => queue.remove_least(),
+                Some(p) => break p,
+                // Unreachable: the counts add up to `n`.
+                None => return part_of,
             }
-            *slot = p;
-            counts[p] += 1;
-            if extra > 0 && counts[p] == hi {
-                at_hi += 1;
-                if at_hi == extra {
-                    limit = lo;
-                }
+        };
+        *slot = p;
+        queue.raise_least(r);
+        counts[p] += 1;
+        if cfg.equal_count && extra > 0 && counts[p] == hi {
+            at_hi += 1;
+            if at_hi == extra {
+                limit = lo;
             }
-            if counts[p] < limit {
-                heap.push(Reverse((Load(load.0.add(inst.key(r))), p)));
-            }
-            break;
         }
     }
     part_of
 }
 
-/// The heap of [`heap`] without equal counts, for integer sums that fit in
-/// `64 - b` bits where `b` bits hold a part index: each part is one `u64`
-/// key `sum << b | part`, so that the order is one comparison and an item
-/// one addition, in a 4-ary heap (half the depth of a binary one, the four
-/// children loaded together) whose top is replaced by sifting the hole to
-/// the bottom with branch-free child selection, then the new key up. The
-/// result is that of the generic heap: both take the least (sum, part).
-/// Returns `false`, doing nothing, when the sums do not fit.
-fn packed<T: Total>(inst: &Instance<T>, k: usize, part_of: &mut [usize]) -> bool {
-    let b = (usize::BITS - (k - 1).leading_zeros()).max(1);
-    let Some(total) = (0..inst.n).try_fold(0u64, |acc, r| {
-        let w = u64::try_from(instance::as_u128(inst.key(r))?).ok()?;
-        acc.checked_add(w)
-    }) else {
-        return false;
-    };
-    if b >= 64 || total >> (64 - b) != 0 {
-        return false;
-    }
-    let weight = |r: usize| instance::as_u128(inst.key(r)).map_or(0, |w| w as u64);
-    // Sorted keys are a valid heap; padding makes missing children read as
-    // `u64::MAX`.
-    let mut keys: Vec<u64> = (0..k).map(|p| weight(p) << b | p as u64).collect();
-    keys.sort_unstable();
-    keys.resize(4 * k + 4, u64::MAX);
-    let mask = (1u64 << b) - 1;
-    for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
-        let new = keys[0] + (weight(r) << b);
-        *slot = (keys[0] & mask) as usize;
-        let mut i = 0;
-        loop {
-            let c = 4 * i + 1;
-            if c >= k {
-                break;
-            }
-            let x = c + usize::from(keys[c + 1] < keys[c]);
-            let y = c + 2 + usize::from(keys[c + 3] < keys[c + 2]);
-            let m = if keys[y] < keys[x] { y } else { x };
-            keys[i] = keys[m];
-            i = m;
-        }
-        while i > 0 {
-            let parent = (i - 1) / 4;
-            if keys[parent] <= new {
-                break;
-            }
-            keys[i] = keys[parent];
-            i = parent;
-        }
-        keys[i] = new;
-    }
-    true
-}
-
 /// Several objective dimensions or a cap in several dimensions: each item
 /// to the part where it fits the cap (if any does) and least raises the
-/// objective, ties by combined load, then part index. O(n k d).
+/// objective, ties by combined load, then the part that reached its load
+/// first (as in [`heap`]). O(n k d).
 fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     let (k, d, od) = (cfg.k, inst.d, inst.od);
     let (lo, hi, extra) = cfg.counts(inst.n);
@@ -193,12 +441,15 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     let mut osums = vec![T::ZERO; k * od];
     let mut loads = vec![T::ZERO; k];
     let mut counts = vec![0usize; k];
+    // The rank that last raised each part's load.
+    let mut arrival = vec![0usize; k];
     let mut top = vec![T::ZERO; od];
     for (r, slot) in part_of.iter_mut().enumerate() {
         let x = inst.sizes(r);
-        // (does not fit, objective after, load, part); the first `k` items
-        // open the parts.
-        let mut best: Option<(bool, T, T, usize)> = (r < k).then_some((false, T::ZERO, T::ZERO, r));
+        // (does not fit, objective after, load, arrival, part); the first
+        // `k` items open the parts.
+        let mut best: Option<(bool, T, T, usize, usize)> =
+            (r < k).then_some((false, T::ZERO, T::ZERO, r, r));
         for p in (0..k).filter(|_| r >= k) {
             if counts[p] >= limit {
                 continue;
@@ -210,7 +461,7 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
             let after = (0..od).fold(T::ZERO, |acc, j| {
                 acc.add(instance::max(top[j], osums[p * od + j].add(inst.ow(r, j))))
             });
-            let cand = (misfit, after, loads[p], p);
+            let cand = (misfit, after, loads[p], arrival[p], p);
             let better = match &best {
                 None => true,
                 Some(b) => {
@@ -221,10 +472,11 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
                 best = Some(cand);
             }
         }
-        let Some((_, _, _, p)) = best else {
+        let Some((_, _, _, _, p)) = best else {
             continue;
         };
         *slot = p;
+        arrival[p] = r;
         for (j, &xj) in x.iter().enumerate() {
             sums[p * d + j] = sums[p * d + j].add(xj);
         }
@@ -272,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn packed_heap_agrees_with_the_generic_heap() {
+    fn queue_agrees_with_the_generic_heap() {
         let ints: Vec<u32> = (0..5000u32).map(|i| (i * 7919 + 13) % 1009).collect();
         let floats: Vec<ordered_float::NotNan<f64>> = ints
             .iter()
@@ -288,9 +540,86 @@ mod tests {
                 allow_empty: false,
                 cap: None,
             };
-            // Integers take the packed heap, floats the generic one.
+            // Integers take the bucket queue, floats the binary heap.
             assert_eq!(heap(&a, &cfg(k, false)), heap(&b, &cb), "k = {k}");
         }
+    }
+
+    /// The general path, the instance in decreasing order, then [`heap`]
+    /// (or [`scan`], the O(n k) oracle of both).
+    fn general<I: Item>(items: &[I], k: usize, oracle: bool) -> Partition<TotalOf<I>> {
+        let inst = instance::instance(items, Dims::Combined, None).unwrap();
+        let c = Config {
+            k,
+            objective: crate::partition::Objective::MaxPart,
+            equal_count: false,
+            allow_empty: false,
+            cap: None,
+        };
+        let part_of = if oracle {
+            scan(&inst, &c)
+        } else {
+            heap(&inst, &c)
+        };
+        crate::partition::finish(&inst, &c, part_of, false)
+    }
+
+    #[test]
+    fn counting_path_equals_the_general_path_and_the_oracle() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |bound: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % bound
+        };
+        // (n, largest size, k, whether the counting path takes it)
+        for (n, largest, k, counted) in [
+            (1usize, 0u64, 1usize, true),
+            (5, 0, 5, true),
+            (10, 1, 3, true),
+            (100, 3, 7, true),
+            (1000, 50, 64, true),
+            (3000, 16384, 1024, true),
+            (3000, 65_535, 2, true),
+            (3000, 65_536, 2, false), // 2^16 + 1 size values, more than n
+            (70_000, 69_999, 3, true),
+            (70_000, 70_000, 3, false),
+            (4096, 2, 4096, true),
+            (4097, 1, 4096, true),
+        ] {
+            let mut items: Vec<u32> = (0..n).map(|_| next(largest + 1) as u32).collect();
+            // The largest size itself decides, not the draw.
+            items[n / 2] = largest as u32;
+            let at = alloc::format!("n = {n}, largest = {largest}, k = {k}");
+            match counting(&items, k) {
+                Some(fast) => {
+                    assert!(counted, "{at}: counted");
+                    assert_eq!(fast, general(&items, k, false), "{at}");
+                    if n * k <= 4_000_000 {
+                        assert_eq!(fast, general(&items, k, true), "{at}: oracle");
+                    }
+                }
+                None => assert!(!counted, "{at}: not counted"),
+            }
+        }
+    }
+
+    #[test]
+    fn counting_path_leaves_other_items_to_the_general_path() {
+        let big = [1u64 << 40, 3, 2];
+        assert!(counting(&big, 2).is_none());
+        let floats = crate::not_nan(&[1.0f64, 1.0, 1.0]).unwrap();
+        assert!(counting(&floats, 2).is_none());
+        let with_ids = [("a", 3u32), ("b", 2), ("c", 1)];
+        assert!(counting(&with_ids, 2).is_none());
+        let pairs = [[1u32, 2], [3, 4]];
+        assert!(counting(&pairs, 2).is_none());
+        assert!(counting(&[1u32, 2], 3).is_none());
+        assert!(counting(&[1u32, 2], 0).is_none());
+        // Each still gets its LPT partition from `lpt`.
+        assert_eq!(lpt(&big, 2).unwrap().sum(1), &[5]);
+        assert_eq!(lpt(&with_ids, 2).unwrap().part(1), &[1, 2]);
     }
 
     #[test]

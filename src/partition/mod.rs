@@ -91,6 +91,7 @@ mod bounds;
 mod exact;
 mod instance;
 mod karmarkar_karp;
+mod load_queue;
 mod lpt;
 mod refine;
 
@@ -213,19 +214,27 @@ pub enum Algorithm {
 ///
 /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
 /// assert_eq!(p.len(), 2);
-/// assert_eq!(p.part(0), &[0, 3, 1]); // 5 + 2 + 1
-/// assert_eq!(p.part(1), &[2, 4]); // 4 + 3
-/// assert_eq!(p.sum(0), &[8]);
-/// assert_eq!(p.assignment(), vec![0, 0, 1, 0, 1]);
+/// assert_eq!(p.part(0), &[0, 3]); // 5 + 2
+/// assert_eq!(p.part(1), &[2, 4, 1]); // 4 + 3 + 1
+/// assert_eq!(p.sum(0), &[7]);
+/// assert_eq!(p.assignment(), vec![0, 1, 1, 0, 1]);
 /// assert_eq!(p.objective(), 8);
 /// assert_eq!(p.lower_bound(), 8);
 /// assert!(p.proven_optimal()); // it meets the lower bound
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(try_from = "wire::Partition<T>", bound = "T: serde::Deserialize<'de>")
+)]
 pub struct Partition<T> {
-    parts: Vec<Vec<usize>>,
+    /// The input indices of all parts, part after part.
+    items: Vec<usize>,
+    /// Where each part starts in `items`, and the end: part `i` is
+    /// `offsets[i]..offsets[i + 1]`.
+    offsets: Vec<usize>,
     dims: usize,
     sums: Vec<T>,
     objective: T,
@@ -246,7 +255,7 @@ impl<T: Total> Partition<T> {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.parts.len()
+        self.offsets.len() - 1
     }
 
     /// Whether there is no part (never the case for a result of this crate).
@@ -264,7 +273,7 @@ impl<T: Total> Partition<T> {
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.len() == 0
     }
 
     /// The input indices of part `i`, heaviest item first.
@@ -279,12 +288,12 @@ impl<T: Total> Partition<T> {
     /// use microbatch::partition::lpt;
     ///
     /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
-    /// assert_eq!(p.part(1), &[2, 4]); // 4 + 3, heaviest first
+    /// assert_eq!(p.part(1), &[2, 4, 1]); // 4 + 3 + 1, heaviest first
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
     pub fn part(&self, i: usize) -> &[usize] {
-        &self.parts[i]
+        &self.items[self.offsets[i]..self.offsets[i + 1]]
     }
 
     /// The parts in order.
@@ -296,11 +305,11 @@ impl<T: Total> Partition<T> {
     ///
     /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
     /// let counts: Vec<usize> = p.parts().map(|part| part.len()).collect();
-    /// assert_eq!(counts, [3, 2]);
+    /// assert_eq!(counts, [2, 3]);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn parts(&self) -> impl ExactSizeIterator<Item = &[usize]> + '_ {
-        self.parts.iter().map(Vec::as_slice)
+        (0..self.len()).map(|i| self.part(i))
     }
 
     /// The number of dimensions of the items.
@@ -480,14 +489,13 @@ impl<T: Total> Partition<T> {
     /// use microbatch::partition::lpt;
     ///
     /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
-    /// assert_eq!(p.assignment(), vec![0, 0, 1, 0, 1]);
+    /// assert_eq!(p.assignment(), vec![0, 1, 1, 0, 1]);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
     pub fn assignment(&self) -> Vec<usize> {
-        let n = self.parts.iter().map(Vec::len).sum();
-        let mut part_of = vec![0; n];
-        for (p, items) in self.parts.iter().enumerate() {
+        let mut part_of = vec![0; self.items.len()];
+        for (p, items) in self.parts().enumerate() {
             for &i in items {
                 if let Some(slot) = part_of.get_mut(i) {
                     *slot = p;
@@ -505,12 +513,36 @@ impl<T: Total> Partition<T> {
     /// use microbatch::partition::lpt;
     ///
     /// let p = lpt(&[5u32, 1, 4, 2, 3], 2)?;
-    /// assert_eq!(p.into_parts(), vec![vec![0, 3, 1], vec![2, 4]]);
+    /// assert_eq!(p.into_parts(), vec![vec![0, 3], vec![2, 4, 1]]);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
     pub fn into_parts(self) -> Vec<Vec<usize>> {
-        self.parts
+        self.parts().map(<[usize]>::to_vec).collect()
+    }
+
+    /// A partition from its parts (flat, as in the fields), sums and
+    /// bounds.
+    pub(crate) fn from_flat(
+        items: Vec<usize>,
+        offsets: Vec<usize>,
+        dims: usize,
+        sums: Vec<T>,
+        objective: T,
+        lower_bound: T,
+        proven_optimal: bool,
+    ) -> Self {
+        debug_assert_eq!(offsets.last(), Some(&items.len()));
+        debug_assert_eq!(sums.len(), (offsets.len() - 1) * dims);
+        Partition {
+            items,
+            offsets,
+            dims,
+            sums,
+            objective,
+            lower_bound,
+            proven_optimal,
+        }
     }
 }
 
@@ -858,6 +890,16 @@ impl<S: Size> Partitioner<S> {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn partition<I: Item<Size = S>>(&self, items: &[I]) -> Result<Partition<S::Total>, Error> {
+        if self.algorithm == Algorithm::Lpt
+            && !self.refinement
+            && !self.equal_count
+            && self.cap.is_none()
+            && self.objective == Objective::MaxPart
+        {
+            if let Some(p) = lpt::counting(items, self.parts) {
+                return Ok(p);
+            }
+        }
         let inst = instance::instance(items, self.dims, self.cap.as_deref())?;
         self.check_parts(inst.n, self.parts)?;
         let cfg = self.config(self.parts);
@@ -1076,25 +1118,114 @@ fn finish<T: Total>(
     proven: bool,
 ) -> Partition<T> {
     let k = cfg.k;
-    let mut counts = vec![0usize; k];
+    // Part offsets from the counts, then the items of each part in rank
+    // order (`next[p]` is where the next item of part `p` goes).
+    let mut next = vec![0usize; k];
     for &p in &part_of {
-        counts[p] += 1;
+        next[p] += 1;
     }
-    let mut parts: Vec<Vec<usize>> = counts.iter().map(|&c| Vec::with_capacity(c)).collect();
+    let offsets = counts_to_offsets(&mut next);
+    let mut items = vec![0usize; part_of.len()];
     for (r, &p) in part_of.iter().enumerate() {
-        parts[p].push(inst.index[r]);
+        items[next[p]] = inst.index[r];
+        next[p] += 1;
     }
     let sums = inst.sums(k, &part_of);
     let objective =
         instance::objective_value(cfg.objective, k, inst.od, &inst.objective_sums(k, &sums));
     let lower_bound = bounds::objective_bound(inst, cfg);
     let proven = proven || instance::cmp(objective, lower_bound) != Ordering::Greater;
-    Partition {
-        parts,
-        dims: inst.d,
-        sums,
-        objective,
-        lower_bound,
-        proven_optimal: proven,
+    Partition::from_flat(items, offsets, inst.d, sums, objective, lower_bound, proven)
+}
+
+/// Turns the item count of each part into where it starts, in place, and
+/// returns the offsets of the parts (starts, then the end).
+pub(crate) fn counts_to_offsets(counts: &mut [usize]) -> Vec<usize> {
+    let mut offsets = Vec::with_capacity(counts.len() + 1);
+    let mut next = 0;
+    for c in counts.iter_mut() {
+        offsets.push(next);
+        next += *c;
+        *c = offsets[offsets.len() - 1];
+    }
+    offsets.push(next);
+    offsets
+}
+
+/// The fields of a [`Partition`] as serialized: the parts as lists of
+/// input indices.
+#[cfg(feature = "serde")]
+mod wire {
+    use alloc::vec::Vec;
+
+    use serde::ser::{SerializeStruct, Serializer};
+    use serde::Serialize;
+
+    /// A partition as read, checked before it becomes one, so that a
+    /// malformed document is an error rather than a later panic.
+    #[derive(serde::Deserialize)]
+    pub(super) struct Partition<T> {
+        parts: Vec<Vec<usize>>,
+        dims: usize,
+        sums: Vec<T>,
+        objective: T,
+        lower_bound: T,
+        proven_optimal: bool,
+    }
+
+    impl<T> TryFrom<Partition<T>> for super::Partition<T> {
+        type Error = &'static str;
+
+        fn try_from(p: Partition<T>) -> Result<Self, Self::Error> {
+            if p.dims == 0 {
+                return Err("a partition needs at least one dimension");
+            }
+            if p.sums.len() != p.parts.len().saturating_mul(p.dims) {
+                return Err("there must be one sum per part and dimension");
+            }
+            let mut offsets = Vec::with_capacity(p.parts.len() + 1);
+            offsets.push(0);
+            let items: Vec<usize> = p
+                .parts
+                .into_iter()
+                .flat_map(|part| {
+                    offsets.push(offsets[offsets.len() - 1] + part.len());
+                    part
+                })
+                .collect();
+            // Repeated or missing items are refused where the partition is
+            // used with its items (`refine`), which knows how many there are.
+            Ok(super::Partition {
+                items,
+                offsets,
+                dims: p.dims,
+                sums: p.sums,
+                objective: p.objective,
+                lower_bound: p.lower_bound,
+                proven_optimal: p.proven_optimal,
+            })
+        }
+    }
+
+    /// The parts as a list of lists.
+    struct Parts<'a, T>(&'a super::Partition<T>);
+
+    impl<T: super::Total> Serialize for Parts<'_, T> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.collect_seq(self.0.parts())
+        }
+    }
+
+    impl<T: super::Total + Serialize> Serialize for super::Partition<T> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let mut s = serializer.serialize_struct("Partition", 6)?;
+            s.serialize_field("parts", &Parts(self))?;
+            s.serialize_field("dims", &self.dims)?;
+            s.serialize_field("sums", &self.sums)?;
+            s.serialize_field("objective", &self.objective)?;
+            s.serialize_field("lower_bound", &self.lower_bound)?;
+            s.serialize_field("proven_optimal", &self.proven_optimal)?;
+            s.end()
+        }
     }
 }
