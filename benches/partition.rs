@@ -54,6 +54,24 @@ fn bench_lpt(c: &mut Criterion) {
         });
         sort_baseline(&mut group, &keys);
     }
+    // Off the counting path, at 10^6 items: the same lengths with ids (a
+    // radix sort, then the bucket queue), and lengths scaled to about 2^30
+    // (too many values to count: a radix sort, then a binary heap).
+    let n = 1_000_000;
+    let keys = lengths(n, 1);
+    let with_ids: Vec<(u32, u32)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (i as u32, x))
+        .collect();
+    group.throughput(Throughput::Elements(n as u64));
+    group.bench_with_input(BenchmarkId::new("ids", n), &with_ids, |b, items| {
+        b.iter(|| lpt(black_box(items), k).unwrap());
+    });
+    let large: Vec<u32> = keys.iter().map(|&x| x * 65_521).collect();
+    group.bench_with_input(BenchmarkId::new("large", n), &large, |b, items| {
+        b.iter(|| lpt(black_box(items), k).unwrap());
+    });
     group.finish();
 }
 

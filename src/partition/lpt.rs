@@ -11,6 +11,7 @@ use crate::num::{Item, Size, Total};
 
 use super::bounds;
 use super::instance::{self, Config, Instance, Load};
+use super::load_heap::LoadHeap;
 use super::load_queue::LoadQueue;
 use super::{Algorithm, Partition, Partitioner, TotalOf};
 
@@ -28,15 +29,15 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 ///
 /// # Complexity
 ///
-/// O(n log n + n log k) time and O(n + k) extra space in general: a sort,
-/// then a binary heap of the `k` parts keyed by (sum, arrival). Integer
-/// sizes below `max(2^16, n)` take O(n + largest) time instead: a counting
-/// sort by size (a radix sort for items with ids), then a bucket queue with
-/// one bucket per load in a circular window of `largest + 1` loads (all
-/// loads lie within the largest item of the least one), a placement costing
-/// O(1) plus a search of a 64-ary bitset of the buckets (O(log_64
-/// largest)). Larger integer sizes below 2^32 are sorted by a radix sort in
-/// O(n).
+/// O(n log n + n log k) time and O(n + k) extra space in general: a sort
+/// (a radix sort for integer sizes below 2^32), then a 4-ary heap of the `k`
+/// parts keyed by (sum, arrival). Integer sizes below `max(2^16, n)` take
+/// O(n + largest) time instead (plus sorting equal sizes by id, for items
+/// with ids): a counting sort by size, then a bucket queue with one bucket
+/// per load in a circular window of `largest + 1` loads (all loads lie
+/// within the largest item of the least one), a placement costing O(1) plus
+/// a search of a 64-ary bitset of the buckets (O(log_64 largest)).
+/// `BENCHMARKS.md` has both paths at 10^6 items against `sort_unstable`.
 ///
 /// # Approximation
 ///
@@ -81,13 +82,14 @@ fn value_limit(n: usize) -> usize {
     n.max(1 << 16)
 }
 
-/// LPT without constraints for one-dimensional integer items without id
-/// whose sizes are few enough to count (below [`value_limit`]): the
-/// partition of the general path (sort, then [`heap`]), in O(n + largest)
-/// time.
+/// LPT without constraints for one-dimensional integer items whose sizes
+/// are few enough to count (below [`value_limit`]): the partition of the
+/// general path (sort, then [`heap`]), in O(n + largest) time (plus sorting
+/// items of equal size by id, if they have ids).
 ///
 /// A counting pass gives the size classes and a counting sort the input
-/// indices in rank order (size descending, then index), one slot a rank.
+/// indices in rank order (size descending, then id, then index), one slot a
+/// rank.
 /// LPT runs over the ranks, placing each item on the part the
 /// [`LoadQueue`] gives and writing the part into the item's slot; a last
 /// pass over the slots writes each part's items, in rank order, to their
@@ -98,7 +100,7 @@ fn value_limit(n: usize) -> usize {
 pub(crate) fn counting<I: Item>(items: &[I], k: usize) -> Option<Partition<TotalOf<I>>> {
     let n = items.len();
     // Fewer than `u32::MAX` items: counts and parts in `u32`.
-    if core::mem::size_of::<I::Id>() != 0 || k == 0 || k > n || n >= u32::MAX as usize {
+    if k == 0 || k > n || n >= u32::MAX as usize {
         return None;
     }
     let mut largest = 0usize;
@@ -171,6 +173,19 @@ fn place<S: Slot, I: Item>(
         let v = size(it);
         slots[rank[v] as usize] = S::pack(i, 0, shift);
         rank[v] += 1;
+    }
+    // Ids break ties: each class by id, then index.
+    if core::mem::size_of::<I::Id>() != 0 {
+        let mut start = 0;
+        for &end in &classes.ends {
+            if end - start > 1 {
+                slots[start..end].sort_unstable_by(|a, b| {
+                    let (a, b) = (a.index(shift), b.index(shift));
+                    items[a].id().cmp(items[b].id()).then(a.cmp(&b))
+                });
+            }
+            start = end;
+        }
     }
 
     // LPT by rank: the first `k` ranks open the parts, the others go to
@@ -294,29 +309,31 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
 /// One objective dimension: the first `k` items open the `k` parts, then
 /// each item goes to the least-loaded part, among equal loads the one that
 /// reached its load first: from a [`LoadQueue`] for small integer weights,
-/// else from a binary heap over (load, arrival, part). With a
+/// else from a [`LoadHeap`] (or, for integer sums beyond `u64`, a binary
+/// heap over (load, arrival, part)). With a
 /// one-dimensional cap the least-loaded part is the only candidate anyway.
 fn heap<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     let opened = 0..cfg.k.min(inst.n);
-    match small_largest(inst) {
-        Some(largest) => {
-            let loads = opened.map(|r| weight(inst, r)).collect();
-            let queue = LoadQueue::new(loads, largest);
-            greedy(inst, cfg, Ints { queue, inst })
-        }
-        None => {
-            let heap = opened.map(|p| Reverse((Load(inst.key(p)), p, p))).collect();
-            greedy(
-                inst,
-                cfg,
-                Heap {
-                    heap,
-                    arrival: cfg.k,
-                    inst,
-                },
-            )
-        }
+    if let Some(largest) = small_largest(inst) {
+        let loads = opened.map(|r| weight(inst, r)).collect();
+        let queue = LoadQueue::new(loads, largest);
+        return greedy(inst, cfg, Ints { queue, inst });
     }
+    let total = (0..inst.n).fold(T::ZERO, |acc, r| acc.add(inst.key(r)));
+    let loads = opened.clone().map(|r| inst.key(r)).collect();
+    if let Some(heap) = LoadHeap::new(loads, inst.n, total) {
+        return greedy(inst, cfg, Packed { heap, inst });
+    }
+    let heap = opened.map(|p| Reverse((Load(inst.key(p)), p, p))).collect();
+    greedy(
+        inst,
+        cfg,
+        Heap {
+            heap,
+            arrival: cfg.k,
+            inst,
+        },
+    )
 }
 
 /// The largest combined weight, for integer weights below [`value_limit`]
@@ -366,8 +383,26 @@ impl<T: Total> Parts for Ints<'_, T> {
     }
 }
 
-/// Any weights: a binary heap of (load, arrival, part), where arrivals
-/// count up as parts are raised.
+/// Large integer or float weights: a [`LoadHeap`].
+struct Packed<'a, T> {
+    heap: LoadHeap<T>,
+    inst: &'a Instance<T>,
+}
+
+impl<T: Total> Parts for Packed<'_, T> {
+    fn least(&mut self) -> Option<usize> {
+        self.heap.least()
+    }
+    fn raise_least(&mut self, r: usize) {
+        self.heap.raise_least(self.inst.key(r));
+    }
+    fn remove_least(&mut self) {
+        self.heap.remove_least();
+    }
+}
+
+/// Any weights (integer sums beyond `u64`): a binary heap of (load,
+/// arrival, part), where arrivals count up as parts are raised.
 struct Heap<'a, T> {
     heap: BinaryHeap<Reverse<(Load<T>, usize, usize)>>,
     arrival: usize,
@@ -605,21 +640,109 @@ mod tests {
         }
     }
 
+    /// Items with ids: each class of equal sizes in id order, then index.
+    #[test]
+    fn counting_path_sorts_equal_sizes_by_id() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |bound: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % bound
+        };
+        for (n, largest, k) in [(10usize, 2u64, 3usize), (500, 9, 16), (3000, 200, 64)] {
+            let items: Vec<(u16, u32)> = (0..n)
+                .map(|_| (next(20) as u16, next(largest + 1) as u32))
+                .collect();
+            let fast = counting(&items, k).unwrap();
+            assert_eq!(fast, general(&items, k, false), "n = {n}, k = {k}");
+            assert_eq!(fast, general(&items, k, true), "n = {n}, k = {k}: oracle");
+        }
+        // Equal sizes: the smaller id opens the first part.
+        let p = counting(&[("b", 5u32), ("a", 5), ("c", 5)], 3).unwrap();
+        assert_eq!(p.into_parts(), [[1], [0], [2]]);
+    }
+
     #[test]
     fn counting_path_leaves_other_items_to_the_general_path() {
         let big = [1u64 << 40, 3, 2];
         assert!(counting(&big, 2).is_none());
         let floats = crate::not_nan(&[1.0f64, 1.0, 1.0]).unwrap();
         assert!(counting(&floats, 2).is_none());
-        let with_ids = [("a", 3u32), ("b", 2), ("c", 1)];
-        assert!(counting(&with_ids, 2).is_none());
         let pairs = [[1u32, 2], [3, 4]];
         assert!(counting(&pairs, 2).is_none());
         assert!(counting(&[1u32, 2], 3).is_none());
         assert!(counting(&[1u32, 2], 0).is_none());
         // Each still gets its LPT partition from `lpt`.
         assert_eq!(lpt(&big, 2).unwrap().sum(1), &[5]);
-        assert_eq!(lpt(&with_ids, 2).unwrap().part(1), &[1, 2]);
+    }
+
+    /// The four queues (bucket queue, packed heap, binary heap, and the scan
+    /// as the oracle) give the same LPT, with and without equal counts.
+    #[test]
+    fn every_queue_gives_the_same_lpt() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for (n, largest) in [(50usize, 3u64), (200, 1000), (333, 1), (1000, 40)] {
+            let items: Vec<u32> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % (largest + 1)) as u32
+                })
+                .collect();
+            let inst = instance::instance(&items, Dims::Combined, None).unwrap();
+            for k in [1, 2, 7, 16, n / 3] {
+                for eq in [false, true] {
+                    let c = cfg(k, eq);
+                    let opened = 0..k;
+                    let ints = Ints {
+                        queue: LoadQueue::new(
+                            opened.clone().map(|r| weight(&inst, r)).collect(),
+                            u64::from(items.iter().copied().max().unwrap()),
+                        ),
+                        inst: &inst,
+                    };
+                    let total = inst.sums(1, &alloc::vec![0; n])[0];
+                    let packed = Packed {
+                        heap: LoadHeap::new(
+                            opened.clone().map(|r| inst.key(r)).collect(),
+                            n,
+                            total,
+                        )
+                        .unwrap(),
+                        inst: &inst,
+                    };
+                    let binary = Heap {
+                        heap: opened.map(|p| Reverse((Load(inst.key(p)), p, p))).collect(),
+                        arrival: k,
+                        inst: &inst,
+                    };
+                    let oracle = scan(&inst, &c);
+                    let at = alloc::format!("n = {n}, k = {k}, equal = {eq}");
+                    assert_eq!(greedy(&inst, &c, ints), oracle, "{at}: bucket queue");
+                    assert_eq!(greedy(&inst, &c, packed), oracle, "{at}: packed heap");
+                    assert_eq!(greedy(&inst, &c, binary), oracle, "{at}: binary heap");
+                }
+            }
+        }
+    }
+
+    /// Sums beyond `u64` take the binary heap, and still the LPT of the scan.
+    #[test]
+    fn huge_sums_take_the_binary_heap() {
+        let items: Vec<u64> = (0..40u64).map(|i| u64::MAX / 8 - i % 5).collect();
+        let inst = instance::instance(&items, Dims::Combined, None).unwrap();
+        assert!(small_largest(&inst).is_none());
+        let total = inst.sums(1, &[0; 40])[0];
+        assert!(LoadHeap::new(alloc::vec![0u128; 3], 40, total).is_none());
+        for k in [1, 3, 8] {
+            assert_eq!(
+                heap(&inst, &cfg(k, false)),
+                scan(&inst, &cfg(k, false)),
+                "k = {k}"
+            );
+        }
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! sets the step time. The module offers
 //!
 //! - [`lpt`]: longest processing time first (Graham 1969), greedy to the
-//!   least-loaded part, O(n log n + n log k), within `4/3 - 1/(3k)` of the
-//!   optimum;
+//!   least-loaded part, O(n log n + n log k) (O(n + largest) for integer
+//!   sizes below `max(2^16, n)`), within `4/3 - 1/(3k)` of the optimum;
 //! - [`karmarkar_karp`]: the largest differencing method for `k` parts
 //!   (Karmarkar & Karp 1982; Michiels et al. 2007), O(n log n + n k log k),
 //!   usually much closer to the optimum than LPT when there are many items
@@ -91,6 +91,7 @@ mod bounds;
 mod exact;
 mod instance;
 mod karmarkar_karp;
+mod load_heap;
 mod load_queue;
 mod lpt;
 mod refine;
