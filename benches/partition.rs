@@ -1,7 +1,7 @@
 //! Benchmarks of `microbatch::partition`, each group with `sort_unstable` of
 //! the same keys as the baseline, so that a ratio can be read.
 //!
-//! Run: `cargo bench --bench partition -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench --bench partition -- --warm-up-time 2 --measurement-time 5`
 
 use core::hint::black_box;
 
