@@ -235,24 +235,26 @@ trait Slot: Copy + Default {
     fn part(self, shift: u32) -> usize;
 }
 
+// In `u64` arithmetic: `shift` can be 32, as wide as `usize` on 32-bit
+// targets.
 macro_rules! slot {
     ($($t:ty),*) => {$(
         impl Slot for $t {
             #[inline]
             fn pack(index: usize, part: usize, shift: u32) -> Self {
-                (index | part << shift) as $t
+                (index as u64 | (part as u64) << shift) as $t
             }
             #[inline]
             fn with_part(self, part: usize, shift: u32) -> Self {
-                self | (part << shift) as $t
+                self | ((part as u64) << shift) as $t
             }
             #[inline]
             fn index(self, shift: u32) -> usize {
-                (self as usize) & ((1usize << shift) - 1)
+                (self as u64 & ((1u64 << shift) - 1)) as usize
             }
             #[inline]
             fn part(self, shift: u32) -> usize {
-                (self as usize) >> shift
+                (self as u64 >> shift) as usize
             }
         }
     )*};
