@@ -375,3 +375,14 @@ fn a_cap_met_only_by_an_exact_split_is_found_from_every_algorithm() {
         assert_eq!(p.objective(), 79, "{algorithm:?}");
     }
 }
+
+/// `Debug` shows the parts as lists, as they were given back.
+#[test]
+fn debug_lists_the_parts() {
+    let p = lpt(&[8u32, 7, 6, 5, 4], 2).unwrap();
+    assert_eq!(
+        format!("{p:?}"),
+        "Partition { parts: [[0, 3], [1, 2, 4]], dims: 1, sums: [13, 17], objective: 17, \
+         lower_bound: 15, proven_optimal: false }"
+    );
+}

@@ -75,9 +75,10 @@ pub fn lpt<I: Item>(items: &[I], k: usize) -> Result<Partition<TotalOf<I>>, Erro
         .partition(items)
 }
 
-/// The most size values (`largest + 1`) that [`counting`] counts, for `n`
-/// items: at most a counter per item (or 2^16), so that the counts take no
-/// more memory than the items.
+/// The most size values (`largest + 1`) that [`counting`] counts, and that
+/// [`LoadQueue`] takes, for `n` items: one per item (or 2^16), so that the
+/// counts and the buckets (12 bytes a value together) stay O(n) in time and
+/// memory.
 fn value_limit(n: usize) -> usize {
     n.max(1 << 16)
 }

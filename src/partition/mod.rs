@@ -83,6 +83,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
+use core::fmt;
 
 use crate::error::Error;
 use crate::num::{Item, Size, Total};
@@ -224,7 +225,7 @@ pub enum Algorithm {
 /// assert!(p.proven_optimal()); // it meets the lower bound
 /// # Ok::<(), microbatch::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize),
@@ -544,6 +545,25 @@ impl<T: Total> Partition<T> {
             lower_bound,
             proven_optimal,
         }
+    }
+}
+
+impl<T: Total> fmt::Debug for Partition<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Parts<'a, T>(&'a Partition<T>);
+        impl<T: Total> fmt::Debug for Parts<'_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list().entries(self.0.parts()).finish()
+            }
+        }
+        f.debug_struct("Partition")
+            .field("parts", &Parts(self))
+            .field("dims", &self.dims)
+            .field("sums", &self.sums)
+            .field("objective", &self.objective)
+            .field("lower_bound", &self.lower_bound)
+            .field("proven_optimal", &self.proven_optimal)
+            .finish()
     }
 }
 
