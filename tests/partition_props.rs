@@ -7,6 +7,8 @@ use microbatch::partition::{
 use microbatch::Error;
 use proptest::prelude::*;
 
+mod common;
+
 /// Options of one oracle run.
 #[derive(Clone, Copy, Debug)]
 struct Opts {
@@ -333,6 +335,60 @@ proptest! {
             };
             prop_assert_eq!(by_id(&tagged), by_id(&shuffled), "{:?}", algorithm);
         }
+    }
+}
+
+/// LPT as documented, in O(n k): items by size descending, then id, then
+/// index; the first `k` open the parts; each later item to the least-loaded
+/// part, among equal loads the one that reached its load first.
+fn naive_lpt(sizes: &[u32], ids: Option<&[u32]>, k: usize) -> Vec<Vec<usize>> {
+    let mut parts = vec![Vec::new(); k];
+    let mut loads = vec![0u64; k];
+    let mut arrival = vec![0usize; k];
+    for (r, i) in common::decreasing_order(sizes, ids).into_iter().enumerate() {
+        let p = if r < k {
+            r
+        } else {
+            (0..k).min_by_key(|&p| (loads[p], arrival[p])).unwrap()
+        };
+        parts[p].push(i);
+        loads[p] += u64::from(sizes[i]);
+        arrival[p] = r;
+    }
+    parts
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `lpt` is the documented greedy, part for part, on every path: small
+    /// sizes (counted), sizes too spread to count (sorted, then a heap),
+    /// with and without ids.
+    #[test]
+    fn lpt_is_the_documented_greedy(
+        sizes in prop_oneof![
+            prop::collection::vec(0u32..=6, 1..120),
+            // Too spread to count (up to 1.8 * 10^6), with ties.
+            prop::collection::vec((0u32..=6).prop_map(|w| w * 300_000), 1..120),
+            prop::collection::vec(0u32..=2_000_000, 1..120),
+        ],
+        ids in prop::collection::vec(0u32..4, 120),
+        k in 1usize..=16,
+        with_ids in any::<bool>(),
+    ) {
+        let k = k.min(sizes.len());
+        let ids = &ids[..sizes.len()];
+        let got = if with_ids {
+            let items: Vec<(u32, u32)> = ids.iter().copied().zip(sizes.iter().copied()).collect();
+            lpt(&items, k).unwrap()
+        } else {
+            lpt(&sizes, k).unwrap()
+        };
+        let want = naive_lpt(&sizes, with_ids.then_some(ids), k);
+        let parts: Vec<Vec<usize>> = got.parts().map(<[usize]>::to_vec).collect();
+        prop_assert_eq!(parts, want);
+        let largest = (0..k).map(|p| got.sum(p)[0]).max().unwrap();
+        prop_assert_eq!(got.objective(), largest);
     }
 }
 
