@@ -216,15 +216,8 @@ fn place<S: Slot, I: Item>(
     }
     let loads = queue.map_or(loads, LoadQueue::into_loads);
 
-    // Each part's items in rank order.
-    let offsets = super::counts_to_offsets(&mut counts);
-    let mut next = counts;
-    let mut out = vec![0usize; n];
-    for slot in slots {
-        let p = slot.part(shift);
-        out[next[p]] = slot.index(shift);
-        next[p] += 1;
-    }
+    let ranked = slots.iter().map(|s| (s.part(shift), s.index(shift)));
+    let (out, offsets) = super::group_by_part(counts, ranked);
     (out, offsets, loads)
 }
 

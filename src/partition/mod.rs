@@ -1139,18 +1139,12 @@ fn finish<T: Total>(
     proven: bool,
 ) -> Partition<T> {
     let k = cfg.k;
-    // Part offsets from the counts, then the items of each part in rank
-    // order (`next[p]` is where the next item of part `p` goes).
-    let mut next = vec![0usize; k];
+    let mut counts = vec![0usize; k];
     for &p in &part_of {
-        next[p] += 1;
+        counts[p] += 1;
     }
-    let offsets = counts_to_offsets(&mut next);
-    let mut items = vec![0usize; part_of.len()];
-    for (r, &p) in part_of.iter().enumerate() {
-        items[next[p]] = inst.index[r];
-        next[p] += 1;
-    }
+    let ranked = part_of.iter().zip(&inst.index).map(|(&p, &i)| (p, i));
+    let (items, offsets) = group_by_part(counts, ranked);
     let sums = inst.sums(k, &part_of);
     let objective =
         instance::objective_value(cfg.objective, k, inst.od, &inst.objective_sums(k, &sums));
@@ -1159,18 +1153,27 @@ fn finish<T: Total>(
     Partition::from_flat(items, offsets, inst.d, sums, objective, lower_bound, proven)
 }
 
-/// Turns the item count of each part into where it starts, in place, and
-/// returns the offsets of the parts (starts, then the end).
-pub(crate) fn counts_to_offsets(counts: &mut [usize]) -> Vec<usize> {
+/// The parts as one list with offsets (the fields of a [`Partition`]):
+/// `counts` holds each part's item count, `ranked` yields every item's
+/// (part, input index) in rank order, which each part keeps. O(n + k).
+pub(crate) fn group_by_part(
+    counts: Vec<usize>,
+    ranked: impl Iterator<Item = (usize, usize)>,
+) -> (Vec<usize>, Vec<usize>) {
     let mut offsets = Vec::with_capacity(counts.len() + 1);
-    let mut next = 0;
-    for c in counts.iter_mut() {
-        offsets.push(next);
-        next += *c;
-        *c = offsets[offsets.len() - 1];
+    offsets.push(0);
+    for c in &counts {
+        offsets.push(offsets[offsets.len() - 1] + c);
     }
-    offsets.push(next);
-    offsets
+    // Where the next item of each part goes.
+    let mut next = counts;
+    next.copy_from_slice(&offsets[..offsets.len() - 1]);
+    let mut items = vec![0usize; offsets[offsets.len() - 1]];
+    for (p, i) in ranked {
+        items[next[p]] = i;
+        next[p] += 1;
+    }
+    (items, offsets)
 }
 
 /// The fields of a [`Partition`] as serialized: the parts as lists of
