@@ -113,6 +113,8 @@ pub mod plan;
 #[cfg(feature = "scenarios")]
 #[cfg_attr(docsrs, doc(cfg(feature = "scenarios")))]
 pub mod scenario;
+#[cfg(test)]
+mod test_rng;
 
 pub use crate::cost::{CostModel, Phases, Sample};
 pub use crate::error::{Error, InvalidReason, Oversize, OversizeSample, Scalar};
