@@ -8,18 +8,13 @@ use core::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use microbatch::partition::{exact, karmarkar_karp, lpt, refine};
 
-/// Seeded sample lengths in `1..=16384` (splitmix64).
+#[path = "../tests/common/rng.rs"]
+mod rng;
+
+/// Seeded sample lengths, uniform in `1..=16384`.
 fn lengths(n: usize, seed: u64) -> Vec<u32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            1 + ((z ^ (z >> 31)) % 16384) as u32
-        })
-        .collect()
+    let mut rng = rng::TestRng::new(seed);
+    (0..n).map(|_| 1 + rng.below(16384) as u32).collect()
 }
 
 fn sort_baseline(

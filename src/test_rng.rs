@@ -1,13 +1,13 @@
-//! A seeded xorshift64 generator for the unit tests: deterministic random
-//! inputs without a dependency.
+//! The seeded generator of the unit tests: `rand_pcg::Pcg64` seeded with
+//! `seed_from_u64` (a dev-dependency, so it works under
+//! `--no-default-features`), as `tests/common/rng.rs` for the integration
+//! tests and benches.
 
-/// `next(bound)` draws the next value below `bound` (`bound > 0`) from the
-/// xorshift64 sequence seeded with `seed` (non-zero).
-pub(crate) fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
-    move |bound| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % bound
-    }
+use rand::{Rng as _, SeedableRng as _};
+
+/// `next(bound)` draws the next value uniformly below `bound` (`bound > 0`)
+/// from the generator seeded with `seed`.
+pub(crate) fn uniform(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    move |bound| rng.random_range(0..bound)
 }

@@ -9,40 +9,29 @@ use microbatch::cost::{
 use microbatch::Error;
 use proptest::prelude::*;
 
-/// SplitMix64: a small seeded generator, so that every case is reproducible.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
+use rng::TestRng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, lo: u32, hi: u32) -> u32 {
-        lo + (self.next() % u64::from(hi - lo)) as u32
-    }
+/// Uniform in `lo..hi`.
+fn range(rng: &mut TestRng, lo: u32, hi: u32) -> u32 {
+    lo + rng.below(u64::from(hi - lo)) as u32
 }
 
 /// `count` micro-batches of 1 to 32 samples of 64 to 65536 text tokens, the
 /// lengths log-uniform so that short and long documents both appear; half
 /// the samples carry an image of 256 to 1792 tokens.
-fn micro_batches(rng: &mut Rng, count: usize) -> Vec<Vec<Sample>> {
+fn micro_batches(rng: &mut TestRng, count: usize) -> Vec<Vec<Sample>> {
     (0..count)
         .map(|_| {
-            let n = rng.range(1, 33);
+            let n = range(rng, 1, 33);
             (0..n)
                 .map(|_| {
                     let t = (64.0 * 1024f64.powf(rng.unit())) as u32; // 64 .. 65536
                     if rng.unit() < 0.5 {
                         Sample::text_only(t)
                     } else {
-                        let image = 256 * rng.range(1, 8);
+                        let image = 256 * range(rng, 1, 8);
                         Sample::new(t, [Image::new(image)])
                     }
                 })
@@ -65,7 +54,7 @@ struct Recovered {
 /// multiplicative noise uniform in `[-noise, noise]` on `rows` micro-batches,
 /// then fitted.
 fn recover(truth: [f64; 3], noise: f64, seed: u64, rows: usize) -> Recovered {
-    let mut rng = Rng(seed);
+    let mut rng = TestRng::new(seed);
     let model = Tokens::new(truth[0]).unwrap()
         + DocumentAttention::new(truth[1]).unwrap()
         + PerSample::new(truth[2]).unwrap();

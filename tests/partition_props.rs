@@ -318,16 +318,9 @@ proptest! {
     ) {
         let o = Opts { k, cap: None, dims: Dims::Combined, ..o };
         let tagged: Vec<(u32, u32)> = items.iter().enumerate().map(|(i, v)| (1000 - i as u32, v[0])).collect();
-        // Deterministic shuffle (Fisher-Yates with splitmix64).
+        // A seeded shuffle.
         let mut shuffled = tagged.clone();
-        let mut state = seed;
-        for i in (1..shuffled.len()).rev() {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            shuffled.swap(i, (z ^ (z >> 31)) as usize % (i + 1));
-        }
+        common::TestRng::new(seed).shuffle(&mut shuffled);
         for algorithm in [Algorithm::Lpt, Algorithm::KarmarkarKarp, Algorithm::Exact] {
             let by_id = |input: &[(u32, u32)]| -> Vec<Vec<u32>> {
                 let p = o.partitioner(algorithm).node_budget(20_000).partition(input).unwrap();

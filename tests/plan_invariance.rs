@@ -19,20 +19,16 @@ use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, Sync
 use proptest::prelude::*;
 use std::collections::HashMap;
 
-const DIM: usize = 3;
+#[path = "common/rng.rs"]
+mod rng;
+use rng::hash;
 
-/// SplitMix64 of a key: a value drawn from `(id, t)`.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+const DIM: usize = 3;
 
 /// The integer gradient of token `t` of sample `id`.
 fn int_grad(id: u64, t: u64) -> [i128; DIM] {
     std::array::from_fn(|d| {
-        (mix(id.wrapping_mul(1_000_003) ^ (t << 8) ^ d as u64) % 41) as i128 - 20
+        (hash(id.wrapping_mul(1_000_003) ^ (t << 8) ^ d as u64) % 41) as i128 - 20
     })
 }
 
@@ -174,7 +170,7 @@ fn per_micro_batch_mean(plan: &Plan, samples: &[StepSample]) -> Frac {
 fn batch(n: usize, seed: u64) -> Vec<StepSample> {
     (0..n as u64)
         .map(|i| {
-            let x = mix(seed ^ (i << 20));
+            let x = hash(seed ^ (i << 20));
             let text = 20 + (x % 400) as u32;
             let images =
                 (0..(x >> 12) % 3).map(|k| Image::new(64 + ((x >> (20 + k)) % 300) as u32));
@@ -225,8 +221,8 @@ proptest! {
         let w = [0.5, -1.25, 2.0, 0.75];
         // Per-token gradient of 0.5 * (w . x - y)^2.
         let grad = |id: u64, t: u64| -> [f64; 4] {
-            let x: [f64; 4] = std::array::from_fn(|d| ((mix(id ^ (t << 16) ^ d as u64) % 2001) as f64 - 1000.0) / 1000.0);
-            let y = ((mix(id ^ (t << 16) ^ 99) % 2001) as f64 - 1000.0) / 500.0;
+            let x: [f64; 4] = std::array::from_fn(|d| ((hash(id ^ (t << 16) ^ d as u64) % 2001) as f64 - 1000.0) / 1000.0);
+            let y = ((hash(id ^ (t << 16) ^ 99) % 2001) as f64 - 1000.0) / 500.0;
             let e = w.iter().zip(&x).map(|(a, b)| a * b).sum::<f64>() - y;
             x.map(|v| e * v)
         };

@@ -157,7 +157,7 @@ mod tests {
     /// a binary heap over (load, arrival, part).
     #[test]
     fn matches_a_binary_heap_over_load_then_arrival() {
-        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = crate::test_rng::uniform(0x9E37_79B9_7F4A_7C15u64);
         for (k, largest) in [
             (1usize, 5u64),
             (2, 1),

@@ -147,7 +147,7 @@ mod tests {
     /// sometimes remove it) agree with a heap over (load, arrival, part).
     #[test]
     fn matches_a_heap_over_load_then_arrival() {
-        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = crate::test_rng::uniform(0x9E37_79B9_7F4A_7C15u64);
         for (k, largest) in [(1usize, 5u64), (2, 1), (3, 0), (7, 9), (64, 3), (100, 1000)] {
             let loads: Vec<u64> = (0..k).map(|_| next(largest + 1)).collect();
             let mut heap: BinaryHeap<Reverse<(u64, usize, usize)>> = loads

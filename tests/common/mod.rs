@@ -1,7 +1,12 @@
 //! Oracles and checks shared by the packing tests: naive O(n * bins)
 //! reference implementations of every algorithm, a brute-force optimum, and
-//! the invariants every packing must satisfy.
+//! the invariants every packing must satisfy; and (`rng`) the seeded
+//! generator of every test.
 #![allow(dead_code)]
+
+pub mod rng;
+
+pub use rng::TestRng;
 
 use microbatch::pack::Packing;
 
@@ -197,23 +202,6 @@ fn can_pack(
         }
     }
     false
-}
-
-/// A seeded SplitMix64 for deterministic test inputs.
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
 }
 
 /// Martello-Toth L2 by its definition: the largest count over every integer
