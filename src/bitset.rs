@@ -95,12 +95,9 @@ mod tests {
         let len = 5000;
         let mut set = BitSet::new(len);
         let mut oracle = BTreeSet::new();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = crate::test_rng::uniform(0x2545_f491_4f6c_dd1d);
         for step in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let v = (x % len as u64) as usize;
+            let v = next(len as u64) as usize;
             if step % 3 == 0 {
                 set.remove(v);
                 oracle.remove(&v);
@@ -108,7 +105,7 @@ mod tests {
                 set.insert(v);
                 oracle.insert(v);
             }
-            let q = ((x >> 20) % (len as u64 + 10)) as usize;
+            let q = next(len as u64 + 10) as usize;
             assert_eq!(
                 set.successor(q),
                 oracle.range(q..).next().copied(),

@@ -386,21 +386,16 @@ proptest! {
 }
 
 /// KK against LPT on random instances with at least 8 items per part: the
-/// figure stated in the module docs.
+/// figures stated in the docs (99.7% at most LPT's largest part, 98.7%
+/// smaller), with a margin of a few instances out of 2000.
 #[test]
 fn kk_vs_lpt_majority() {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = common::TestRng::new(0x2545_F491_4F6C_DD1D);
     let (mut at_most, mut strictly, mut total) = (0, 0, 0);
     for _ in 0..2000 {
-        let k = 2 + (next() % 15) as usize;
-        let n = k * (8 + (next() % 25) as usize);
-        let items: Vec<u32> = (0..n).map(|_| 1 + (next() % 1000) as u32).collect();
+        let k = 2 + rng.below(15) as usize;
+        let n = k * (8 + rng.below(25) as usize);
+        let items: Vec<u32> = (0..n).map(|_| 1 + rng.below(1000) as u32).collect();
         let kk = karmarkar_karp(&items, k).unwrap().objective();
         let greedy = lpt(&items, k).unwrap().objective();
         total += 1;
@@ -414,8 +409,13 @@ fn kk_vs_lpt_majority() {
         pct(strictly)
     );
     assert!(
-        pct(at_most) >= 90.0,
+        pct(at_most) >= 99.5,
         "KK <= LPT only in {:.1}%",
         pct(at_most)
+    );
+    assert!(
+        pct(strictly) >= 98.5,
+        "KK < LPT only in {:.1}%",
+        pct(strictly)
     );
 }

@@ -473,7 +473,7 @@ mod tests {
 
     #[test]
     fn radix_sort_matches_sort_unstable() {
-        let mut state = 7u64;
+        let mut next = crate::test_rng::uniform(7);
         for (n, max) in [
             (5000usize, 1u64 << 14),
             (6000, 3),
@@ -482,10 +482,7 @@ mod tests {
         ] {
             let mut packed: Vec<u64> = (0..n as u64)
                 .map(|i| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let v = state % (max + 1);
+                    let v = next(max + 1);
                     (u64::from(u32::MAX) - v) << 32 | i
                 })
                 .collect();
