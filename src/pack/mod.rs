@@ -91,7 +91,7 @@ pub use self::next_fit::next_fit;
 pub use self::streaming::{Algorithm, Rejected, StreamedBin, StreamingPacker};
 
 use crate::error::{Error, Oversize};
-use crate::num::{Item, Size};
+use crate::num::{Item, Size, SizeOps};
 
 /// Lower bounds on the number of bins any packing needs.
 ///
