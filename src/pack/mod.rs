@@ -558,7 +558,9 @@ pub(crate) fn check_item<I: Item>(
         if s > cap {
             oversize.push(Oversize {
                 index,
+                id: None,
                 dim,
+                name: None,
                 size: s.to_scalar(),
                 capacity: cap.to_scalar(),
             });

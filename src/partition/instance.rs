@@ -247,7 +247,9 @@ pub(crate) fn instance<I: Item>(
                 if x > c[dim] {
                     oversize.push(Oversize {
                         index,
+                        id: None,
                         dim,
+                        name: None,
                         size: x.to_scalar(),
                         capacity: c[dim].to_scalar(),
                     });

@@ -12,7 +12,7 @@ use super::loss::Loss;
 use super::refine::refine;
 use super::types::{Plan, Report, StepSample, SyncModel};
 use crate::cost::{Incremental, Phases};
-use crate::error::{Error, OversizeSample};
+use crate::error::{Error, Oversize, Scalar};
 use crate::pack::first_fit_decreasing;
 
 /// A point in time where the standard library has clocks.
@@ -339,7 +339,7 @@ impl<M: Incremental> Planner<M> {
     ///   or sequences per micro-step;
     /// - [`Error::TooFewSamples`] when there are fewer samples than ranks;
     /// - [`Error::DuplicateId`] for a repeated id;
-    /// - [`Error::SampleTooLarge`] listing every sample, by id, that exceeds
+    /// - [`Error::Oversize`] listing every sample, by id, that exceeds
     ///   `L` or a cap;
     /// - [`Error::InvalidCost`] when the model returns a NaN, infinite or
     ///   negative cost (only closures can);
@@ -527,11 +527,13 @@ impl<M: Incremental> Planner<M> {
             let size = [s.sample.tokens(), s.units(), s.sample.images().len() as u64];
             for (d, name) in ["tokens", "units", "images"].into_iter().enumerate() {
                 if size[d] > caps[d] {
-                    oversize.push(OversizeSample {
-                        id,
-                        limit: name,
-                        size: size[d],
-                        max: caps[d],
+                    oversize.push(Oversize {
+                        index: i as usize,
+                        id: Some(id),
+                        dim: d,
+                        name: Some(name),
+                        size: Scalar::Int(size[d]),
+                        capacity: Scalar::Int(caps[d]),
                     });
                 }
             }
@@ -551,7 +553,7 @@ impl<M: Incremental> Planner<M> {
             });
         }
         if !oversize.is_empty() {
-            return Err(Error::SampleTooLarge { samples: oversize });
+            return Err(Error::Oversize { items: oversize });
         }
         Ok(Prepared { items, caps })
     }
