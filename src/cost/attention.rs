@@ -24,7 +24,7 @@ use crate::error::Error;
 /// use microbatch::cost::{CostModel, DocumentAttention, Sample};
 ///
 /// let model = DocumentAttention::new(1.0)?;
-/// let group = [Sample::text_only(3), Sample::text_only(4)];
+/// let group = [&Sample::text_only(3), &Sample::text_only(4)];
 /// assert_eq!(model.cost(&group).language, 25.0); // 9 + 16, not 7^2
 /// # Ok::<(), microbatch::Error>(())
 /// ```
@@ -48,7 +48,7 @@ impl DocumentAttention {
     /// use microbatch::cost::{CostModel, DocumentAttention, Sample};
     ///
     /// let model = DocumentAttention::new(2.0)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(10)]).language, 200.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(10)]).language, 200.0);
     /// assert!(DocumentAttention::new(-2.0).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -98,7 +98,7 @@ impl_summed!(DocumentAttention, u128, |_, s| square(s), |m, &squares| {
 /// use microbatch::cost::{CostModel, FullAttention, Sample};
 ///
 /// let model = FullAttention::new(1.0)?;
-/// let group = [Sample::text_only(3), Sample::text_only(4)];
+/// let group = [&Sample::text_only(3), &Sample::text_only(4)];
 /// assert_eq!(model.cost(&group).language, 49.0); // (3 + 4)^2
 /// # Ok::<(), microbatch::Error>(())
 /// ```
@@ -122,7 +122,7 @@ impl FullAttention {
     /// use microbatch::cost::{CostModel, FullAttention, Sample};
     ///
     /// let model = FullAttention::new(2.0)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(6), Sample::text_only(4)]).language, 200.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(6), &Sample::text_only(4)]).language, 200.0);
     /// assert!(FullAttention::new(f64::NAN).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```

@@ -140,7 +140,7 @@ macro_rules! impl_forward {
 /// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
 ///
 /// let model = Tokens::new(1.0)? + PerSample::new(2.0)? + PerSample::new(3.0)?;
-/// assert_eq!(model.cost(&[Sample::text_only(10)]).total(), 15.0);
+/// assert_eq!(model.cost(&[&Sample::text_only(10)]).total(), 15.0);
 /// assert_eq!(
 ///     format!("{model:?}"),
 ///     "Tokens { per_token: 1.0 } + PerSample { cost: 2.0 } + PerSample { cost: 3.0 }"
@@ -203,7 +203,7 @@ impl_pair!(Sum, |a, b| a + b);
 /// let model = Tokens::new(1e-3)?.scale(0.5)?;
 /// assert_eq!(model.factor(), 0.5);
 /// assert_eq!(format!("{model:?}"), "0.5 * (Tokens { per_token: 0.001 })");
-/// assert_eq!(model.cost(&[Sample::text_only(1000)]).total(), 0.5);
+/// assert_eq!(model.cost(&[&Sample::text_only(1000)]).total(), 0.5);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq)]
@@ -276,7 +276,7 @@ impl_map!(Scale, |m, cost| cost * m.factor);
 /// let model = Tokens::new(1.0)?.in_phase(Phase::Vision);
 /// assert_eq!(model.phase(), Phase::Vision);
 /// assert_eq!(format!("{model:?}"), "vision(Tokens { per_token: 1.0 })");
-/// assert_eq!(model.cost(&[Sample::text_only(4)]), Phases::new(4.0, 0.0));
+/// assert_eq!(model.cost(&[&Sample::text_only(4)]), Phases::new(4.0, 0.0));
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq)]
@@ -300,7 +300,7 @@ impl<C> InPhase<C> {
     ///
     /// let model = Tokens::new(1.0)?.in_phase(Phase::Vision);
     /// assert_eq!(model.phase(), Phase::Vision);
-    /// assert_eq!(model.cost(&[Sample::text_only(4)]).get(model.phase()), 4.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(4)]).get(model.phase()), 4.0);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
@@ -349,8 +349,8 @@ impl_map!(InPhase, |m, cost| Phases::only(m.phase, cost.total()));
 ///
 /// let model = Tokens::new(1.0)?.max(PerSample::new(50.0)?);
 /// assert_eq!(format!("{model:?}"), "max(Tokens { per_token: 1.0 }, PerSample { cost: 50.0 })");
-/// assert_eq!(model.cost(&[Sample::text_only(80)]).total(), 80.0);
-/// assert_eq!(model.cost(&[Sample::text_only(20)]).total(), 50.0);
+/// assert_eq!(model.cost(&[&Sample::text_only(80)]).total(), 80.0);
+/// assert_eq!(model.cost(&[&Sample::text_only(20)]).total(), 50.0);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq)]
@@ -401,7 +401,7 @@ impl_pair!(Max, Phases::max);
 /// ```
 /// use microbatch::cost::{CostModel, Phases, Sample, Tokens, Zero};
 ///
-/// let group = [Sample::text_only(7)];
+/// let group = [&Sample::text_only(7)];
 /// assert_eq!(Zero.cost(&group), Phases::ZERO);
 /// let model = Tokens::new(1.0)?;
 /// assert_eq!(model.plus(Zero).cost(&group), model.cost(&group));

@@ -680,7 +680,7 @@ pub trait CostModel {
     /// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
     ///
     /// let model = Tokens::new(1.0)?.plus(PerSample::new(10.0)?);
-    /// assert_eq!(model.cost(&[Sample::text_only(5)]).total(), 15.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(5)]).total(), 15.0);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     fn plus<B: CostModel>(self, other: B) -> Sum<Self, B>
@@ -703,7 +703,7 @@ pub trait CostModel {
     /// use microbatch::cost::{CostModel, Sample, Tokens};
     ///
     /// let model = Tokens::new(2.0)?.scale(0.5)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(8)]).language, 8.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(8)]).language, 8.0);
     /// assert!(Tokens::new(2.0)?.scale(-1.0).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -723,7 +723,7 @@ pub trait CostModel {
     ///
     /// // The projector runs per image token, next to the ViT.
     /// let projector = Tokens::new(1.0)?.in_phase(Phase::Vision);
-    /// assert_eq!(projector.cost(&[Sample::text_only(3)]), Phases::new(3.0, 0.0));
+    /// assert_eq!(projector.cost(&[&Sample::text_only(3)]), Phases::new(3.0, 0.0));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     fn in_phase(self, phase: Phase) -> InPhase<Self>
@@ -744,7 +744,7 @@ pub trait CostModel {
     /// // Data loading overlaps the language model's compute.
     /// let loading = PerSample::new(0.5)?;
     /// let model = Tokens::new(0.01)?.max(loading);
-    /// let group = [Sample::text_only(100), Sample::text_only(20)];
+    /// let group = [&Sample::text_only(100), &Sample::text_only(20)];
     /// assert_eq!(model.cost(&group).language, 1.2); // max(1.2, 1.0)
     /// # Ok::<(), microbatch::Error>(())
     /// ```

@@ -19,7 +19,7 @@ use crate::error::Error;
 /// use microbatch::cost::{CostModel, Image, Sample, Tokens};
 ///
 /// let model = Tokens::new(2.0)?;
-/// let group = [Sample::text_only(10), Sample::new(5, [Image::new(20)])];
+/// let group = [&Sample::text_only(10), &Sample::new(5, [Image::new(20)])];
 /// assert_eq!(model.cost(&group).language, 70.0);
 /// assert_eq!(model.per_token(), 2.0);
 /// assert!(Tokens::new(f64::NAN).is_err());
@@ -46,7 +46,7 @@ impl Tokens {
     /// use microbatch::Error;
     ///
     /// let model = Tokens::new(0.5)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(100)]).language, 50.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(100)]).language, 50.0);
     /// assert!(matches!(Tokens::new(-1.0), Err(Error::InvalidCoefficient { name: "per_token", .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -90,7 +90,7 @@ impl_summed!(Tokens, u64, |_, s| s.tokens(), |m, &l| {
 /// use microbatch::cost::{CostModel, PerSample, Sample};
 ///
 /// let model = PerSample::new(0.25)?;
-/// assert_eq!(model.cost(&[Sample::text_only(1), Sample::text_only(9)]).language, 0.5);
+/// assert_eq!(model.cost(&[&Sample::text_only(1), &Sample::text_only(9)]).language, 0.5);
 /// assert!(PerSample::new(-1.0).is_err());
 /// # Ok::<(), microbatch::Error>(())
 /// ```
@@ -115,7 +115,7 @@ impl PerSample {
     /// use microbatch::Error;
     ///
     /// let model = PerSample::new(0.1)?;
-    /// assert_eq!(model.cost(&vec![Sample::text_only(5); 3]).language, 0.1 * 3.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(5); 3]).language, 0.1 * 3.0);
     /// assert!(matches!(PerSample::new(f64::INFINITY), Err(Error::InvalidCoefficient { name: "cost", .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -142,7 +142,10 @@ impl PerSample {
 }
 
 // State: the sample count.
-impl_summed!(PerSample, u64, |_, _| 1, |m, &n| Phases::new(0.0, m.cost * n as f64));
+impl_summed!(PerSample, u64, |_, _| 1, |m, &n| Phases::new(
+    0.0,
+    m.cost * n as f64
+));
 
 /// A fixed `cost` per non-empty group, in the language phase: the overhead of
 /// one micro-step (optimizer-free forward/backward launch, FSDP parameter
@@ -157,7 +160,7 @@ impl_summed!(PerSample, u64, |_, _| 1, |m, &n| Phases::new(0.0, m.cost * n as f6
 ///
 /// let model = PerGroup::new(0.3)?;
 /// assert_eq!(model.cost(&[]).language, 0.0);
-/// assert_eq!(model.cost(&[Sample::text_only(1), Sample::text_only(2)]).language, 0.3);
+/// assert_eq!(model.cost(&[&Sample::text_only(1), &Sample::text_only(2)]).language, 0.3);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -181,7 +184,7 @@ impl PerGroup {
     /// use microbatch::Error;
     ///
     /// let model = PerGroup::new(0.3)?;
-    /// assert_eq!(model.cost(&vec![Sample::text_only(5); 4]).language, 0.3); // once, not per sample
+    /// assert_eq!(model.cost(&[&Sample::text_only(5); 4]).language, 0.3); // once, not per sample
     /// assert!(matches!(PerGroup::new(f64::NAN), Err(Error::InvalidCoefficient { name: "cost", .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```

@@ -44,7 +44,7 @@ impl Training {
     ///
     /// let frozen = PerTile::new(2.0, 576, Training::Frozen)?;
     /// let trained = PerTile::new(2.0, 576, Training::Trained)?;
-    /// let group = [Sample::new(0, [Image::new(576)])];
+    /// let group = [&Sample::new(0, [Image::new(576)])];
     /// assert_eq!(trained.cost(&group).vision / frozen.cost(&group).vision, Training::Trained.factor());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -124,7 +124,7 @@ pub(super) fn at_least_one(name: &'static str, value: u32) -> Result<u32, Error>
 ///
 /// let internvit = PerTile::new(1.0, 256, Training::Trained)?;
 /// let s = Sample::new(50, [Image::new(600)]); // ceil(600 / 256) = 3 tiles
-/// assert_eq!(internvit.cost(&[s]).vision, 9.0);
+/// assert_eq!(internvit.cost(&[&s]).vision, 9.0);
 /// let tiled = Sample::new(0, [Image::with_units(256, NonZeroU32::new(2).unwrap())]);
 /// assert_eq!(internvit.tiles(&tiled.images()[0]), 2);
 /// # Ok::<(), microbatch::Error>(())
@@ -152,7 +152,7 @@ impl PerTile {
     /// use microbatch::Error;
     ///
     /// let clip = PerTile::new(1.0, 576, Training::Frozen)?;
-    /// assert_eq!(clip.cost(&[Sample::new(0, [Image::new(577)])]).vision, 2.0); // two tiles
+    /// assert_eq!(clip.cost(&[&Sample::new(0, [Image::new(577)])]).vision, 2.0); // two tiles
     /// let err = PerTile::new(1.0, 0, Training::Frozen).unwrap_err();
     /// assert!(matches!(err, Error::InvalidSetting { name: "tokens_per_tile", .. }));
     /// # Ok::<(), microbatch::Error>(())
@@ -257,7 +257,7 @@ impl_vision!(PerTile);
 ///
 /// let vit = PerImage::new(1.0, 0.5, 4, Training::Frozen)?;
 /// // 100 tokens = 400 patches: 400 + 0.5 * 400^2.
-/// assert_eq!(vit.cost(&[Sample::new(7, [Image::new(100)])]).vision, 80_400.0);
+/// assert_eq!(vit.cost(&[&Sample::new(7, [Image::new(100)])]).vision, 80_400.0);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -287,7 +287,7 @@ impl PerImage {
     /// use microbatch::Error;
     ///
     /// let vit = PerImage::new(1.0, 0.0, 4, Training::Trained)?;
-    /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 3.0 * 40.0); // 40 patches, trained
+    /// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(10)])]).vision, 3.0 * 40.0); // 40 patches, trained
     /// let err = PerImage::new(1.0, 0.0, 0, Training::Frozen).unwrap_err();
     /// assert!(matches!(err, Error::InvalidSetting { name: "patches_per_token", .. }));
     /// # Ok::<(), microbatch::Error>(())
@@ -401,7 +401,7 @@ impl_vision!(PerImage);
 /// let vit = Windowed::new(0.0, 1.0, 64, 0.0, 4, Training::Frozen)?;
 /// // 40 tokens = 160 patches = 64 + 64 + 32.
 /// let s = Sample::new(0, [Image::new(40)]);
-/// assert_eq!(vit.cost(&[s]).vision, 2.0 * 64.0 * 64.0 + 32.0 * 32.0);
+/// assert_eq!(vit.cost(&[&s]).vision, 2.0 * 64.0 * 64.0 + 32.0 * 32.0);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -436,7 +436,7 @@ impl Windowed {
     ///
     /// // Full attention only: 10 tokens = 40 patches, 40^2.
     /// let vit = Windowed::new(0.0, 0.0, 64, 1.0, 4, Training::Frozen)?;
-    /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 1600.0);
+    /// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(10)])]).vision, 1600.0);
     /// let err = Windowed::new(0.0, 1.0, 0, 0.0, 4, Training::Frozen).unwrap_err();
     /// assert!(matches!(err, Error::InvalidSetting { name: "window", .. }));
     /// # Ok::<(), microbatch::Error>(())
@@ -578,7 +578,7 @@ impl_vision!(Windowed);
 /// use microbatch::cost::{CostModel, Image, PerTile, Sample, Training, Vision};
 ///
 /// let vit = Vision::from(PerTile::new(2.0, 576, Training::Frozen)?);
-/// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(576)])]).vision, 2.0);
+/// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(576)])]).vision, 2.0);
 /// assert!(format!("{vit:?}").starts_with("PerTile {"));
 /// # Ok::<(), microbatch::Error>(())
 /// ```

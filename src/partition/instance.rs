@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 
 use crate::error::{Error, Oversize, Scalar};
-use crate::num::{Item, Size, Total, SizeOps, TotalOps};
+use crate::num::{Item, Size, SizeOps, Total, TotalOps};
 
 use super::{Dims, Objective};
 
@@ -279,7 +279,9 @@ pub(crate) fn instance<I: Item>(
         .chunks_exact(d)
         .map(|c| {
             c.iter()
-                .fold(TotalOps::ZERO, |acc: <I::Size as Size>::Total, &x| acc.add(x))
+                .fold(TotalOps::ZERO, |acc: <I::Size as Size>::Total, &x| {
+                    acc.add(x)
+                })
         })
         .collect();
     let mut index: Vec<usize> = (0..n).collect();

@@ -35,10 +35,10 @@ type Instant = ();
 ///
 /// ```
 /// use core::num::NonZeroU32;
-/// use microbatch::cost::{preset, Image, Sample};
+/// use microbatch::cost::{Image, Preset, Sample};
 /// use microbatch::plan::{Planner, StepSample, SyncModel};
 ///
-/// let planner = Planner::new(preset("internvl2.5-8b")?.cost_model()?, 2, 16384)
+/// let planner = Planner::new(Preset::InternVl25_8b.cost_model(), 2, 16384)
 ///     .max_units(48) // ViT tiles per packed sequence
 ///     .sync(SyncModel::MicroStep)
 ///     .micro_steps(2);
@@ -832,10 +832,10 @@ impl Prepared {
 /// # Examples
 ///
 /// ```
-/// use microbatch::cost::{preset, Image, Sample};
+/// use microbatch::cost::{Image, Preset, Sample};
 /// use microbatch::plan::{plan, StepSample, SyncModel};
 ///
-/// let model = preset("llava-1.5-7b")?.cost_model()?;
+/// let model = Preset::Llava15_7b.cost_model();
 /// let samples: Vec<_> = (0..32)
 ///     .map(|i| StepSample::new(i, Sample::new(100 + 30 * (i as u32 % 7), [Image::new(576)])))
 ///     .collect();
