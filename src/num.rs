@@ -145,14 +145,16 @@ pub(crate) use self::ops::{SizeOps, TotalOps};
 /// use microbatch::pack::first_fit_decreasing;
 /// use microbatch::{NotNan, Size};
 ///
-/// fn bins<S: Size>(sizes: &[S], capacity: S) -> usize {
-///     first_fit_decreasing(sizes, capacity).map_or(0, |p| p.len())
+/// // Generic over the size type: (tokens, tiles) items of any `Size`.
+/// fn bins<S: Size>(items: &[[S; 2]], capacity: [S; 2]) -> usize {
+///     first_fit_decreasing(items, capacity).map_or(0, |p| p.len())
 /// }
-/// assert_eq!(bins(&[6u32, 6, 4], 10), 2);
+/// assert_eq!(bins(&[[6u32, 1], [6, 1], [4, 1]], [10, 4]), 2);
 /// // No overflow even at the edge of the type.
-/// assert_eq!(bins(&[u64::MAX - 1, 1], u64::MAX), 1);
+/// assert_eq!(bins(&[[u64::MAX - 1, 0], [1, 0]], [u64::MAX, 1]), 1);
 /// let half = NotNan::new(0.5).unwrap();
-/// assert_eq!(bins(&[half, half, half], NotNan::new(1.0).unwrap()), 2);
+/// let one = NotNan::new(1.0).unwrap();
+/// assert_eq!(bins(&[[half, one], [half, one], [half, one]], [one, one]), 3);
 /// ```
 pub trait Size: SizeOps + Debug {
     /// The accumulator for sums of many sizes: `u128` for integers, `f64`

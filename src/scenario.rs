@@ -31,7 +31,7 @@
 //! assert_eq!(batch.len(), 1000);
 //! assert_eq!(batch, s.generate(1000, 7)); // seeded
 //! assert!(batch.iter().all(|x| x.sample.tokens() <= u64::from(s.seq_len())));
-//! let plan = s.planner(8)?.plan(&batch)?;
+//! let plan = s.planner(8).plan(&batch)?;
 //! assert!(plan.report().ratio() < 1.05);
 //! # Ok::<(), microbatch::Error>(())
 //! ```
