@@ -847,7 +847,6 @@ impl Preset {
     /// let share = cost.vision / cost.total();
     /// assert!(share > 0.2 && share < 0.3, "{share}");
     /// ```
-    #[must_use]
     pub fn cost_model(self) -> PresetModel {
         self.vit()
             .model(self.vit_training())
