@@ -26,7 +26,7 @@ fn group(c: &mut Criterion, n: usize, ranks: usize, syncs: &[SyncModel], label: 
         group.measurement_time(Duration::from_secs(12));
     }
     for &sync in syncs {
-        let planner = Scenario::AnyresMix.planner(ranks).unwrap().sync(sync);
+        let planner = Scenario::AnyresMix.planner(ranks).sync(sync);
         group.bench_function(BenchmarkId::from_parameter(sync), |b| {
             b.iter(|| planner.plan(black_box(&batch)).unwrap())
         });
@@ -65,7 +65,7 @@ const MEMORY_CHILD: &str = "MICROBATCH_BENCH_MEMORY";
 fn memory(sync: SyncModel) {
     let n = 1_000_000;
     let batch = Scenario::AnyresMix.generate(n, 42);
-    let planner = Scenario::AnyresMix.planner(16_384).unwrap().sync(sync);
+    let planner = Scenario::AnyresMix.planner(16_384).sync(sync);
     // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
     if std::fs::write("/proc/self/clear_refs", "5").is_err() {
         println!("extra memory: not measured (needs Linux /proc)");

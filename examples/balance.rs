@@ -20,7 +20,7 @@
 
 use std::process::ExitCode;
 
-use microbatch::cost::{preset, Image, Incremental, PresetModel, Sample, Tokens, PRESET_NAMES};
+use microbatch::cost::{Image, Incremental, Preset, PresetModel, Sample, Tokens};
 use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
 use microbatch::scenario::{Scenario, SCENARIO_NAMES};
 use serde_json::{json, Value};
@@ -257,14 +257,15 @@ fn configure<M: Incremental>(p: Planner<M>, args: &Args, max_units: Option<u32>)
 fn run(args: &Args) -> Result<(), String> {
     let model_name = args.model.clone().unwrap_or_else(|| {
         if args.input.is_some() {
-            "qwen2.5-vl-7b".into()
+            Preset::Qwen25Vl7b.to_string()
         } else {
-            args.scenario.preset().into()
+            args.scenario.preset().to_string()
         }
     });
-    let model: PresetModel = preset(&model_name)
-        .and_then(|p| p.cost_model())
-        .map_err(|e| e.to_string())?;
+    let model: PresetModel = model_name
+        .parse::<Preset>()
+        .map_err(|e| e.to_string())?
+        .cost_model();
     let (samples, source) = match &args.input {
         Some(path) => (read_input(path)?, path.clone()),
         None => (
@@ -380,7 +381,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "scenarios: {}; models: {}",
                 SCENARIO_NAMES.join(", "),
-                PRESET_NAMES.join(", ")
+                Preset::ALL.map(|p| p.name()).join(", ")
             );
             return if e.is_empty() {
                 ExitCode::SUCCESS

@@ -79,11 +79,13 @@ fn main() -> Result<(), microbatch::Error> {
 
     println!("\n  micro-batch   measured   predicted");
     for (i, (batch, (_, ms))) in batches.iter().zip(TIMINGS).enumerate() {
-        let predicted = 1000.0 * model.cost(batch).total();
+        let group: Vec<&Sample> = batch.iter().collect(); // borrowed, not cloned
+        let predicted = 1000.0 * model.cost(&group).total();
         println!("  {i:>11}   {ms:>6.1} ms   {predicted:>6.1} ms");
     }
 
-    // A greedy planner asks "this pack + one more document" in O(1).
+    // Incrementally, as the planner evaluates its packed sequences: a state
+    // of sums, and "this pack + one more document" in O(1).
     let mut pack = model.empty();
     for s in &batches[4] {
         model.insert(&mut pack, s);

@@ -20,7 +20,7 @@
 //! cargo run --release --example plan_table -- 64,1024 42   # ranks, seed
 //! ```
 
-use microbatch::cost::{preset, CostModel, Phases, Sample, Tokens};
+use microbatch::cost::{CostModel, Phases, Sample, Tokens};
 use microbatch::pack::first_fit_decreasing;
 use microbatch::partition::{Algorithm, Partitioner};
 use microbatch::plan::{Planner, StepSample, SyncModel};
@@ -29,12 +29,8 @@ use microbatch::scenario::Scenario;
 /// The step time of a layout `rank -> micro-step -> samples` under `sync`.
 fn step_time(layout: &[Vec<Vec<&Sample>>], model: &impl CostModel, sync: SyncModel) -> f64 {
     let steps = layout.iter().map(Vec::len).max().unwrap_or(0);
-    let cost = |r: usize, j: usize| -> Phases {
-        let group: Vec<Sample> = layout[r]
-            .get(j)
-            .map_or(Vec::new(), |g| g.iter().map(|s| (*s).clone()).collect());
-        model.cost(&group)
-    };
+    let cost =
+        |r: usize, j: usize| -> Phases { model.cost(layout[r].get(j).map_or(&[], Vec::as_slice)) };
     let ranks = layout.len();
     match sync {
         SyncModel::Step => (0..ranks)
@@ -106,17 +102,12 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for scenario in Scenario::ALL {
-        let model = preset(scenario.preset()).unwrap().cost_model().unwrap();
+        let model = scenario.preset().cost_model();
         for &r in &ranks {
             let batch = scenario.generate(64 * r, seed);
             let verl = verl_layout(&batch, r, scenario);
             for sync in SyncModel::ALL {
-                let plan = scenario
-                    .planner(r)
-                    .unwrap()
-                    .sync(sync)
-                    .plan(&batch)
-                    .unwrap();
+                let plan = scenario.planner(r).sync(sync).plan(&batch).unwrap();
                 let mut by_tokens =
                     Planner::new(Tokens::new(1.0).unwrap(), r, scenario.seq_len()).sync(sync);
                 if let Some(u) = scenario.max_units() {

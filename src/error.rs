@@ -70,8 +70,13 @@ impl fmt::Display for InvalidReason {
     }
 }
 
-/// One item that is larger than the capacity in one dimension, as listed by
+/// One item that exceeds a capacity or cap in one dimension, as listed by
 /// [`Error::Oversize`].
+///
+/// The packers and partitioners name the item by its index in the input and
+/// the dimension by its number; the planner also gives the sample's
+/// [`id`](Oversize::id) and the limit's [`name`](Oversize::name)
+/// (`"tokens"`, `"units"` or `"images"`).
 ///
 /// # Examples
 ///
@@ -82,17 +87,24 @@ impl fmt::Display for InvalidReason {
 /// let err = first_fit_decreasing(&[5u32, 20, 7], 10).unwrap_err();
 /// let Error::Oversize { items } = err else { panic!() };
 /// assert_eq!((items[0].index, items[0].size, items[0].capacity), (1, Scalar::Int(20), Scalar::Int(10)));
+/// assert_eq!((items[0].id, items[0].name), (None, None));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Oversize {
     /// The item's index in the input.
     pub index: usize,
+    /// The item's id, for the planner's samples.
+    pub id: Option<u64>,
     /// The dimension in which it does not fit.
     pub dim: usize,
+    /// The dimension's name, where it has one: `"tokens"`, `"units"` or
+    /// `"images"` for the planner.
+    pub name: Option<&'static str>,
     /// Its size in that dimension.
     pub size: Scalar,
-    /// The capacity in that dimension.
+    /// The capacity (or cap) in that dimension.
     pub capacity: Scalar,
 }
 
@@ -153,7 +165,8 @@ pub enum Error {
         reason: InvalidReason,
     },
     /// Items larger than the capacity: every (item, dimension) pair that does
-    /// not fit, in input order.
+    /// not fit, in input order (in id order for the planner's samples, which
+    /// a packed sequence's length or caps cannot hold).
     Oversize {
         /// The offending items.
         items: Vec<Oversize>,
@@ -166,22 +179,6 @@ pub enum Error {
         value: f64,
         /// Why it was rejected.
         reason: InvalidReason,
-    },
-    /// A model shape parameter (a count) is out of its range.
-    InvalidShape {
-        /// The parameter.
-        name: &'static str,
-        /// The rejected value.
-        value: u64,
-        /// What the parameter must be, for example "at least 1".
-        requirement: &'static str,
-    },
-    /// No cost model preset has this name.
-    UnknownPreset {
-        /// The name asked for.
-        name: String,
-        /// The known names.
-        known: &'static [&'static str],
     },
     /// A calibration has too few rows to fit and judge its coefficients:
     /// it needs more rows than features.
@@ -255,11 +252,13 @@ pub enum Error {
         /// How many times the item appears in the partition.
         times: usize,
     },
-    /// A planner setting is out of its range (zero ranks, a zero sequence
-    /// length or cap, zero micro-steps, more samples than the planner
-    /// indexes).
+    /// A setting is out of its range: a planner setting (zero ranks, a zero
+    /// sequence length or cap, zero micro-steps, more samples than the
+    /// planner indexes), a model shape parameter (zero heads, a zero tile
+    /// size) or a calibration's feature count.
     InvalidSetting {
-        /// The setting, as named by the builder method.
+        /// The setting, as named by the builder method, the shape's field or
+        /// the constructor's parameter.
         name: &'static str,
         /// The rejected value.
         value: u64,
@@ -278,12 +277,6 @@ pub enum Error {
     DuplicateId {
         /// The repeated id.
         id: u64,
-    },
-    /// Samples that fit no packed sequence, by id: every (sample, limit) pair
-    /// that is exceeded, in id order.
-    SampleTooLarge {
-        /// The offending samples.
-        samples: Vec<OversizeSample>,
     },
     /// The given number of micro-steps cannot hold the step's samples.
     MicroStepsInfeasible {
@@ -311,44 +304,17 @@ pub enum Error {
         /// The samples given.
         given: usize,
     },
-    /// A name (of a scenario or a sync model) that is not known.
+    /// A name (of a cost model preset, a scenario or a sync model) that is
+    /// not known.
     UnknownName {
-        /// What the name is of: `"scenario"`, `"sync model"`.
+        /// What the name is of: `"cost model preset"`, `"scenario"`, `"sync
+        /// model"`.
         kind: &'static str,
         /// The name asked for.
         name: String,
         /// The known names.
         known: &'static [&'static str],
     },
-}
-
-/// One sample that exceeds a limit of a packed sequence, as listed by
-/// [`Error::SampleTooLarge`].
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::cost::Sample;
-/// use microbatch::plan::{Planner, StepSample};
-/// use microbatch::{cost::Tokens, Error};
-///
-/// let samples = [StepSample::new(7, Sample::text_only(5000)), StepSample::new(8, Sample::text_only(10))];
-/// let err = Planner::new(Tokens::new(1.0)?, 1, 4096).plan(&samples).unwrap_err();
-/// let Error::SampleTooLarge { samples } = err else { panic!() };
-/// assert_eq!((samples[0].id, samples[0].limit, samples[0].size, samples[0].max), (7, "tokens", 5000, 4096));
-/// # Ok::<(), microbatch::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct OversizeSample {
-    /// The sample's id.
-    pub id: u64,
-    /// The limit it exceeds: `"tokens"`, `"units"` or `"images"`.
-    pub limit: &'static str,
-    /// The sample's size in that limit.
-    pub size: u64,
-    /// The limit's value.
-    pub max: u64,
 }
 
 /// How many offending items [`Error::Oversize`] lists in its message.
@@ -383,13 +349,24 @@ impl fmt::Display for Error {
                 "item {index} has an invalid size in dimension {dim}: {reason}"
             ),
             Error::Oversize { items } => {
-                write!(f, "{} item(s) larger than the capacity:", items.len())?;
+                if items.iter().all(|o| o.id.is_some()) && !items.is_empty() {
+                    write!(f, "{} sample(s) fit no packed sequence:", items.len())?;
+                } else {
+                    write!(f, "{} item(s) larger than the capacity:", items.len())?;
+                }
                 for o in items.iter().take(LISTED) {
-                    write!(
-                        f,
-                        " item {} has size {} > {} in dimension {};",
-                        o.index, o.size, o.capacity, o.dim
-                    )?;
+                    match o.id {
+                        Some(id) => write!(f, " sample {id} has ")?,
+                        None => write!(f, " item {} has ", o.index)?,
+                    }
+                    match o.name {
+                        Some(name) => write!(f, "{} {name} > {};", o.size, o.capacity)?,
+                        None => write!(
+                            f,
+                            "size {} > {} in dimension {};",
+                            o.size, o.capacity, o.dim
+                        )?,
+                    }
                 }
                 if items.len() > LISTED {
                     write!(f, " and {} more", items.len() - LISTED)?;
@@ -410,24 +387,6 @@ impl fmt::Display for Error {
                     f,
                     "the coefficient `{name}` is {what} ({value}); coefficients must be finite and non-negative"
                 )
-            }
-            Error::InvalidShape {
-                name,
-                value,
-                requirement,
-            } => write!(
-                f,
-                "the model shape parameter `{name}` is {value}; it must be {requirement}"
-            ),
-            Error::UnknownPreset { name, known } => {
-                write!(f, "unknown cost model preset {name:?}; known presets: ")?;
-                for (i, k) in known.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    f.write_str(k)?;
-                }
-                Ok(())
             }
             Error::TooFewRows { rows, features } => write!(
                 f,
@@ -463,27 +422,13 @@ impl fmt::Display for Error {
                 requirement,
             } => write!(
                 f,
-                "the planner setting `{name}` is {value}; it must be {requirement}"
+                "the setting `{name}` is {value}; it must be {requirement}"
             ),
             Error::TooFewSamples { samples, ranks } => write!(
                 f,
                 "{samples} sample(s) for {ranks} ranks: every rank needs at least one sample"
             ),
             Error::DuplicateId { id } => write!(f, "sample id {id} appears more than once"),
-            Error::SampleTooLarge { samples } => {
-                write!(f, "{} sample(s) fit no packed sequence:", samples.len())?;
-                for o in samples.iter().take(LISTED) {
-                    write!(
-                        f,
-                        " sample {} has {} {} > {};",
-                        o.id, o.size, o.limit, o.max
-                    )?;
-                }
-                if samples.len() > LISTED {
-                    write!(f, " and {} more", samples.len() - LISTED)?;
-                }
-                Ok(())
-            }
             Error::MicroStepsInfeasible { given, smallest } => write!(
                 f,
                 "{given} micro-step(s) cannot hold the batch; the smallest feasible number is {smallest}"

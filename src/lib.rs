@@ -18,7 +18,8 @@
 //! - [`cost`]: cost models of a sample or a group of samples, per phase
 //!   (vision, language): linear tokens, document-masked and full attention,
 //!   vision encoders, FLOPs from model shapes with named presets, fitting to
-//!   measured timings, and combinators to compose them ([`CostModel`]).
+//!   measured timings, and combinators to compose them
+//!   ([`CostModel`](cost::CostModel)).
 //! - [`partition`]: multiway partitioning over ranks. LPT, Karmarkar-Karp,
 //!   refinement, an exact branch and bound and lower bounds, with equal-count,
 //!   per-part cap and no-empty-part constraints and multi-dimensional weights.
@@ -26,13 +27,22 @@
 //!   ranks and `A` micro-steps of packed sequences, balanced for a sync model
 //!   (one barrier per step, per micro-step, or per phase), with the loss
 //!   scales that keep the update equal to the unbalanced one, a report
-//!   against the lower bound and a stable fingerprint ([`Planner`]).
+//!   against the lower bound and a stable fingerprint
+//!   ([`Planner`](plan::Planner)).
 //! - `scenario` (feature `scenarios`): seeded generators of realistic
 //!   vision-language batches (`llava-sft`, `anyres-mix`, `interleaved`).
 //! - [`Size`], [`Total`] and [`Item`]: the small numeric traits every algorithm
-//!   is generic over (unsigned integers and `NotNan` floats; scalars, arrays,
-//!   vectors and `(id, item)` pairs).
+//!   is generic over (unsigned integers and [`NotNan`] floats; scalars,
+//!   arrays, vectors and `(id, item)` pairs). [`NotNan`] is re-exported from
+//!   `ordered-float`, and [`not_nan`] converts raw `f64`s, so no dependency
+//!   of your own is needed for float sizes.
 //! - [`Error`]: one error type; every error names the offending item.
+//!
+//! Every public type has one path: the algorithms and their types under
+//! their module (`microbatch::pack::first_fit_decreasing`,
+//! `microbatch::partition::lpt`, `microbatch::cost::Tokens`,
+//! `microbatch::plan::Planner`), and at the root only what the modules
+//! share: the numeric traits, [`NotNan`], and the error.
 //!
 //! # Example
 //!
@@ -54,11 +64,10 @@
 //! barriers (FSDP gathering the ViT and the LLM separately):
 //!
 //! ```
-//! use microbatch::cost::{preset, Image, Sample};
-//! use microbatch::plan::{Normalization, Reduction};
-//! use microbatch::{Planner, StepSample, SyncModel};
+//! use microbatch::cost::{Image, Preset, Sample};
+//! use microbatch::plan::{Normalization, Planner, Reduction, StepSample, SyncModel};
 //!
-//! let model = preset("internvl2.5-8b")?.cost_model()?;
+//! let model = Preset::InternVl25_8b.cost_model();
 //! let samples: Vec<StepSample> = (0..40u64)
 //!     .map(|id| StepSample::new(id, Sample::new(200 + 37 * (id as u32 % 13), [Image::new(256 * (1 + id as u32 % 4))])))
 //!     .collect();
@@ -116,13 +125,11 @@ pub mod scenario;
 #[cfg(test)]
 mod test_rng;
 
-pub use crate::cost::{CostModel, Phases, Sample};
-pub use crate::error::{Error, InvalidReason, Oversize, OversizeSample, Scalar};
-pub use crate::plan::{Plan, Planner, StepSample, SyncModel};
+pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
+pub use crate::num::{not_nan, Item, Size, Total};
+pub use ordered_float::NotNan;
 
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
-pub use crate::num::{not_nan, Item, Size, Total};
-pub use crate::partition::{karmarkar_karp, lpt, Partition, Partitioner};

@@ -22,17 +22,117 @@ use ordered_float::NotNan;
 
 use crate::error::{InvalidReason, Scalar};
 
-mod sealed {
-    pub trait Sealed {}
+/// The helpers behind [`Size`] and [`Total`], crate-internal.
+///
+/// The traits are nominally `pub` so that the public [`Size`] and [`Total`]
+/// can name them as supertraits (a `pub(crate)` supertrait trips the
+/// `private_bounds` lint), but they live in this private module: no user
+/// can name, import or implement them, which also seals [`Size`] and
+/// [`Total`]. The crate's algorithms import them with
+/// `use crate::num::{SizeOps, TotalOps};`.
+pub(crate) mod ops {
+    use core::cmp::Ordering;
+
+    use crate::error::{InvalidReason, Scalar};
+
+    /// The arithmetic every algorithm needs on a [`Size`](super::Size).
+    pub trait SizeOps: Copy + Ord + 'static {
+        /// The additive identity.
+        fn zero() -> Self;
+
+        /// Whether an item of size `size` fits in a bin of capacity
+        /// `capacity` already holding `load`, that is `load + size <=
+        /// capacity`.
+        ///
+        /// Requires `load <= capacity`. Integers evaluate `size <= capacity -
+        /// load` (no overflow); floats evaluate `load + size <= capacity`
+        /// exactly as [`SizeOps::add`] will compute the new load, so a bin
+        /// never ends above its capacity by rounding.
+        fn fits(load: Self, size: Self, capacity: Self) -> bool;
+
+        /// `self + rhs`. Only called where [`SizeOps::fits`] guarantees the
+        /// result is at most a capacity, so it cannot overflow.
+        fn add(self, rhs: Self) -> Self;
+
+        /// `self - rhs`, saturating at zero.
+        fn saturating_sub(self, rhs: Self) -> Self;
+
+        /// Widens to the accumulator type.
+        fn widen(self) -> <Self as super::Size>::Total
+        where
+            Self: super::Size;
+
+        /// Converts to `f64` (rounding large integers), for ratios and reports.
+        fn to_f64(self) -> f64;
+
+        /// The value as an error payload.
+        fn to_scalar(self) -> Scalar;
+
+        /// Checks a user-supplied value: floats must be finite and
+        /// non-negative. Integers are always valid.
+        fn check(self) -> Result<(), InvalidReason>;
+
+        /// The value as a small array index, for algorithms that bucket by
+        /// value (counting sort, value-indexed best fit). `None` for floats
+        /// and for integers that do not fit in `usize`.
+        fn to_index(self) -> Option<usize>;
+
+        /// The smallest number of bins of capacity `capacity` whose total
+        /// capacity is at least `total`: `ceil(total / capacity)`, or `0` for
+        /// a zero capacity.
+        ///
+        /// For floats the quotient is shrunk by a relative `4 * n *
+        /// f64::EPSILON` before rounding up, where `n` is `terms`, the number
+        /// of sizes summed into `total`, so that rounding in the sum cannot
+        /// push a lower bound one bin above the truth.
+        fn bins_needed(total: <Self as super::Size>::Total, capacity: Self, terms: usize) -> u64
+        where
+            Self: super::Size;
+    }
+
+    /// The arithmetic every algorithm needs on a [`Total`](super::Total).
+    pub trait TotalOps: Copy + PartialOrd + 'static {
+        /// The additive identity.
+        const ZERO: Self;
+        /// The smallest positive difference between two totals: one for
+        /// integers, zero for floats (which have no such step).
+        const UNIT: Self;
+        /// `self + rhs`. For `u128` this saturates, which no sum of fewer
+        /// than 2^64 sizes of at most 64 bits can reach.
+        fn add(self, rhs: Self) -> Self;
+        /// `self - rhs`, saturating at zero.
+        fn saturating_sub(self, rhs: Self) -> Self;
+        /// `self * count`, the total of `count` copies (saturating for
+        /// `u128`).
+        fn mul_count(self, count: u64) -> Self;
+        /// `ceil(self / parts)` for integers, `self / parts` for floats;
+        /// `self` for zero parts.
+        fn div_ceil_parts(self, parts: usize) -> Self;
+        /// A total order (IEEE-754 `totalOrder` for `f64`).
+        fn total_cmp(&self, other: &Self) -> Ordering;
+        /// Converts to `f64`.
+        fn to_f64(self) -> f64;
+        /// The value as an error payload (integers saturate at `u64::MAX`).
+        fn to_scalar(self) -> Scalar;
+        /// Whether the totals are integers (`u128`), whose arithmetic is
+        /// exact.
+        const INTEGER: bool;
+        /// The value of an integer total; `None` for floats.
+        fn as_u128(self) -> Option<u128>;
+        /// An integer as an integer total; `None` for floats.
+        fn from_u128(value: u128) -> Option<Self>;
+    }
 }
+
+pub(crate) use self::ops::{SizeOps, TotalOps};
 
 /// A non-negative size or weight: an unsigned integer or a `NotNan` float.
 ///
 /// The trait is sealed: it is implemented for `u8`, `u16`, `u32`, `u64`,
-/// `usize`, `NotNan<f32>` and `NotNan<f64>`. Integer arithmetic is exact;
-/// no operation of the crate can overflow, because loads are compared through
-/// [`Size::fits`] (which subtracts instead of adding for integers) and sums are
-/// kept in [`Size::Total`].
+/// `usize`, [`NotNan<f32>`] and [`NotNan<f64>`], and its arithmetic is
+/// internal to the crate. Integer arithmetic is exact; no operation of the
+/// crate can overflow, because loads are compared by subtracting instead of
+/// adding for integers and sums are kept in [`Size::Total`].
 ///
 /// Float sizes must be finite and non-negative; the algorithms check this and
 /// return [`Error::InvalidSize`](crate::Error::InvalidSize) naming the item
@@ -42,93 +142,53 @@ mod sealed {
 /// # Examples
 ///
 /// ```
-/// use microbatch::Size;
+/// use microbatch::pack::first_fit_decreasing;
+/// use microbatch::{NotNan, Size};
 ///
-/// assert!(u32::fits(10, 6, 16));
-/// assert!(!u32::fits(11, 6, 16));
+/// // Generic over the size type: (tokens, tiles) items of any `Size`.
+/// fn bins<S: Size>(items: &[[S; 2]], capacity: [S; 2]) -> usize {
+///     first_fit_decreasing(items, capacity).map_or(0, |p| p.len())
+/// }
+/// assert_eq!(bins(&[[6u32, 1], [6, 1], [4, 1]], [10, 4]), 2);
 /// // No overflow even at the edge of the type.
-/// assert!(u64::fits(u64::MAX - 1, 1, u64::MAX));
+/// assert_eq!(bins(&[[u64::MAX - 1, 0], [1, 0]], [u64::MAX, 1]), 1);
+/// let half = NotNan::new(0.5).unwrap();
+/// let one = NotNan::new(1.0).unwrap();
+/// assert_eq!(bins(&[[half, one], [half, one], [half, one]], [one, one]), 3);
 /// ```
-pub trait Size: Copy + Ord + Debug + sealed::Sealed + 'static {
-    /// The additive identity.
-    fn zero() -> Self;
-    /// The accumulator for sums of many sizes.
+pub trait Size: SizeOps + Debug {
+    /// The accumulator for sums of many sizes: `u128` for integers, `f64`
+    /// for floats.
     type Total: Total;
-
-    /// Whether an item of size `size` fits in a bin of capacity `capacity`
-    /// already holding `load`, that is `load + size <= capacity`.
-    ///
-    /// Requires `load <= capacity`. Integers evaluate `size <= capacity - load`
-    /// (no overflow); floats evaluate `load + size <= capacity` exactly as
-    /// [`Size::add`] will compute the new load, so a bin never ends above its
-    /// capacity by rounding.
-    fn fits(load: Self, size: Self, capacity: Self) -> bool;
-
-    /// `self + rhs`. Only called where [`Size::fits`] guarantees the result
-    /// is at most a capacity, so it cannot overflow.
-    fn add(self, rhs: Self) -> Self;
-
-    /// `self - rhs`, saturating at zero.
-    fn saturating_sub(self, rhs: Self) -> Self;
-
-    /// Widens to the accumulator type.
-    fn widen(self) -> Self::Total;
-
-    /// Converts to `f64` (rounding large integers), for ratios and reports.
-    fn to_f64(self) -> f64;
-
-    /// The value as an error payload.
-    fn to_scalar(self) -> Scalar;
-
-    /// Checks a user-supplied value: floats must be finite and non-negative.
-    /// Integers are always valid.
-    fn check(self) -> Result<(), InvalidReason>;
-
-    /// The value as a small array index, for algorithms that bucket by value
-    /// (counting sort, value-indexed best fit). `None` for floats and for
-    /// integers that do not fit in `usize`.
-    fn to_index(self) -> Option<usize>;
-
-    /// The smallest number of bins of capacity `capacity` whose total
-    /// capacity is at least `total`: `ceil(total / capacity)`, or `0` for a
-    /// zero capacity.
-    ///
-    /// For floats the quotient is shrunk by a relative `4 * n * f64::EPSILON`
-    /// before rounding up, where `n` is `terms`, the number of sizes summed
-    /// into `total`, so that rounding in the sum cannot push a lower bound one
-    /// bin above the truth.
-    fn bins_needed(total: Self::Total, capacity: Self, terms: usize) -> u64;
 }
 
 /// The accumulator of a [`Size`]: `u128` for integers, `f64` for floats.
 ///
+/// Sealed like [`Size`]: loads and lower bounds of the results are totals,
+/// so that no sum of sizes can overflow.
+///
 /// # Examples
 ///
 /// ```
-/// use microbatch::{Size, Total};
+/// use microbatch::partition::lpt;
+/// use microbatch::Total;
 ///
-/// let sum = [u64::MAX, u64::MAX].iter().fold(u128::ZERO, |acc, &x| acc.add(x.widen()));
-/// assert_eq!(sum, 2 * u64::MAX as u128);
+/// fn largest<T: Total>(totals: impl Iterator<Item = T>) -> Option<T> {
+///     totals.reduce(|a, b| if b > a { b } else { a })
+/// }
+/// // Parts of u64::MAX and more: their sums are u128, so nothing overflows.
+/// let partition = lpt(&[u64::MAX, u64::MAX, 1], 2)?;
+/// let sums = (0..partition.len()).map(|i| partition.sum(i)[0]);
+/// assert_eq!(largest(sums), Some(u128::from(u64::MAX) + 1));
+/// # Ok::<(), microbatch::Error>(())
 /// ```
-pub trait Total: Copy + PartialEq + PartialOrd + Debug + sealed::Sealed + 'static {
-    /// The additive identity.
-    const ZERO: Self;
-    /// `self + rhs`. For `u128` this saturates, which no sum of fewer than
-    /// 2^64 sizes of at most 64 bits can reach.
-    fn add(self, rhs: Self) -> Self;
-    /// `self - rhs`, saturating at zero.
-    fn saturating_sub(self, rhs: Self) -> Self;
-    /// `self * count`, the total of `count` copies (saturating for `u128`).
-    fn mul_count(self, count: u64) -> Self;
-    /// A total order (IEEE-754 `totalOrder` for `f64`).
-    fn total_cmp(&self, other: &Self) -> Ordering;
-    /// Converts to `f64`.
-    fn to_f64(self) -> f64;
-}
+pub trait Total: TotalOps + Debug {}
 
-impl sealed::Sealed for u128 {}
-impl Total for u128 {
+impl Total for u128 {}
+impl TotalOps for u128 {
     const ZERO: Self = 0;
+    const UNIT: Self = 1;
+    const INTEGER: bool = true;
     #[inline]
     fn add(self, rhs: Self) -> Self {
         self.saturating_add(rhs)
@@ -149,11 +209,33 @@ impl Total for u128 {
     fn to_f64(self) -> f64 {
         self as f64
     }
+    #[inline]
+    fn div_ceil_parts(self, parts: usize) -> Self {
+        if parts == 0 {
+            self
+        } else {
+            self.div_ceil(parts as u128)
+        }
+    }
+    #[inline]
+    fn to_scalar(self) -> Scalar {
+        Scalar::Int(u64::try_from(self).unwrap_or(u64::MAX))
+    }
+    #[inline]
+    fn as_u128(self) -> Option<u128> {
+        Some(self)
+    }
+    #[inline]
+    fn from_u128(value: u128) -> Option<Self> {
+        Some(value)
+    }
 }
 
-impl sealed::Sealed for f64 {}
-impl Total for f64 {
+impl Total for f64 {}
+impl TotalOps for f64 {
     const ZERO: Self = 0.0;
+    const UNIT: Self = 0.0;
+    const INTEGER: bool = false;
     #[inline]
     fn add(self, rhs: Self) -> Self {
         self + rhs
@@ -180,17 +262,38 @@ impl Total for f64 {
     fn to_f64(self) -> f64 {
         self
     }
+    #[inline]
+    fn div_ceil_parts(self, parts: usize) -> Self {
+        if parts == 0 {
+            self
+        } else {
+            self / parts as f64
+        }
+    }
+    #[inline]
+    fn to_scalar(self) -> Scalar {
+        Scalar::Float(self)
+    }
+    #[inline]
+    fn as_u128(self) -> Option<u128> {
+        None
+    }
+    #[inline]
+    fn from_u128(_value: u128) -> Option<Self> {
+        None
+    }
 }
 
 macro_rules! impl_size_uint {
     ($($t:ty),*) => {$(
-        impl sealed::Sealed for $t {}
         impl Size for $t {
+            type Total = u128;
+        }
+        impl SizeOps for $t {
             #[inline]
             fn zero() -> Self {
                 0
             }
-            type Total = u128;
             #[inline]
             fn fits(load: Self, size: Self, capacity: Self) -> bool {
                 // `load <= capacity` is a precondition, so this cannot wrap.
@@ -239,13 +342,14 @@ impl_size_uint!(u8, u16, u32, u64, usize);
 
 macro_rules! impl_size_float {
     ($($t:ty),*) => {$(
-        impl sealed::Sealed for NotNan<$t> {}
         impl Size for NotNan<$t> {
+            type Total = f64;
+        }
+        impl SizeOps for NotNan<$t> {
             #[inline]
             fn zero() -> Self {
                 NotNan::default()
             }
-            type Total = f64;
             #[inline]
             fn fits(load: Self, size: Self, capacity: Self) -> bool {
                 load.into_inner() + size.into_inner() <= capacity.into_inner()

@@ -31,7 +31,7 @@
 //! assert_eq!(batch.len(), 1000);
 //! assert_eq!(batch, s.generate(1000, 7)); // seeded
 //! assert!(batch.iter().all(|x| x.sample.tokens() <= u64::from(s.seq_len())));
-//! let plan = s.planner(8)?.plan(&batch)?;
+//! let plan = s.planner(8).plan(&batch)?;
 //! assert!(plan.report().ratio() < 1.05);
 //! # Ok::<(), microbatch::Error>(())
 //! ```
@@ -45,7 +45,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Geometric, LogNormal};
 use rand_pcg::Pcg64;
 
-use crate::cost::{preset, Image, PresetModel, Sample};
+use crate::cost::{Image, Preset, PresetModel, Sample};
 use crate::error::Error;
 use crate::plan::{Planner, StepSample};
 
@@ -71,11 +71,17 @@ pub const SCENARIO_NAMES: [&str; 3] = ["llava-sft", "anyres-mix", "interleaved"]
 /// ```
 /// use microbatch::scenario::Scenario;
 ///
+/// use microbatch::cost::Preset;
+///
 /// let s = Scenario::Interleaved;
-/// assert_eq!((s.name(), s.seq_len(), s.max_units(), s.preset()), ("interleaved", 16384, Some(48), "internvl2.5-8b"));
+/// assert_eq!((s.name(), s.seq_len(), s.max_units(), s.preset()), ("interleaved", 16384, Some(48), Preset::InternVl25_8b));
 /// assert!("mmc4".parse::<Scenario>().is_err());
 /// ```
+///
+/// The enum is `#[non_exhaustive]`: more scenarios may come in minor
+/// releases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Scenario {
     /// LLaVA-1.5 SFT (LLaVA-665K): 6.1% text-only samples (median 700 text
     /// tokens), the rest one 576-token image with a question (median 130)
@@ -176,36 +182,29 @@ impl Scenario {
         }
     }
 
-    /// The name of the model pair's cost preset
-    /// ([`cost::preset`](crate::cost::preset)).
+    /// The model pair's cost [`Preset`].
     ///
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, Training};
+    /// use microbatch::cost::{Preset, Training};
     /// use microbatch::scenario::Scenario;
     ///
-    /// let p = preset(Scenario::LlavaSft.preset())?;
-    /// assert_eq!(p.name(), "llava-1.5-7b");
+    /// let p = Scenario::LlavaSft.preset();
+    /// assert_eq!(p, Preset::Llava15_7b);
     /// assert_eq!(p.vit_training(), Training::Frozen); // LLaVA-1.5 freezes CLIP
-    /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
-    pub const fn preset(self) -> &'static str {
+    pub const fn preset(self) -> Preset {
         match self {
-            Scenario::LlavaSft => "llava-1.5-7b",
-            Scenario::AnyresMix => "qwen2.5-vl-7b",
-            Scenario::Interleaved => "internvl2.5-8b",
+            Scenario::LlavaSft => Preset::Llava15_7b,
+            Scenario::AnyresMix => Preset::Qwen25Vl7b,
+            Scenario::Interleaved => Preset::InternVl25_8b,
         }
     }
 
     /// A planner for `ranks` ranks with the scenario's preset cost model,
     /// sequence length and caps (and the planner's defaults otherwise).
-    ///
-    /// # Errors
-    ///
-    /// None for the built-in presets (the `Result` is that of
-    /// [`Preset::cost_model`](crate::cost::Preset::cost_model)).
     ///
     /// # Examples
     ///
@@ -214,17 +213,17 @@ impl Scenario {
     /// use microbatch::scenario::Scenario;
     ///
     /// let s = Scenario::LlavaSft;
-    /// let plan = s.planner(4)?.sync(SyncModel::MicroStep).plan(&s.generate(256, 1))?;
+    /// let plan = s.planner(4).sync(SyncModel::MicroStep).plan(&s.generate(256, 1))?;
     /// assert!(plan.report().ratio() < 1.02);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
-    pub fn planner(self, ranks: usize) -> Result<Planner<PresetModel>, Error> {
-        let model = preset(self.preset())?.cost_model()?;
-        let planner = Planner::new(model, ranks, self.seq_len());
-        Ok(match self.max_units() {
+    #[must_use]
+    pub fn planner(self, ranks: usize) -> Planner<PresetModel> {
+        let planner = Planner::new(self.preset().cost_model(), ranks, self.seq_len());
+        match self.max_units() {
             Some(u) => planner.max_units(u),
             None => planner,
-        })
+        }
     }
 
     /// `n` samples with ids `0..n`, drawn with `seed`. Every sample fits the

@@ -59,11 +59,13 @@ fn recover(truth: [f64; 3], noise: f64, seed: u64, rows: usize) -> Recovered {
         + DocumentAttention::new(truth[1]).unwrap()
         + PerSample::new(truth[2]).unwrap();
     let batches = micro_batches(&mut rng, rows);
-    let timed: Vec<(&[Sample], f64)> = batches
+    let groups: Vec<Vec<&Sample>> = batches.iter().map(|g| g.iter().collect()).collect();
+    let timed: Vec<(&Vec<Sample>, f64)> = batches
         .iter()
-        .map(|g| {
+        .zip(&groups)
+        .map(|(g, refs)| {
             let e = noise * (2.0 * rng.unit() - 1.0);
-            (g.as_slice(), model.cost(g).total() * (1.0 + e))
+            (g, model.cost(refs).total() * (1.0 + e))
         })
         .collect();
     let terms: [&dyn CostModel; 3] = [
@@ -74,7 +76,7 @@ fn recover(truth: [f64; 3], noise: f64, seed: u64, rows: usize) -> Recovered {
     let mean_time = timed.iter().map(|r| r.1).sum::<f64>() / rows as f64;
     let mean_feature: Vec<f64> = terms
         .iter()
-        .map(|t| batches.iter().map(|g| t.cost(g).total()).sum::<f64>() / rows as f64)
+        .map(|t| groups.iter().map(|g| t.cost(g).total()).sum::<f64>() / rows as f64)
         .collect();
     let fit = fit_terms(&terms, timed).unwrap();
     let c = fit.coefficients();
@@ -193,7 +195,11 @@ fn fits_a_vision_phase_of_its_own() {
                 .collect()
         })
         .collect();
-    let timed = groups.iter().map(|g| (g, vit.cost(g).vision + 0.01)); // + a fixed 10 ms per step
+    // + a fixed 10 ms per step
+    let timed = groups.iter().map(|g| {
+        let refs: Vec<&Sample> = g.iter().collect();
+        (g, vit.cost(&refs).vision + 0.01)
+    });
     let unit = PerTile::new(1.0, 256, Training::Frozen).unwrap();
     let step = microbatch::cost::PerGroup::new(1.0).unwrap();
     let terms: [&dyn CostModel; 2] = [&unit, &step];
@@ -300,7 +306,7 @@ fn refuses_invalid_measurements() {
     let empty: [(&[f64], f64); 2] = [(&[], 1.0), (&[], 1.0)];
     assert!(matches!(
         fit(&empty),
-        Err(Error::InvalidShape {
+        Err(Error::InvalidSetting {
             name: "features",
             ..
         })

@@ -6,8 +6,7 @@
 use core::num::NonZeroU32;
 
 use microbatch::cost::{
-    preset, AttentionCount, CostModel, Image, LlmShape, Phases, Sample, Training, VitShape,
-    PRESET_NAMES,
+    AttentionCount, CostModel, Image, LlmShape, Phases, Preset, Sample, Training, VitShape,
 };
 use microbatch::Error;
 
@@ -192,7 +191,7 @@ fn clip_and_internvit_tiles() {
     let clip = VitShape::CLIP_L_14_336
         .cost_model(Training::Frozen)
         .unwrap();
-    let one = [Sample::new(40, [Image::new(576)])];
+    let one = [&Sample::new(40, [Image::new(576)])];
     assert_eq!(clip.cost(&one), Phases::new(clip_tile as f64, 0.0));
     // Trained InternViT, an image of 6 tiles + thumbnail and one of 1 tile.
     let intern = VitShape::INTERNVIT_300M
@@ -205,7 +204,7 @@ fn clip_and_internvit_tiles() {
             Image::new(256),
         ],
     );
-    assert_eq!(intern.cost(&[s]).vision, 3.0 * 8.0 * intern_tile as f64);
+    assert_eq!(intern.cost(&[&s]).vision, 3.0 * 8.0 * intern_tile as f64);
 }
 
 #[test]
@@ -219,7 +218,7 @@ fn qwen_vits() {
     let forward = linear + windowed + full;
     assert_eq!(VitShape::QWEN2_5_VL.forward_flops(n), forward as f64);
     let vit = VitShape::QWEN2_5_VL.cost_model(Training::Trained).unwrap();
-    let image = [Sample::new(20, [Image::new(1024)])];
+    let image = [&Sample::new(20, [Image::new(1024)])];
     assert_eq!(vit.cost(&image).vision, 3.0 * forward as f64);
     // 1000 tokens = 4000 patches = 62 windows of 64 + one of 32.
     let n = 4000u64;
@@ -228,7 +227,7 @@ fn qwen_vits() {
     let full = 4 * 4 * n * n * h;
     let forward = (linear + windowed + full) as f64;
     assert_eq!(
-        vit.cost(&[Sample::new(0, [Image::new(1000)])]).vision,
+        vit.cost(&[&Sample::new(0, [Image::new(1000)])]).vision,
         3.0 * forward
     );
 
@@ -244,30 +243,30 @@ fn presets_equal_hand_computed_flops() {
     let causal = |l: u64, h: u64, t: u64| llm_attention_by_hand(l, h, t) as f64 / 2.0;
 
     // LLaVA-1.5-7B: 300 text tokens + one 576-token image; frozen CLIP.
-    let llava = preset("llava-1.5-7b").unwrap().cost_model().unwrap();
+    let llava = Preset::Llava15_7b.cost_model();
     let t = 300 + 576;
     let language = 39_642_464_256.0 * t as f64 + causal(32, 4096, t);
     let vision = vit_forward_by_hand(24, 1024, 2, 4096, 577) as f64;
-    let got = llava.cost(&[Sample::new(300, [Image::new(576)])]);
+    let got = llava.cost(&[&Sample::new(300, [Image::new(576)])]);
     assert_eq!(got, Phases::new(vision, language));
 
     // InternVL2.5-8B: 500 text tokens + a 3-tile image; trained InternViT.
-    let intern = preset("internvl2.5-8b").unwrap().cost_model().unwrap();
+    let intern = Preset::InternVl25_8b.cost_model();
     let t = 500 + 768;
     let language = 44_150_292_480.0 * t as f64 + causal(32, 4096, t);
     let vision = 3.0 * 3.0 * vit_forward_by_hand(24, 1024, 2, 4096, 1025) as f64;
-    let got = intern.cost(&[Sample::new(500, [Image::new(768)])]);
+    let got = intern.cost(&[&Sample::new(500, [Image::new(768)])]);
     assert!(
         rel(got.language, language) < 1e-15 && got.vision == vision,
         "{got:?}"
     );
 
     // Qwen2.5-VL-7B: 180 text tokens + a 1024-token image; trained ViT.
-    let qwen = preset("qwen2.5-vl-7b").unwrap().cost_model().unwrap();
+    let qwen = Preset::Qwen25Vl7b.cost_model();
     let t = 180 + 1024;
     let language = 42_421_714_944.0 * t as f64 + causal(28, 3584, t);
     let vision = 3.0 * VitShape::QWEN2_5_VL.forward_flops(4096);
-    let got = qwen.cost(&[Sample::new(180, [Image::new(1024)])]);
+    let got = qwen.cost(&[&Sample::new(180, [Image::new(1024)])]);
     assert!(
         rel(got.language, language) < 1e-15 && got.vision == vision,
         "{got:?}"
@@ -279,8 +278,8 @@ fn vit_shares_per_image_token_match_the_domain_notes() {
     // domain.md: ViT share of training FLOPs per image token ~17%
     // (InternVL2.5-8B), LLaVA-1.5's frozen CLIP a few percent at most.
     let share = |name: &str, tokens: u32| {
-        let model = preset(name).unwrap().cost_model().unwrap();
-        let c = model.cost(&[Sample::new(0, [Image::new(tokens)])]);
+        let model = name.parse::<Preset>().unwrap().cost_model();
+        let c = model.cost(&[&Sample::new(0, [Image::new(tokens)])]);
         c.vision / c.total()
     };
     let intern = share("internvl2.5-8b", 256);
@@ -293,14 +292,15 @@ fn vit_shares_per_image_token_match_the_domain_notes() {
 
 #[test]
 fn unknown_preset_lists_the_known_ones() {
-    let err = preset("gpt-5").unwrap_err();
+    let err = "gpt-5".parse::<Preset>().unwrap_err();
     assert!(
-        matches!(&err, Error::UnknownPreset { name, known } if name == "gpt-5" && known.len() == 3)
+        matches!(&err, Error::UnknownName { kind: "cost model preset", name, known } if name == "gpt-5" && known.len() == 3)
     );
     let msg = err.to_string();
-    for name in PRESET_NAMES {
-        assert!(msg.contains(name), "{msg}");
-        assert_eq!(preset(name).unwrap().name(), name);
+    for preset in Preset::ALL {
+        let name = preset.to_string();
+        assert!(msg.contains(&name), "{msg}");
+        assert_eq!(name.parse::<Preset>().unwrap(), preset);
     }
 }
 
@@ -312,7 +312,7 @@ fn invalid_shapes_are_errors() {
     };
     assert!(matches!(
         no_heads.cost_model(),
-        Err(Error::InvalidShape { name: "heads", .. })
+        Err(Error::InvalidSetting { name: "heads", .. })
     ));
     let too_many_kv = LlmShape {
         kv_heads: 64,
@@ -320,16 +320,28 @@ fn invalid_shapes_are_errors() {
     };
     assert_eq!(
         too_many_kv.cost_model().unwrap_err().to_string(),
-        "the model shape parameter `kv_heads` is 64; it must be between 1 and heads"
+        "the setting `kv_heads` is 64; it must be between 1 and heads"
     );
     let mut vit = VitShape::QWEN2_5_VL;
     vit.layers = 3;
     assert!(matches!(
         vit.cost_model(Training::Trained),
-        Err(Error::InvalidShape {
+        Err(Error::InvalidSetting {
             name: "full_layers",
             value: 4,
             ..
         })
     ));
+}
+
+#[test]
+fn preset_models_equal_the_checked_shape_models() {
+    // `Preset::cost_model` is infallible because the presets' constant
+    // shapes pass every check: the checked path gives the same model.
+    for p in Preset::ALL {
+        let vit = p.vit().cost_model(p.vit_training()).unwrap();
+        let llm = p.llm().cost_model().unwrap();
+        assert_eq!(p.cost_model(), vit.plus(llm), "{p}");
+        assert!(p.llm().check().is_ok(), "{p}");
+    }
 }

@@ -227,7 +227,7 @@ fn per_dim_objective_balances_each_phase() {
         .dims(Dims::PerDim)
         .partition(&items)
         .unwrap();
-    let phases = |p: &microbatch::Partition<u128>| p.max_sum(0) + p.max_sum(1);
+    let phases = |p: &microbatch::partition::Partition<u128>| p.max_sum(0) + p.max_sum(1);
     assert!(phases(&per_dim) <= phases(&combined));
     assert_eq!(per_dim.objective(), phases(&per_dim));
     assert_eq!(per_dim.objective(), 18); // 9 | 9 in both phases
@@ -290,8 +290,9 @@ fn value_stability() {
     let greedy = lpt(&sizes, 4).unwrap();
     let kk = karmarkar_karp(&sizes, 4).unwrap();
     let refined = refine(&sizes, &greedy).unwrap();
-    let sums =
-        |p: &microbatch::Partition<u128>| (0..p.len()).map(|i| p.sum(i)[0]).collect::<Vec<_>>();
+    let sums = |p: &microbatch::partition::Partition<u128>| {
+        (0..p.len()).map(|i| p.sum(i)[0]).collect::<Vec<_>>()
+    };
     assert_eq!(sums(&greedy), PINNED_LPT);
     assert_eq!(sums(&kk), PINNED_KK);
     assert_eq!(sums(&refined), PINNED_REFINED);
@@ -311,13 +312,13 @@ fn serde_round_trip_and_tampered_partitions() {
     let sizes = [8u32, 7, 6, 5, 4];
     let p = lpt(&sizes, 2).unwrap();
     let json = serde_json::to_string(&p).unwrap();
-    let back: microbatch::Partition<u128> = serde_json::from_str(&json).unwrap();
+    let back: microbatch::partition::Partition<u128> = serde_json::from_str(&json).unwrap();
     assert_eq!(back, p);
     assert_eq!(refine(&sizes, &back).unwrap().objective(), 15);
     // A deserialized partition that repeats an item is refused.
     let tampered = json.replace("[[0,3],[1,2,4]]", "[[0,3],[1,2,2]]");
     assert_ne!(tampered, json);
-    let bad: microbatch::Partition<u128> = serde_json::from_str(&tampered).unwrap();
+    let bad: microbatch::partition::Partition<u128> = serde_json::from_str(&tampered).unwrap();
     assert_eq!(
         refine(&sizes, &bad).unwrap_err(),
         Error::NotAPartition {
@@ -336,10 +337,10 @@ fn serde_refuses_sums_that_do_not_match_the_parts() {
     let json = serde_json::to_string(&p).unwrap();
     assert!(json.contains("\"sums\":[13,17]"), "{json}");
     let bad = json.replace("\"sums\":[13,17]", "\"sums\":[13]");
-    let err = serde_json::from_str::<microbatch::Partition<u128>>(&bad).unwrap_err();
+    let err = serde_json::from_str::<microbatch::partition::Partition<u128>>(&bad).unwrap_err();
     assert!(err.to_string().contains("one sum per part"), "{err}");
     let bad = json.replace("\"dims\":1", "\"dims\":0");
-    assert!(serde_json::from_str::<microbatch::Partition<u128>>(&bad).is_err());
+    assert!(serde_json::from_str::<microbatch::partition::Partition<u128>>(&bad).is_err());
 }
 
 /// Regression: with equal counts the exact search counted the parts below

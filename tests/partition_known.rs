@@ -39,7 +39,7 @@ fn u64s(v: &Value) -> Vec<u64> {
         .collect()
 }
 
-fn sorted_sums(p: &microbatch::Partition<u128>) -> Vec<u64> {
+fn sorted_sums(p: &microbatch::partition::Partition<u128>) -> Vec<u64> {
     let mut s: Vec<u64> = (0..p.len()).map(|i| p.sum(i)[0] as u64).collect();
     s.sort_unstable();
     s

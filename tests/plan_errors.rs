@@ -2,7 +2,7 @@
 
 use microbatch::cost::{sample_fn, Image, Phases, Sample, Tokens};
 use microbatch::plan::{Planner, StepSample, SyncModel};
-use microbatch::{Error, OversizeSample};
+use microbatch::{Error, Scalar};
 
 fn text(id: u64, tokens: u32) -> StepSample {
     StepSample::new(id, Sample::text_only(tokens))
@@ -49,24 +49,33 @@ fn oversize_samples_are_named_by_id() {
         text(12, 300),
     ];
     let err = planner(1, 100).max_images(1).plan(&samples).unwrap_err();
+    let Error::Oversize { items } = &err else {
+        panic!("{err:?}")
+    };
+    let named: Vec<_> = items
+        .iter()
+        .map(|o| (o.index, o.id, o.dim, o.name, o.size, o.capacity))
+        .collect();
     assert_eq!(
-        err,
-        Error::SampleTooLarge {
-            samples: vec![
-                OversizeSample {
-                    id: 11,
-                    limit: "tokens",
-                    size: 210,
-                    max: 100
-                },
-                OversizeSample {
-                    id: 12,
-                    limit: "tokens",
-                    size: 300,
-                    max: 100
-                },
-            ]
-        }
+        named,
+        [
+            (
+                1,
+                Some(11),
+                0,
+                Some("tokens"),
+                Scalar::Int(210),
+                Scalar::Int(100)
+            ),
+            (
+                2,
+                Some(12),
+                0,
+                Some("tokens"),
+                Scalar::Int(300),
+                Scalar::Int(100)
+            ),
+        ]
     );
     assert_eq!(
         err.to_string(),
@@ -133,7 +142,7 @@ fn invalid_settings() {
     );
     assert_eq!(
         planner(0, 100).plan(&s).unwrap_err().to_string(),
-        "the planner setting `ranks` is 0; it must be at least 1"
+        "the setting `ranks` is 0; it must be at least 1"
     );
 }
 

@@ -3,7 +3,7 @@
 //! every rank, independence of the input order, and a report consistent
 //! with the plan.
 
-use microbatch::cost::{preset, Image, PresetModel, Sample};
+use microbatch::cost::{Image, Preset, PresetModel, Sample};
 use microbatch::plan::{Plan, Planner, StepSample, SyncModel};
 use microbatch::Error;
 use proptest::prelude::*;
@@ -84,7 +84,7 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 fn model() -> PresetModel {
-    preset("qwen2.5-vl-7b").unwrap().cost_model().unwrap()
+    Preset::Qwen25Vl7b.cost_model()
 }
 
 fn planner(c: &Case) -> Planner<PresetModel> {

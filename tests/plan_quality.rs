@@ -5,23 +5,18 @@
 //! tokens (the same planner with cost = tokens) under every sync model.
 #![cfg(feature = "scenarios")]
 
-use microbatch::cost::{preset, Tokens};
+use microbatch::cost::Tokens;
 use microbatch::plan::{Planner, SyncModel};
 use microbatch::scenario::Scenario;
 
 #[test]
 fn targets_hold_on_every_scenario() {
     for scenario in Scenario::ALL {
-        let model = preset(scenario.preset()).unwrap().cost_model().unwrap();
+        let model = scenario.preset().cost_model();
         for seed in [42, 7] {
             let batch = scenario.generate(64 * 64, seed);
             for sync in SyncModel::ALL {
-                let plan = scenario
-                    .planner(64)
-                    .unwrap()
-                    .sync(sync)
-                    .plan(&batch)
-                    .unwrap();
+                let plan = scenario.planner(64).sync(sync).plan(&batch).unwrap();
                 let r = plan.report();
                 let limit = match sync {
                     SyncModel::Step => 1.01,

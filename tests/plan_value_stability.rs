@@ -85,12 +85,7 @@ fn plan_fingerprints_are_pinned() {
     for (scenario, fingerprints, steps) in pins {
         let batch = scenario.generate(512, 7);
         for (sync, fp) in SyncModel::ALL.into_iter().zip(fingerprints) {
-            let plan = scenario
-                .planner(8)
-                .unwrap()
-                .sync(sync)
-                .plan(&batch)
-                .unwrap();
+            let plan = scenario.planner(8).sync(sync).plan(&batch).unwrap();
             assert_eq!(plan.micro_steps(), steps, "{scenario} {sync}");
             assert_eq!(
                 plan.fingerprint(),

@@ -2,8 +2,7 @@
 //! the samples of a group) and full attention over the packed length
 //! (`L^2`).
 
-use super::combinator::impl_add;
-use super::{coefficient, f, Additive, CostModel, Incremental, Phases, Sample};
+use super::{coefficient, f, impl_summed, Phases, Sample};
 use crate::error::Error;
 
 /// `per_token_pair * sum(T^2)`, in the language phase: attention under a
@@ -17,7 +16,7 @@ use crate::error::Error;
 /// For 7B models this term equals the linear one near `T` = 50k-65k tokens;
 /// verl uses `24576 * T + T^2`.
 ///
-/// [`Additive`] and [`Incremental`] (state: `sum T^2`, exact in `u128`).
+/// [`Incremental`](super::Incremental) (state: `sum T^2`, exact in `u128`).
 ///
 /// # Examples
 ///
@@ -25,14 +24,14 @@ use crate::error::Error;
 /// use microbatch::cost::{CostModel, DocumentAttention, Sample};
 ///
 /// let model = DocumentAttention::new(1.0)?;
-/// let group = [Sample::text_only(3), Sample::text_only(4)];
+/// let group = [&Sample::text_only(3), &Sample::text_only(4)];
 /// assert_eq!(model.cost(&group).language, 25.0); // 9 + 16, not 7^2
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct DocumentAttention {
-    per_token_pair: f64,
+    pub(super) per_token_pair: f64,
 }
 
 impl DocumentAttention {
@@ -49,7 +48,7 @@ impl DocumentAttention {
     /// use microbatch::cost::{CostModel, DocumentAttention, Sample};
     ///
     /// let model = DocumentAttention::new(2.0)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(10)]).language, 200.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(10)]).language, 200.0);
     /// assert!(DocumentAttention::new(-2.0).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -81,48 +80,17 @@ fn square(sample: &Sample) -> u128 {
     t * t
 }
 
-impl CostModel for DocumentAttention {
-    fn cost(&self, group: &[Sample]) -> Phases {
-        self.evaluate(&self.state_of(group))
-    }
-}
-
-impl Additive for DocumentAttention {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        Phases::new(0.0, self.per_token_pair * f(square(sample)))
-    }
-}
-
-impl Incremental for DocumentAttention {
-    /// `sum T^2` over the group.
-    type State = u128;
-    #[inline]
-    fn empty(&self) -> u128 {
-        0
-    }
-    #[inline]
-    fn insert(&self, state: &mut u128, sample: &Sample) {
-        *state = state.saturating_add(square(sample));
-    }
-    #[inline]
-    fn remove(&self, state: &mut u128, sample: &Sample) {
-        *state = state.saturating_sub(square(sample));
-    }
-    #[inline]
-    fn evaluate(&self, state: &u128) -> Phases {
-        Phases::new(0.0, self.per_token_pair * f(*state))
-    }
-}
-
-impl_add!(DocumentAttention);
+// State: `sum T^2` over the group, exact in `u128`.
+impl_summed!(DocumentAttention, u128, |_, s| square(s), |m, &squares| {
+    Phases::new(0.0, m.per_token_pair * f(squares))
+});
 
 /// `per_token_pair * L^2`, in the language phase, where `L = sum T` is the
 /// packed length of the group: attention without a document mask, where
 /// every token of a packed sequence attends to every earlier one.
 ///
-/// Evaluate it on groups that are one packed sequence each. Not
-/// [`Additive`]; [`Incremental`] (state: `L`, exact in `u64`).
+/// Evaluate it on groups that are one packed sequence each.
+/// [`Incremental`](super::Incremental) (state: `L`, exact in `u64`).
 ///
 /// # Examples
 ///
@@ -130,14 +98,14 @@ impl_add!(DocumentAttention);
 /// use microbatch::cost::{CostModel, FullAttention, Sample};
 ///
 /// let model = FullAttention::new(1.0)?;
-/// let group = [Sample::text_only(3), Sample::text_only(4)];
+/// let group = [&Sample::text_only(3), &Sample::text_only(4)];
 /// assert_eq!(model.cost(&group).language, 49.0); // (3 + 4)^2
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct FullAttention {
-    per_token_pair: f64,
+    pub(super) per_token_pair: f64,
 }
 
 impl FullAttention {
@@ -154,7 +122,7 @@ impl FullAttention {
     /// use microbatch::cost::{CostModel, FullAttention, Sample};
     ///
     /// let model = FullAttention::new(2.0)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(6), Sample::text_only(4)]).language, 200.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(6), &Sample::text_only(4)]).language, 200.0);
     /// assert!(FullAttention::new(f64::NAN).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -180,32 +148,8 @@ impl FullAttention {
     }
 }
 
-impl CostModel for FullAttention {
-    fn cost(&self, group: &[Sample]) -> Phases {
-        self.evaluate(&self.state_of(group))
-    }
-}
-
-impl Incremental for FullAttention {
-    /// The packed length `L = sum T`.
-    type State = u64;
-    #[inline]
-    fn empty(&self) -> u64 {
-        0
-    }
-    #[inline]
-    fn insert(&self, state: &mut u64, sample: &Sample) {
-        *state = state.saturating_add(sample.tokens());
-    }
-    #[inline]
-    fn remove(&self, state: &mut u64, sample: &Sample) {
-        *state = state.saturating_sub(sample.tokens());
-    }
-    #[inline]
-    fn evaluate(&self, state: &u64) -> Phases {
-        let l = u128::from(*state);
-        Phases::new(0.0, self.per_token_pair * f(l * l))
-    }
-}
-
-impl_add!(FullAttention);
+// State: the packed length `L = sum T`, exact in `u64`.
+impl_summed!(FullAttention, u64, |_, s| s.tokens(), |m, &l| {
+    let l = u128::from(l);
+    Phases::new(0.0, m.per_token_pair * f(l * l))
+});

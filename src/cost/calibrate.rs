@@ -1,24 +1,5 @@
 //! Calibration: non-negative least squares fits of cost coefficients to
-//! measured times, with the fit's R^2 and worst relative error.
-//!
-//! FLOPs do not predict kernel time well (memory-bound parts, launch
-//! overheads, attention kernels' efficiency that grows with length), so real
-//! balancers fit `time = a * sum(T) + b * sum(T^2) + c * n + ...` to the
-//! timings of warm-up steps. [`fit`] fits any such linear model over
-//! non-negative features; [`fit_terms`] builds the features from cost models
-//! with unit coefficients, so that the fitted coefficients plug straight
-//! back into the same models.
-//!
-//! The fit minimizes the squared *relative* error `sum(((predicted -
-//! measured) / measured)^2)`: timing noise is multiplicative, and a small
-//! micro-batch's time matters to a balancer as much as a large one's (an
-//! unweighted fit lets the largest rows decide and can be off by tens of
-//! percent on the smallest). The solver is Lawson and Hanson's active-set
-//! algorithm for non-negative least squares (NNLS) on the rows divided by
-//! their times, over columns scaled to a maximum of 1, with the least-squares
-//! subproblems solved by modified Gram-Schmidt with reorthogonalization (no
-//! square root, so no `std` float function). Coefficients are non-negative
-//! by construction, so a fitted model can never predict a negative time.
+//! measured times, with the fit's R^2 and worst relative error (see [`fit`]).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -178,7 +159,24 @@ impl Fit {
 
 /// Fits non-negative coefficients `c` so that `sum(c[j] * features[j])`
 /// predicts the measured time of every row, minimizing the sum of squared
-/// relative errors (see the [module documentation](self)).
+/// relative errors.
+///
+/// FLOPs do not predict kernel time well (memory-bound parts, launch
+/// overheads, attention kernels' efficiency that grows with length), so real
+/// balancers fit `time = a * sum(T) + b * sum(T^2) + c * n + ...` to the
+/// timings of warm-up steps; [`fit_terms`] builds such features from cost
+/// models with unit coefficients, so that the fitted coefficients plug
+/// straight back into the same models.
+///
+/// The fit minimizes `sum(((predicted - measured) / measured)^2)`: timing
+/// noise is multiplicative, and a small micro-batch's time matters to a
+/// balancer as much as a large one's (an unweighted fit lets the largest
+/// rows decide and can be off by tens of percent on the smallest). The
+/// solver is Lawson and Hanson's active-set algorithm for non-negative least
+/// squares (NNLS) on the rows divided by their times, over columns scaled to
+/// a maximum of 1, with the least-squares subproblems solved by modified
+/// Gram-Schmidt with reorthogonalization. Coefficients are non-negative by
+/// construction, so a fitted model can never predict a negative time.
 ///
 /// `rows` are `(features, time)` pairs, for example
 /// `([sum(T), sum(T^2), n], seconds)` of one measured micro-batch. Features
@@ -188,7 +186,7 @@ impl Fit {
 ///
 /// # Errors
 ///
-/// - [`Error::InvalidShape`] if rows have no feature;
+/// - [`Error::InvalidSetting`] naming `features` if rows have no feature;
 /// - [`Error::RowLength`] if a row's length differs from the first row's;
 /// - [`Error::InvalidMeasurement`] for a NaN, infinite or negative feature
 ///   or a time that is not finite and positive;
@@ -235,7 +233,7 @@ impl Fit {
 pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
     let k = rows.first().map_or(0, |r| r.0.as_ref().len());
     if k == 0 && !rows.is_empty() {
-        return Err(Error::InvalidShape {
+        return Err(Error::InvalidSetting {
             name: "features",
             value: 0,
             requirement: "at least 1 per row",
@@ -337,6 +335,10 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
 /// `sum(c[j] * terms[j].cost(group).total())` predicts each group's measured
 /// time; the features of [`fit`] are the terms' costs.
 ///
+/// A group is anything that iterates over borrowed samples (`&Vec<Sample>`,
+/// `&[Sample]`, `slice.iter().copied()` of a `&[&Sample]`): no sample is
+/// cloned.
+///
 /// Give the terms unit coefficients (`Tokens::new(1.0)`,
 /// `DocumentAttention::new(1.0)`, ...) and the fitted coefficients are the
 /// ones to build the model with. To fit one phase (say, the ViT's measured
@@ -364,28 +366,31 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
 /// let groups: Vec<Vec<Sample>> = (1..=6u32)
 ///     .map(|i| (0..i).map(|j| Sample::text_only(500 * i + 300 * j)).collect())
 ///     .collect();
-/// let timed = groups.iter().map(|g| (g.as_slice(), truth.cost(g).total()));
+/// let refs: Vec<Vec<&Sample>> = groups.iter().map(|g| g.iter().collect()).collect();
+/// let timed = groups.iter().zip(&refs).map(|(g, r)| (g, truth.cost(r).total()));
 /// let fit = fit_terms(&terms, timed)?;
 ///
 /// let [a, b, c] = [fit.coefficients()[0], fit.coefficients()[1], fit.coefficients()[2]];
 /// let model = Tokens::new(a)? + DocumentAttention::new(b)? + PerSample::new(c)?;
 /// assert!((a / 2e-5 - 1.0).abs() < 1e-6 && (c / 1e-3 - 1.0).abs() < 1e-6);
-/// assert!((model.cost(&groups[2]).total() / truth.cost(&groups[2]).total() - 1.0).abs() < 1e-9);
+/// assert!((model.cost(&refs[2]).total() / truth.cost(&refs[2]).total() - 1.0).abs() < 1e-9);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
-pub fn fit_terms<C, G>(
+pub fn fit_terms<'s, C, G>(
     terms: &[&C],
     groups: impl IntoIterator<Item = (G, f64)>,
 ) -> Result<Fit, Error>
 where
     C: CostModel + ?Sized,
-    G: AsRef<[Sample]>,
+    G: IntoIterator<Item = &'s Sample>,
 {
+    let mut group: Vec<&Sample> = Vec::new();
     let rows: Vec<(Vec<f64>, f64)> = groups
         .into_iter()
-        .map(|(group, time)| {
-            let group = group.as_ref();
-            let features = terms.iter().map(|t| t.cost(group).total()).collect();
+        .map(|(samples, time)| {
+            group.clear();
+            group.extend(samples);
+            let features = terms.iter().map(|t| t.cost(&group).total()).collect();
             (features, time)
         })
         .collect();

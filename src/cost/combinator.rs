@@ -4,7 +4,7 @@
 use alloc::boxed::Box;
 use core::fmt;
 
-use super::{coefficient, Additive, CostModel, Incremental, Phase, Phases, Sample};
+use super::{coefficient, CostModel, Incremental, Phase, Phases, Sample};
 use crate::error::Error;
 
 /// Implements `+` (building a [`Sum`]) for a cost model type: operator sugar
@@ -26,6 +26,109 @@ macro_rules! impl_add {
 }
 pub(crate) use impl_add;
 
+/// Implements `CostModel`, `Incremental` and `+` for a combinator of two
+/// models `a` and `b` whose costs are joined by `$join(Phases, Phases)`;
+/// the state is the pair of the two states.
+macro_rules! impl_pair {
+    ($ty:ident, $join:expr) => {
+        impl<A: CostModel, B: CostModel> CostModel for $ty<A, B> {
+            #[inline]
+            fn cost(&self, group: &[&Sample]) -> Phases {
+                let join: fn(Phases, Phases) -> Phases = $join;
+                join(self.a.cost(group), self.b.cost(group))
+            }
+        }
+
+        impl<A: Incremental, B: Incremental> Incremental for $ty<A, B> {
+            type State = (A::State, B::State);
+            #[inline]
+            fn empty(&self) -> Self::State {
+                (self.a.empty(), self.b.empty())
+            }
+            #[inline]
+            fn insert(&self, state: &mut Self::State, sample: &Sample) {
+                self.a.insert(&mut state.0, sample);
+                self.b.insert(&mut state.1, sample);
+            }
+            #[inline]
+            fn evaluate(&self, state: &Self::State) -> Phases {
+                let join: fn(Phases, Phases) -> Phases = $join;
+                join(self.a.evaluate(&state.0), self.b.evaluate(&state.1))
+            }
+        }
+
+        impl_add!($ty<A, B>);
+    };
+}
+
+/// Implements `CostModel`, `Incremental` and `+` for a wrapper of one model
+/// `inner` whose cost it maps by `$map(&Self, Phases)`; the state is the
+/// inner model's.
+macro_rules! impl_map {
+    ($ty:ident, $map:expr) => {
+        impl<C: CostModel> CostModel for $ty<C> {
+            #[inline]
+            fn cost(&self, group: &[&Sample]) -> Phases {
+                let map: fn(&Self, Phases) -> Phases = $map;
+                map(self, self.inner.cost(group))
+            }
+        }
+
+        impl<C: Incremental> Incremental for $ty<C> {
+            type State = C::State;
+            #[inline]
+            fn empty(&self) -> Self::State {
+                self.inner.empty()
+            }
+            #[inline]
+            fn insert(&self, state: &mut Self::State, sample: &Sample) {
+                self.inner.insert(state, sample);
+            }
+            #[inline]
+            fn evaluate(&self, state: &Self::State) -> Phases {
+                let map: fn(&Self, Phases) -> Phases = $map;
+                map(self, self.inner.evaluate(state))
+            }
+        }
+
+        impl_add!($ty<C>);
+    };
+}
+
+/// Implements `CostModel` and `Incremental` for a pointer to a model
+/// (`&C`, `Box<C>`) by forwarding to the model, like rand's `impl
+/// Distribution for &D`.
+macro_rules! impl_forward {
+    ($($ptr:tt)+) => {
+        impl<C: CostModel + ?Sized> CostModel for $($ptr)+ {
+            #[inline]
+            fn cost(&self, group: &[&Sample]) -> Phases {
+                (**self).cost(group)
+            }
+        }
+
+        impl<C: Incremental + ?Sized> Incremental for $($ptr)+ {
+            type State = C::State;
+            #[inline]
+            fn empty(&self) -> Self::State {
+                (**self).empty()
+            }
+            #[inline]
+            fn insert(&self, state: &mut Self::State, sample: &Sample) {
+                (**self).insert(state, sample);
+            }
+            #[inline]
+            fn evaluate(&self, state: &Self::State) -> Phases {
+                (**self).evaluate(state)
+            }
+            #[inline]
+            fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
+                (**self).evaluate_with(state, sample)
+            }
+        }
+    };
+}
+
 /// The sum of two cost models, phase by phase.
 ///
 /// This `struct` is created by [`CostModel::plus`] and by `a + b`. `Debug`
@@ -37,7 +140,7 @@ pub(crate) use impl_add;
 /// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
 ///
 /// let model = Tokens::new(1.0)? + PerSample::new(2.0)? + PerSample::new(3.0)?;
-/// assert_eq!(model.cost(&[Sample::text_only(10)]).total(), 15.0);
+/// assert_eq!(model.cost(&[&Sample::text_only(10)]).total(), 15.0);
 /// assert_eq!(
 ///     format!("{model:?}"),
 ///     "Tokens { per_token: 1.0 } + PerSample { cost: 2.0 } + PerSample { cost: 3.0 }"
@@ -84,43 +187,7 @@ impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Sum<A, B> {
     }
 }
 
-impl<A: CostModel, B: CostModel> CostModel for Sum<A, B> {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        self.a.cost(group) + self.b.cost(group)
-    }
-}
-
-impl<A: Additive, B: Additive> Additive for Sum<A, B> {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        self.a.sample_cost(sample) + self.b.sample_cost(sample)
-    }
-}
-
-impl<A: Incremental, B: Incremental> Incremental for Sum<A, B> {
-    type State = (A::State, B::State);
-    #[inline]
-    fn empty(&self) -> Self::State {
-        (self.a.empty(), self.b.empty())
-    }
-    #[inline]
-    fn insert(&self, state: &mut Self::State, sample: &Sample) {
-        self.a.insert(&mut state.0, sample);
-        self.b.insert(&mut state.1, sample);
-    }
-    #[inline]
-    fn remove(&self, state: &mut Self::State, sample: &Sample) {
-        self.a.remove(&mut state.0, sample);
-        self.b.remove(&mut state.1, sample);
-    }
-    #[inline]
-    fn evaluate(&self, state: &Self::State) -> Phases {
-        self.a.evaluate(&state.0) + self.b.evaluate(&state.1)
-    }
-}
-
-impl_add!(Sum<A, B>);
+impl_pair!(Sum, |a, b| a + b);
 
 /// A cost model with every cost multiplied by a fixed, validated factor.
 ///
@@ -136,7 +203,7 @@ impl_add!(Sum<A, B>);
 /// let model = Tokens::new(1e-3)?.scale(0.5)?;
 /// assert_eq!(model.factor(), 0.5);
 /// assert_eq!(format!("{model:?}"), "0.5 * (Tokens { per_token: 0.001 })");
-/// assert_eq!(model.cost(&[Sample::text_only(1000)]).total(), 0.5);
+/// assert_eq!(model.cost(&[&Sample::text_only(1000)]).total(), 0.5);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq)]
@@ -194,41 +261,7 @@ impl<C: fmt::Debug> fmt::Debug for Scale<C> {
     }
 }
 
-impl<C: CostModel> CostModel for Scale<C> {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        self.inner.cost(group) * self.factor
-    }
-}
-
-impl<C: Additive> Additive for Scale<C> {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        self.inner.sample_cost(sample) * self.factor
-    }
-}
-
-impl<C: Incremental> Incremental for Scale<C> {
-    type State = C::State;
-    #[inline]
-    fn empty(&self) -> Self::State {
-        self.inner.empty()
-    }
-    #[inline]
-    fn insert(&self, state: &mut Self::State, sample: &Sample) {
-        self.inner.insert(state, sample);
-    }
-    #[inline]
-    fn remove(&self, state: &mut Self::State, sample: &Sample) {
-        self.inner.remove(state, sample);
-    }
-    #[inline]
-    fn evaluate(&self, state: &Self::State) -> Phases {
-        self.inner.evaluate(state) * self.factor
-    }
-}
-
-impl_add!(Scale<C>);
+impl_map!(Scale, |m, cost| cost * m.factor);
 
 /// A cost model whose whole cost ([`Phases::total`]) is placed in one phase.
 ///
@@ -243,7 +276,7 @@ impl_add!(Scale<C>);
 /// let model = Tokens::new(1.0)?.in_phase(Phase::Vision);
 /// assert_eq!(model.phase(), Phase::Vision);
 /// assert_eq!(format!("{model:?}"), "vision(Tokens { per_token: 1.0 })");
-/// assert_eq!(model.cost(&[Sample::text_only(4)]), Phases::new(4.0, 0.0));
+/// assert_eq!(model.cost(&[&Sample::text_only(4)]), Phases::new(4.0, 0.0));
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq)]
@@ -267,7 +300,7 @@ impl<C> InPhase<C> {
     ///
     /// let model = Tokens::new(1.0)?.in_phase(Phase::Vision);
     /// assert_eq!(model.phase(), Phase::Vision);
-    /// assert_eq!(model.cost(&[Sample::text_only(4)]).get(model.phase()), 4.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(4)]).get(model.phase()), 4.0);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
@@ -301,47 +334,13 @@ impl<C: fmt::Debug> fmt::Debug for InPhase<C> {
     }
 }
 
-impl<C: CostModel> CostModel for InPhase<C> {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        Phases::only(self.phase, self.inner.cost(group).total())
-    }
-}
-
-impl<C: Additive> Additive for InPhase<C> {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        Phases::only(self.phase, self.inner.sample_cost(sample).total())
-    }
-}
-
-impl<C: Incremental> Incremental for InPhase<C> {
-    type State = C::State;
-    #[inline]
-    fn empty(&self) -> Self::State {
-        self.inner.empty()
-    }
-    #[inline]
-    fn insert(&self, state: &mut Self::State, sample: &Sample) {
-        self.inner.insert(state, sample);
-    }
-    #[inline]
-    fn remove(&self, state: &mut Self::State, sample: &Sample) {
-        self.inner.remove(state, sample);
-    }
-    #[inline]
-    fn evaluate(&self, state: &Self::State) -> Phases {
-        Phases::only(self.phase, self.inner.evaluate(state).total())
-    }
-}
-
-impl_add!(InPhase<C>);
+impl_map!(InPhase, |m, cost| Phases::only(m.phase, cost.total()));
 
 /// The phase-wise maximum of two cost models: work that overlaps in time.
 ///
 /// This `struct` is created by [`CostModel::max`]. `Debug` prints
-/// `max(a, b)`. Not [`Additive`] (a maximum of sums is not a sum of
-/// maxima), but [`Incremental`] when both sides are.
+/// `max(a, b)`. [`Incremental`] when both sides are (its state is the pair
+/// of states: a maximum of sums is not a sum of maxima).
 ///
 /// # Examples
 ///
@@ -350,8 +349,8 @@ impl_add!(InPhase<C>);
 ///
 /// let model = Tokens::new(1.0)?.max(PerSample::new(50.0)?);
 /// assert_eq!(format!("{model:?}"), "max(Tokens { per_token: 1.0 }, PerSample { cost: 50.0 })");
-/// assert_eq!(model.cost(&[Sample::text_only(80)]).total(), 80.0);
-/// assert_eq!(model.cost(&[Sample::text_only(20)]).total(), 50.0);
+/// assert_eq!(model.cost(&[&Sample::text_only(80)]).total(), 80.0);
+/// assert_eq!(model.cost(&[&Sample::text_only(20)]).total(), 50.0);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq)]
@@ -393,36 +392,7 @@ impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Max<A, B> {
     }
 }
 
-impl<A: CostModel, B: CostModel> CostModel for Max<A, B> {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        self.a.cost(group).max(self.b.cost(group))
-    }
-}
-
-impl<A: Incremental, B: Incremental> Incremental for Max<A, B> {
-    type State = (A::State, B::State);
-    #[inline]
-    fn empty(&self) -> Self::State {
-        (self.a.empty(), self.b.empty())
-    }
-    #[inline]
-    fn insert(&self, state: &mut Self::State, sample: &Sample) {
-        self.a.insert(&mut state.0, sample);
-        self.b.insert(&mut state.1, sample);
-    }
-    #[inline]
-    fn remove(&self, state: &mut Self::State, sample: &Sample) {
-        self.a.remove(&mut state.0, sample);
-        self.b.remove(&mut state.1, sample);
-    }
-    #[inline]
-    fn evaluate(&self, state: &Self::State) -> Phases {
-        self.a.evaluate(&state.0).max(self.b.evaluate(&state.1))
-    }
-}
-
-impl_add!(Max<A, B>);
+impl_pair!(Max, Phases::max);
 
 /// The zero cost model: the identity of [`CostModel::plus`].
 ///
@@ -431,7 +401,7 @@ impl_add!(Max<A, B>);
 /// ```
 /// use microbatch::cost::{CostModel, Phases, Sample, Tokens, Zero};
 ///
-/// let group = [Sample::text_only(7)];
+/// let group = [&Sample::text_only(7)];
 /// assert_eq!(Zero.cost(&group), Phases::ZERO);
 /// let model = Tokens::new(1.0)?;
 /// assert_eq!(model.plus(Zero).cost(&group), model.cost(&group));
@@ -443,14 +413,7 @@ pub struct Zero;
 
 impl CostModel for Zero {
     #[inline]
-    fn cost(&self, _group: &[Sample]) -> Phases {
-        Phases::ZERO
-    }
-}
-
-impl Additive for Zero {
-    #[inline]
-    fn sample_cost(&self, _sample: &Sample) -> Phases {
+    fn cost(&self, _group: &[&Sample]) -> Phases {
         Phases::ZERO
     }
 }
@@ -462,8 +425,6 @@ impl Incremental for Zero {
     #[inline]
     fn insert(&self, _state: &mut (), _sample: &Sample) {}
     #[inline]
-    fn remove(&self, _state: &mut (), _sample: &Sample) {}
-    #[inline]
     fn evaluate(&self, _state: &()) -> Phases {
         Phases::ZERO
     }
@@ -474,9 +435,9 @@ impl_add!(Zero);
 /// A cost model from a closure over the whole group.
 ///
 /// This `struct` is created by [`cost_fn`]. `Debug` prints `cost_fn`. Not
-/// [`Additive`] nor [`Incremental`]: the closure sees the whole group, so a
-/// planner re-evaluates it in O(group) per query. Prefer [`sample_fn`] when
-/// the cost is a sum over samples.
+/// [`Incremental`]: the closure sees the whole group, so the planner cannot
+/// use it; it serves [`fit_terms`](super::fit_terms) and your own
+/// evaluations. Prefer [`sample_fn`] when the cost is a sum over samples.
 ///
 /// The closure's results are not checked: it should return finite,
 /// non-negative costs.
@@ -487,13 +448,13 @@ impl_add!(Zero);
 /// use microbatch::cost::{cost_fn, CostFn, CostModel, Phases, Sample};
 ///
 /// // A named return type for a closure model: the longest sample of the group.
-/// fn longest() -> CostFn<impl Fn(&[Sample]) -> Phases> {
-///     cost_fn(|group: &[Sample]| {
-///         let longest = group.iter().map(Sample::tokens).max().unwrap_or(0);
+/// fn longest() -> CostFn<impl Fn(&[&Sample]) -> Phases> {
+///     cost_fn(|group: &[&Sample]| {
+///         let longest = group.iter().map(|s| s.tokens()).max().unwrap_or(0);
 ///         Phases::new(0.0, longest as f64)
 ///     })
 /// }
-/// assert_eq!(longest().cost(&[Sample::text_only(3), Sample::text_only(9)]).language, 9.0);
+/// assert_eq!(longest().cost(&[&Sample::text_only(3), &Sample::text_only(9)]).language, 9.0);
 /// assert_eq!(format!("{:?}", longest()), "cost_fn");
 /// ```
 #[derive(Clone, Copy)]
@@ -502,7 +463,7 @@ pub struct CostFn<F> {
     f: F,
 }
 
-/// Wraps a closure `Fn(&[Sample]) -> Phases` as a [`CostModel`].
+/// Wraps a closure `Fn(&[&Sample]) -> Phases` as a [`CostModel`].
 ///
 /// # Examples
 ///
@@ -510,19 +471,19 @@ pub struct CostFn<F> {
 /// use microbatch::cost::{cost_fn, CostModel, Phases, Sample, Tokens};
 ///
 /// // Padding: every sample of the micro-batch is padded to the longest.
-/// let padded = cost_fn(|group: &[Sample]| {
-///     let longest = group.iter().map(Sample::tokens).max().unwrap_or(0);
+/// let padded = cost_fn(|group: &[&Sample]| {
+///     let longest = group.iter().map(|s| s.tokens()).max().unwrap_or(0);
 ///     Phases::new(0.0, (longest * group.len() as u64) as f64)
 /// });
-/// let group = [Sample::text_only(10), Sample::text_only(4)];
-/// assert_eq!(padded.cost(&group).language, 20.0);
+/// let (a, b) = (Sample::text_only(10), Sample::text_only(4));
+/// assert_eq!(padded.cost(&[&a, &b]).language, 20.0);
 /// let model = padded + Tokens::new(0.0)?;
 /// assert_eq!(format!("{model:?}"), "cost_fn + Tokens { per_token: 0.0 }");
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 pub fn cost_fn<F>(f: F) -> CostFn<F>
 where
-    F: Fn(&[Sample]) -> Phases,
+    F: Fn(&[&Sample]) -> Phases,
 {
     CostFn { f }
 }
@@ -533,20 +494,21 @@ impl<F> fmt::Debug for CostFn<F> {
     }
 }
 
-impl<F: Fn(&[Sample]) -> Phases> CostModel for CostFn<F> {
+impl<F: Fn(&[&Sample]) -> Phases> CostModel for CostFn<F> {
     #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
+    fn cost(&self, group: &[&Sample]) -> Phases {
         (self.f)(group)
     }
 }
 
 impl_add!(CostFn<F>);
 
-/// An additive cost model from a closure over one sample.
+/// A cost model from a closure over one sample: the group's cost is the sum
+/// of its samples' costs.
 ///
 /// This `struct` is created by [`sample_fn`]. `Debug` prints `sample_fn`.
-/// [`Additive`] and [`Incremental`]; its state is the running sum of the
-/// closure's results, so removal is exact only up to rounding.
+/// [`Incremental`], so the planner can use it; its state is the running sum
+/// of the closure's results.
 ///
 /// The closure's results are not checked: it should return finite,
 /// non-negative costs.
@@ -554,14 +516,14 @@ impl_add!(CostFn<F>);
 /// # Examples
 ///
 /// ```
-/// use microbatch::cost::{sample_fn, Additive, Image, Phases, Sample, SampleFn};
+/// use microbatch::cost::{sample_fn, CostModel, Image, Phases, Sample, SampleFn};
 ///
 /// // A named return type for a closure model: a cost per image.
 /// fn per_image(cost: f64) -> SampleFn<impl Fn(&Sample) -> Phases> {
 ///     sample_fn(move |s: &Sample| Phases::new(cost * s.images().len() as f64, 0.0))
 /// }
 /// let s = Sample::new(10, [Image::new(64), Image::new(64)]);
-/// assert_eq!(per_image(0.5).sample_cost(&s).vision, 1.0);
+/// assert_eq!(per_image(0.5).cost(&[&s]).vision, 1.0);
 /// assert_eq!(format!("{:?}", per_image(0.5)), "sample_fn");
 /// ```
 #[derive(Clone, Copy)]
@@ -570,18 +532,19 @@ pub struct SampleFn<F> {
     f: F,
 }
 
-/// Wraps a closure `Fn(&Sample) -> Phases` as an [`Additive`] cost model.
+/// Wraps a closure `Fn(&Sample) -> Phases`, one sample's cost, as an
+/// [`Incremental`] cost model that sums it over the group.
 ///
 /// # Examples
 ///
 /// ```
-/// use microbatch::cost::{sample_fn, Additive, CostModel, Image, Phases, Sample};
+/// use microbatch::cost::{sample_fn, CostModel, Image, Incremental, Phases, Sample};
 ///
 /// // A fixed preprocessing cost per image, in the vision phase.
 /// let decode = sample_fn(|s: &Sample| Phases::new(0.002 * s.images().len() as f64, 0.0));
 /// let s = Sample::new(10, [Image::new(64), Image::new(64)]);
-/// assert_eq!(decode.sample_cost(&s).vision, 0.004);
-/// assert_eq!(decode.cost(&[s.clone(), s]).vision, 0.008);
+/// assert_eq!(decode.evaluate_with(&decode.empty(), &s).vision, 0.004);
+/// assert_eq!(decode.cost(&[&s, &s]).vision, 0.008);
 /// ```
 pub fn sample_fn<F>(f: F) -> SampleFn<F>
 where
@@ -598,19 +561,13 @@ impl<F> fmt::Debug for SampleFn<F> {
 
 impl<F: Fn(&Sample) -> Phases> CostModel for SampleFn<F> {
     #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        group.iter().map(&self.f).sum()
-    }
-}
-
-impl<F: Fn(&Sample) -> Phases> Additive for SampleFn<F> {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        (self.f)(sample)
+    fn cost(&self, group: &[&Sample]) -> Phases {
+        group.iter().map(|s| (self.f)(s)).sum()
     }
 }
 
 impl<F: Fn(&Sample) -> Phases> Incremental for SampleFn<F> {
+    /// The running sum of the closure's results.
     type State = Phases;
     #[inline]
     fn empty(&self) -> Phases {
@@ -619,10 +576,6 @@ impl<F: Fn(&Sample) -> Phases> Incremental for SampleFn<F> {
     #[inline]
     fn insert(&self, state: &mut Phases, sample: &Sample) {
         *state += (self.f)(sample);
-    }
-    #[inline]
-    fn remove(&self, state: &mut Phases, sample: &Sample) {
-        *state = *state - (self.f)(sample);
     }
     #[inline]
     fn evaluate(&self, state: &Phases) -> Phases {
@@ -635,73 +588,8 @@ impl_add!(SampleFn<F>);
 // References and boxes of models are models, like rand's `impl Distribution
 // for &D`. This also makes `&dyn CostModel` and `Box<dyn CostModel>` models.
 
-impl<C: CostModel + ?Sized> CostModel for &C {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        (**self).cost(group)
-    }
-}
-
-impl<C: Additive + ?Sized> Additive for &C {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        (**self).sample_cost(sample)
-    }
-}
-
-impl<C: Incremental + ?Sized> Incremental for &C {
-    type State = C::State;
-    #[inline]
-    fn empty(&self) -> Self::State {
-        (**self).empty()
-    }
-    #[inline]
-    fn insert(&self, state: &mut Self::State, sample: &Sample) {
-        (**self).insert(state, sample);
-    }
-    #[inline]
-    fn remove(&self, state: &mut Self::State, sample: &Sample) {
-        (**self).remove(state, sample);
-    }
-    #[inline]
-    fn evaluate(&self, state: &Self::State) -> Phases {
-        (**self).evaluate(state)
-    }
-}
-
-impl<C: CostModel + ?Sized> CostModel for Box<C> {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        (**self).cost(group)
-    }
-}
-
-impl<C: Additive + ?Sized> Additive for Box<C> {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        (**self).sample_cost(sample)
-    }
-}
-
-impl<C: Incremental + ?Sized> Incremental for Box<C> {
-    type State = C::State;
-    #[inline]
-    fn empty(&self) -> Self::State {
-        (**self).empty()
-    }
-    #[inline]
-    fn insert(&self, state: &mut Self::State, sample: &Sample) {
-        (**self).insert(state, sample);
-    }
-    #[inline]
-    fn remove(&self, state: &mut Self::State, sample: &Sample) {
-        (**self).remove(state, sample);
-    }
-    #[inline]
-    fn evaluate(&self, state: &Self::State) -> Phases {
-        (**self).evaluate(state)
-    }
-}
+impl_forward!(&C);
+impl_forward!(Box<C>);
 
 /// Tuples of models sum their members, like tower-layer's tuple layers.
 macro_rules! impl_tuple {
@@ -709,15 +597,8 @@ macro_rules! impl_tuple {
         /// A tuple of cost models sums its members, phase by phase.
         impl<$($name: CostModel),+> CostModel for ($($name,)+) {
             #[inline]
-            fn cost(&self, group: &[Sample]) -> Phases {
+            fn cost(&self, group: &[&Sample]) -> Phases {
                 Phases::ZERO $(+ self.$idx.cost(group))+
-            }
-        }
-
-        impl<$($name: Additive),+> Additive for ($($name,)+) {
-            #[inline]
-            fn sample_cost(&self, sample: &Sample) -> Phases {
-                Phases::ZERO $(+ self.$idx.sample_cost(sample))+
             }
         }
 
@@ -730,10 +611,6 @@ macro_rules! impl_tuple {
             #[inline]
             fn insert(&self, state: &mut Self::State, sample: &Sample) {
                 $(self.$idx.insert(&mut state.$idx, sample);)+
-            }
-            #[inline]
-            fn remove(&self, state: &mut Self::State, sample: &Sample) {
-                $(self.$idx.remove(&mut state.$idx, sample);)+
             }
             #[inline]
             fn evaluate(&self, state: &Self::State) -> Phases {
@@ -760,10 +637,10 @@ mod tests {
     #[test]
     fn tuples_sum_their_members() {
         let t = Tokens::new(1.0).unwrap();
-        let group = [Sample::new(3, [Image::new(2)])];
-        assert_eq!((t, t, t).cost(&group).language, 15.0);
+        let sample = Sample::new(3, [Image::new(2)]);
+        assert_eq!((t, t, t).cost(&[&sample]).language, 15.0);
         let mut s = (t, Zero).empty();
-        (t, Zero).insert(&mut s, &group[0]);
+        (t, Zero).insert(&mut s, &sample);
         assert_eq!((t, Zero).evaluate(&s).language, 5.0);
     }
 
@@ -771,10 +648,10 @@ mod tests {
     fn object_safe() {
         let models: [Box<dyn CostModel>; 2] = [
             Box::new(Tokens::new(1.0).unwrap()),
-            Box::new(cost_fn(|g: &[Sample]| Phases::new(g.len() as f64, 0.0))),
+            Box::new(cost_fn(|g: &[&Sample]| Phases::new(g.len() as f64, 0.0))),
         ];
-        let group = [Sample::text_only(4)];
-        let total: f64 = models.iter().map(|m| m.cost(&group).total()).sum();
+        let sample = Sample::text_only(4);
+        let total: f64 = models.iter().map(|m| m.cost(&[&sample]).total()).sum();
         assert_eq!(total, 5.0);
     }
 }

@@ -1,60 +1,13 @@
 //! FLOPs from model shapes: a decoder-only LLM ([`LlmShape`]), a vision
-//! encoder ([`VitShape`]), and named [`preset`]s for the model pairs of the
-//! crate's workloads.
-//!
-//! # Formulas
-//!
-//! A GEMM of an `m x k` by a `k x n` matrix costs `2 * m * k * n` FLOPs;
-//! training runs each GEMM three times (forward, gradient of the input,
-//! gradient of the weight), so a trained layer costs 3x its forward pass.
-//! Norms, activations, rotary embeddings, softmax, biases and the input
-//! embedding lookup are not counted (each below 1% for these shapes).
-//!
-//! **LLM** of `L` layers, hidden size `h`, FFN size `f`, `a` query heads,
-//! `g` key/value heads (grouped-query attention; query projection size `h`),
-//! vocabulary `V`, trained on one document of `T` tokens:
-//!
-//! ```text
-//! linear    = 3 * [ L * (2hh (Q) + 2 * 2h(h*g/a) (K, V) + 2hh (O) + m * 2hf (MLP)) + 2hV (logits) ] * T
-//!           = [ 12 L h^2 (1 + g/a) + 6m L h f + 6 h V ] * T        (m = 3 with SwiGLU, 2 without)
-//! attention = 3 * L * (2 T^2 h (Q K^T) + 2 T^2 h (scores x V)) * c  = 12 c L h T^2
-//! ```
-//!
-//! with `c = 1` counting the full score matrix ([`AttentionCount::Full`],
-//! exactly Megatron-LM's `num_floating_point_operations`) or `c = 1/2`
-//! counting the causal half that FlashAttention computes
-//! ([`AttentionCount::Causal`], the `6 * L * d * T^2` of the crate's domain
-//! notes). The linear part is `6 * N * T` for the `N` weights of the
-//! matrices above ([`LlmShape::weights`]).
-//!
-//! **ViT** of `L` layers, hidden size `h`, MLP size `m`, forward pass over one
-//! attention unit of `n` tokens (full, bidirectional attention):
-//!
-//! ```text
-//! forward = L * n * (8 h^2 + m' * 2hm) + L * 4 h n^2        (m' = 3 with SwiGLU, 2 without)
-//! ```
-//!
-//! Windowed layers replace `n^2` by `sum(w_i^2)` over their windows
-//! ([`Windowed`]). The patch embedding and the projector (merger MLP) are not
-//! counted (about 2% of the encoder for Qwen2.5-VL). A frozen encoder pays
-//! the forward pass once, a trained one three times ([`Training`]).
-//!
-//! # Sources
-//!
-//! Shapes from the models' published configurations (`config.json` on the
-//! Hugging Face Hub): `lmsys/vicuna-7b-v1.5`, `Qwen/Qwen2-7B`,
-//! `internlm/internlm2_5-7b`, `openai/clip-vit-large-patch14-336`,
-//! `Qwen/Qwen2.5-VL-7B-Instruct` (`vision_config`), `Qwen/Qwen2-VL-7B-Instruct`
-//! (`vision_config`), `OpenGVLab/InternViT-300M-448px`. The formula is that of
-//! D. Narayanan et al., *Efficient Large-Scale Language Model Training on GPU
-//! Clusters Using Megatron-LM*, SC 2021, appendix, as implemented (with
-//! grouped-query attention and SwiGLU) by Megatron-LM's
-//! `num_floating_point_operations` in `megatron/training/training.py`.
+//! encoder ([`VitShape`]), and the named [`Preset`]s for the model pairs of
+//! the crate's workloads.
+
+use core::fmt;
 
 use super::attention::DocumentAttention;
 use super::combinator::Sum;
 use super::tokens::Tokens;
-use super::vision::{PerImage, PerTile, Training, Vision, Windowed};
+use super::vision::{at_least_one, PerImage, PerTile, Training, Vision, Windowed};
 use super::CostModel;
 use crate::error::Error;
 
@@ -83,7 +36,37 @@ pub enum AttentionCount {
 
 /// The shape of a decoder-only language model, for its training FLOPs.
 ///
-/// See the [module documentation](self) for the formula.
+/// # Formula
+///
+/// A GEMM of an `m x k` by a `k x n` matrix costs `2 * m * k * n` FLOPs;
+/// training runs each GEMM three times (forward, gradient of the input,
+/// gradient of the weight), so a trained layer costs 3x its forward pass.
+/// Norms, activations, rotary embeddings, softmax, biases and the input
+/// embedding lookup are not counted (each below 1% for these shapes).
+///
+/// For `L` layers, hidden size `h`, FFN size `f`, `a` query heads, `g`
+/// key/value heads (grouped-query attention; query projection size `h`),
+/// vocabulary `V`, trained on one document of `T` tokens:
+///
+/// ```text
+/// linear    = 3 * [ L * (2hh (Q) + 2 * 2h(h*g/a) (K, V) + 2hh (O) + m * 2hf (MLP)) + 2hV (logits) ] * T
+///           = [ 12 L h^2 (1 + g/a) + 6m L h f + 6 h V ] * T        (m = 3 with SwiGLU, 2 without)
+/// attention = 3 * L * (2 T^2 h (Q K^T) + 2 T^2 h (scores x V)) * c  = 12 c L h T^2
+/// ```
+///
+/// with `c = 1` counting the full score matrix ([`AttentionCount::Full`],
+/// exactly Megatron-LM's `num_floating_point_operations`) or `c = 1/2`
+/// counting the causal half that FlashAttention computes
+/// ([`AttentionCount::Causal`]). The linear part is `6 * N * T` for the `N`
+/// weights of the matrices above ([`LlmShape::weights`]).
+///
+/// The formula is that of D. Narayanan et al., *Efficient Large-Scale
+/// Language Model Training on GPU Clusters Using Megatron-LM*, SC 2021,
+/// appendix, as implemented (with grouped-query attention and SwiGLU) by
+/// Megatron-LM's `num_floating_point_operations` in
+/// `megatron/training/training.py`. The shapes are from the models'
+/// published configurations (`config.json` on the Hugging Face Hub):
+/// `lmsys/vicuna-7b-v1.5`, `Qwen/Qwen2-7B`, `internlm/internlm2_5-7b`.
 ///
 /// # Examples
 ///
@@ -98,7 +81,7 @@ pub enum AttentionCount {
 /// assert_eq!(flops, vicuna.linear_flops_per_token() * t + 6.0 * 32.0 * 4096.0 * t * t);
 ///
 /// let model = vicuna.cost_model()?;
-/// assert_eq!(model.cost(&[Sample::text_only(2048)]).language, flops);
+/// assert_eq!(model.cost(&[&Sample::text_only(2048)]).language, flops);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -129,11 +112,11 @@ impl LlmShape {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, LlmShape};
+    /// use microbatch::cost::{LlmShape, Preset};
     ///
     /// let llm = LlmShape::VICUNA_7B;
     /// assert_eq!(llm.kv_heads, llm.heads); // multi-head attention
-    /// assert_eq!(preset("llava-1.5-7b")?.llm(), llm);
+    /// assert_eq!(Preset::Llava15_7b.llm(), llm);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub const VICUNA_7B: LlmShape = LlmShape {
@@ -152,11 +135,11 @@ impl LlmShape {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, LlmShape};
+    /// use microbatch::cost::{LlmShape, Preset};
     ///
     /// let llm = LlmShape::QWEN2_7B;
     /// assert_eq!(llm.heads / llm.kv_heads, 7); // grouped-query attention
-    /// assert_eq!(preset("qwen2.5-vl-7b")?.llm(), llm);
+    /// assert_eq!(Preset::Qwen25Vl7b.llm(), llm);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub const QWEN2_7B: LlmShape = LlmShape {
@@ -175,11 +158,11 @@ impl LlmShape {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, LlmShape};
+    /// use microbatch::cost::{LlmShape, Preset};
     ///
     /// let llm = LlmShape::INTERNLM2_5_7B;
     /// assert_eq!((llm.heads, llm.kv_heads), (32, 8));
-    /// assert_eq!(preset("internvl2.5-8b")?.llm(), llm);
+    /// assert_eq!(Preset::InternVl25_8b.llm(), llm);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub const INTERNLM2_5_7B: LlmShape = LlmShape {
@@ -197,7 +180,7 @@ impl LlmShape {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidShape`] naming `heads` or `kv_heads`.
+    /// [`Error::InvalidSetting`] naming `heads` or `kv_heads`.
     ///
     /// # Examples
     ///
@@ -207,18 +190,18 @@ impl LlmShape {
     ///
     /// assert!(LlmShape::QWEN2_7B.check().is_ok());
     /// let bad = LlmShape { kv_heads: 64, ..LlmShape::VICUNA_7B }; // more KV heads than heads
-    /// assert!(matches!(bad.check(), Err(Error::InvalidShape { name: "kv_heads", .. })));
+    /// assert!(matches!(bad.check(), Err(Error::InvalidSetting { name: "kv_heads", .. })));
     /// ```
     pub fn check(&self) -> Result<(), Error> {
         if self.heads == 0 {
-            return Err(Error::InvalidShape {
+            return Err(Error::InvalidSetting {
                 name: "heads",
                 value: 0,
                 requirement: "at least 1",
             });
         }
         if self.kv_heads == 0 || self.kv_heads > self.heads {
-            return Err(Error::InvalidShape {
+            return Err(Error::InvalidSetting {
                 name: "kv_heads",
                 value: u64::from(self.kv_heads),
                 requirement: "between 1 and heads",
@@ -318,7 +301,7 @@ impl LlmShape {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidShape`] if [`check`](LlmShape::check) fails.
+    /// [`Error::InvalidSetting`] if [`check`](LlmShape::check) fails.
     ///
     /// # Examples
     ///
@@ -327,17 +310,25 @@ impl LlmShape {
     ///
     /// let llm = LlmShape::QWEN2_7B;
     /// let model = llm.cost_model()?;
-    /// assert_eq!(model.cost(&[Sample::text_only(4096)]).language, llm.training_flops(4096));
+    /// assert_eq!(model.cost(&[&Sample::text_only(4096)]).language, llm.training_flops(4096));
     /// assert!(LlmShape { heads: 0, ..llm }.cost_model().is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn cost_model(&self) -> Result<Sum<Tokens, DocumentAttention>, Error> {
         self.check()?;
-        Ok(
-            Tokens::new(self.linear_flops_per_token())?.plus(DocumentAttention::new(
-                self.attention_flops_per_token_pair(),
-            )?),
-        )
+        Ok(self.model())
+    }
+
+    /// The cost model without [`check`](LlmShape::check). Its coefficients
+    /// are products of `u32` fields, so always finite and non-negative; the
+    /// shape checks only guard the meaning of the heads.
+    fn model(&self) -> Sum<Tokens, DocumentAttention> {
+        let tokens = Tokens {
+            per_token: self.linear_flops_per_token(),
+        };
+        tokens.plus(DocumentAttention {
+            per_token_pair: self.attention_flops_per_token_pair(),
+        })
     }
 }
 
@@ -385,7 +376,23 @@ pub enum VitScope {
 
 /// The shape of a vision transformer, for its FLOPs.
 ///
-/// See the [module documentation](self) for the formula.
+/// # Formula
+///
+/// For `L` layers, hidden size `h`, MLP size `m`, the forward pass over one
+/// attention unit of `n` tokens (full, bidirectional attention) costs
+///
+/// ```text
+/// forward = L * n * (8 h^2 + m' * 2hm) + L * 4 h n^2        (m' = 3 with SwiGLU, 2 without)
+/// ```
+///
+/// Windowed layers replace `n^2` by `sum(w_i^2)` over their windows
+/// ([`Windowed`]). The patch embedding and the projector (merger MLP) are not
+/// counted (about 2% of the encoder for Qwen2.5-VL). A frozen encoder pays
+/// the forward pass once, a trained one three times ([`Training`]). The
+/// shapes are from the models' published configurations:
+/// `openai/clip-vit-large-patch14-336`, `Qwen/Qwen2.5-VL-7B-Instruct` and
+/// `Qwen/Qwen2-VL-7B-Instruct` (`vision_config`),
+/// `OpenGVLab/InternViT-300M-448px`.
 ///
 /// # Examples
 ///
@@ -398,7 +405,7 @@ pub enum VitScope {
 /// assert_eq!(tile, 24.0 * (577.0 * (8.0 * h * h + 4.0 * h * 4096.0) + 4.0 * h * 577.0 * 577.0));
 ///
 /// let model = clip.cost_model(Training::Frozen)?;
-/// assert_eq!(model.cost(&[Sample::new(30, [Image::new(576)])]).vision, tile);
+/// assert_eq!(model.cost(&[&Sample::new(30, [Image::new(576)])]).vision, tile);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -423,11 +430,11 @@ impl VitShape {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, VitScope, VitShape};
+    /// use microbatch::cost::{Preset, VitScope, VitShape};
     ///
     /// let clip = VitShape::CLIP_L_14_336;
     /// assert_eq!(clip.scope, VitScope::Tile { tokens_per_tile: 577, llm_tokens_per_tile: 576 });
-    /// assert_eq!(preset("llava-1.5-7b")?.vit(), clip);
+    /// assert_eq!(Preset::Llava15_7b.vit(), clip);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub const CLIP_L_14_336: VitShape = VitShape {
@@ -451,7 +458,7 @@ impl VitShape {
     ///
     /// // 6 tiles + a thumbnail, 256 LLM tokens each: 7 tiles of 1025 ViT tokens.
     /// let vit = VitShape::INTERNVIT_300M;
-    /// let cost = vit.cost_model(Training::Frozen)?.cost(&[Sample::new(0, [Image::new(7 * 256)])]);
+    /// let cost = vit.cost_model(Training::Frozen)?.cost(&[&Sample::new(0, [Image::new(7 * 256)])]);
     /// assert_eq!(cost.vision, 7.0 * vit.forward_flops(1025));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -476,7 +483,7 @@ impl VitShape {
     ///
     /// // 100 LLM tokens come from 400 ViT patches.
     /// let vit = VitShape::QWEN2_VL;
-    /// let cost = vit.cost_model(Training::Frozen)?.cost(&[Sample::new(0, [Image::new(100)])]);
+    /// let cost = vit.cost_model(Training::Frozen)?.cost(&[&Sample::new(0, [Image::new(100)])]);
     /// assert_eq!(cost.vision, vit.forward_flops(400));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -496,11 +503,11 @@ impl VitShape {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, VitScope, VitShape};
+    /// use microbatch::cost::{Preset, VitScope, VitShape};
     ///
     /// let vit = VitShape::QWEN2_5_VL;
     /// assert!(matches!(vit.scope, VitScope::Windowed { window: 64, full_layers: 4, .. }));
-    /// assert_eq!(preset("qwen2.5-vl-7b")?.vit(), vit);
+    /// assert_eq!(Preset::Qwen25Vl7b.vit(), vit);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub const QWEN2_5_VL: VitShape = VitShape {
@@ -592,7 +599,7 @@ impl VitShape {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidShape`] if a count of the scope is zero or
+    /// [`Error::InvalidSetting`] if a count of the scope is zero or
     /// `full_layers` exceeds `layers`.
     ///
     /// # Examples
@@ -600,7 +607,7 @@ impl VitShape {
     /// ```
     /// use microbatch::cost::{CostModel, Image, Sample, Training, VitScope, VitShape};
     ///
-    /// let group = [Sample::new(0, [Image::new(576)])];
+    /// let group = [&Sample::new(0, [Image::new(576)])];
     /// let frozen = VitShape::CLIP_L_14_336.cost_model(Training::Frozen)?.cost(&group);
     /// let trained = VitShape::CLIP_L_14_336.cost_model(Training::Trained)?.cost(&group);
     /// assert_eq!(trained.vision, 3.0 * frozen.vision);
@@ -610,19 +617,13 @@ impl VitShape {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn cost_model(&self, training: Training) -> Result<Vision, Error> {
-        let linear = self.linear_flops_per_token();
-        let attn = self.attention_flops_per_token_pair();
-        let layers = f64::from(self.layers);
-        Ok(match self.scope {
+        match self.scope {
             VitScope::Tile {
-                tokens_per_tile,
                 llm_tokens_per_tile,
-            } => {
-                let per_tile = self.forward_flops(u64::from(tokens_per_tile));
-                PerTile::new(per_tile, llm_tokens_per_tile, training)?.into()
-            }
+                ..
+            } => at_least_one("llm_tokens_per_tile", llm_tokens_per_tile)?,
             VitScope::Image { patches_per_token } => {
-                PerImage::new(linear, layers * attn, patches_per_token, training)?.into()
+                at_least_one("patches_per_token", patches_per_token)?
             }
             VitScope::Windowed {
                 window,
@@ -630,63 +631,97 @@ impl VitShape {
                 patches_per_token,
             } => {
                 if full_layers > self.layers {
-                    return Err(Error::InvalidShape {
+                    return Err(Error::InvalidSetting {
                         name: "full_layers",
                         value: u64::from(full_layers),
                         requirement: "at most layers",
                     });
                 }
-                let windowed = f64::from(self.layers - full_layers) * attn;
-                let full = f64::from(full_layers) * attn;
-                Windowed::new(linear, windowed, window, full, patches_per_token, training)?.into()
+                at_least_one("window", window)?;
+                at_least_one("patches_per_token", patches_per_token)?
             }
-        })
+        };
+        Ok(self.model(training))
+    }
+
+    /// The cost model without the checks of
+    /// [`cost_model`](VitShape::cost_model). Its coefficients are products of
+    /// `u32` fields, so always finite and non-negative; the checks guard the
+    /// counts the models divide by.
+    fn model(&self, training: Training) -> Vision {
+        let linear = self.linear_flops_per_token();
+        let attn = self.attention_flops_per_token_pair();
+        let layers = f64::from(self.layers);
+        match self.scope {
+            VitScope::Tile {
+                tokens_per_tile,
+                llm_tokens_per_tile,
+            } => Vision::PerTile(PerTile {
+                per_tile: self.forward_flops(u64::from(tokens_per_tile)),
+                tokens_per_tile: llm_tokens_per_tile,
+                training,
+            }),
+            VitScope::Image { patches_per_token } => Vision::PerImage(PerImage {
+                per_patch: linear,
+                per_patch_pair: layers * attn,
+                patches_per_token,
+                training,
+            }),
+            VitScope::Windowed {
+                window,
+                full_layers,
+                patches_per_token,
+            } => Vision::Windowed(Windowed {
+                per_patch: linear,
+                per_window_pair: f64::from(self.layers.saturating_sub(full_layers)) * attn,
+                window,
+                per_patch_pair: f64::from(full_layers) * attn,
+                patches_per_token,
+                training,
+            }),
+        }
     }
 }
 
-/// The names [`preset`] knows, in order.
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::cost::{preset, PRESET_NAMES};
-///
-/// for name in PRESET_NAMES {
-///     assert_eq!(preset(name)?.name(), name);
-/// }
-/// # Ok::<(), microbatch::Error>(())
-/// ```
-pub const PRESET_NAMES: [&str; 3] = ["llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b"];
+/// The names of the presets, in the order of [`Preset::ALL`].
+const NAMES: [&str; 3] = ["llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b"];
 
 /// A named vision-language model pair: its encoder, whether the encoder is
-/// trained, and its LLM. Built by [`preset`].
+/// trained, and its LLM.
 ///
-/// | name | vision encoder | LLM |
-/// |---|---|---|
-/// | `llava-1.5-7b` | CLIP-L/14-336, frozen | Vicuna-7B |
-/// | `qwen2.5-vl-7b` | Qwen2.5-VL ViT, trained | Qwen2-7B |
-/// | `internvl2.5-8b` | InternViT-300M, trained | InternLM2.5-7B |
+/// | preset | name | vision encoder | LLM |
+/// |---|---|---|---|
+/// | [`Llava15_7b`](Preset::Llava15_7b) | `llava-1.5-7b` | CLIP-L/14-336, frozen | Vicuna-7B |
+/// | [`Qwen25Vl7b`](Preset::Qwen25Vl7b) | `qwen2.5-vl-7b` | Qwen2.5-VL ViT, trained | Qwen2-7B |
+/// | [`InternVl25_8b`](Preset::InternVl25_8b) | `internvl2.5-8b` | InternViT-300M, trained | InternLM2.5-7B |
 ///
-/// Attention is counted causally ([`AttentionCount::Causal`]).
+/// Attention is counted causally ([`AttentionCount::Causal`]). `Display`
+/// and [`FromStr`](core::str::FromStr) use the names; the enum is
+/// `#[non_exhaustive]`, so more presets may come in minor releases.
 ///
 /// # Examples
 ///
 /// ```
-/// use microbatch::cost::{preset, LlmShape, Training, VitShape};
+/// use microbatch::cost::{CostModel, Image, LlmShape, Preset, Sample, Training, VitShape};
 ///
-/// let p = preset("internvl2.5-8b")?;
-/// assert_eq!(p.name(), "internvl2.5-8b");
-/// assert_eq!(p.llm(), LlmShape::INTERNLM2_5_7B);
-/// assert_eq!(p.vit(), VitShape::INTERNVIT_300M);
-/// assert_eq!(p.vit_training(), Training::Trained);
+/// let p: Preset = "internvl2.5-8b".parse()?;
+/// assert_eq!(p, Preset::InternVl25_8b);
+/// assert_eq!(p.to_string(), "internvl2.5-8b");
+/// assert_eq!((p.llm(), p.vit(), p.vit_training()), (LlmShape::INTERNLM2_5_7B, VitShape::INTERNVIT_300M, Training::Trained));
+/// let cost = p.cost_model().cost(&[&Sample::new(100, [Image::new(256)])]);
+/// assert!(cost.vision > 0.0 && cost.language > cost.vision);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Preset {
-    name: &'static str,
-    vit: VitShape,
-    vit_training: Training,
-    llm: LlmShape,
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Preset {
+    /// `llava-1.5-7b`: CLIP ViT-L/14 at 336px, frozen, and Vicuna-7B v1.5.
+    Llava15_7b,
+    /// `qwen2.5-vl-7b`: the Qwen2.5-VL vision encoder, trained, and Qwen2-7B.
+    Qwen25Vl7b,
+    /// `internvl2.5-8b`: InternViT-300M at 448px, trained, and
+    /// InternLM2.5-7B.
+    InternVl25_8b,
 }
 
 /// The model of a [`Preset`]: the encoder in the vision phase plus the LLM's
@@ -696,31 +731,52 @@ pub struct Preset {
 /// # Examples
 ///
 /// ```
-/// use microbatch::cost::{preset, CostModel, Phases, PresetModel, Sample};
+/// use microbatch::cost::{CostModel, Phases, Preset, PresetModel, Sample};
 ///
-/// let model: PresetModel = preset("llava-1.5-7b")?.cost_model()?;
+/// let model: PresetModel = Preset::Llava15_7b.cost_model();
 /// let (vision, llm) = model.terms();
-/// let text = [Sample::text_only(100)];
+/// let text = [&Sample::text_only(100)];
 /// assert_eq!(vision.cost(&text), Phases::ZERO);
 /// assert_eq!(llm.cost(&text), model.cost(&text));
-/// # Ok::<(), microbatch::Error>(())
 /// ```
 pub type PresetModel = Sum<Vision, Sum<Tokens, DocumentAttention>>;
 
 impl Preset {
-    /// The preset's name.
+    /// Every preset, in order.
     ///
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, PRESET_NAMES};
+    /// use microbatch::cost::Preset;
     ///
-    /// assert_eq!(preset("qwen2.5-vl-7b")?.name(), PRESET_NAMES[1]);
+    /// for preset in Preset::ALL {
+    ///     assert_eq!(preset.name().parse::<Preset>()?, preset);
+    /// }
     /// # Ok::<(), microbatch::Error>(())
     /// ```
+    pub const ALL: [Preset; 3] = [
+        Preset::Llava15_7b,
+        Preset::Qwen25Vl7b,
+        Preset::InternVl25_8b,
+    ];
+
+    /// The preset's name: `llava-1.5-7b`, `qwen2.5-vl-7b` or `internvl2.5-8b`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Preset;
+    ///
+    /// assert_eq!(Preset::Qwen25Vl7b.name(), "qwen2.5-vl-7b");
+    /// assert_eq!(Preset::Qwen25Vl7b.to_string(), "qwen2.5-vl-7b");
+    /// ```
     #[must_use]
-    pub fn name(&self) -> &'static str {
-        self.name
+    pub const fn name(self) -> &'static str {
+        match self {
+            Preset::Llava15_7b => NAMES[0],
+            Preset::Qwen25Vl7b => NAMES[1],
+            Preset::InternVl25_8b => NAMES[2],
+        }
     }
 
     /// The vision encoder's shape.
@@ -728,14 +784,17 @@ impl Preset {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, VitShape};
+    /// use microbatch::cost::{Preset, VitShape};
     ///
-    /// assert_eq!(preset("llava-1.5-7b")?.vit(), VitShape::CLIP_L_14_336);
-    /// # Ok::<(), microbatch::Error>(())
+    /// assert_eq!(Preset::Llava15_7b.vit(), VitShape::CLIP_L_14_336);
     /// ```
     #[must_use]
-    pub fn vit(&self) -> VitShape {
-        self.vit
+    pub const fn vit(self) -> VitShape {
+        match self {
+            Preset::Llava15_7b => VitShape::CLIP_L_14_336,
+            Preset::Qwen25Vl7b => VitShape::QWEN2_5_VL,
+            Preset::InternVl25_8b => VitShape::INTERNVIT_300M,
+        }
     }
 
     /// Whether the vision encoder is trained.
@@ -743,15 +802,17 @@ impl Preset {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, Training};
+    /// use microbatch::cost::{Preset, Training};
     ///
-    /// assert_eq!(preset("llava-1.5-7b")?.vit_training(), Training::Frozen);
-    /// assert_eq!(preset("qwen2.5-vl-7b")?.vit_training(), Training::Trained);
-    /// # Ok::<(), microbatch::Error>(())
+    /// assert_eq!(Preset::Llava15_7b.vit_training(), Training::Frozen);
+    /// assert_eq!(Preset::Qwen25Vl7b.vit_training(), Training::Trained);
     /// ```
     #[must_use]
-    pub fn vit_training(&self) -> Training {
-        self.vit_training
+    pub const fn vit_training(self) -> Training {
+        match self {
+            Preset::Llava15_7b => Training::Frozen,
+            Preset::Qwen25Vl7b | Preset::InternVl25_8b => Training::Trained,
+        }
     }
 
     /// The LLM's shape.
@@ -759,90 +820,63 @@ impl Preset {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, LlmShape};
+    /// use microbatch::cost::{LlmShape, Preset};
     ///
-    /// assert_eq!(preset("qwen2.5-vl-7b")?.llm(), LlmShape::QWEN2_7B);
-    /// # Ok::<(), microbatch::Error>(())
+    /// assert_eq!(Preset::Qwen25Vl7b.llm(), LlmShape::QWEN2_7B);
     /// ```
     #[must_use]
-    pub fn llm(&self) -> LlmShape {
-        self.llm
+    pub const fn llm(self) -> LlmShape {
+        match self {
+            Preset::Llava15_7b => LlmShape::VICUNA_7B,
+            Preset::Qwen25Vl7b => LlmShape::QWEN2_7B,
+            Preset::InternVl25_8b => LlmShape::INTERNLM2_5_7B,
+        }
     }
 
-    /// The training FLOPs model of the pair.
-    ///
-    /// # Errors
-    ///
-    /// None for the built-in presets; the `Result` is that of
-    /// [`VitShape::cost_model`] and [`LlmShape::cost_model`].
+    /// The training FLOPs model of the pair: that of
+    /// [`VitShape::cost_model`] plus [`LlmShape::cost_model`], which cannot
+    /// fail for the presets' constant shapes (a test checks it).
     ///
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{preset, CostModel, Image, Sample};
+    /// use microbatch::cost::{CostModel, Image, Preset, Sample};
     ///
-    /// let model = preset("qwen2.5-vl-7b")?.cost_model()?;
-    /// let cost = model.cost(&[Sample::new(180, [Image::new(1024)])]);
+    /// let model = Preset::Qwen25Vl7b.cost_model();
+    /// let cost = model.cost(&[&Sample::new(180, [Image::new(1024)])]);
     /// let share = cost.vision / cost.total();
     /// assert!(share > 0.2 && share < 0.3, "{share}");
-    /// # Ok::<(), microbatch::Error>(())
     /// ```
-    pub fn cost_model(&self) -> Result<PresetModel, Error> {
-        Ok(self
-            .vit
-            .cost_model(self.vit_training)?
-            .plus(self.llm.cost_model()?))
+    pub fn cost_model(self) -> PresetModel {
+        self.vit()
+            .model(self.vit_training())
+            .plus(self.llm().model())
     }
 }
 
-const PRESETS: [Preset; 3] = [
-    Preset {
-        name: PRESET_NAMES[0],
-        vit: VitShape::CLIP_L_14_336,
-        vit_training: Training::Frozen,
-        llm: LlmShape::VICUNA_7B,
-    },
-    Preset {
-        name: PRESET_NAMES[1],
-        vit: VitShape::QWEN2_5_VL,
-        vit_training: Training::Trained,
-        llm: LlmShape::QWEN2_7B,
-    },
-    Preset {
-        name: PRESET_NAMES[2],
-        vit: VitShape::INTERNVIT_300M,
-        vit_training: Training::Trained,
-        llm: LlmShape::INTERNLM2_5_7B,
-    },
-];
+impl fmt::Display for Preset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
-/// The model pair named `name`: one of [`PRESET_NAMES`].
-///
-/// # Errors
-///
-/// [`Error::UnknownPreset`] for any other name; its message lists the known
-/// names.
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::cost::preset;
-///
-/// assert_eq!(preset("llava-1.5-7b")?.name(), "llava-1.5-7b");
-/// let err = preset("llava-2").unwrap_err();
-/// assert_eq!(
-///     err.to_string(),
-///     "unknown cost model preset \"llava-2\"; known presets: llava-1.5-7b, qwen2.5-vl-7b, internvl2.5-8b"
-/// );
-/// # Ok::<(), microbatch::Error>(())
-/// ```
-pub fn preset(name: &str) -> Result<Preset, Error> {
-    PRESETS
-        .iter()
-        .find(|p| p.name == name)
-        .copied()
-        .ok_or_else(|| Error::UnknownPreset {
-            name: name.into(),
-            known: &PRESET_NAMES,
-        })
+impl core::str::FromStr for Preset {
+    type Err = Error;
+
+    /// The preset named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownName`] for any other name; its message lists the
+    /// known names.
+    fn from_str(name: &str) -> Result<Self, Error> {
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| Error::UnknownName {
+                kind: "cost model preset",
+                name: name.into(),
+                known: &NAMES,
+            })
+    }
 }

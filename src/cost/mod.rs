@@ -5,22 +5,25 @@
 //! vision encoder (ViT), whose cost grows with image work only, and the
 //! language model (LLM), whose cost grows with all tokens and with attention.
 //! This module describes that time as a [`CostModel`]: a map from a group of
-//! [`Sample`]s (a packed sequence or a micro-batch) to a [`Phases`] vector
-//! (`vision`, `language`; [`Phases::total`] for a single barrier).
+//! borrowed [`Sample`]s (a packed sequence or a micro-batch, `&[&Sample]`)
+//! to a [`Phases`] vector (`vision`, `language`; [`Phases::total`] for a
+//! single barrier).
 //!
 //! # Building a model
 //!
 //! Models are small values that compose, in the style of rand's
 //! `Distribution::map` and tower's layers:
 //!
-//! - built-in terms, one family a file: [`Tokens`], [`PerSample`] and
-//!   [`PerGroup`] (linear terms and fixed overheads); [`DocumentAttention`]
-//!   (`sum T^2` under a document mask) and [`FullAttention`] (`L^2` over the
-//!   packed length); the vision encoders [`PerTile`] (CLIP, SigLIP,
-//!   InternViT), [`PerImage`] (Qwen2-VL) and [`Windowed`] (Qwen2.5-VL), frozen
-//!   or trained ([`Training`]);
+//! - built-in terms: [`Tokens`], [`PerSample`] and [`PerGroup`] (linear
+//!   terms and fixed overheads); [`DocumentAttention`] (`sum T^2` under a
+//!   document mask) and [`FullAttention`] (`L^2` over the packed length); the
+//!   vision encoders [`PerTile`] (CLIP, SigLIP, InternViT), [`PerImage`]
+//!   (Qwen2-VL) and [`Windowed`] (Qwen2.5-VL), frozen or trained
+//!   ([`Training`]);
 //! - FLOPs from model shapes: [`LlmShape`], [`VitShape`] and the named
-//!   [`preset`]s `llava-1.5-7b`, `qwen2.5-vl-7b` and `internvl2.5-8b`;
+//!   [`Preset`]s [`Llava15_7b`](Preset::Llava15_7b),
+//!   [`Qwen25Vl7b`](Preset::Qwen25Vl7b) and
+//!   [`InternVl25_8b`](Preset::InternVl25_8b);
 //! - coefficients from measured timings: [`fit`] and [`fit_terms`]
 //!   (non-negative least squares, with R^2 and the worst relative error);
 //! - combinators: [`CostModel::plus`] (also `+`), [`CostModel::scale`],
@@ -33,31 +36,23 @@
 //! a model, once built, only produces finite, non-negative costs (closures
 //! excepted: their results are the caller's).
 //!
-//! # Three ways to evaluate a model
+//! # Two ways to evaluate a model
 //!
-//! | trait | what | cost of "group + one sample" |
+//! | trait | what | who uses it |
 //! |---|---|---|
-//! | [`CostModel`] | [`cost`](CostModel::cost) of a whole group (a slice of samples) | O(group) |
-//! | [`Additive`] | [`sample_cost`](Additive::sample_cost): the group cost is the sum of these | O(1): add a number |
-//! | [`Incremental`] | a small [`State`](Incremental::State) of sufficient statistics, with [`insert`](Incremental::insert), [`remove`](Incremental::remove) and [`evaluate`](Incremental::evaluate) | O(1) for every built-in model |
+//! | [`CostModel`] | [`cost`](CostModel::cost) of a whole group, a slice of borrowed samples | [`fit_terms`], your own evaluations |
+//! | [`Incremental`] | a small [`State`](Incremental::State) of sufficient statistics per group, with [`insert`](Incremental::insert) and [`evaluate`](Incremental::evaluate) | the [`Planner`](crate::plan::Planner) |
 //!
-//! - **Additive** models (linear tokens, document-masked attention, per-sample
-//!   overheads, every vision encoder, and sums, scalings and phase placements
-//!   of those) have a cost per sample. Compute it once per sample and hand the
-//!   numbers to any algorithm over plain weights (LPT, Karmarkar-Karp, first
-//!   fit decreasing).
-//! - **Incremental** covers the non-additive terms as well: full attention
-//!   over a packed sequence keeps `L = sum T` and evaluates `b * L^2`; a
-//!   per-group overhead keeps the sample count; [`Max`] keeps the states of
-//!   both sides. A greedy planner keeps one state per open group and asks
-//!   [`evaluate_with`](Incremental::evaluate_with) for the cost with one more
-//!   sample, in O(1), without touching the group's samples. Built-in states
-//!   are integer sums (tokens, squared tokens, tiles, patches), so insertion
-//!   and removal are exact and the result does not depend on insertion order:
-//!   every rank computes the same plan.
-//!
-//! Only the closure adapter [`cost_fn`] is not incremental: it sees the
-//! whole group.
+//! The planner needs [`Incremental`]: it evaluates every sample's own cost
+//! once ([`evaluate_with`](Incremental::evaluate_with) on the
+//! [`empty`](Incremental::empty) state), balances by sums of those, and then
+//! evaluates each packed sequence and micro-batch as a group, by inserting
+//! its samples into a state, without collecting them into a slice. Built-in
+//! states are integer sums (tokens, squared tokens, tiles, patches), so the
+//! result does not depend on insertion order: every rank computes the same
+//! plan. Every built-in model and every combinator of incremental models is
+//! incremental; only the closure adapter [`cost_fn`], which sees the whole
+//! group, is not.
 //!
 //! # Examples
 //!
@@ -74,20 +69,18 @@
 //! let vit = PerTile::new(4e-3, 256, Training::Trained)?; // seconds per tile (forward)
 //! let model = vit.plus(llm);
 //!
-//! let group = [
-//!     Sample::text_only(1000),
-//!     Sample::new(200, [Image::new(512)]), // 2 tiles of 256 tokens
-//! ];
-//! let cost = model.cost(&group);
+//! let text = Sample::text_only(1000);
+//! let photo = Sample::new(200, [Image::new(512)]); // 2 tiles of 256 tokens
+//! let cost = model.cost(&[&text, &photo]); // borrowed: nothing is cloned
 //! let tokens = 1000.0 + 712.0;
 //! let squares = 1000.0 * 1000.0 + 712.0 * 712.0;
 //! let language = 2e-5 * tokens + 3e-10 * squares + 1e-3 * 2.0;
 //! assert!((cost.language - language).abs() < 1e-12);
 //! assert!((cost.vision - 3.0 * 2.0 * 4e-3).abs() < 1e-12);
 //!
-//! // The same in O(1) per sample, as a greedy planner would do it:
+//! // The same sample by sample, as the planner does it:
 //! let mut state = model.empty();
-//! for s in &group {
+//! for s in [&text, &photo] {
 //!     model.insert(&mut state, s);
 //! }
 //! assert_eq!(model.evaluate(&state), cost);
@@ -98,12 +91,11 @@
 //! FLOPs of a named model pair:
 //!
 //! ```
-//! use microbatch::cost::{preset, CostModel, Image, Sample};
+//! use microbatch::cost::{CostModel, Image, Preset, Sample};
 //!
-//! let llava = preset("llava-1.5-7b")?.cost_model()?;
-//! let cost = llava.cost(&[Sample::new(300, [Image::new(576)])]);
+//! let llava = Preset::Llava15_7b.cost_model();
+//! let cost = llava.cost(&[&Sample::new(300, [Image::new(576)])]);
 //! assert!(cost.vision / cost.total() < 0.02); // frozen CLIP: forward only
-//! # Ok::<(), microbatch::Error>(())
 //! ```
 //!
 //! # References
@@ -124,19 +116,17 @@ use smallvec::SmallVec;
 
 use crate::error::{Error, InvalidReason};
 
-pub mod attention;
-pub mod calibrate;
-pub mod combinator;
-pub mod flops;
-pub mod tokens;
-pub mod vision;
+mod attention;
+mod calibrate;
+mod combinator;
+mod flops;
+mod tokens;
+mod vision;
 
 pub use self::attention::{DocumentAttention, FullAttention};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
-pub use self::flops::{
-    preset, AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape, PRESET_NAMES,
-};
+pub use self::flops::{AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape};
 pub use self::tokens::{PerGroup, PerSample, Tokens};
 pub use self::vision::{PerImage, PerTile, Training, Vision, Windowed};
 
@@ -258,7 +248,8 @@ impl Image {
 /// its tokens attend only to each other. Its LLM length is
 /// [`tokens`](Sample::tokens) = text tokens + the image tokens of every image.
 ///
-/// A *group* is a slice of samples: a packed sequence or a micro-batch.
+/// A *group* is a slice of borrowed samples, `&[&Sample]`: a packed
+/// sequence or a micro-batch, costed without cloning a sample.
 ///
 /// # Examples
 ///
@@ -634,10 +625,12 @@ impl<'a> core::iter::Sum<&'a Phases> for Phases {
 
 /// A cost model: the cost of a group of samples, per phase.
 ///
-/// One required method, [`cost`](CostModel::cost); the provided methods are
-/// adapters that build bigger models from smaller ones. Capabilities beyond
-/// the group cost are separate traits: [`Additive`] (a cost per sample) and
-/// [`Incremental`] (O(1) updates of a group's cost).
+/// One required method, [`cost`](CostModel::cost), over a group of
+/// *borrowed* samples (`&[&Sample]`), so that costing a group held by
+/// reference (a packed sequence's samples picked out of a batch) never
+/// clones a sample. The provided methods are adapters that build bigger
+/// models from smaller ones. O(1) updates of a group's cost are the
+/// separate trait [`Incremental`], which the planner needs.
 ///
 /// The trait is implemented for references and boxes of models, for tuples
 /// of models (which sum their members), and is object safe:
@@ -648,33 +641,36 @@ impl<'a> core::iter::Sum<&'a Phases> for Phases {
 /// A model of your own, composed with built-in terms:
 ///
 /// ```
-/// use microbatch::cost::{CostModel, Phases, Sample, Tokens};
+/// use microbatch::cost::{CostModel, Image, Phases, Sample, Tokens};
 ///
 /// /// One second per image, in the vision phase.
 /// #[derive(Debug)]
 /// struct PerImageSecond;
 ///
 /// impl CostModel for PerImageSecond {
-///     fn cost(&self, group: &[Sample]) -> Phases {
+///     fn cost(&self, group: &[&Sample]) -> Phases {
 ///         let images: usize = group.iter().map(|s| s.images().len()).sum();
 ///         Phases::new(images as f64, 0.0)
 ///     }
 /// }
 ///
 /// let model = PerImageSecond.plus(Tokens::new(1e-3)?);
-/// let group = [Sample::new(1000, [microbatch::cost::Image::new(24)])];
-/// assert_eq!(model.cost(&group), Phases::new(1.0, 1.024));
+/// let batch = vec![Sample::new(1000, [Image::new(24)]), Sample::text_only(5)];
+/// // Cost the first sample of the batch, borrowed.
+/// assert_eq!(model.cost(&[&batch[0]]), Phases::new(1.0, 1.024));
+/// let all: Vec<&Sample> = batch.iter().collect();
+/// assert_eq!(model.cost(&all), Phases::new(1.0, 1.029));
 /// assert_eq!(format!("{model:?}"), "PerImageSecond + Tokens { per_token: 0.001 }");
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 pub trait CostModel {
-    /// The cost of a group of samples (a packed sequence or a micro-batch).
-    /// The empty group costs zero for every built-in model.
+    /// The cost of a group of samples (a packed sequence or a micro-batch),
+    /// borrowed. The empty group costs zero for every built-in model.
     ///
     /// # Complexity
     ///
     /// O(group length + images) for every built-in model.
-    fn cost(&self, group: &[Sample]) -> Phases;
+    fn cost(&self, group: &[&Sample]) -> Phases;
 
     /// The sum of `self` and `other`, phase by phase. Also written `self + other`.
     ///
@@ -684,7 +680,7 @@ pub trait CostModel {
     /// use microbatch::cost::{CostModel, PerSample, Sample, Tokens};
     ///
     /// let model = Tokens::new(1.0)?.plus(PerSample::new(10.0)?);
-    /// assert_eq!(model.cost(&[Sample::text_only(5)]).total(), 15.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(5)]).total(), 15.0);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     fn plus<B: CostModel>(self, other: B) -> Sum<Self, B>
@@ -707,7 +703,7 @@ pub trait CostModel {
     /// use microbatch::cost::{CostModel, Sample, Tokens};
     ///
     /// let model = Tokens::new(2.0)?.scale(0.5)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(8)]).language, 8.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(8)]).language, 8.0);
     /// assert!(Tokens::new(2.0)?.scale(-1.0).is_err());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -727,7 +723,7 @@ pub trait CostModel {
     ///
     /// // The projector runs per image token, next to the ViT.
     /// let projector = Tokens::new(1.0)?.in_phase(Phase::Vision);
-    /// assert_eq!(projector.cost(&[Sample::text_only(3)]), Phases::new(3.0, 0.0));
+    /// assert_eq!(projector.cost(&[&Sample::text_only(3)]), Phases::new(3.0, 0.0));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     fn in_phase(self, phase: Phase) -> InPhase<Self>
@@ -748,7 +744,7 @@ pub trait CostModel {
     /// // Data loading overlaps the language model's compute.
     /// let loading = PerSample::new(0.5)?;
     /// let model = Tokens::new(0.01)?.max(loading);
-    /// let group = [Sample::text_only(100), Sample::text_only(20)];
+    /// let group = [&Sample::text_only(100), &Sample::text_only(20)];
     /// assert_eq!(model.cost(&group).language, 1.2); // max(1.2, 1.0)
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -760,75 +756,53 @@ pub trait CostModel {
     }
 }
 
-/// A [`CostModel`] whose group cost is the sum of a cost per sample.
-///
-/// Law: `cost(group) == group.iter().map(sample_cost).sum()` up to floating
-/// point rounding (built-in models keep integer sums and multiply once, so
-/// the two can differ in the last bits).
-///
-/// This is the cheap path for planners: compute every sample's cost once,
-/// and any algorithm over plain weights (LPT, Karmarkar-Karp, first fit
-/// decreasing) balances by it; the cost of "group + one more sample" is one
-/// addition. Sums, scalings and phase placements of additive models are
-/// additive; [`Max`], [`FullAttention`], [`PerGroup`] and [`cost_fn`] are
-/// not (use [`Incremental`] for those).
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::cost::{Additive, CostModel, DocumentAttention, Sample, Tokens};
-///
-/// let model = Tokens::new(1.0)? + DocumentAttention::new(0.5)?;
-/// let group = [Sample::text_only(2), Sample::text_only(4)];
-/// let per_sample: f64 = group.iter().map(|s| model.sample_cost(s).total()).sum();
-/// assert_eq!(per_sample, model.cost(&group).total()); // 2 + 2 + 4 + 8
-/// # Ok::<(), microbatch::Error>(())
-/// ```
-pub trait Additive: CostModel {
-    /// The cost of one sample, equal to `self.cost(&[sample.clone()])`.
-    ///
-    /// # Complexity
-    ///
-    /// O(images of the sample).
-    fn sample_cost(&self, sample: &Sample) -> Phases;
-}
-
 /// A [`CostModel`] that keeps a small state of sufficient statistics per
-/// group, so that adding or removing a sample and re-evaluating the group's
-/// cost take O(1) (per image of the sample).
+/// group, so that adding a sample and re-evaluating the group's cost take
+/// O(1) (per image of the sample).
+///
+/// This is what the [`Planner`](crate::plan::Planner) requires of its model.
+/// It evaluates every sample's own cost once, as
+/// [`evaluate_with`](Incremental::evaluate_with) on the
+/// [`empty`](Incremental::empty) state, and balances packed sequences and
+/// ranks by sums of those; then it evaluates every packed sequence and
+/// micro-batch of the plan as a group, by [`insert`](Incremental::insert)ing
+/// its samples into a fresh state and calling
+/// [`evaluate`](Incremental::evaluate), so that non-additive terms (full
+/// attention over the packed length, a cost per group) are reported exactly
+/// without collecting the group into a slice.
 ///
 /// Laws, for every group `g` and sample `s`:
 ///
-/// - `evaluate(&state_of(g)) == cost(g)`;
-/// - inserting `s` then removing it gives back the state (exactly, for the
-///   integer states of all built-in models);
+/// - inserting the samples of `g` into [`empty`](Incremental::empty) and
+///   evaluating gives [`CostModel::cost`] of `g`;
+/// - [`evaluate_with`](Incremental::evaluate_with)`(state, s)` equals
+///   inserting `s` into a copy of `state` and evaluating it;
 /// - the state does not depend on the order of insertion (for built-in
-///   models).
+///   models: their states are integer sums).
 ///
 /// Every built-in model and every adapter over incremental models is
 /// incremental, except the closure adapter [`cost_fn`], which needs the
-/// whole group. A greedy planner keeps one `State` per open group (a packed
-/// sequence, a rank's micro-step) and asks
-/// [`evaluate_with`](Incremental::evaluate_with) for the cost of "this group
-/// + that sample".
+/// whole group.
 ///
 /// # Examples
 ///
 /// ```
 /// use microbatch::cost::{CostModel, FullAttention, Incremental, PerGroup, Sample, Tokens};
 ///
-/// // Not additive: L^2 over the packed length, and a fixed cost per group.
+/// // Not a sum of per-sample costs: L^2 over the packed length, and a fixed
+/// // cost per group.
 /// let model = Tokens::new(1.0)? + FullAttention::new(0.01)? + PerGroup::new(5.0)?;
+/// let (a, b) = (Sample::text_only(10), Sample::text_only(20));
 /// let mut pack = model.empty();
 /// assert_eq!(model.evaluate(&pack).total(), 0.0);
 ///
-/// model.insert(&mut pack, &Sample::text_only(10));
+/// model.insert(&mut pack, &a);
 /// // "pack + one more sample", without changing `pack`:
-/// let with = model.evaluate_with(&pack, &Sample::text_only(20));
+/// let with = model.evaluate_with(&pack, &b);
 /// assert_eq!(with.total(), 30.0 + 0.01 * 900.0 + 5.0);
-///
-/// let group = [Sample::text_only(10), Sample::text_only(20)];
-/// assert_eq!(with, model.cost(&group));
+/// assert_eq!(with, model.cost(&[&a, &b]));
+/// // One sample's own cost, as the planner evaluates it:
+/// assert_eq!(model.evaluate_with(&model.empty(), &b).total(), 20.0 + 4.0 + 5.0);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 pub trait Incremental: CostModel {
@@ -837,18 +811,50 @@ pub trait Incremental: CostModel {
     type State: Clone + fmt::Debug;
 
     /// The state of the empty group.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Incremental, Phases, Tokens};
+    ///
+    /// let model = Tokens::new(1.0)?;
+    /// assert_eq!(model.evaluate(&model.empty()), Phases::ZERO);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     fn empty(&self) -> Self::State;
 
     /// Adds `sample` to the group of `state`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Incremental, Sample, Tokens};
+    ///
+    /// let model = Tokens::new(2.0)?;
+    /// let mut state = model.empty();
+    /// model.insert(&mut state, &Sample::text_only(3));
+    /// model.insert(&mut state, &Sample::text_only(4));
+    /// assert_eq!(model.evaluate(&state).language, 14.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     fn insert(&self, state: &mut Self::State, sample: &Sample);
-
-    /// Removes `sample`, which must have been inserted before, from the group
-    /// of `state`. Removing a sample that is not in the group leaves an
-    /// unspecified state (it never panics; integer sums saturate at zero).
-    fn remove(&self, state: &mut Self::State, sample: &Sample);
 
     /// The cost of the group of `state`; equal to [`CostModel::cost`] of the
     /// group.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, FullAttention, Incremental, Sample};
+    ///
+    /// let model = FullAttention::new(1.0)?;
+    /// let (a, b) = (Sample::text_only(3), Sample::text_only(4));
+    /// let mut state = model.empty();
+    /// model.insert(&mut state, &a);
+    /// model.insert(&mut state, &b);
+    /// assert_eq!(model.evaluate(&state), model.cost(&[&a, &b])); // (3 + 4)^2
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     fn evaluate(&self, state: &Self::State) -> Phases;
 
     /// The cost of the group of `state` with `sample` added, leaving `state`
@@ -858,26 +864,102 @@ pub trait Incremental: CostModel {
     ///
     /// One clone of the state, one insertion, one evaluation: O(1) per image
     /// of the sample for the built-in models.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Incremental, PerGroup, Sample};
+    ///
+    /// let model = PerGroup::new(5.0)?;
+    /// let state = model.empty();
+    /// assert_eq!(model.evaluate_with(&state, &Sample::text_only(1)).language, 5.0);
+    /// assert_eq!(model.evaluate(&state).language, 0.0); // unchanged
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
     fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
         let mut s = state.clone();
         self.insert(&mut s, sample);
         self.evaluate(&s)
     }
+}
 
-    /// The state of a group given by any iterator of samples, for example
-    /// `indices.iter().map(|&i| &samples[i])`.
-    fn state_of<'a, I>(&self, group: I) -> Self::State
-    where
-        I: IntoIterator<Item = &'a Sample>,
-        Self: Sized,
-    {
-        let mut s = self.empty();
-        for sample in group {
-            self.insert(&mut s, sample);
-        }
-        s
+/// The cost of a group through an incremental model's state: the one
+/// [`CostModel::cost`] of every built-in model.
+#[inline]
+pub(crate) fn cost_by_state<M: Incremental + ?Sized>(model: &M, group: &[&Sample]) -> Phases {
+    let mut state = model.empty();
+    for sample in group {
+        model.insert(&mut state, sample);
+    }
+    model.evaluate(&state)
+}
+
+/// A statistic summed over a group's samples with saturating integer
+/// addition: the state of every built-in term.
+pub(crate) trait SaturatingSum: Copy + Default + fmt::Debug {
+    /// `self + rhs`, saturating.
+    fn saturating_add(self, rhs: Self) -> Self;
+}
+
+impl SaturatingSum for u64 {
+    #[inline]
+    fn saturating_add(self, rhs: Self) -> Self {
+        u64::saturating_add(self, rhs)
     }
 }
+
+impl SaturatingSum for u128 {
+    #[inline]
+    fn saturating_add(self, rhs: Self) -> Self {
+        u128::saturating_add(self, rhs)
+    }
+}
+
+impl SaturatingSum for [u128; 3] {
+    #[inline]
+    fn saturating_add(mut self, rhs: Self) -> Self {
+        for (s, v) in self.iter_mut().zip(rhs) {
+            *s = s.saturating_add(v);
+        }
+        self
+    }
+}
+
+/// Implements [`CostModel`] (through the state), [`Incremental`] and `+`
+/// for a built-in term whose state is the saturating sum of a per-sample
+/// statistic: `$stat(&self, &Sample) -> $state` is one sample's share,
+/// `$value(&self, &$state) -> Phases` the group's cost.
+macro_rules! impl_summed {
+    ($ty:ident, $state:ty, $stat:expr, $value:expr) => {
+        impl $crate::cost::CostModel for $ty {
+            #[inline]
+            fn cost(&self, group: &[&$crate::cost::Sample]) -> $crate::cost::Phases {
+                $crate::cost::cost_by_state(self, group)
+            }
+        }
+
+        impl $crate::cost::Incremental for $ty {
+            type State = $state;
+            #[inline]
+            fn empty(&self) -> $state {
+                <$state>::default()
+            }
+            #[inline]
+            fn insert(&self, state: &mut $state, sample: &$crate::cost::Sample) {
+                let stat: fn(&$ty, &$crate::cost::Sample) -> $state = $stat;
+                *state = $crate::cost::SaturatingSum::saturating_add(*state, stat(self, sample));
+            }
+            #[inline]
+            fn evaluate(&self, state: &$state) -> $crate::cost::Phases {
+                let value: fn(&$ty, &$state) -> $crate::cost::Phases = $value;
+                value(self, state)
+            }
+        }
+
+        $crate::cost::combinator::impl_add!($ty);
+    };
+}
+pub(crate) use impl_summed;
 
 /// Checks one coefficient: finite and non-negative, naming `name` otherwise.
 pub(crate) fn coefficient(name: &'static str, value: f64) -> Result<f64, Error> {

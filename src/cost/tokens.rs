@@ -1,8 +1,7 @@
 //! Linear terms of the language model: cost per token, fixed cost per sample
 //! and fixed cost per group (micro-step or packed sequence).
 
-use super::combinator::impl_add;
-use super::{coefficient, f, Additive, CostModel, Incremental, Phases, Sample};
+use super::{coefficient, f, impl_summed, Phases};
 use crate::error::Error;
 
 /// `per_token * sum(T)`, in the language phase, where `T` is a sample's
@@ -12,7 +11,7 @@ use crate::error::Error;
 /// output layer, `6 * N` FLOPs per token for a model of `N` non-embedding
 /// parameters trained forward and backward.
 ///
-/// [`Additive`] and [`Incremental`] (state: the token sum, exact in `u64`).
+/// [`Incremental`](super::Incremental) (state: the token sum, exact in `u64`).
 ///
 /// # Examples
 ///
@@ -20,7 +19,7 @@ use crate::error::Error;
 /// use microbatch::cost::{CostModel, Image, Sample, Tokens};
 ///
 /// let model = Tokens::new(2.0)?;
-/// let group = [Sample::text_only(10), Sample::new(5, [Image::new(20)])];
+/// let group = [&Sample::text_only(10), &Sample::new(5, [Image::new(20)])];
 /// assert_eq!(model.cost(&group).language, 70.0);
 /// assert_eq!(model.per_token(), 2.0);
 /// assert!(Tokens::new(f64::NAN).is_err());
@@ -29,7 +28,7 @@ use crate::error::Error;
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct Tokens {
-    per_token: f64,
+    pub(super) per_token: f64,
 }
 
 impl Tokens {
@@ -47,7 +46,7 @@ impl Tokens {
     /// use microbatch::Error;
     ///
     /// let model = Tokens::new(0.5)?;
-    /// assert_eq!(model.cost(&[Sample::text_only(100)]).language, 50.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(100)]).language, 50.0);
     /// assert!(matches!(Tokens::new(-1.0), Err(Error::InvalidCoefficient { name: "per_token", .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -73,48 +72,17 @@ impl Tokens {
     }
 }
 
-impl CostModel for Tokens {
-    fn cost(&self, group: &[Sample]) -> Phases {
-        self.evaluate(&self.state_of(group))
-    }
-}
-
-impl Additive for Tokens {
-    #[inline]
-    fn sample_cost(&self, sample: &Sample) -> Phases {
-        Phases::new(0.0, self.per_token * sample.tokens() as f64)
-    }
-}
-
-impl Incremental for Tokens {
-    /// The token sum.
-    type State = u64;
-    #[inline]
-    fn empty(&self) -> u64 {
-        0
-    }
-    #[inline]
-    fn insert(&self, state: &mut u64, sample: &Sample) {
-        *state = state.saturating_add(sample.tokens());
-    }
-    #[inline]
-    fn remove(&self, state: &mut u64, sample: &Sample) {
-        *state = state.saturating_sub(sample.tokens());
-    }
-    #[inline]
-    fn evaluate(&self, state: &u64) -> Phases {
-        Phases::new(0.0, self.per_token * f(u128::from(*state)))
-    }
-}
-
-impl_add!(Tokens);
+// State: the token sum, exact in `u64`.
+impl_summed!(Tokens, u64, |_, s| s.tokens(), |m, &l| {
+    Phases::new(0.0, m.per_token * f(u128::from(l)))
+});
 
 /// `cost * n`, in the language phase, for a group of `n` samples: a fixed
 /// overhead per sample (kernel launches per document, data collation, loss
 /// bookkeeping).
 ///
-/// [`Additive`] and [`Incremental`] (state: the sample count). Place it in
-/// another phase with [`CostModel::in_phase`].
+/// [`Incremental`](super::Incremental) (state: the sample count). Place it
+/// in another phase with [`CostModel::in_phase`](super::CostModel::in_phase).
 ///
 /// # Examples
 ///
@@ -122,7 +90,7 @@ impl_add!(Tokens);
 /// use microbatch::cost::{CostModel, PerSample, Sample};
 ///
 /// let model = PerSample::new(0.25)?;
-/// assert_eq!(model.cost(&[Sample::text_only(1), Sample::text_only(9)]).language, 0.5);
+/// assert_eq!(model.cost(&[&Sample::text_only(1), &Sample::text_only(9)]).language, 0.5);
 /// assert!(PerSample::new(-1.0).is_err());
 /// # Ok::<(), microbatch::Error>(())
 /// ```
@@ -147,7 +115,7 @@ impl PerSample {
     /// use microbatch::Error;
     ///
     /// let model = PerSample::new(0.1)?;
-    /// assert_eq!(model.cost(&vec![Sample::text_only(5); 3]).language, 0.1 * 3.0);
+    /// assert_eq!(model.cost(&[&Sample::text_only(5); 3]).language, 0.1 * 3.0);
     /// assert!(matches!(PerSample::new(f64::INFINITY), Err(Error::InvalidCoefficient { name: "cost", .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -173,48 +141,17 @@ impl PerSample {
     }
 }
 
-impl CostModel for PerSample {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        Phases::new(0.0, self.cost * group.len() as f64)
-    }
-}
-
-impl Additive for PerSample {
-    #[inline]
-    fn sample_cost(&self, _sample: &Sample) -> Phases {
-        Phases::new(0.0, self.cost)
-    }
-}
-
-impl Incremental for PerSample {
-    /// The sample count.
-    type State = usize;
-    #[inline]
-    fn empty(&self) -> usize {
-        0
-    }
-    #[inline]
-    fn insert(&self, state: &mut usize, _sample: &Sample) {
-        *state = state.saturating_add(1);
-    }
-    #[inline]
-    fn remove(&self, state: &mut usize, _sample: &Sample) {
-        *state = state.saturating_sub(1);
-    }
-    #[inline]
-    fn evaluate(&self, state: &usize) -> Phases {
-        Phases::new(0.0, self.cost * *state as f64)
-    }
-}
-
-impl_add!(PerSample);
+// State: the sample count.
+impl_summed!(PerSample, u64, |_, _| 1, |m, &n| Phases::new(
+    0.0,
+    m.cost * n as f64
+));
 
 /// A fixed `cost` per non-empty group, in the language phase: the overhead of
 /// one micro-step (optimizer-free forward/backward launch, FSDP parameter
 /// gathers) or of one packed sequence. The empty group costs nothing.
 ///
-/// Not [`Additive`]; [`Incremental`] (state: the sample count).
+/// [`Incremental`](super::Incremental) (state: the sample count).
 ///
 /// # Examples
 ///
@@ -223,7 +160,7 @@ impl_add!(PerSample);
 ///
 /// let model = PerGroup::new(0.3)?;
 /// assert_eq!(model.cost(&[]).language, 0.0);
-/// assert_eq!(model.cost(&[Sample::text_only(1), Sample::text_only(2)]).language, 0.3);
+/// assert_eq!(model.cost(&[&Sample::text_only(1), &Sample::text_only(2)]).language, 0.3);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -247,7 +184,7 @@ impl PerGroup {
     /// use microbatch::Error;
     ///
     /// let model = PerGroup::new(0.3)?;
-    /// assert_eq!(model.cost(&vec![Sample::text_only(5); 4]).language, 0.3); // once, not per sample
+    /// assert_eq!(model.cost(&[&Sample::text_only(5); 4]).language, 0.3); // once, not per sample
     /// assert!(matches!(PerGroup::new(f64::NAN), Err(Error::InvalidCoefficient { name: "cost", .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -273,32 +210,7 @@ impl PerGroup {
     }
 }
 
-impl CostModel for PerGroup {
-    #[inline]
-    fn cost(&self, group: &[Sample]) -> Phases {
-        self.evaluate(&group.len())
-    }
-}
-
-impl Incremental for PerGroup {
-    /// The sample count.
-    type State = usize;
-    #[inline]
-    fn empty(&self) -> usize {
-        0
-    }
-    #[inline]
-    fn insert(&self, state: &mut usize, _sample: &Sample) {
-        *state = state.saturating_add(1);
-    }
-    #[inline]
-    fn remove(&self, state: &mut usize, _sample: &Sample) {
-        *state = state.saturating_sub(1);
-    }
-    #[inline]
-    fn evaluate(&self, state: &usize) -> Phases {
-        Phases::new(0.0, if *state > 0 { self.cost } else { 0.0 })
-    }
-}
-
-impl_add!(PerGroup);
+// State: the sample count.
+impl_summed!(PerGroup, u64, |_, _| 1, |m, &n| {
+    Phases::new(0.0, if n > 0 { m.cost } else { 0.0 })
+});

@@ -3,14 +3,13 @@
 //! (Qwen2.5-VL); frozen (forward only) or trained (forward + backward).
 //!
 //! Every model here puts its cost in the vision phase, depends only on the
-//! images of a sample, and is [`Additive`] and [`Incremental`] with an
-//! integer state (tiles, patches, squared patches), so insertion and removal
-//! are exact.
+//! images of a sample, and is incremental with an integer state (tiles,
+//! patches, squared patches), so that insertion is exact and independent of
+//! order.
 
 use core::fmt;
 
-use super::combinator::impl_add;
-use super::{coefficient, f, Additive, CostModel, Image, Incremental, Phases, Sample};
+use super::{coefficient, f, impl_summed, Image, Phases, Sample};
 use crate::error::Error;
 
 /// Whether the vision encoder is trained or frozen, which sets the multiple
@@ -45,7 +44,7 @@ impl Training {
     ///
     /// let frozen = PerTile::new(2.0, 576, Training::Frozen)?;
     /// let trained = PerTile::new(2.0, 576, Training::Trained)?;
-    /// let group = [Sample::new(0, [Image::new(576)])];
+    /// let group = [&Sample::new(0, [Image::new(576)])];
     /// assert_eq!(trained.cost(&group).vision / frozen.cost(&group).vision, Training::Trained.factor());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -62,64 +61,43 @@ impl Training {
 /// depends on the model).
 type Features = [u128; 3];
 
-fn add_features(state: &mut Features, x: &Features) {
-    for (s, v) in state.iter_mut().zip(x) {
-        *s = s.saturating_add(*v);
+/// Sums `per_unit(n)` over the attention units of every image of `sample`,
+/// `n` being a unit's patches at `patches_per_token` patches per LLM token.
+/// Units of equal size are counted once and multiplied (saturating).
+fn unit_features(
+    sample: &Sample,
+    patches_per_token: u32,
+    per_unit: impl Fn(u128) -> Features,
+) -> Features {
+    let p = u128::from(patches_per_token);
+    let mut x = [0u128; 3];
+    for image in sample.images() {
+        image.for_each_unit(|tokens, count| {
+            let n = p * u128::from(tokens); // < 2^64: no overflow
+            let c = u128::from(count);
+            for (s, v) in x.iter_mut().zip(per_unit(n)) {
+                *s = s.saturating_add(c.saturating_mul(v));
+            }
+        });
     }
+    x
 }
 
-fn sub_features(state: &mut Features, x: &Features) {
-    for (s, v) in state.iter_mut().zip(x) {
-        *s = s.saturating_sub(*v);
-    }
-}
-
-/// Implements `CostModel`, `Additive` and `Incremental` from
+/// Implements `CostModel`, `Incremental` and `+` from
 /// `features(&Sample) -> Features` and `value(&Features) -> f64`.
 macro_rules! impl_vision {
     ($ty:ident) => {
-        impl CostModel for $ty {
-            fn cost(&self, group: &[Sample]) -> Phases {
-                self.evaluate(&self.state_of(group))
-            }
-        }
-
-        impl Additive for $ty {
-            #[inline]
-            fn sample_cost(&self, sample: &Sample) -> Phases {
-                Phases::new(self.value(&self.features(sample)), 0.0)
-            }
-        }
-
-        impl Incremental for $ty {
-            /// Integer feature sums of the group.
-            type State = [u128; 3];
-            #[inline]
-            fn empty(&self) -> [u128; 3] {
-                [0; 3]
-            }
-            #[inline]
-            fn insert(&self, state: &mut [u128; 3], sample: &Sample) {
-                add_features(state, &self.features(sample));
-            }
-            #[inline]
-            fn remove(&self, state: &mut [u128; 3], sample: &Sample) {
-                sub_features(state, &self.features(sample));
-            }
-            #[inline]
-            fn evaluate(&self, state: &[u128; 3]) -> Phases {
-                Phases::new(self.value(state), 0.0)
-            }
-        }
-
-        impl_add!($ty);
+        // State: integer feature sums of the group.
+        impl_summed!($ty, Features, |m, s| m.features(s), |m, x| {
+            Phases::new(m.value(x), 0.0)
+        });
     };
 }
 
 /// Checks that a count parameter is at least 1.
-fn at_least_one(name: &'static str, value: u32) -> Result<u32, Error> {
+pub(super) fn at_least_one(name: &'static str, value: u32) -> Result<u32, Error> {
     if value == 0 {
-        Err(Error::InvalidShape {
+        Err(Error::InvalidSetting {
             name,
             value: 0,
             requirement: "at least 1",
@@ -146,7 +124,7 @@ fn at_least_one(name: &'static str, value: u32) -> Result<u32, Error> {
 ///
 /// let internvit = PerTile::new(1.0, 256, Training::Trained)?;
 /// let s = Sample::new(50, [Image::new(600)]); // ceil(600 / 256) = 3 tiles
-/// assert_eq!(internvit.cost(&[s]).vision, 9.0);
+/// assert_eq!(internvit.cost(&[&s]).vision, 9.0);
 /// let tiled = Sample::new(0, [Image::with_units(256, NonZeroU32::new(2).unwrap())]);
 /// assert_eq!(internvit.tiles(&tiled.images()[0]), 2);
 /// # Ok::<(), microbatch::Error>(())
@@ -154,9 +132,9 @@ fn at_least_one(name: &'static str, value: u32) -> Result<u32, Error> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct PerTile {
-    per_tile: f64,
-    tokens_per_tile: u32,
-    training: Training,
+    pub(super) per_tile: f64,
+    pub(super) tokens_per_tile: u32,
+    pub(super) training: Training,
 }
 
 impl PerTile {
@@ -165,7 +143,7 @@ impl PerTile {
     /// # Errors
     ///
     /// [`Error::InvalidCoefficient`] naming `per_tile` if it is NaN, infinite
-    /// or negative; [`Error::InvalidShape`] if `tokens_per_tile` is zero.
+    /// or negative; [`Error::InvalidSetting`] if `tokens_per_tile` is zero.
     ///
     /// # Examples
     ///
@@ -174,9 +152,9 @@ impl PerTile {
     /// use microbatch::Error;
     ///
     /// let clip = PerTile::new(1.0, 576, Training::Frozen)?;
-    /// assert_eq!(clip.cost(&[Sample::new(0, [Image::new(577)])]).vision, 2.0); // two tiles
+    /// assert_eq!(clip.cost(&[&Sample::new(0, [Image::new(577)])]).vision, 2.0); // two tiles
     /// let err = PerTile::new(1.0, 0, Training::Frozen).unwrap_err();
-    /// assert!(matches!(err, Error::InvalidShape { name: "tokens_per_tile", .. }));
+    /// assert!(matches!(err, Error::InvalidSetting { name: "tokens_per_tile", .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(per_tile: f64, tokens_per_tile: u32, training: Training) -> Result<Self, Error> {
@@ -279,16 +257,16 @@ impl_vision!(PerTile);
 ///
 /// let vit = PerImage::new(1.0, 0.5, 4, Training::Frozen)?;
 /// // 100 tokens = 400 patches: 400 + 0.5 * 400^2.
-/// assert_eq!(vit.cost(&[Sample::new(7, [Image::new(100)])]).vision, 80_400.0);
+/// assert_eq!(vit.cost(&[&Sample::new(7, [Image::new(100)])]).vision, 80_400.0);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct PerImage {
-    per_patch: f64,
-    per_patch_pair: f64,
-    patches_per_token: u32,
-    training: Training,
+    pub(super) per_patch: f64,
+    pub(super) per_patch_pair: f64,
+    pub(super) patches_per_token: u32,
+    pub(super) training: Training,
 }
 
 impl PerImage {
@@ -299,7 +277,7 @@ impl PerImage {
     /// # Errors
     ///
     /// [`Error::InvalidCoefficient`] naming `per_patch` or `per_patch_pair`
-    /// if one is NaN, infinite or negative; [`Error::InvalidShape`] if
+    /// if one is NaN, infinite or negative; [`Error::InvalidSetting`] if
     /// `patches_per_token` is zero.
     ///
     /// # Examples
@@ -309,9 +287,9 @@ impl PerImage {
     /// use microbatch::Error;
     ///
     /// let vit = PerImage::new(1.0, 0.0, 4, Training::Trained)?;
-    /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 3.0 * 40.0); // 40 patches, trained
+    /// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(10)])]).vision, 3.0 * 40.0); // 40 patches, trained
     /// let err = PerImage::new(1.0, 0.0, 0, Training::Frozen).unwrap_err();
-    /// assert!(matches!(err, Error::InvalidShape { name: "patches_per_token", .. }));
+    /// assert!(matches!(err, Error::InvalidSetting { name: "patches_per_token", .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(
@@ -389,17 +367,7 @@ impl PerImage {
     }
 
     fn features(&self, sample: &Sample) -> Features {
-        let p = u128::from(self.patches_per_token);
-        let mut x = [0u128; 3];
-        for image in sample.images() {
-            image.for_each_unit(|tokens, count| {
-                let n = p * u128::from(tokens); // < 2^64: no overflow
-                let c = u128::from(count);
-                x[0] = x[0].saturating_add(c * n);
-                x[1] = x[1].saturating_add(c.saturating_mul(n * n));
-            });
-        }
-        x
+        unit_features(sample, self.patches_per_token, |n| [n, n * n, 0])
     }
 
     fn value(&self, x: &Features) -> f64 {
@@ -433,18 +401,18 @@ impl_vision!(PerImage);
 /// let vit = Windowed::new(0.0, 1.0, 64, 0.0, 4, Training::Frozen)?;
 /// // 40 tokens = 160 patches = 64 + 64 + 32.
 /// let s = Sample::new(0, [Image::new(40)]);
-/// assert_eq!(vit.cost(&[s]).vision, 2.0 * 64.0 * 64.0 + 32.0 * 32.0);
+/// assert_eq!(vit.cost(&[&s]).vision, 2.0 * 64.0 * 64.0 + 32.0 * 32.0);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct Windowed {
-    per_patch: f64,
-    per_window_pair: f64,
-    window: u32,
-    per_patch_pair: f64,
-    patches_per_token: u32,
-    training: Training,
+    pub(super) per_patch: f64,
+    pub(super) per_window_pair: f64,
+    pub(super) window: u32,
+    pub(super) per_patch_pair: f64,
+    pub(super) patches_per_token: u32,
+    pub(super) training: Training,
 }
 
 impl Windowed {
@@ -457,7 +425,7 @@ impl Windowed {
     /// # Errors
     ///
     /// [`Error::InvalidCoefficient`] naming the first NaN, infinite or
-    /// negative coefficient; [`Error::InvalidShape`] if `window` or
+    /// negative coefficient; [`Error::InvalidSetting`] if `window` or
     /// `patches_per_token` is zero.
     ///
     /// # Examples
@@ -468,9 +436,9 @@ impl Windowed {
     ///
     /// // Full attention only: 10 tokens = 40 patches, 40^2.
     /// let vit = Windowed::new(0.0, 0.0, 64, 1.0, 4, Training::Frozen)?;
-    /// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(10)])]).vision, 1600.0);
+    /// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(10)])]).vision, 1600.0);
     /// let err = Windowed::new(0.0, 1.0, 0, 0.0, 4, Training::Frozen).unwrap_err();
-    /// assert!(matches!(err, Error::InvalidShape { name: "window", .. }));
+    /// assert!(matches!(err, Error::InvalidSetting { name: "window", .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(
@@ -582,22 +550,12 @@ impl Windowed {
     }
 
     fn features(&self, sample: &Sample) -> Features {
-        let p = u128::from(self.patches_per_token);
         let w = u128::from(self.window);
-        let mut x = [0u128; 3];
-        for image in sample.images() {
-            image.for_each_unit(|tokens, count| {
-                let n = p * u128::from(tokens); // < 2^64: no overflow
-                let c = u128::from(count);
-                // `full * w <= n` and `rest < w`, so this is at most `n * w`.
-                let (full, rest) = (n / w, n % w);
-                let windows = full * w * w + rest * rest;
-                x[0] = x[0].saturating_add(c * n);
-                x[1] = x[1].saturating_add(c.saturating_mul(windows));
-                x[2] = x[2].saturating_add(c.saturating_mul(n * n));
-            });
-        }
-        x
+        unit_features(sample, self.patches_per_token, |n| {
+            // `full * w <= n` and `rest < w`, so this is at most `n * w`.
+            let (full, rest) = (n / w, n % w);
+            [n, full * w * w + rest * rest, n * n]
+        })
     }
 
     fn value(&self, x: &Features) -> f64 {
@@ -620,7 +578,7 @@ impl_vision!(Windowed);
 /// use microbatch::cost::{CostModel, Image, PerTile, Sample, Training, Vision};
 ///
 /// let vit = Vision::from(PerTile::new(2.0, 576, Training::Frozen)?);
-/// assert_eq!(vit.cost(&[Sample::new(0, [Image::new(576)])]).vision, 2.0);
+/// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(576)])]).vision, 2.0);
 /// assert!(format!("{vit:?}").starts_with("PerTile {"));
 /// # Ok::<(), microbatch::Error>(())
 /// ```

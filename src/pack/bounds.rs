@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use super::order::Classes;
 use super::{validate, Input, Keep, LowerBounds};
 use crate::error::Error;
-use crate::num::{Item, Size, Total};
+use crate::num::{Item, Size, TotalOps};
 
 /// The lower bounds L1 and L2 on the number of bins any packing of `items`
 /// into bins of `capacity` needs.

@@ -91,7 +91,7 @@ pub use self::next_fit::next_fit;
 pub use self::streaming::{Algorithm, Rejected, StreamedBin, StreamingPacker};
 
 use crate::error::{Error, Oversize};
-use crate::num::{Item, Size};
+use crate::num::{Item, Size, SizeOps};
 
 /// Lower bounds on the number of bins any packing needs.
 ///
@@ -558,7 +558,9 @@ pub(crate) fn check_item<I: Item>(
         if s > cap {
             oversize.push(Oversize {
                 index,
+                id: None,
                 dim,
+                name: None,
                 size: s.to_scalar(),
                 capacity: cap.to_scalar(),
             });

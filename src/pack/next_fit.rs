@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use super::bounds::bounds_of;
 use super::{assemble, validate, Keep, Packing};
 use crate::error::Error;
-use crate::num::{Item, Size};
+use crate::num::{Item, SizeOps};
 
 /// Next-fit (NF): keeps one bin open and puts each item, in input order, into
 /// it when it fits, otherwise closes it and opens a new one.

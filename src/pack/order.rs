@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 
 use super::Input;
-use crate::num::{Item, Size};
+use crate::num::{Item, Size, SizeOps};
 
 /// Arrays indexed by value are used up to this many values regardless of `n`.
 const DENSE_MIN: usize = 1 << 10;

@@ -24,7 +24,7 @@ struct Level<T> {
 /// could descend into them, and those are placed without a search.
 ///
 /// A subtree can hold an item when its smallest loads fit, because
-/// [`Size::fits`] is monotone in the load. With one dimension this is exact
+/// [`SizeOps::fits`](crate::num::SizeOps::fits) is monotone in the load. With one dimension this is exact
 /// and the leftmost fitting bin is found in one descent of
 /// `O(log_B bins)` levels, each a scan of `B` entries. With several
 /// dimensions the per-dimension minimums may come from different bins, so

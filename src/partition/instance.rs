@@ -3,11 +3,10 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
-use core::any::Any;
 use core::cmp::Ordering;
 
 use crate::error::{Error, Oversize, Scalar};
-use crate::num::{Item, Size, Total};
+use crate::num::{Item, Size, SizeOps, Total, TotalOps};
 
 use super::{Dims, Objective};
 
@@ -37,36 +36,14 @@ pub(crate) fn min<T: Total>(a: T, b: T) -> T {
     }
 }
 
-/// Casts between two types known to be the same.
-///
-/// [`Total`] is sealed and implemented only for `u128` and `f64`, so the
-/// helpers below handle the two cases through [`Any`] instead of widening the
-/// public trait; the fallback is unreachable.
-#[inline]
-fn cast<A: Copy + 'static, B: Copy + 'static>(a: A) -> Option<B> {
-    (&a as &dyn Any).downcast_ref::<B>().copied()
-}
-
 /// `ceil(x / k)` for integer totals, `x / k` for floats; `x` for `k == 0`.
 pub(crate) fn div_ceil<T: Total>(x: T, k: usize) -> T {
-    if k == 0 {
-        return x;
-    }
-    if let Some(v) = cast::<T, u128>(x) {
-        return cast(v.div_ceil(k as u128)).unwrap_or(x);
-    }
-    if let Some(v) = cast::<T, f64>(x) {
-        return cast(v / k as f64).unwrap_or(x);
-    }
-    x
+    x.div_ceil_parts(k)
 }
 
 /// A total as an error payload (integers saturate at `u64::MAX`).
 pub(crate) fn scalar<T: Total>(x: T) -> Scalar {
-    match cast::<T, u128>(x) {
-        Some(v) => Scalar::Int(u64::try_from(v).unwrap_or(u64::MAX)),
-        None => Scalar::Float(x.to_f64()),
-    }
+    x.to_scalar()
 }
 
 /// A total with `Ord` by its total order, for heaps and sorting.
@@ -270,7 +247,9 @@ pub(crate) fn instance<I: Item>(
                 if x > c[dim] {
                     oversize.push(Oversize {
                         index,
+                        id: None,
                         dim,
+                        name: None,
                         size: x.to_scalar(),
                         capacity: c[dim].to_scalar(),
                     });
@@ -300,7 +279,9 @@ pub(crate) fn instance<I: Item>(
         .chunks_exact(d)
         .map(|c| {
             c.iter()
-                .fold(Total::ZERO, |acc: <I::Size as Size>::Total, &x| acc.add(x))
+                .fold(TotalOps::ZERO, |acc: <I::Size as Size>::Total, &x| {
+                    acc.add(x)
+                })
         })
         .collect();
     let mut index: Vec<usize> = (0..n).collect();
@@ -413,7 +394,7 @@ fn sort_packed(packed: &mut Vec<u64>) {
 
 /// An integer as an integer total (only called for `u128` totals).
 pub(crate) fn u128_total<T: Total>(v: u128) -> T {
-    cast(v).unwrap_or(T::ZERO)
+    T::from_u128(v).unwrap_or(T::ZERO)
 }
 
 /// Re-sorts each run of equal keys in `index` (sorted by key, then index) by
@@ -443,13 +424,13 @@ fn break_ties_by_id<I: Item>(
 
 /// Whether totals are integers (`u128`), whose arithmetic is exact.
 pub(crate) fn is_integer<T: Total>() -> bool {
-    cast::<T, u128>(T::ZERO).is_some()
+    T::INTEGER
 }
 
 /// Whether an integer total is not a multiple of `k` (always `false` for
 /// floats).
 pub(crate) fn has_remainder<T: Total>(x: T, k: usize) -> bool {
-    match cast::<T, u128>(x) {
+    match x.as_u128() {
         Some(v) if k > 0 => v % k as u128 != 0,
         _ => false,
     }
@@ -458,13 +439,13 @@ pub(crate) fn has_remainder<T: Total>(x: T, k: usize) -> bool {
 /// One, for integer totals (the smallest positive difference); zero for
 /// floats.
 pub(crate) fn unit<T: Total>() -> T {
-    cast(1u128).unwrap_or(T::ZERO)
+    T::UNIT
 }
 
 /// An integer total as `u128`; `None` for floats.
 #[inline]
 pub(crate) fn as_u128<T: Total>(x: T) -> Option<u128> {
-    cast(x)
+    x.as_u128()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use core::cmp::{Ordering, Reverse};
 
 use crate::error::Error;
-use crate::num::{Item, Size, Total};
+use crate::num::{Item, SizeOps, Total};
 
 use super::bounds;
 use super::instance::{self, Config, Instance, Load};

@@ -86,7 +86,7 @@ use core::cmp::Ordering;
 use core::fmt;
 
 use crate::error::Error;
-use crate::num::{Item, Size, Total};
+use crate::num::{Item, Size, Total, TotalOps};
 
 mod bounds;
 mod exact;

@@ -3,7 +3,7 @@
 //! Given the samples of one step ([`StepSample`]: an id, text tokens, images
 //! and optionally the tokens that carry loss), `R` data-parallel ranks, a
 //! packed sequence length `L` with optional caps (ViT units such as tiles,
-//! images per sequence), a [`CostModel`](crate::CostModel) and a
+//! images per sequence), a [`CostModel`](crate::cost::CostModel) and a
 //! [`SyncModel`], a [`Planner`] produces a [`Plan`]: for every rank, for
 //! every one of `A` micro-steps, `S` packed sequences (lists of sample ids;
 //! `S = 1` unless configured), such that
@@ -110,10 +110,10 @@
 //! # Examples
 //!
 //! ```
-//! use microbatch::cost::{preset, Image, Sample};
+//! use microbatch::cost::{Image, Preset, Sample};
 //! use microbatch::plan::{Normalization, Planner, Reduction, StepSample, SyncModel};
 //!
-//! let model = preset("qwen2.5-vl-7b")?.cost_model()?;
+//! let model = Preset::Qwen25Vl7b.cost_model();
 //! let samples: Vec<StepSample> = (0..64u64)
 //!     .map(|id| {
 //!         let images = (0..id % 3).map(|k| Image::new(256 + 128 * k as u32));

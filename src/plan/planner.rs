@@ -12,7 +12,7 @@ use super::loss::Loss;
 use super::refine::refine;
 use super::types::{Plan, Report, StepSample, SyncModel};
 use crate::cost::{Incremental, Phases};
-use crate::error::{Error, OversizeSample};
+use crate::error::{Error, Oversize, Scalar};
 use crate::pack::first_fit_decreasing;
 
 /// A point in time where the standard library has clocks.
@@ -35,10 +35,10 @@ type Instant = ();
 ///
 /// ```
 /// use core::num::NonZeroU32;
-/// use microbatch::cost::{preset, Image, Sample};
+/// use microbatch::cost::{Image, Preset, Sample};
 /// use microbatch::plan::{Planner, StepSample, SyncModel};
 ///
-/// let planner = Planner::new(preset("internvl2.5-8b")?.cost_model()?, 2, 16384)
+/// let planner = Planner::new(Preset::InternVl25_8b.cost_model(), 2, 16384)
 ///     .max_units(48) // ViT tiles per packed sequence
 ///     .sync(SyncModel::MicroStep)
 ///     .micro_steps(2);
@@ -339,7 +339,7 @@ impl<M: Incremental> Planner<M> {
     ///   or sequences per micro-step;
     /// - [`Error::TooFewSamples`] when there are fewer samples than ranks;
     /// - [`Error::DuplicateId`] for a repeated id;
-    /// - [`Error::SampleTooLarge`] listing every sample, by id, that exceeds
+    /// - [`Error::Oversize`] listing every sample, by id, that exceeds
     ///   `L` or a cap;
     /// - [`Error::InvalidCost`] when the model returns a NaN, infinite or
     ///   negative cost (only closures can);
@@ -527,11 +527,13 @@ impl<M: Incremental> Planner<M> {
             let size = [s.sample.tokens(), s.units(), s.sample.images().len() as u64];
             for (d, name) in ["tokens", "units", "images"].into_iter().enumerate() {
                 if size[d] > caps[d] {
-                    oversize.push(OversizeSample {
-                        id,
-                        limit: name,
-                        size: size[d],
-                        max: caps[d],
+                    oversize.push(Oversize {
+                        index: i as usize,
+                        id: Some(id),
+                        dim: d,
+                        name: Some(name),
+                        size: Scalar::Int(size[d]),
+                        capacity: Scalar::Int(caps[d]),
                     });
                 }
             }
@@ -551,7 +553,7 @@ impl<M: Incremental> Planner<M> {
             });
         }
         if !oversize.is_empty() {
-            return Err(Error::SampleTooLarge { samples: oversize });
+            return Err(Error::Oversize { items: oversize });
         }
         Ok(Prepared { items, caps })
     }
@@ -830,10 +832,10 @@ impl Prepared {
 /// # Examples
 ///
 /// ```
-/// use microbatch::cost::{preset, Image, Sample};
+/// use microbatch::cost::{Image, Preset, Sample};
 /// use microbatch::plan::{plan, StepSample, SyncModel};
 ///
-/// let model = preset("llava-1.5-7b")?.cost_model()?;
+/// let model = Preset::Llava15_7b.cost_model();
 /// let samples: Vec<_> = (0..32)
 ///     .map(|i| StepSample::new(i, Sample::new(100 + 30 * (i as u32 % 7), [Image::new(576)])))
 ///     .collect();
