@@ -333,7 +333,7 @@ pub enum Error {
 /// use microbatch::{cost::Tokens, Error};
 ///
 /// let samples = [StepSample::new(7, Sample::text_only(5000)), StepSample::new(8, Sample::text_only(10))];
-/// let err = Planner::new(Tokens::new(1.0)?, 1, 4096).plan(&samples).unwrap_err();
+/// let err = Planner::new(Tokens::new(1.0)?).ranks(1).seq_len(4096).plan(&samples).unwrap_err();
 /// let Error::SampleTooLarge { samples } = err else { panic!() };
 /// assert_eq!((samples[0].id, samples[0].limit, samples[0].size, samples[0].max), (7, "tokens", 5000, 4096));
 /// # Ok::<(), microbatch::Error>(())

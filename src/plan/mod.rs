@@ -121,7 +121,7 @@
 //!     })
 //!     .collect();
 //!
-//! let plan = Planner::new(model, 4, 4096).sync(SyncModel::Phase).plan(&samples)?;
+//! let plan = Planner::new(model).ranks(4).seq_len(4096).sync(SyncModel::Phase).plan(&samples)?;
 //! assert_eq!(plan.ranks(), 4);
 //! let ids: usize = (0..4)
 //!     .flat_map(|r| (0..plan.micro_steps()).map(move |j| (r, j)))
@@ -146,17 +146,23 @@
 //! - verl `seqlen_balancing.py`, LoongForge and OmniBal: balancing by tokens,
 //!   by fitted cost, and the ViT in a second pass.
 
-mod assign;
-mod balance;
 mod baseline;
+mod deal;
 mod evaluate;
 mod fingerprint;
+mod finish;
 mod loss;
+mod output;
+mod pack;
 mod planner;
+mod prepare;
 mod refine;
-mod types;
+mod sample;
+mod shape;
+mod sync;
 
-pub use self::fingerprint::fnv1a;
 pub use self::loss::{Loss, Normalization, Reduction};
-pub use self::planner::{plan, Planner};
-pub use self::types::{Plan, Report, StepSample, SyncModel};
+pub use self::output::{Plan, Report};
+pub use self::planner::Planner;
+pub use self::sample::StepSample;
+pub use self::sync::SyncModel;
