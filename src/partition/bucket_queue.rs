@@ -78,14 +78,13 @@ impl BucketQueue {
     #[inline]
     pub(crate) fn push_back(&mut self, b: usize, x: usize) {
         let e = self.entry(x);
-        let [first, last] = &mut self.ends[b];
-        if *last == NONE {
-            *first = e;
-            self.set.insert(b);
-        } else {
-            self.entries[*last as usize][1] = e;
+        match self.ends[b][1] {
+            NONE => self.open(b, e),
+            last => {
+                self.entries[last as usize][1] = e;
+                self.ends[b][1] = e;
+            }
         }
-        *last = e;
     }
 
     /// Prepends an entry of element `x` to bucket `b`: it comes out before
@@ -93,13 +92,20 @@ impl BucketQueue {
     #[inline]
     pub(crate) fn push_front(&mut self, b: usize, x: usize) {
         let e = self.entry(x);
-        let [first, last] = &mut self.ends[b];
-        if *first == NONE {
-            *last = e;
-            self.set.insert(b);
+        match self.ends[b][0] {
+            NONE => self.open(b, e),
+            first => {
+                self.entries[e as usize][1] = first;
+                self.ends[b][0] = e;
+            }
         }
-        self.entries[e as usize][1] = *first;
-        *first = e;
+    }
+
+    /// Makes entry `e` the only one of the empty bucket `b`.
+    #[inline]
+    fn open(&mut self, b: usize, e: u32) {
+        self.ends[b] = [e, e];
+        self.set.insert(b);
     }
 
     /// The element at the front of bucket `b`, if any.
@@ -115,22 +121,45 @@ impl BucketQueue {
         self.set.successor(b)
     }
 
-    /// Takes the front entry out of bucket `b`: its element, if any.
+    /// Moves the front entry of bucket `from` to the back of bucket `to`
+    /// (a pop and a push that keep the entry): its element, if any.
     #[inline]
-    pub(crate) fn pop_front(&mut self, b: usize) -> Option<usize> {
+    pub(crate) fn move_front_to_back(&mut self, from: usize, to: usize) -> Option<usize> {
+        let e = self.unlink_front(from)?;
+        self.entries[e as usize][1] = NONE;
+        match self.ends[to][1] {
+            NONE => self.open(to, e),
+            last => {
+                self.entries[last as usize][1] = e;
+                self.ends[to][1] = e;
+            }
+        }
+        Some(self.entries[e as usize][0] as usize)
+    }
+
+    /// Unlinks the front entry of bucket `b`, if any.
+    #[inline]
+    fn unlink_front(&mut self, b: usize) -> Option<u32> {
         let e = self.ends[b][0];
         if e == NONE {
             return None;
         }
-        let [x, after] = self.entries[e as usize];
+        let after = self.entries[e as usize][1];
         self.ends[b][0] = after;
         if after == NONE {
             self.ends[b][1] = NONE;
             self.set.remove(b);
         }
+        Some(e)
+    }
+
+    /// Takes the front entry out of bucket `b`: its element, if any.
+    #[inline]
+    pub(crate) fn pop_front(&mut self, b: usize) -> Option<usize> {
+        let e = self.unlink_front(b)?;
         self.entries[e as usize][1] = self.free;
         self.free = e;
-        Some(x as usize)
+        Some(self.entries[e as usize][0] as usize)
     }
 }
 
@@ -169,6 +198,13 @@ mod tests {
                 assert_eq!(queue.next_bucket(from), want, "{at}");
                 let Some(b) = want else { continue };
                 assert_eq!(queue.front(b), oracle[b].front().copied(), "{at}");
+                if next(4) == 0 {
+                    let to = next(buckets as u64) as usize;
+                    let x = queue.move_front_to_back(b, to);
+                    assert_eq!(x, oracle[b].pop_front(), "{at}");
+                    oracle[to].extend(x);
+                    continue;
+                }
                 let x = queue.pop_front(b);
                 assert_eq!(x, oracle[b].pop_front(), "{at}");
                 free.extend(x);

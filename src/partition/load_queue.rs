@@ -71,15 +71,13 @@ impl LoadQueue {
     #[inline]
     pub(crate) fn raise_least(&mut self, w: u64) {
         debug_assert!(w < self.span);
-        let Some(p) = self.queue.pop_front(self.at) else {
-            return;
-        };
         let mut b = self.at as u64 + w;
         if b >= self.span {
             b -= self.span;
         }
-        self.loads[p] += w;
-        self.queue.push_back(b as usize, p);
+        if let Some(p) = self.queue.move_front_to_back(self.at, b as usize) {
+            self.loads[p] += w;
+        }
     }
 
     /// Removes the part that [`LoadQueue::least`] just returned.

@@ -381,8 +381,8 @@ mod tests {
             let mut load = vec![[0u64; 2]; k];
             for (it, &b) in items.iter().zip(&bin_of) {
                 assert!((b as usize) < k, "round {round}");
-                for d in 0..2 {
-                    load[b as usize][d] += u64::from(it.1[d]);
+                for (l, &x) in load[b as usize].iter_mut().zip(&it.1) {
+                    *l += u64::from(x);
                 }
             }
             for l in &load {

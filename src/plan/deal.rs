@@ -105,11 +105,15 @@ pub(crate) fn deal(sync: SyncModel, row_key: RowKey, shape: Shape, seqs: &Sequen
     }
 }
 
+/// A sequence as an item of the LPT over ranks: (more samples first, then
+/// the index) as its id, its total cost as its size.
+type RankItem = ((Reverse<usize>, u32), NotNan<f64>);
+
 /// [`SyncModel::Step`]: LPT with equal counts over the ranks, each rank's
 /// sequences in loader order.
 fn by_rank(shape: Shape, seqs: &Sequences) -> Vec<u32> {
     // Decreasing cost, then more samples first, then by sequence index.
-    let items: Option<Vec<((Reverse<usize>, u32), NotNan<f64>)>> = seqs
+    let items: Option<Vec<RankItem>> = seqs
         .costs
         .iter()
         .zip(&seqs.members)
