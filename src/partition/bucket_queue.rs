@@ -78,13 +78,7 @@ impl BucketQueue {
     #[inline]
     pub(crate) fn push_back(&mut self, b: usize, x: usize) {
         let e = self.entry(x);
-        match self.ends[b][1] {
-            NONE => self.open(b, e),
-            last => {
-                self.entries[last as usize][1] = e;
-                self.ends[b][1] = e;
-            }
-        }
+        self.link_back(b, e);
     }
 
     /// Prepends an entry of element `x` to bucket `b`: it comes out before
@@ -97,6 +91,19 @@ impl BucketQueue {
             first => {
                 self.entries[e as usize][1] = first;
                 self.ends[b][0] = e;
+            }
+        }
+    }
+
+    /// Links the unlinked entry `e` (without successor) at the back of
+    /// bucket `b`.
+    #[inline]
+    fn link_back(&mut self, b: usize, e: u32) {
+        match self.ends[b][1] {
+            NONE => self.open(b, e),
+            last => {
+                self.entries[last as usize][1] = e;
+                self.ends[b][1] = e;
             }
         }
     }
@@ -127,13 +134,7 @@ impl BucketQueue {
     pub(crate) fn move_front_to_back(&mut self, from: usize, to: usize) -> Option<usize> {
         let e = self.unlink_front(from)?;
         self.entries[e as usize][1] = NONE;
-        match self.ends[to][1] {
-            NONE => self.open(to, e),
-            last => {
-                self.entries[last as usize][1] = e;
-                self.ends[to][1] = e;
-            }
-        }
+        self.link_back(to, e);
         Some(self.entries[e as usize][0] as usize)
     }
 
