@@ -31,7 +31,7 @@ fn group(c: &mut Criterion, n: usize, ranks: usize, syncs: &[SyncModel], label: 
             b.iter(|| planner.plan(black_box(&batch)).unwrap())
         });
     }
-    let ids: Vec<u64> = batch.iter().map(|s| s.id.rotate_left(17)).collect();
+    let ids: Vec<u64> = batch.iter().map(|s| s.id().rotate_left(17)).collect();
     group.bench_function(BenchmarkId::from_parameter("sort ids (baseline)"), |b| {
         b.iter(|| {
             let mut v = ids.clone();

@@ -284,7 +284,11 @@ fn run(args: &Args) -> Result<(), String> {
     } else {
         args.scenario.max_units()
     });
-    let planner = configure(Planner::new(&model, args.ranks, seq_len), args, max_units);
+    let planner = configure(
+        Planner::new(&model).ranks(args.ranks).seq_len(seq_len),
+        args,
+        max_units,
+    );
     let plan = planner.plan(&samples).map_err(|e| e.to_string())?;
     if args.json {
         println!("{}", report_json(&plan));
@@ -292,9 +296,13 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let before = planner.baseline(&samples).map_err(|e| e.to_string())?;
     let tokens = Tokens::new(1.0).map_err(|e| e.to_string())?;
-    let by_tokens = configure(Planner::new(&tokens, args.ranks, seq_len), args, max_units)
-        .plan(&samples)
-        .map_err(|e| e.to_string())?;
+    let by_tokens = configure(
+        Planner::new(&tokens).ranks(args.ranks).seq_len(seq_len),
+        args,
+        max_units,
+    )
+    .plan(&samples)
+    .map_err(|e| e.to_string())?;
     let token_time = by_tokens
         .predict(&samples, &model, args.sync)
         .map_err(|e| e.to_string())?;

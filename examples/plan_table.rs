@@ -47,6 +47,7 @@ fn step_time(layout: &[Vec<Vec<&Sample>>], model: &impl CostModel, sync: SyncMod
                     .total()
             })
             .sum(),
+        _ => unimplemented!("the sync model {sync} is not in this table"),
     }
 }
 
@@ -56,8 +57,8 @@ fn verl_layout(batch: &[StepSample], ranks: usize, scenario: Scenario) -> Vec<Ve
     let workload: Vec<(u64, u64)> = batch
         .iter()
         .map(|s| {
-            let t = s.sample.tokens();
-            (s.id, 24576 * t + t * t)
+            let t = s.sample().tokens();
+            (s.id(), 24576 * t + t * t)
         })
         .collect();
     let parts = Partitioner::new(ranks)
@@ -73,7 +74,7 @@ fn verl_layout(batch: &[StepSample], ranks: usize, scenario: Scenario) -> Vec<Ve
                 .iter()
                 .map(|&i| {
                     let s = &batch[i];
-                    (s.id, [s.sample.tokens() as u32, s.units() as u32])
+                    (s.id(), [s.sample().tokens() as u32, s.units() as u32])
                 })
                 .collect();
             let packing = first_fit_decreasing(&items, cap).expect("samples fit");
@@ -82,7 +83,7 @@ fn verl_layout(batch: &[StepSample], ranks: usize, scenario: Scenario) -> Vec<Ve
                 .map(|bin| {
                     bin.items()
                         .iter()
-                        .map(|&k| &batch[part[k]].sample)
+                        .map(|&k| batch[part[k]].sample())
                         .collect()
                 })
                 .collect()
@@ -108,8 +109,10 @@ fn main() {
             let verl = verl_layout(&batch, r, scenario);
             for sync in SyncModel::ALL {
                 let plan = scenario.planner(r).sync(sync).plan(&batch).unwrap();
-                let mut by_tokens =
-                    Planner::new(Tokens::new(1.0).unwrap(), r, scenario.seq_len()).sync(sync);
+                let mut by_tokens = Planner::new(Tokens::new(1.0).unwrap())
+                    .ranks(r)
+                    .seq_len(scenario.seq_len())
+                    .sync(sync);
                 if let Some(u) = scenario.max_units() {
                     by_tokens = by_tokens.max_units(u);
                 }

@@ -71,7 +71,7 @@
 //! let samples: Vec<StepSample> = (0..40u64)
 //!     .map(|id| StepSample::new(id, Sample::new(200 + 37 * (id as u32 % 13), [Image::new(256 * (1 + id as u32 % 4))])))
 //!     .collect();
-//! let plan = Planner::new(model, 4, 8192).sync(SyncModel::Phase).plan(&samples)?;
+//! let plan = Planner::new(model).ranks(4).seq_len(8192).sync(SyncModel::Phase).plan(&samples)?;
 //! for rank in 0..plan.ranks() {
 //!     for step in 0..plan.micro_steps() {
 //!         let _ids: &[u64] = plan.micro_batch(rank, step); // feed these to the model

@@ -30,7 +30,7 @@
 //! let batch = s.generate(1000, 7);
 //! assert_eq!(batch.len(), 1000);
 //! assert_eq!(batch, s.generate(1000, 7)); // seeded
-//! assert!(batch.iter().all(|x| x.sample.tokens() <= u64::from(s.seq_len())));
+//! assert!(batch.iter().all(|x| x.sample().tokens() <= u64::from(s.seq_len())));
 //! let plan = s.planner(8).plan(&batch)?;
 //! assert!(plan.report().ratio() < 1.05);
 //! # Ok::<(), microbatch::Error>(())
@@ -152,7 +152,7 @@ impl Scenario {
     ///
     /// let s = Scenario::LlavaSft;
     /// assert_eq!(s.seq_len(), 4096);
-    /// assert!(s.generate(500, 2).iter().all(|x| x.sample.tokens() <= u64::from(s.seq_len())));
+    /// assert!(s.generate(500, 2).iter().all(|x| x.sample().tokens() <= u64::from(s.seq_len())));
     /// ```
     #[must_use]
     pub const fn seq_len(self) -> u32 {
@@ -219,7 +219,9 @@ impl Scenario {
     /// ```
     #[must_use]
     pub fn planner(self, ranks: usize) -> Planner<PresetModel> {
-        let planner = Planner::new(self.preset().cost_model(), ranks, self.seq_len());
+        let planner = Planner::new(self.preset().cost_model())
+            .ranks(ranks)
+            .seq_len(self.seq_len());
         match self.max_units() {
             Some(u) => planner.max_units(u),
             None => planner,
@@ -240,10 +242,10 @@ impl Scenario {
     /// use microbatch::scenario::Scenario;
     ///
     /// let batch = Scenario::LlavaSft.generate(1000, 3);
-    /// let text_only = batch.iter().filter(|s| s.sample.images().is_empty()).count();
+    /// let text_only = batch.iter().filter(|s| s.sample().images().is_empty()).count();
     /// assert!((30..100).contains(&text_only)); // about 6.1%
-    /// assert!(batch.iter().all(|s| s.sample.tokens() <= 2048));
-    /// assert!(batch.iter().all(|s| s.loss_tokens() <= u64::from(s.sample.text())));
+    /// assert!(batch.iter().all(|s| s.sample().tokens() <= 2048));
+    /// assert!(batch.iter().all(|s| s.loss_tokens() <= u64::from(s.sample().text())));
     /// ```
     #[must_use]
     pub fn generate(self, n: usize, seed: u64) -> Vec<StepSample> {

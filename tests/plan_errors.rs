@@ -9,7 +9,9 @@ fn text(id: u64, tokens: u32) -> StepSample {
 }
 
 fn planner(ranks: usize, seq_len: u32) -> Planner<Tokens> {
-    Planner::new(Tokens::new(1.0).unwrap(), ranks, seq_len)
+    Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(ranks)
+        .seq_len(seq_len)
 }
 
 #[test]
@@ -142,20 +144,43 @@ fn invalid_settings() {
     );
     assert_eq!(
         planner(0, 100).plan(&s).unwrap_err().to_string(),
-        "the setting `ranks` is 0; it must be at least 1"
+        "the setting `ranks` is 0; it must be at least 1 (set it with `Planner::ranks`)"
     );
+}
+
+/// `ranks` and `seq_len` have no default: a planner without them names the
+/// missing setting and the method that sets it.
+#[test]
+fn unset_settings_are_named() {
+    let s = [text(1, 5)];
+    let model = || Tokens::new(1.0).unwrap();
+    let err = Planner::new(model()).seq_len(100).plan(&s).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the setting `ranks` is 0; it must be at least 1 (set it with `Planner::ranks`)"
+    );
+    let err = Planner::new(model()).ranks(1).plan(&s).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the setting `seq_len` is 0; it must be at least 1 (set it with `Planner::seq_len`)"
+    );
+    assert!(Planner::new(model()).ranks(1).seq_len(100).plan(&s).is_ok());
 }
 
 #[test]
 fn invalid_costs_are_refused() {
     let model =
         sample_fn(|s: &Sample| Phases::new(0.0, if s.text() == 7 { f64::NAN } else { 1.0 }));
-    let err = Planner::new(model, 1, 100)
+    let err = Planner::new(model)
+        .ranks(1)
+        .seq_len(100)
         .plan(&[text(1, 5), text(2, 7)])
         .unwrap_err();
     assert!(matches!(err, Error::InvalidCost { id: 2, .. }), "{err:?}");
     let negative = sample_fn(|_: &Sample| Phases::new(-1.0, 0.0));
-    let err = Planner::new(negative, 1, 100)
+    let err = Planner::new(negative)
+        .ranks(1)
+        .seq_len(100)
         .plan(&[text(1, 5)])
         .unwrap_err();
     assert_eq!(
@@ -181,7 +206,7 @@ fn predict_checks_the_samples() {
         }
     );
     let mut other = samples.clone();
-    other[2].id = 99;
+    other[2] = StepSample::new(99, other[2].sample().clone());
     let err = plan.predict(&other, &model, SyncModel::Step).unwrap_err();
     assert_eq!(
         err,

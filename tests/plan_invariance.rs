@@ -36,7 +36,7 @@ fn int_grad(id: u64, t: u64) -> [i128; DIM] {
 fn int_sample_sum(s: &StepSample) -> [i128; DIM] {
     let mut g = [0i128; DIM];
     for t in 0..s.loss_tokens() {
-        for (a, b) in g.iter_mut().zip(int_grad(s.id, t)) {
+        for (a, b) in g.iter_mut().zip(int_grad(s.id(), t)) {
             *a += b;
         }
     }
@@ -130,7 +130,7 @@ fn micro_batch_sum(ids: &[u64], by_id: &HashMap<u64, &StepSample>, norm: Normali
 /// The plan's gradient: each rank accumulates its micro-batches' summed
 /// loss times the plan's scale, then an all-reduce sums (or averages).
 fn planned_int(plan: &Plan, samples: &[StepSample], norm: Normalization, red: Reduction) -> Frac {
-    let by_id: HashMap<u64, &StepSample> = samples.iter().map(|s| (s.id, s)).collect();
+    let by_id: HashMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
     let (num, den) = plan.loss().scale_ratio(norm, red);
     let mut reduced = ZERO;
     for r in 0..plan.ranks() {
@@ -150,7 +150,7 @@ fn planned_int(plan: &Plan, samples: &[StepSample], norm: Normalization, red: Re
 /// The common bug: each micro-batch divides by its own loss tokens, and the
 /// micro-batch losses are averaged over micro-steps and ranks.
 fn per_micro_batch_mean(plan: &Plan, samples: &[StepSample]) -> Frac {
-    let by_id: HashMap<u64, &StepSample> = samples.iter().map(|s| (s.id, s)).collect();
+    let by_id: HashMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
     let mut total = ZERO;
     for r in 0..plan.ranks() {
         for j in 0..plan.micro_steps() {
@@ -182,7 +182,9 @@ fn batch(n: usize, seed: u64) -> Vec<StepSample> {
 }
 
 fn plan_of(samples: &[StepSample], ranks: usize, sync: SyncModel) -> Plan {
-    Planner::new(Tokens::new(1.0).unwrap(), ranks, 1500)
+    Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(ranks)
+        .seq_len(1500)
         .sync(sync)
         .plan(samples)
         .unwrap()
@@ -226,7 +228,7 @@ proptest! {
             let e = w.iter().zip(&x).map(|(a, b)| a * b).sum::<f64>() - y;
             x.map(|v| e * v)
         };
-        let by_id: HashMap<u64, &StepSample> = samples.iter().map(|s| (s.id, s)).collect();
+        let by_id: HashMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
         let d: u64 = samples.iter().map(StepSample::loss_tokens).sum();
         // Naive: all tokens in id order, then one division.
         let mut naive = [0.0f64; 4];
@@ -234,7 +236,7 @@ proptest! {
         let mut terms = 0usize;
         for s in &samples {
             for t in 0..s.loss_tokens() {
-                let g = grad(s.id, t);
+                let g = grad(s.id(), t);
                 for k in 0..4 {
                     naive[k] += g[k];
                     abs[k] += g[k].abs();

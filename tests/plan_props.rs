@@ -3,6 +3,9 @@
 //! every rank, independence of the input order, and a report consistent
 //! with the plan.
 
+#[path = "common/rng.rs"]
+mod rng;
+
 use microbatch::cost::{Image, Preset, PresetModel, Sample};
 use microbatch::plan::{Plan, Planner, StepSample, SyncModel};
 use microbatch::Error;
@@ -68,7 +71,11 @@ fn case() -> impl Strategy<Value = Case> {
                         }
                     })
                     .collect();
-                let longest = samples.iter().map(|s| s.sample.tokens()).max().unwrap_or(1);
+                let longest = samples
+                    .iter()
+                    .map(|s| s.sample().tokens())
+                    .max()
+                    .unwrap_or(1);
                 Case {
                     ranks: ranks.min(samples.len()),
                     seq_len: (longest as u32).max(1) + 600,
@@ -88,7 +95,9 @@ fn model() -> PresetModel {
 }
 
 fn planner(c: &Case) -> Planner<PresetModel> {
-    let mut p = Planner::new(model(), c.ranks, c.seq_len)
+    let mut p = Planner::new(model())
+        .ranks(c.ranks)
+        .seq_len(c.seq_len)
         .sync(c.sync)
         .sequences_per_micro_step(c.per_step);
     if let Some(u) = c.max_units {
@@ -127,7 +136,7 @@ proptest! {
         let p = plan(&c);
         let mut planned: Vec<u64> = (0..p.ranks()).flat_map(|r| p.rank(r).to_vec()).collect();
         planned.sort_unstable();
-        let mut given: Vec<u64> = c.samples.iter().map(|s| s.id).collect();
+        let mut given: Vec<u64> = c.samples.iter().map(|s| s.id()).collect();
         given.sort_unstable();
         prop_assert_eq!(planned, given);
         prop_assert_eq!(p.len(), c.samples.len());
@@ -136,14 +145,14 @@ proptest! {
     #[test]
     fn caps_hold_in_every_sequence(c in case()) {
         let p = plan(&c);
-        let by_id = |id: u64| c.samples.iter().find(|s| s.id == id).unwrap();
+        let by_id = |id: u64| c.samples.iter().find(|s| s.id() == id).unwrap();
         for r in 0..p.ranks() {
             for j in 0..p.micro_steps() {
                 for s in 0..p.sequences_per_micro_step() {
                     let seq = p.sequence(r, j, s);
-                    let tokens: u64 = seq.iter().map(|&id| by_id(id).sample.tokens()).sum();
+                    let tokens: u64 = seq.iter().map(|&id| by_id(id).sample().tokens()).sum();
                     let units: u64 = seq.iter().map(|&id| by_id(id).units()).sum();
-                    let images: usize = seq.iter().map(|&id| by_id(id).sample.images().len()).sum();
+                    let images: usize = seq.iter().map(|&id| by_id(id).sample().images().len()).sum();
                     prop_assert!(tokens <= u64::from(c.seq_len), "{tokens} > {}", c.seq_len);
                     if let Some(u) = c.max_units {
                         prop_assert!(units <= u64::from(u));
@@ -177,15 +186,8 @@ proptest! {
     #[test]
     fn input_order_does_not_matter(c in case(), seed in any::<u64>()) {
         let p = plan(&c);
-        // A seeded Fisher-Yates shuffle.
         let mut shuffled = c.samples.clone();
-        let mut x = seed | 1;
-        for i in (1..shuffled.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            shuffled.swap(i, (x % (i as u64 + 1)) as usize);
-        }
+        rng::TestRng::new(seed).shuffle(&mut shuffled);
         let q = plan(&Case { samples: shuffled, ..c.clone() });
         prop_assert_eq!(p.fingerprint(), q.fingerprint());
         prop_assert_eq!(p.to_sequences(), q.to_sequences());
@@ -225,7 +227,9 @@ fn too_few_micro_steps_names_the_smallest() {
     let samples: Vec<StepSample> = (0..6)
         .map(|i| StepSample::new(i, Sample::text_only(600)))
         .collect();
-    let err = Planner::new(model(), 2, 1000)
+    let err = Planner::new(model())
+        .ranks(2)
+        .seq_len(1000)
         .micro_steps(1)
         .plan(&samples)
         .unwrap_err();
@@ -237,7 +241,11 @@ fn too_few_micro_steps_names_the_smallest() {
             smallest: 3
         }
     );
-    let p = Planner::new(model(), 2, 1000).plan(&samples).unwrap();
+    let p = Planner::new(model())
+        .ranks(2)
+        .seq_len(1000)
+        .plan(&samples)
+        .unwrap();
     assert_eq!(p.micro_steps(), 3);
 }
 
@@ -250,7 +258,9 @@ fn zero_size_samples_reach_every_rank() {
             let samples: Vec<StepSample> = (0..n)
                 .map(|i| StepSample::new(i, Sample::text_only(0)))
                 .collect();
-            let p = Planner::new(model(), ranks, 64)
+            let p = Planner::new(model())
+                .ranks(ranks)
+                .seq_len(64)
                 .sync(sync)
                 .plan(&samples)
                 .unwrap();

@@ -16,12 +16,12 @@ fn first(s: Scenario) -> Vec<Pin> {
         .iter()
         .map(|x| {
             let images = x
-                .sample
+                .sample()
                 .images()
                 .iter()
                 .map(|i| (i.tokens(), i.units()))
                 .collect();
-            (x.id, x.sample.text(), images, x.loss_tokens())
+            (x.id(), x.sample().text(), images, x.loss_tokens())
         })
         .collect()
 }
@@ -55,7 +55,7 @@ fn generators_are_value_stable() {
     let total = |s: Scenario| {
         s.generate(512, 7)
             .iter()
-            .map(|x| x.sample.tokens())
+            .map(|x| x.sample().tokens())
             .sum::<u64>()
     };
     assert_eq!(total(Scenario::LlavaSft), 419_235);

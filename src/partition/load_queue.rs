@@ -1,37 +1,27 @@
-//! LPT's bucket queue: the parts by integer load, first come first served
-//! among equal loads, in a circular window of loads, O(1) a placement.
+//! LPT's load queue: the parts by integer load in a circular window of
+//! loads, first come first served among equal loads, O(1) a placement.
 
-use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::bitset::BitSet;
-
-/// No part: the end of a bucket's list.
-const NONE: u32 = u32::MAX;
+use super::bucket_queue::BucketQueue;
 
 /// The parts of a partition by integer load, for a greedy that repeatedly
 /// raises the least load by at most `largest`: LPT.
 ///
 /// All loads then lie within `largest` of the least one, and the least load
-/// never decreases, so that the parts fit in `m = largest + 1` buckets, one
-/// per load residue modulo `m`: from the bucket of the least load onwards,
-/// bucket order is load order. A bitset of the non-empty buckets finds the
-/// next one. Each bucket is a first-in first-out list: among parts of equal
-/// load the one that reached it first comes first (the parts given to
-/// [`LoadQueue::new`] enter in index order).
+/// never decreases, so that the parts fit in `m = largest + 1` buckets of a
+/// [`BucketQueue`], one per load residue modulo `m`: from the bucket of the
+/// least load onwards (circularly), bucket order is load order. Parts enter
+/// at the back of their bucket: among parts of equal load the one that
+/// reached it first comes first (the parts given to [`LoadQueue::new`]
+/// enter in index order).
 ///
 /// Every operation takes O(1) time but the search for the next bucket,
 /// O(log_64 m); O(m + k) space.
 pub(crate) struct LoadQueue {
-    /// The non-empty buckets.
-    set: BitSet,
+    queue: BucketQueue,
     /// `m`: the number of buckets.
     span: u64,
-    /// The first and the last part of each bucket, [`NONE`] when empty
-    /// (together: one cache line for both).
-    ends: Vec<[u32; 2]>,
-    /// The part after each part in its bucket.
-    next: Vec<u32>,
     /// The load of each part.
     loads: Vec<u64>,
     /// The bucket of the least load (no part lies before it in window
@@ -46,68 +36,33 @@ impl LoadQueue {
     /// entries (also the caller's).
     pub(crate) fn new(loads: Vec<u64>, largest: u64) -> Self {
         let span = largest + 1;
-        let m = span as usize;
         let least = loads.iter().copied().min().unwrap_or(0);
         debug_assert!(loads.iter().all(|&l| l - least <= largest));
-        debug_assert!(u32::try_from(loads.len()).is_ok_and(|k| k < NONE));
-        let mut queue = LoadQueue {
-            set: BitSet::new(m),
+        let mut queue = BucketQueue::new(span as usize, loads.len());
+        for (p, &l) in loads.iter().enumerate() {
+            queue.push_back((l % span) as usize, p);
+        }
+        LoadQueue {
+            queue,
             span,
-            ends: vec![[NONE; 2]; m],
-            next: vec![NONE; loads.len()],
             at: (least % span) as usize,
             loads,
-        };
-        for p in 0..queue.loads.len() {
-            let bucket = (queue.loads[p] % span) as usize;
-            queue.push(bucket, p);
         }
-        queue
-    }
-
-    /// Appends part `p` to bucket `b`.
-    #[inline]
-    fn push(&mut self, b: usize, p: usize) {
-        let [first, last] = &mut self.ends[b];
-        if *last == NONE {
-            *first = p as u32;
-            self.set.insert(b);
-        } else {
-            self.next[*last as usize] = p as u32;
-        }
-        *last = p as u32;
-        self.next[p] = NONE;
     }
 
     /// The part of least load that reached it first, `None` when no part is
     /// left.
     #[inline]
     pub(crate) fn least(&mut self) -> Option<usize> {
-        let first = self.ends[self.at][0];
-        if first != NONE {
-            return Some(first as usize);
+        if let Some(p) = self.queue.front(self.at) {
+            return Some(p);
         }
         let b = self
-            .set
-            .successor(self.at)
-            .or_else(|| self.set.successor(0))?;
+            .queue
+            .next_bucket(self.at)
+            .or_else(|| self.queue.next_bucket(0))?;
         self.at = b;
-        Some(self.ends[b][0] as usize)
-    }
-
-    /// Takes the part that [`LoadQueue::least`] just returned out of its
-    /// bucket.
-    #[inline]
-    fn pop(&mut self) -> usize {
-        let b = self.at;
-        let p = self.ends[b][0] as usize;
-        let after = self.next[p];
-        self.ends[b][0] = after;
-        if after == NONE {
-            self.ends[b][1] = NONE;
-            self.set.remove(b);
-        }
-        p
+        self.queue.front(b)
     }
 
     /// Adds `w <= largest` to the load of the part that
@@ -116,19 +71,19 @@ impl LoadQueue {
     #[inline]
     pub(crate) fn raise_least(&mut self, w: u64) {
         debug_assert!(w < self.span);
-        let p = self.pop();
         let mut b = self.at as u64 + w;
         if b >= self.span {
             b -= self.span;
         }
-        self.loads[p] += w;
-        self.push(b as usize, p);
+        if let Some(p) = self.queue.move_front_to_back(self.at, b as usize) {
+            self.loads[p] += w;
+        }
     }
 
     /// Removes the part that [`LoadQueue::least`] just returned.
     #[inline]
     pub(crate) fn remove_least(&mut self) {
-        self.pop();
+        self.queue.pop_front(self.at);
     }
 
     /// The load of each part.

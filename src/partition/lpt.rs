@@ -432,14 +432,12 @@ fn greedy<T: Total>(inst: &Instance<T>, cfg: &Config<T>, mut queue: impl Parts) 
     if n <= k {
         return part_of;
     }
-    let (lo, hi, extra) = cfg.counts(n);
-    let mut limit = if cfg.equal_count { hi } else { usize::MAX };
+    let mut limit = CountLimit::new(cfg, n);
     let mut counts = vec![1; k];
-    let mut at_hi = 0;
     for (r, slot) in part_of.iter_mut().enumerate().skip(k) {
         let p = loop {
             match queue.least() {
-                Some(p) if counts[p] >= limit => queue.remove_least(),
+                Some(p) if limit.full(counts[p]) => queue.remove_least(),
                 Some(p) => break p,
                 // Unreachable: the counts add up to `n`.
                 None => return part_of,
@@ -448,14 +446,53 @@ fn greedy<T: Total>(inst: &Instance<T>, cfg: &Config<T>, mut queue: impl Parts) 
         *slot = p;
         queue.raise_least(r);
         counts[p] += 1;
-        if cfg.equal_count && extra > 0 && counts[p] == hi {
-            at_hi += 1;
-            if at_hi == extra {
-                limit = lo;
+        limit.count(counts[p]);
+    }
+    part_of
+}
+
+/// The item counts that equal counts allow: at most `hi` items a part, and
+/// only `extra` parts may reach `hi`; after that the limit drops to `lo`.
+/// No limit without equal counts.
+struct CountLimit {
+    lo: usize,
+    hi: usize,
+    extra: usize,
+    at_hi: usize,
+    limit: usize,
+}
+
+impl CountLimit {
+    fn new<T: Total>(cfg: &Config<T>, n: usize) -> Self {
+        let (lo, hi, extra) = cfg.counts(n);
+        let limit = if cfg.equal_count { hi } else { usize::MAX };
+        // Without equal counts no part is ever counted towards `hi`.
+        let extra = if cfg.equal_count { extra } else { 0 };
+        CountLimit {
+            lo,
+            hi,
+            extra,
+            at_hi: 0,
+            limit,
+        }
+    }
+
+    /// Whether a part with `count` items may take no more.
+    #[inline]
+    fn full(&self, count: usize) -> bool {
+        count >= self.limit
+    }
+
+    /// A part now holds `count` items.
+    #[inline]
+    fn count(&mut self, count: usize) {
+        if self.extra > 0 && count == self.hi {
+            self.at_hi += 1;
+            if self.at_hi == self.extra {
+                self.limit = self.lo;
             }
         }
     }
-    part_of
 }
 
 /// Several objective dimensions or a cap in several dimensions: each item
@@ -464,9 +501,7 @@ fn greedy<T: Total>(inst: &Instance<T>, cfg: &Config<T>, mut queue: impl Parts) 
 /// first (as in [`heap`]). O(n k d).
 fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
     let (k, d, od) = (cfg.k, inst.d, inst.od);
-    let (lo, hi, extra) = cfg.counts(inst.n);
-    let mut limit = if cfg.equal_count { hi } else { usize::MAX };
-    let mut at_hi = 0;
+    let mut limit = CountLimit::new(cfg, inst.n);
     let mut part_of = vec![0; inst.n];
     let mut sums = vec![T::ZERO; k * d];
     let mut osums = vec![T::ZERO; k * od];
@@ -482,7 +517,7 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
         let mut best: Option<(bool, T, T, usize, usize)> =
             (r < k).then_some((false, T::ZERO, T::ZERO, r, r));
         for p in (0..k).filter(|_| r >= k) {
-            if counts[p] >= limit {
+            if limit.full(counts[p]) {
                 continue;
             }
             let misfit = cfg.cap.as_ref().is_some_and(|cap| {
@@ -517,12 +552,7 @@ fn scan<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
         }
         loads[p] = loads[p].add(inst.key(r));
         counts[p] += 1;
-        if cfg.equal_count && extra > 0 && counts[p] == hi {
-            at_hi += 1;
-            if at_hi == extra {
-                limit = lo;
-            }
-        }
+        limit.count(counts[p]);
     }
     part_of
 }

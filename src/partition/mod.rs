@@ -89,6 +89,7 @@ use crate::error::Error;
 use crate::num::{Item, Size, Total, TotalOps};
 
 mod bounds;
+mod bucket_queue;
 mod exact;
 mod instance;
 mod karmarkar_karp;
@@ -96,12 +97,15 @@ mod load_heap;
 mod load_queue;
 mod lpt;
 mod refine;
+mod vector_lpt;
 
 pub use self::bounds::lower_bound;
 pub use self::exact::exact;
 pub use self::karmarkar_karp::karmarkar_karp;
 pub use self::lpt::lpt;
+pub(crate) use self::refine::balancing_window;
 pub use self::refine::refine;
+pub(crate) use self::vector_lpt::{vector_lpt, VectorItem};
 
 use self::instance::{Config, Instance, Load};
 
@@ -1153,13 +1157,15 @@ fn finish<T: Total>(
     Partition::from_flat(items, offsets, inst.d, sums, objective, lower_bound, proven)
 }
 
-/// The parts as one list with offsets (the fields of a [`Partition`]):
-/// `counts` holds each part's item count, `ranked` yields every item's
-/// (part, input index) in rank order, which each part keeps. O(n + k).
-pub(crate) fn group_by_part(
+/// Items grouped by part, as one list with offsets (the fields of a
+/// [`Partition`]; the planner's sequences): `counts` holds each part's item
+/// count, `ranked` yields every item's (part, value) in the order each part
+/// keeps. A counting sort: O(n + k) time, O(k) extra space besides the
+/// result.
+pub(crate) fn group_by_part<V: Copy + Default>(
     counts: Vec<usize>,
-    ranked: impl Iterator<Item = (usize, usize)>,
-) -> (Vec<usize>, Vec<usize>) {
+    ranked: impl Iterator<Item = (usize, V)>,
+) -> (Vec<V>, Vec<usize>) {
     let mut offsets = Vec::with_capacity(counts.len() + 1);
     offsets.push(0);
     for c in &counts {
@@ -1168,9 +1174,9 @@ pub(crate) fn group_by_part(
     // Where the next item of each part goes.
     let mut next = counts;
     next.copy_from_slice(&offsets[..offsets.len() - 1]);
-    let mut items = vec![0usize; offsets[offsets.len() - 1]];
-    for (p, i) in ranked {
-        items[next[p]] = i;
+    let mut items = vec![V::default(); offsets[offsets.len() - 1]];
+    for (p, v) in ranked {
+        items[next[p]] = v;
         next[p] += 1;
     }
     (items, offsets)

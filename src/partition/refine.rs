@@ -350,11 +350,8 @@ impl<T: Total> State<'_, T> {
             } {
                 i += 1;
             }
-            if i > 0 {
-                f(list[i - 1], x);
-            }
-            if i < list.len() {
-                f(list[i], x);
+            for &y in &list[balancing_window(list.len(), i, 1)] {
+                f(y, x);
             }
         }
     }
@@ -388,6 +385,16 @@ impl<T: Total> State<'_, T> {
     }
 }
 
+/// The swap partners worth trying around the balancing point of a sorted
+/// list of `len` items: the `near` items before position `at` (the first
+/// item that would leave the heavier group no heavier than the lighter
+/// one) and the `near` from it on. The best balancing swap of an item is
+/// with one of the two items around `at`; `near > 1` leaves room for
+/// capacities that rule them out.
+pub(crate) fn balancing_window(len: usize, at: usize, near: usize) -> core::ops::Range<usize> {
+    at.saturating_sub(near).min(len)..at.saturating_add(near).min(len)
+}
+
 /// Inserts `p` into the sorted three-slot list by `before` (ties keep the
 /// earlier part first).
 fn insert3(list: &mut [usize; 3], p: usize, before: impl Fn(usize, usize) -> Ordering) {
@@ -407,6 +414,14 @@ fn insert3(list: &mut [usize; 3], p: usize, before: impl Fn(usize, usize) -> Ord
 mod tests {
     use super::*;
     use crate::partition::Dims;
+
+    #[test]
+    fn balancing_window_clamps() {
+        assert_eq!(balancing_window(5, 2, 1), 1..3);
+        assert_eq!(balancing_window(5, 0, 3), 0..3);
+        assert_eq!(balancing_window(5, 5, 3), 2..5);
+        assert_eq!(balancing_window(0, 0, 3), 0..0);
+    }
 
     #[test]
     fn three_slot_order() {

@@ -1,87 +1,95 @@
-//! The naive baseline: the data loader's order, packed by next fit, sequences dealt to ranks in turn.
+//! The naive baseline: the data loader's order, packed by next fit, micro-batches dealt to ranks in turn.
+//!
+//! Next fit in id order packs consecutive runs of positions; the runs are
+//! found here rather than with [`pack::next_fit`](crate::pack::next_fit)
+//! because the report needs only their ends (no packing, no bounds).
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use super::evaluate::step_time;
-use super::planner::Prepared;
-use super::types::{StepSample, SyncModel};
+use super::prepare::Prepared;
+use super::sample::StepSample;
+use super::shape::Shape;
+use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
 
-/// The naive plan's step time and micro-steps: samples in ascending id
-/// packed by next fit (a new sequence whenever the next sample does not
-/// fit), micro-batches of `S` consecutive sequences dealt to ranks in turn
-/// (micro-batch `m` to rank `m % R`, micro-step `m / R`).
-///
-/// O(n) time, O(n / sequence) extra space.
-pub(crate) fn naive<M: Incremental>(
-    prep: &Prepared,
-    samples: &[StepSample],
-    model: &M,
-    sync: SyncModel,
-    ranks: usize,
-    per_step: usize,
-) -> (f64, usize) {
-    let mut costs: Vec<Phases> = Vec::new();
-    let mut state = model.empty();
-    let mut load = [0u64; 3];
-    let mut open = false;
-    for p in 0..prep.len() {
-        let size = prep.size(p);
-        let fits = (0..3).all(|d| load[d] + size[d] <= prep.caps[d]);
-        if open && !fits {
-            costs.push(model.evaluate(&state));
-            state = model.empty();
-            load = [0; 3];
-        }
-        open = true;
-        for d in 0..3 {
-            load[d] += size[d];
-        }
-        model.insert(&mut state, &samples[prep.input(p) as usize].sample);
-    }
-    if open {
-        costs.push(model.evaluate(&state));
-    }
-    let batches = costs.len().div_ceil(per_step);
-    let steps = batches.div_ceil(ranks).max(1);
-    // Slot of micro-batch m: rank m % R, micro-step m / R.
-    let mut slotted = alloc::vec![Phases::ZERO; ranks * steps * per_step];
-    for (k, c) in costs.iter().enumerate() {
-        let (m, s) = (k / per_step, k % per_step);
-        let (r, j) = (m % ranks, m / ranks);
-        slotted[(r * steps + j) * per_step + s] = *c;
-    }
-    (step_time(sync, ranks, steps, per_step, &slotted), steps)
+/// The naive layout: samples in ascending id packed by next fit (a new
+/// sequence whenever the next sample does not fit), micro-batches of `S`
+/// consecutive sequences dealt to ranks in turn (micro-batch `m` to rank
+/// `m % R`, micro-step `m / R`), `A` what that takes.
+pub(crate) struct Naive {
+    pub(crate) shape: Shape,
+    /// The end position of every sequence, in id order.
+    ends: Vec<u32>,
 }
 
-/// The naive layout: `(A, slots)` with each slot's sorted positions, next
-/// fit in id order, micro-batch `m` to rank `m % R`, micro-step `m / R`.
-pub(crate) fn naive_layout(
-    prep: &Prepared,
-    ranks: usize,
-    per_step: usize,
-) -> (usize, Vec<Vec<u32>>) {
-    let mut sequences: Vec<Vec<u32>> = Vec::new();
-    let mut load = [0u64; 3];
-    for p in 0..prep.len() {
-        if sequences.is_empty() || !prep.fits(load, p) {
-            sequences.push(Vec::new());
-            load = [0; 3];
+impl Naive {
+    /// The naive layout of `prep` for `R` ranks and `S` sequences a
+    /// micro-step. O(n) time, O(n / sequence) extra space.
+    pub(crate) fn new(prep: &Prepared, ranks: usize, per_step: usize) -> Self {
+        let mut ends: Vec<u32> = Vec::new();
+        let mut load = [0u64; 3];
+        for p in 0..prep.len() {
+            if p > 0 && !prep.fits(load, p) {
+                ends.push(p as u32);
+                load = [0; 3];
+            }
+            for (l, x) in load.iter_mut().zip(prep.size(p)) {
+                *l += x;
+            }
         }
-        for (l, x) in load.iter_mut().zip(prep.size(p)) {
-            *l += x;
+        if prep.len() > 0 {
+            ends.push(prep.len() as u32);
         }
-        if let Some(last) = sequences.last_mut() {
-            last.push(p as u32);
-        }
+        let batches = ends.len().div_ceil(per_step);
+        let shape = Shape {
+            ranks,
+            steps: batches.div_ceil(ranks).max(1),
+            per_step,
+        };
+        Naive { shape, ends }
     }
-    let batches = sequences.len().div_ceil(per_step);
-    let steps = batches.div_ceil(ranks).max(1);
-    let mut slots = alloc::vec![Vec::new(); ranks * steps * per_step];
-    for (k, seq) in sequences.into_iter().enumerate() {
+
+    /// The slot of sequence `k`.
+    fn slot(&self, k: usize) -> usize {
+        let per_step = self.shape.per_step;
         let (m, s) = (k / per_step, k % per_step);
-        let (r, j) = (m % ranks, m / ranks);
-        slots[(r * steps + j) * per_step + s] = seq;
+        self.shape
+            .micro_batch(m % self.shape.ranks, m / self.shape.ranks)
+            + s
     }
-    (steps, slots)
+
+    /// The sequences by slot, each listing its positions.
+    pub(crate) fn slots(&self) -> Vec<Vec<u32>> {
+        let mut slots = vec![Vec::new(); self.shape.slots()];
+        let mut start = 0;
+        for (k, &end) in self.ends.iter().enumerate() {
+            slots[self.slot(k)] = (start..end).collect();
+            start = end;
+        }
+        slots
+    }
+
+    /// The predicted step time under `sync`, each sequence evaluated as a
+    /// group with `model`.
+    pub(crate) fn step_time<M: Incremental>(
+        &self,
+        prep: &Prepared,
+        samples: &[StepSample],
+        model: &M,
+        sync: SyncModel,
+    ) -> f64 {
+        let mut costs = vec![Phases::ZERO; self.shape.slots()];
+        let mut start = 0;
+        for (k, &end) in self.ends.iter().enumerate() {
+            let mut state = model.empty();
+            for e in &prep.items[start as usize..end as usize] {
+                model.insert(&mut state, samples[e.input as usize].sample());
+            }
+            costs[self.slot(k)] = model.evaluate(&state);
+            start = end;
+        }
+        step_time(sync, self.shape, &costs)
+    }
 }

@@ -3,31 +3,28 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::types::SyncModel;
+use super::shape::Shape;
+use super::sync::SyncModel;
 use crate::cost::Phases;
 
 /// The cost of every (rank, micro-step): the sum of its `S` sequences.
-/// `costs` is indexed by slot `(rank * A + micro_step) * S + index`; a
-/// missing tail (a baseline with fewer sequences) counts as zero.
-fn micro_batches(ranks: usize, steps: usize, per_step: usize, costs: &[Phases]) -> Vec<Phases> {
-    let mut out = vec![Phases::ZERO; ranks * steps];
+/// `costs` is indexed by slot; a missing tail (a baseline with fewer
+/// sequences) counts as zero.
+fn micro_batches(shape: Shape, costs: &[Phases]) -> Vec<Phases> {
+    let mut out = vec![Phases::ZERO; shape.ranks * shape.steps];
     for (k, c) in costs.iter().enumerate() {
-        if let Some(slot) = out.get_mut(k / per_step) {
+        if let Some(slot) = out.get_mut(k / shape.per_step) {
             *slot += *c;
         }
     }
     out
 }
 
-/// The predicted step time of a layout under `sync`.
-pub(crate) fn step_time(
-    sync: SyncModel,
-    ranks: usize,
-    steps: usize,
-    per_step: usize,
-    costs: &[Phases],
-) -> f64 {
-    let mb = micro_batches(ranks, steps, per_step, costs);
+/// The predicted step time of the sequences' `costs` (by slot) under
+/// `sync`.
+pub(crate) fn step_time(sync: SyncModel, shape: Shape, costs: &[Phases]) -> f64 {
+    let (ranks, steps) = (shape.ranks, shape.steps);
+    let mb = micro_batches(shape, costs);
     match sync {
         SyncModel::Step => (0..ranks)
             .map(|r| {
@@ -56,18 +53,17 @@ pub(crate) fn step_time(
 }
 
 /// Per phase, the largest rank total over the mean rank total.
-pub(crate) fn imbalance(ranks: usize, steps: usize, per_step: usize, costs: &[Phases]) -> Phases {
-    let per_rank = steps * per_step;
+pub(crate) fn imbalance(shape: Shape, costs: &[Phases]) -> Phases {
     let mut max = Phases::ZERO;
     let mut sum = Phases::ZERO;
-    for r in 0..ranks {
-        let t: Phases = costs[r * per_rank..(r + 1) * per_rank].iter().sum();
+    for rank in costs.chunks(shape.per_rank()).take(shape.ranks) {
+        let t: Phases = rank.iter().sum();
         max = max.max(t);
         sum += t;
     }
     let ratio = |m: f64, s: f64| {
         if s > 0.0 {
-            m / (s / ranks as f64)
+            m / (s / shape.ranks as f64)
         } else {
             1.0
         }
@@ -78,8 +74,8 @@ pub(crate) fn imbalance(ranks: usize, steps: usize, per_step: usize, costs: &[Ph
     )
 }
 
-/// The lower bound of any plan's step time under `sync`, from the total
-/// cost and the largest single sample's cost.
+/// The lower bound of any plan's step time under `sync` over `ranks`
+/// ranks, from the total cost and the largest single sample's cost.
 pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, total: Phases, largest: f64) -> f64 {
     let r = ranks as f64;
     match sync {

@@ -26,28 +26,37 @@
 //!
 //! # Algorithm
 //!
-//! 1. Sort the samples by id (the plan is a function of the *set* of samples)
-//!    and evaluate each sample's cost vector once.
-//! 2. Pack the samples into `K = R * A * S` sequences that are balanced, not
-//!    merely full: in decreasing order of cost, each sample goes to the
-//!    least-loaded sequence it fits in, where the load is the larger of the
-//!    sequence's cost and its tokens, each over its mean (LPT with a
-//!    capacity, in the max-norm of vector scheduling, so that sequences fill
-//!    with tokens at the pace they fill with cost). When the capacity is too
-//!    tight for that order, first-fit-decreasing from [`pack`](crate::pack)
-//!    packs instead ([`Report::balanced_packing`] says which).
-//! 3. Deal the sequences to the `R x A` slots: for [`SyncModel::Step`], LPT
-//!    over ranks with `A * S` sequences each; for the per-micro-step models,
-//!    sequences of similar cost form one micro-step across ranks, so that no
-//!    micro-step waits for one outlier. For [`SyncModel::Phase`] "similar"
-//!    is tried four ways (by the larger excess over the mean in either
-//!    phase, by language cost, by vision cost, by total), each refined, and
-//!    the plan with the lowest predicted step time is kept.
-//! 4. Refine: within each set of groups that wait for each other (the ranks
-//!    for [`SyncModel::Step`], one micro-step's micro-batches otherwise), move
-//!    or swap single samples between the slowest group and the fastest ones,
-//!    keeping every cap, while that lowers the slowest (phase by phase for
-//!    [`SyncModel::Phase`], never raising the other phase's maximum).
+//! One stage a file, each taking and returning plain data:
+//!
+//! 1. `prepare`: sort the samples by id (the plan is a function of the
+//!    *set* of samples), check them, and evaluate each sample's cost vector
+//!    once.
+//! 2. `pack`: pack the samples into `K = R * A * S` sequences that are
+//!    balanced, not merely full: the vector LPT with capacities of
+//!    [`partition`](crate::partition) (in decreasing order of cost, each
+//!    sample to the least-loaded sequence it fits in, the load the larger of
+//!    the sequence's cost and its tokens, each over its mean, so that
+//!    sequences fill with tokens at the pace they fill with cost). When the
+//!    capacity is too tight for that order,
+//!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
+//!    instead ([`Report::balanced_packing`] says which).
+//! 3. `deal`: deal the sequences to the `R x A` slots: for
+//!    [`SyncModel::Step`], LPT with equal counts over ranks
+//!    ([`Partitioner`](crate::partition::Partitioner)); for the
+//!    per-micro-step models, sequences of similar cost form one micro-step
+//!    across ranks, so that no micro-step waits for one outlier. For
+//!    [`SyncModel::Phase`] "similar" is tried four ways (by the larger excess
+//!    over the mean in either phase, by language cost, by vision cost, by
+//!    total), each refined, and the plan with the lowest predicted step time
+//!    is kept.
+//! 4. `refine`: within each set of groups that wait for each other (the
+//!    ranks for [`SyncModel::Step`], one micro-step's micro-batches
+//!    otherwise), move or swap single samples between the slowest group and
+//!    the fastest ones, keeping every cap, while that lowers the slowest
+//!    (phase by phase for [`SyncModel::Phase`], never raising the other
+//!    phase's maximum).
+//! 5. `finish`: the plan's ids slot by slot, every sequence evaluated as a
+//!    group, and the [`Report`] against the bound and the naive baseline.
 //!
 //! `A` is either given ([`Planner::micro_steps`]) or the smallest value the
 //! planner can fit the batch into: the token (and cap) bound
@@ -121,7 +130,7 @@
 //!     })
 //!     .collect();
 //!
-//! let plan = Planner::new(model, 4, 4096).sync(SyncModel::Phase).plan(&samples)?;
+//! let plan = Planner::new(model).ranks(4).seq_len(4096).sync(SyncModel::Phase).plan(&samples)?;
 //! assert_eq!(plan.ranks(), 4);
 //! let ids: usize = (0..4)
 //!     .flat_map(|r| (0..plan.micro_steps()).map(move |j| (r, j)))
@@ -146,17 +155,23 @@
 //! - verl `seqlen_balancing.py`, LoongForge and OmniBal: balancing by tokens,
 //!   by fitted cost, and the ViT in a second pass.
 
-mod assign;
-mod balance;
 mod baseline;
+mod deal;
 mod evaluate;
 mod fingerprint;
+mod finish;
 mod loss;
+mod output;
+mod pack;
 mod planner;
+mod prepare;
 mod refine;
-mod types;
+mod sample;
+mod shape;
+mod sync;
 
-pub use self::fingerprint::fnv1a;
 pub use self::loss::{Loss, Normalization, Reduction};
-pub use self::planner::{plan, Planner};
-pub use self::types::{Plan, Report, StepSample, SyncModel};
+pub use self::output::{Plan, Report};
+pub use self::planner::Planner;
+pub use self::sample::StepSample;
+pub use self::sync::SyncModel;

@@ -1,4 +1,4 @@
-//! Refinement: moves and swaps of samples between the slowest group and the fastest ones while the predicted time drops.
+//! Refinement stage: moves and swaps of samples between the slowest group and the fastest ones while the predicted time drops.
 //!
 //! A *contest* is a set of groups that wait for each other: the ranks (one
 //! group of `A * S` sequences each) for [`SyncModel::Step`], or the ranks'
@@ -11,12 +11,19 @@
 //! keeping every cap. The change that leaves `max(x, y)` lowest is applied
 //! if it brings both below the old maximum without raising the other
 //! phase's maximum; otherwise the contest is done. On the total, only the
-//! swaps nearest to moving half the gap are tried (a binary search in `y`'s
-//! samples sorted by cost) and moves go to `y`'s roomiest sequence; per
-//! phase every pair is tried. Every applied change lowers the contest's
-//! multiset of group costs, so the loop ends; it also stops when the
-//! slowest group is within [`TOLERANCE`] of the mean, and after [`ROUNDS`]
-//! iterations per group.
+//! swaps nearest to moving half the gap are tried
+//! ([`balancing_window`](crate::partition::balancing_window) in `y`'s
+//! samples sorted by cost, as the partition refinement does) and moves go
+//! to `y`'s roomiest sequence; per phase every pair is tried. Every applied
+//! change lowers the contest's multiset of group costs, so the loop ends;
+//! it also stops when the slowest group is within [`TOLERANCE`] of the
+//! mean, and after [`ROUNDS`] iterations per group.
+//!
+//! This is the planner's own rather than [`partition::refine`](crate::partition::refine)
+//! because its groups are sets of capacity-bounded sequences (a move must
+//! fit one sequence of the group, not a cap on the group's sum) and under
+//! per-phase barriers it lowers one phase's maximum without raising the
+//! other's, which no objective of a partition expresses.
 //!
 //! Costs are the samples' own costs added up (exact for additive models).
 //!
@@ -28,9 +35,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Reverse;
 
-use super::planner::Prepared;
-use super::types::SyncModel;
+use super::deal::Sequences;
+use super::prepare::Prepared;
+use super::shape::Shape;
+use super::sync::SyncModel;
 use crate::cost::Phases;
+use crate::partition::balancing_window;
 
 /// How many of the fastest groups the slowest one trades with.
 const CANDIDATES: usize = 2;
@@ -61,6 +71,14 @@ struct Contest<'a> {
     version: Vec<u32>,
 }
 
+/// The dimension a change is scored on (vision 0, language 1), and the
+/// most the other dimension's maximum may become.
+#[derive(Clone, Copy)]
+struct Target {
+    d: usize,
+    limit_other: f64,
+}
+
 type MaxEntry = (u64, Reverse<u32>, u32);
 type MinEntry = (Reverse<u64>, Reverse<u32>, u32);
 
@@ -76,44 +94,42 @@ struct Change {
     score: f64,
 }
 
-/// Refines the sequences `bins` (positions; `loads` their sizes) laid out by
-/// `slots` (`slot -> sequence`) for `sync`; `stats` are the sequences'
-/// costs and sizes (the sizes are kept up to date), `largest` the largest
-/// single sample's vision, language and total cost.
-#[allow(clippy::too_many_arguments)]
+/// Refines the sequences `seqs` laid out by `slots` (`slot -> sequence`)
+/// for `sync` (their sizes are kept up to date; their costs are read as
+/// the groups' starting costs).
 pub(crate) fn refine(
     prep: &Prepared,
     sync: SyncModel,
-    ranks: usize,
-    steps: usize,
-    per_step: usize,
+    shape: Shape,
     slots: &[u32],
-    bins: &mut [Vec<u32>],
-    stats: (&[Phases], &mut [[u64; 3]]),
-    largest: [f64; 3],
+    seqs: &mut Sequences,
 ) {
-    let (bin_costs, loads) = stats;
     let dims: &[usize] = match sync {
         SyncModel::Phase => &[0, 1],
         _ => &[2],
     };
     let contests: Vec<Vec<&[u32]>> = match sync {
-        SyncModel::Step => {
-            let per_rank = steps * per_step;
-            vec![slots.chunks(per_rank).collect()]
-        }
-        _ => (0..steps)
+        SyncModel::Step => vec![slots.chunks(shape.per_rank()).collect()],
+        _ => (0..shape.steps)
             .map(|j| {
-                (0..ranks)
-                    .map(|r| &slots[(r * steps + j) * per_step..(r * steps + j + 1) * per_step])
+                (0..shape.ranks)
+                    .map(|r| {
+                        let first = shape.micro_batch(r, j);
+                        &slots[first..first + shape.per_step]
+                    })
                     .collect()
             })
             .collect(),
     };
+    let largest = [
+        prep.largest.vision,
+        prep.largest.language,
+        prep.largest_total,
+    ];
     for groups in contests {
         let cost = groups
             .iter()
-            .map(|g| g.iter().map(|&b| bin_costs[b as usize]).sum())
+            .map(|g| g.iter().map(|&b| seqs.costs[b as usize]).sum())
             .collect();
         let n = groups.len();
         let mut contest = Contest {
@@ -122,18 +138,12 @@ pub(crate) fn refine(
             cost,
             version: vec![0; n],
         };
-        contest.run(dims, bins, loads, largest);
+        contest.run(dims, seqs, largest);
     }
 }
 
 impl Contest<'_> {
-    fn run(
-        &mut self,
-        dims: &[usize],
-        bins: &mut [Vec<u32>],
-        loads: &mut [[u64; 3]],
-        largest: [f64; 3],
-    ) {
+    fn run(&mut self, dims: &[usize], seqs: &mut Sequences, largest: [f64; 3]) {
         let n = self.groups.len();
         if n < 2 {
             return;
@@ -190,9 +200,10 @@ impl Contest<'_> {
                     }
                     let fresh = &ys[seen..];
                     best = if d == 2 {
-                        self.best_change_sorted(x, fresh, bins, loads)
+                        self.best_change_sorted(x, fresh, seqs)
                     } else {
-                        self.best_change(x, fresh, d, limit_other, bins, loads)
+                        let target = Target { d, limit_other };
+                        self.best_change(x, fresh, target, seqs)
                     };
                     if best.is_some() {
                         break;
@@ -202,7 +213,7 @@ impl Contest<'_> {
                 let Some(c) = best else {
                     break; // the slowest group cannot get faster
                 };
-                self.apply(x, c, bins, loads);
+                self.apply(x, c, seqs);
                 for g in [x, c.y] {
                     let k = key(self.cost[g], d).to_bits();
                     max_heap.push((k, Reverse(g as u32), self.version[g]));
@@ -221,13 +232,8 @@ impl Contest<'_> {
     /// O(|x| log |y|) per candidate: the best swap moves half the gap, so
     /// for each sample of `x` only the samples of `y` whose cost is nearest
     /// to "its cost minus half the gap" are tried.
-    fn best_change_sorted(
-        &self,
-        x: usize,
-        ys: &[MinEntry],
-        bins: &[Vec<u32>],
-        loads: &[[u64; 3]],
-    ) -> Option<Change> {
+    fn best_change_sorted(&self, x: usize, ys: &[MinEntry], seqs: &Sequences) -> Option<Change> {
+        let (bins, loads) = (&seqs.members, &seqs.loads);
         const NEAR: usize = 3;
         let prep = self.prep;
         let gx = self.cost[x].total();
@@ -299,7 +305,7 @@ impl Contest<'_> {
                     }
                     let want = ca - half;
                     let at = pool.partition_point(|q| q.0 < want);
-                    for q in pool[at.saturating_sub(NEAR)..(at + NEAR).min(pool.len())].iter() {
+                    for q in &pool[balancing_window(pool.len(), at, NEAR)] {
                         consider(bx, ia, q.1, Some(q.2), &mut best);
                     }
                 }
@@ -308,16 +314,17 @@ impl Contest<'_> {
         best
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The best move or swap between `x` and one of `ys` on `target`'s
+    /// dimension: every pair is tried.
     fn best_change(
         &self,
         x: usize,
         ys: &[MinEntry],
-        d: usize,
-        limit_other: f64,
-        bins: &[Vec<u32>],
-        loads: &[[u64; 3]],
+        target: Target,
+        seqs: &Sequences,
     ) -> Option<Change> {
+        let Target { d, limit_other } = target;
+        let (bins, loads) = (&seqs.members, &seqs.loads);
         let prep = self.prep;
         let gx = self.cost[x];
         let m = key(gx, d);
@@ -390,7 +397,8 @@ impl Contest<'_> {
         best
     }
 
-    fn apply(&mut self, x: usize, c: Change, bins: &mut [Vec<u32>], loads: &mut [[u64; 3]]) {
+    fn apply(&mut self, x: usize, c: Change, seqs: &mut Sequences) {
+        let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
         let prep = self.prep;
         let (bx, by) = (c.bx as usize, c.by as usize);
         let pa = bins[bx][c.a];

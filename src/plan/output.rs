@@ -1,205 +1,15 @@
-//! The planner's input and output types: samples with ids, sync models, the plan and its report.
+//! The planner's output: the plan (ids by rank, micro-step and sequence) and its report.
 
 use alloc::vec::Vec;
-use core::fmt;
 use core::time::Duration;
 
+use super::evaluate::step_time;
 use super::loss::Loss;
-use crate::cost::{Incremental, Phases, Sample};
+use super::sample::StepSample;
+use super::shape::Shape;
+use super::sync::SyncModel;
+use crate::cost::{Incremental, Phases};
 use crate::error::Error;
-
-/// One sample of an optimizer step: an id, the sample (text tokens and
-/// images) and the tokens that carry loss.
-///
-/// Ids must be unique within a step; they are the data loader's order, and
-/// the plan lists samples by id.
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::cost::{Image, Sample};
-/// use microbatch::plan::StepSample;
-///
-/// let s = StepSample::new(7, Sample::new(312, [Image::new(576), Image::new(576)]));
-/// assert_eq!(s.loss_tokens(), 312); // the text tokens, by default
-/// assert_eq!(s.with_loss_tokens(40).loss_tokens(), 40);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct StepSample {
-    /// The sample's id, unique within the step.
-    pub id: u64,
-    /// Its text tokens and images.
-    pub sample: Sample,
-    /// The tokens that carry loss; `None` means all text tokens.
-    pub loss_tokens: Option<u64>,
-}
-
-impl StepSample {
-    /// A sample whose loss tokens are its text tokens.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::cost::{Image, Sample};
-    /// use microbatch::plan::StepSample;
-    ///
-    /// let s = StepSample::new(3, Sample::new(120, [Image::new(576)]));
-    /// assert_eq!((s.id, s.loss_tokens), (3, None));
-    /// assert_eq!(s.sample.tokens(), 696);
-    /// ```
-    #[must_use]
-    pub fn new(id: u64, sample: Sample) -> Self {
-        StepSample {
-            id,
-            sample,
-            loss_tokens: None,
-        }
-    }
-
-    /// Sets the tokens that carry loss (builder style).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::cost::{Sample, Tokens};
-    /// use microbatch::plan::{Planner, StepSample};
-    ///
-    /// let samples = [
-    ///     StepSample::new(0, Sample::text_only(500)).with_loss_tokens(120),
-    ///     StepSample::new(1, Sample::text_only(80)),
-    /// ];
-    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 1024).plan(&samples)?;
-    /// assert_eq!(plan.loss().loss_tokens, 200); // 120 as set + 80 text tokens
-    /// # Ok::<(), microbatch::Error>(())
-    /// ```
-    #[must_use]
-    pub fn with_loss_tokens(mut self, loss_tokens: u64) -> Self {
-        self.loss_tokens = Some(loss_tokens);
-        self
-    }
-
-    /// The tokens that carry loss: as set, or the text tokens.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::cost::{Image, Sample};
-    /// use microbatch::plan::StepSample;
-    ///
-    /// let s = StepSample::new(0, Sample::new(90, [Image::new(576)]));
-    /// assert_eq!(s.loss_tokens(), 90); // the text tokens: images carry no loss
-    /// assert_eq!(s.with_loss_tokens(30).loss_tokens(), 30);
-    /// ```
-    #[must_use]
-    pub fn loss_tokens(&self) -> u64 {
-        self.loss_tokens
-            .unwrap_or_else(|| u64::from(self.sample.text()))
-    }
-
-    /// The ViT units (tiles or frame groups) of all images.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use core::num::NonZeroU32;
-    /// use microbatch::cost::{Image, Sample};
-    /// use microbatch::plan::StepSample;
-    ///
-    /// let tiles = NonZeroU32::new(5).unwrap();
-    /// let s = StepSample::new(1, Sample::new(10, [Image::with_units(1280, tiles), Image::new(64)]));
-    /// assert_eq!(s.units(), 6);
-    /// ```
-    #[must_use]
-    pub fn units(&self) -> u64 {
-        self.sample
-            .images()
-            .iter()
-            .map(|i| u64::from(i.units()))
-            .sum()
-    }
-}
-
-/// Where the ranks wait for each other, which decides the step time.
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::plan::SyncModel;
-///
-/// assert_eq!("micro-step".parse::<SyncModel>(), Ok(SyncModel::MicroStep));
-/// assert_eq!(SyncModel::Phase.to_string(), "phase");
-/// assert!("fsdp".parse::<SyncModel>().is_err());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum SyncModel {
-    /// One barrier per step (DDP with `no_sync` during accumulation): the
-    /// step takes the longest rank total.
-    #[default]
-    Step,
-    /// A barrier every micro-step (FSDP / ZeRO-3, pipelines): the sum over
-    /// micro-steps of the slowest rank.
-    MicroStep,
-    /// A barrier per phase inside each micro-step (the ViT and the LLM
-    /// gather their parameters separately): the sum over micro-steps and
-    /// phases of the slowest rank in that phase.
-    Phase,
-}
-
-impl SyncModel {
-    /// Every sync model, in order.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::plan::SyncModel;
-    ///
-    /// assert_eq!(SyncModel::ALL[0], SyncModel::default());
-    /// assert!(SyncModel::ALL.iter().all(|m| m.name().parse::<SyncModel>() == Ok(*m)));
-    /// ```
-    pub const ALL: [SyncModel; 3] = [SyncModel::Step, SyncModel::MicroStep, SyncModel::Phase];
-
-    /// The name used by [`Display`](fmt::Display) and
-    /// [`FromStr`](core::str::FromStr): `step`, `micro-step` or `phase`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::plan::SyncModel;
-    ///
-    /// let names: Vec<&str> = SyncModel::ALL.iter().map(SyncModel::name).collect();
-    /// assert_eq!(names, ["step", "micro-step", "phase"]);
-    /// ```
-    #[must_use]
-    pub const fn name(&self) -> &'static str {
-        match self {
-            SyncModel::Step => "step",
-            SyncModel::MicroStep => "micro-step",
-            SyncModel::Phase => "phase",
-        }
-    }
-}
-
-impl fmt::Display for SyncModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl core::str::FromStr for SyncModel {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        SyncModel::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| Error::UnknownName {
-                kind: "sync model",
-                name: s.into(),
-                known: &["step", "micro-step", "phase"],
-            })
-    }
-}
 
 /// How good a plan is: its predicted step time against its lower bound and
 /// the naive baseline, and where the rest of the time goes.
@@ -213,7 +23,7 @@ impl core::str::FromStr for SyncModel {
 /// use microbatch::plan::{Planner, StepSample};
 ///
 /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100 + 10 * i as u32))).collect();
-/// let plan = Planner::new(Tokens::new(1.0)?, 2, 1024).plan(&samples)?;
+/// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1024).plan(&samples)?;
 /// let r = plan.report();
 /// assert_eq!(r.lower_bound, 1080.0 / 2.0);
 /// assert_eq!(r.predicted, 540.0);
@@ -226,6 +36,7 @@ impl core::str::FromStr for SyncModel {
 /// same input and configuration give equal plans, reports included.
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Report {
     /// The sync model the times are computed for.
     pub sync: SyncModel,
@@ -282,7 +93,7 @@ impl Report {
     ///
     /// let tokens = [300, 300, 200, 200, 200];
     /// let samples: Vec<_> = (0..5).map(|i| StepSample::new(i, Sample::text_only(tokens[i as usize]))).collect();
-    /// let r = *Planner::new(Tokens::new(1.0)?, 2, 4096).refinement(false).plan(&samples)?.report();
+    /// let r = *Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(4096).refinement(false).plan(&samples)?.report();
     /// assert_eq!((r.predicted, r.lower_bound), (700.0, 600.0));
     /// assert_eq!(r.ratio(), 700.0 / 600.0);
     /// # Ok::<(), microbatch::Error>(())
@@ -305,7 +116,7 @@ impl Report {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
-    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 50);
+    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(50);
     /// // Naive: rank 0 runs [0, 1] and [3], 70 tokens; the bound is 100 / 2.
     /// assert_eq!(planner.baseline(&samples)?.report().straggler(), 20.0);
     /// assert_eq!(planner.plan(&samples)?.report().straggler(), 0.0);
@@ -329,7 +140,7 @@ impl Report {
     /// let samples: Vec<_> = (0..8u32)
     ///     .map(|i| StepSample::new(i.into(), Sample::text_only(if i < 2 { 900 } else { 100 })))
     ///     .collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).plan(&samples)?;
     /// let r = plan.report();
     /// assert!(r.gain() > 1.0);
     /// assert_eq!(r.gain(), r.baseline / r.predicted);
@@ -359,7 +170,7 @@ impl Report {
 /// use microbatch::plan::{Planner, StepSample};
 ///
 /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::text_only(300))).collect();
-/// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).plan(&samples)?;
+/// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).plan(&samples)?;
 /// assert_eq!((plan.ranks(), plan.micro_steps(), plan.sequences_per_micro_step()), (2, 1, 1));
 /// assert_eq!(plan.sequence(0, 0, 0).len() + plan.sequence(1, 0, 0).len(), 6);
 /// assert_eq!(plan.to_nested()[1][0].len(), 3);
@@ -391,7 +202,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 3, 1024).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(3).seq_len(1024).plan(&samples)?;
     /// assert_eq!(plan.ranks(), 3);
     /// assert!((0..3).all(|r| plan.rank(r).len() == 2));
     /// # Ok::<(), microbatch::Error>(())
@@ -411,7 +222,7 @@ impl Plan {
     ///
     /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::text_only(400))).collect();
     /// // Two samples a sequence: three sequences, two micro-steps on 2 ranks.
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).plan(&samples)?;
     /// assert_eq!(plan.micro_steps(), 2);
     /// assert!(plan.to_nested().iter().all(|rank| rank.len() == 2));
     /// # Ok::<(), microbatch::Error>(())
@@ -430,7 +241,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..6).map(|i| StepSample::new(i, Sample::text_only(400))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).sequences_per_micro_step(3).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).sequences_per_micro_step(3).plan(&samples)?;
     /// assert_eq!((plan.micro_steps(), plan.sequences_per_micro_step()), (1, 3));
     /// assert_eq!(plan.to_sequences()[0][0].len(), 3);
     /// # Ok::<(), microbatch::Error>(())
@@ -449,7 +260,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples = [StepSample::new(4, Sample::text_only(7)), StepSample::new(9, Sample::text_only(3))];
-    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 16).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(1).seq_len(16).plan(&samples)?;
     /// assert_eq!((plan.len(), plan.is_empty()), (2, false));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -467,7 +278,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples = [StepSample::new(0, Sample::text_only(5))];
-    /// let planner = Planner::new(Tokens::new(1.0)?, 1, 8);
+    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(1).seq_len(8);
     /// assert!(!planner.plan(&samples)?.is_empty());
     /// assert!(planner.plan(&[]).is_err()); // no plan without samples
     /// # Ok::<(), microbatch::Error>(())
@@ -475,6 +286,14 @@ impl Plan {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    fn shape(&self) -> Shape {
+        Shape {
+            ranks: self.ranks,
+            steps: self.micro_steps,
+            per_step: self.per_step,
+        }
     }
 
     fn slot(&self, rank: usize, micro_step: usize, index: usize) -> usize {
@@ -503,7 +322,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 50).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(50).plan(&samples)?;
     /// // 20 + 30 and 10 + 40 tokens, each sequence in ascending id.
     /// assert_eq!(plan.sequence(0, 0, 0), [1, 2]);
     /// assert_eq!(plan.sequence(1, 0, 0), [0, 3]);
@@ -528,7 +347,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 50).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(50).plan(&samples)?;
     /// let c = plan.sequence_cost(0, 0, 0);
     /// assert_eq!((c.vision, c.language), (0.0, 50.0)); // 40 + 10 tokens
     /// assert_eq!(plan.sequence_cost(1, 0, 0).total(), 50.0);
@@ -555,7 +374,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..12).map(|i| StepSample::new(i, Sample::text_only(400))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000)
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000)
     ///     .sequences_per_micro_step(2)
     ///     .plan(&samples)?;
     /// // 12 samples of 400 tokens, two a sequence: 6 sequences, 2 per micro-step.
@@ -587,7 +406,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1000).micro_steps(2).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).micro_steps(2).plan(&samples)?;
     /// assert_eq!(plan.rank(0), [plan.micro_batch(0, 0), plan.micro_batch(0, 1)].concat());
     /// assert_eq!(plan.rank(0).len() + plan.rank(1).len(), 8);
     /// # Ok::<(), microbatch::Error>(())
@@ -609,7 +428,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 50).sequences_per_micro_step(2).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(1).seq_len(50).sequences_per_micro_step(2).plan(&samples)?;
     /// // One rank, one micro-step: its two sequences, [0, 3] and [1, 2], concatenated.
     /// assert_eq!(plan.to_nested(), vec![vec![vec![0, 3, 1, 2]]]);
     /// # Ok::<(), microbatch::Error>(())
@@ -635,7 +454,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 1, 50).sequences_per_micro_step(2).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(1).seq_len(50).sequences_per_micro_step(2).plan(&samples)?;
     /// assert_eq!(plan.to_sequences(), vec![vec![vec![vec![0, 3], vec![1, 2]]]]);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -663,7 +482,7 @@ impl Plan {
     /// use microbatch::plan::{Loss, Normalization, Planner, Reduction, StepSample};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(250))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1024).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1024).plan(&samples)?;
     /// assert_eq!(*plan.loss(), Loss::new(1000, 4, 2));
     /// assert_eq!(plan.loss().scale(Normalization::Sample, Reduction::Mean), 0.5); // 2 / 4
     /// # Ok::<(), microbatch::Error>(())
@@ -682,7 +501,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample, SyncModel};
     ///
     /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(10 + 10 * i as u32))).collect();
-    /// let r = *Planner::new(Tokens::new(1.0)?, 2, 50).plan(&samples)?.report();
+    /// let r = *Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(50).plan(&samples)?.report();
     /// assert_eq!((r.sync, r.sequences, r.balanced_packing), (SyncModel::Step, 2, true));
     /// assert_eq!((r.predicted, r.lower_bound, r.efficiency), (50.0, 50.0, 1.0));
     /// # Ok::<(), microbatch::Error>(())
@@ -692,10 +511,10 @@ impl Plan {
         &self.report
     }
 
-    /// A stable 64-bit fingerprint of the plan (FNV-1a over `R`, `A`, `S`
-    /// and the ids of every sequence in order; see
-    /// [`fnv1a`](crate::plan::fnv1a)). Equal on every rank and platform for
-    /// equal plans.
+    /// A stable 64-bit fingerprint of the plan: FNV-1a (64 bit) over the
+    /// little-endian bytes of a version tag, `R`, `A` and `S`, then for every
+    /// sequence (rank by rank, micro-step by micro-step) its sample count and
+    /// its ids. Equal on every rank and platform for equal plans.
     ///
     /// # Examples
     ///
@@ -704,7 +523,7 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample};
     ///
     /// let mut samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100 + i as u32))).collect();
-    /// let planner = Planner::new(Tokens::new(1.0)?, 2, 1000);
+    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000);
     /// let a = planner.plan(&samples)?;
     /// samples.reverse(); // another rank read the batch in another order
     /// let b = planner.plan(&samples)?;
@@ -739,10 +558,10 @@ impl Plan {
     /// use microbatch::plan::{Planner, StepSample, SyncModel};
     ///
     /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(50 * (i as u32 + 1)))).collect();
-    /// let plan = Planner::new(Tokens::new(1.0)?, 2, 1024).plan(&samples)?;
+    /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1024).plan(&samples)?;
     /// let attention = DocumentAttention::new(1.0)?;
     /// let t = plan.predict(&samples, &attention, SyncModel::Step)?;
-    /// assert!(t >= 0.5 * samples.iter().map(|s| (s.sample.tokens() as f64).powi(2)).sum::<f64>());
+    /// assert!(t >= 0.5 * samples.iter().map(|s| (s.sample().tokens() as f64).powi(2)).sum::<f64>());
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn predict<M: Incremental>(
@@ -759,13 +578,13 @@ impl Plan {
             });
         }
         let mut by_id: Vec<usize> = (0..samples.len()).collect();
-        by_id.sort_unstable_by_key(|&i| samples[i].id);
+        by_id.sort_unstable_by_key(|&i| samples[i].id());
         if let Some(w) = by_id
             .windows(2)
-            .find(|w| samples[w[0]].id == samples[w[1]].id)
+            .find(|w| samples[w[0]].id() == samples[w[1]].id())
         {
             return Err(Error::DuplicateId {
-                id: samples[w[0]].id,
+                id: samples[w[0]].id(),
             });
         }
         let mut costs = Vec::with_capacity(self.costs.len());
@@ -773,22 +592,16 @@ impl Plan {
             let mut state = model.empty();
             for &id in &self.ids[w[0]..w[1]] {
                 let pos = by_id
-                    .binary_search_by_key(&id, |&i| samples[i].id)
+                    .binary_search_by_key(&id, |&i| samples[i].id())
                     .map_err(|_| Error::PlanMismatch {
                         id: Some(id),
                         planned: self.ids.len(),
                         given: samples.len(),
                     })?;
-                model.insert(&mut state, &samples[by_id[pos]].sample);
+                model.insert(&mut state, samples[by_id[pos]].sample());
             }
             costs.push(model.evaluate(&state));
         }
-        Ok(super::evaluate::step_time(
-            sync,
-            self.ranks,
-            self.micro_steps,
-            self.per_step,
-            &costs,
-        ))
+        Ok(step_time(sync, self.shape(), &costs))
     }
 }

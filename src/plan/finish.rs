@@ -1,0 +1,107 @@
+//! Finishing stage: the plan (ids by slot, each sequence's cost evaluated as a group) and its report.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::baseline::Naive;
+use super::evaluate::{imbalance, lower_bound, step_time};
+use super::fingerprint::of_plan;
+use super::loss::Loss;
+use super::output::{Plan, Report};
+use super::prepare::Prepared;
+use super::sample::StepSample;
+use super::shape::Shape;
+use super::sync::SyncModel;
+use crate::cost::{Incremental, Phases};
+
+/// What the plan is made for: the samples as given, the model, the sync
+/// model and `L`.
+pub(crate) struct Context<'a, M> {
+    pub(crate) samples: &'a [StepSample],
+    pub(crate) model: &'a M,
+    pub(crate) sync: SyncModel,
+    pub(crate) seq_len: u32,
+}
+
+/// The layout to finish: the shape, each slot's positions in ascending
+/// order, and whether the balanced packing made the sequences.
+pub(crate) struct Layout {
+    pub(crate) shape: Shape,
+    pub(crate) slots: Vec<Vec<u32>>,
+    pub(crate) balanced: bool,
+}
+
+/// The plan of `layout` with its report (without the planning time): the
+/// ids slot by slot, every sequence evaluated as a group with the model,
+/// the predicted step time against the bound and the naive baseline.
+///
+/// O(n + slots) time besides the model and the baseline, O(n + slots)
+/// extra space.
+pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layout: Layout) -> Plan {
+    let Layout {
+        shape,
+        slots,
+        balanced,
+    } = layout;
+    let mut offsets = Vec::with_capacity(slots.len() + 1);
+    offsets.push(0usize);
+    let mut ids = Vec::with_capacity(prep.len());
+    let mut slot_of = vec![0u32; prep.len()];
+    let mut used = 0usize;
+    for (slot, members) in slots.iter().enumerate() {
+        for &p in members {
+            slot_of[p as usize] = slot as u32;
+            ids.push(prep.items[p as usize].id);
+        }
+        used += usize::from(!members.is_empty());
+        offsets.push(ids.len());
+    }
+    drop(slots);
+    // One pass over the samples in id order (sequential reads of `samples`
+    // when they come in id order) fills every slot's cost state.
+    let mut states = vec![cx.model.empty(); shape.slots()];
+    let mut tokens = 0u64;
+    for (e, &slot) in prep.items.iter().zip(&slot_of) {
+        tokens += u64::from(e.sizes[0]);
+        cx.model.insert(
+            &mut states[slot as usize],
+            cx.samples[e.input as usize].sample(),
+        );
+    }
+    drop(slot_of);
+    let costs: Vec<Phases> = states.iter().map(|st| cx.model.evaluate(st)).collect();
+    drop(states);
+
+    let naive = Naive::new(prep, shape.ranks, shape.per_step);
+    let loss_tokens = cx
+        .samples
+        .iter()
+        .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
+    let report = Report {
+        sync: cx.sync,
+        predicted: step_time(cx.sync, shape, &costs),
+        lower_bound: lower_bound(cx.sync, shape.ranks, prep.total, prep.largest_total),
+        baseline: naive.step_time(prep, cx.samples, cx.model, cx.sync),
+        baseline_micro_steps: naive.shape.steps,
+        imbalance: imbalance(shape, &costs),
+        efficiency: if used == 0 {
+            1.0
+        } else {
+            tokens as f64 / (used as f64 * f64::from(cx.seq_len))
+        },
+        sequences: used,
+        balanced_packing: balanced,
+        planning_time: None,
+    };
+    Plan {
+        fingerprint: of_plan(shape, &offsets, &ids),
+        ranks: shape.ranks,
+        micro_steps: shape.steps,
+        per_step: shape.per_step,
+        offsets,
+        ids,
+        costs,
+        loss: Loss::new(loss_tokens, prep.len() as u64, shape.ranks as u64),
+        report,
+    }
+}

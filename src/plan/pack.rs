@@ -1,0 +1,159 @@
+//! Packing stage: the samples into `R * A * S` balanced sequences (vector LPT with capacities, first-fit-decreasing when too tight), choosing `A`.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::prepare::Prepared;
+use super::shape::Shape;
+use crate::error::Error;
+use crate::pack::first_fit_decreasing;
+use crate::partition::{group_by_part, vector_lpt};
+
+/// What the packing is asked for: `R`, `S`, and `A` if given.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Request {
+    pub(crate) ranks: usize,
+    pub(crate) per_step: usize,
+    /// `A`, or `None` for the smallest the planner fits.
+    pub(crate) micro_steps: Option<usize>,
+}
+
+/// The packed sequences.
+#[derive(Debug)]
+pub(crate) struct Packed {
+    /// `R`, the chosen `A` and `S`.
+    pub(crate) shape: Shape,
+    /// `R * A * S` sequences (some possibly empty), each listing sorted
+    /// positions in ascending order.
+    pub(crate) sequences: Vec<Vec<u32>>,
+    /// Whether the balanced packing fitted (else first-fit-decreasing).
+    pub(crate) balanced: bool,
+}
+
+/// Packs the prepared samples into the sequences of `request`: for a given
+/// `A`, the balanced packing ([`vector_lpt`] over the samples' costs, with
+/// the tokens as the primary size) if it fits, else first-fit-decreasing if
+/// that fits; without one, the smallest `A` of the two, starting from the
+/// bound `ceil(max over dimensions of sum / cap / (R * S))`.
+///
+/// # Errors
+///
+/// [`Error::MicroStepsInfeasible`] when the given `A` holds neither
+/// packing, naming the smallest feasible one.
+///
+/// # Complexity
+///
+/// O(n log n) time (the sorts of the two packers), O(n) extra space.
+pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
+    let per_row = request.ranks * request.per_step;
+    let shape = |steps: usize| Shape {
+        ranks: request.ranks,
+        steps,
+        per_step: request.per_step,
+    };
+    let steps_for = |sequences: u64| (sequences.div_ceil(per_row as u64)).max(1) as usize;
+    // L1: no packing uses fewer sequences.
+    let mut sums = [0u64; 3];
+    for p in 0..prep.len() {
+        for (d, x) in prep.size(p).into_iter().enumerate() {
+            sums[d] += x;
+        }
+    }
+    let l1 = (0..3)
+        .map(|d| sums[d].div_ceil(prep.caps[d]))
+        .max()
+        .unwrap_or(0);
+    let lb = steps_for(l1);
+    let try_balanced = |steps: usize| {
+        balanced(prep, steps * per_row).map(|sequences| Packed {
+            shape: shape(steps),
+            sequences,
+            balanced: true,
+        })
+    };
+    let fallback = |steps: usize, mut sequences: Vec<Vec<u32>>| {
+        sequences.resize_with(steps * per_row, Vec::new);
+        Packed {
+            shape: shape(steps),
+            sequences,
+            balanced: false,
+        }
+    };
+    // The smallest A the planner fits: the bound if the balanced packing
+    // fits there, else the first-fit-decreasing count.
+    let smallest = |first: Option<Packed>| -> Packed {
+        if let Some(packed) = first {
+            return packed;
+        }
+        let ffd = ffd(prep);
+        let a = steps_for(ffd.len() as u64).max(lb);
+        if a > lb {
+            if let Some(packed) = try_balanced(a) {
+                return packed;
+            }
+        }
+        fallback(a, ffd)
+    };
+    match request.micro_steps {
+        None => Ok(smallest(try_balanced(lb))),
+        Some(a) if a >= lb => {
+            if let Some(packed) = try_balanced(a) {
+                return Ok(packed);
+            }
+            let ffd = ffd(prep);
+            if ffd.len() <= a * per_row {
+                Ok(fallback(a, ffd))
+            } else {
+                let smallest = smallest(None).shape.steps;
+                Err(Error::MicroStepsInfeasible { given: a, smallest })
+            }
+        }
+        Some(a) => {
+            let smallest = smallest(try_balanced(lb)).shape.steps;
+            Err(Error::MicroStepsInfeasible { given: a, smallest })
+        }
+    }
+}
+
+/// The balanced packing into `k` sequences, `None` when it does not fit.
+fn balanced(prep: &Prepared, k: usize) -> Option<Vec<Vec<u32>>> {
+    let seq_of = vector_lpt(&prep.items, &prep.caps, k)?;
+    let mut counts = vec![0usize; k];
+    for &b in &seq_of {
+        counts[b as usize] += 1;
+    }
+    let ranked = seq_of
+        .iter()
+        .enumerate()
+        .map(|(p, &b)| (b as usize, p as u32));
+    let (positions, offsets) = group_by_part(counts, ranked);
+    Some(
+        offsets
+            .windows(2)
+            .map(|w| positions[w[0]..w[1]].to_vec())
+            .collect(),
+    )
+}
+
+/// First-fit-decreasing over (tokens, units, images), the fallback when
+/// the balanced packing does not fit; over the tokens alone without other
+/// caps.
+fn ffd(prep: &Prepared) -> Vec<Vec<u32>> {
+    let cap = prep.caps.map(|c| u32::try_from(c).unwrap_or(u32::MAX));
+    let packing = if prep.caps[1..].iter().all(|&c| c == u64::MAX) {
+        let items: Vec<(u64, u32)> = prep.items.iter().map(|e| (e.id, e.sizes[0])).collect();
+        first_fit_decreasing(&items, cap[0])
+    } else {
+        let items: Vec<(u64, [u32; 3])> = prep.items.iter().map(|e| (e.id, e.sizes)).collect();
+        first_fit_decreasing(&items, cap)
+    };
+    match packing {
+        Ok(p) => p
+            .bins()
+            .map(|b| b.items().iter().map(|&i| i as u32).collect())
+            .collect(),
+        // Validated: every sample fits, so FFD cannot fail; keep one sample
+        // a sequence if it ever did.
+        Err(_) => (0..prep.len() as u32).map(|p| vec![p]).collect(),
+    }
+}

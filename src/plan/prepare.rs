@@ -1,0 +1,151 @@
+//! The prepared batch: the samples validated, sorted by id and costed once, the planner's stages' common input.
+
+use alloc::vec::Vec;
+
+use super::sample::StepSample;
+use crate::cost::{Incremental, Phases};
+use crate::error::{Error, Oversize, Scalar};
+use crate::partition::VectorItem;
+
+/// The names of the size dimensions, for errors.
+const DIMENSIONS: [&str; 3] = ["tokens", "units", "images"];
+
+/// The caps of a packed sequence: tokens (`L`), ViT units and images;
+/// `u64::MAX` for none.
+pub(crate) type Caps = [u64; 3];
+
+/// One validated sample: its id, input index, sizes (tokens, units,
+/// images) and cost when alone; kept together so that one cache line
+/// serves every lookup by position.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub(crate) id: u64,
+    pub(crate) input: u32,
+    pub(crate) sizes: [u32; 3],
+    pub(crate) cost: Phases,
+}
+
+impl VectorItem<3> for Entry {
+    #[inline]
+    fn weight(&self) -> f64 {
+        self.cost.total()
+    }
+    #[inline]
+    fn sizes(&self) -> [u32; 3] {
+        self.sizes
+    }
+}
+
+/// The validated samples in ascending id (their *positions*), the caps, and
+/// the sums the report and the refinement need.
+pub(crate) struct Prepared {
+    pub(crate) items: Vec<Entry>,
+    pub(crate) caps: Caps,
+    /// The sum of the samples' costs.
+    pub(crate) total: Phases,
+    /// Per phase and in total, the largest cost of a single sample.
+    pub(crate) largest: Phases,
+    pub(crate) largest_total: f64,
+}
+
+impl Prepared {
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    #[inline]
+    pub(crate) fn cost(&self, p: usize) -> Phases {
+        self.items[p].cost
+    }
+
+    #[inline]
+    pub(crate) fn size(&self, p: usize) -> [u64; 3] {
+        self.items[p].sizes.map(u64::from)
+    }
+
+    /// Whether sample `p` fits a sequence holding `load`.
+    #[inline]
+    pub(crate) fn fits(&self, load: [u64; 3], p: usize) -> bool {
+        let s = self.size(p);
+        (0..3).all(|d| load[d] + s[d] <= self.caps[d])
+    }
+}
+
+/// Sorts `samples` by id, checks ids and sizes against `caps`, evaluates
+/// every sample's cost alone with `model`.
+///
+/// # Errors
+///
+/// [`Error::DuplicateId`] for a repeated id, [`Error::InvalidCost`] for a
+/// NaN, infinite or negative cost, [`Error::Oversize`] listing every
+/// sample over a cap.
+///
+/// # Complexity
+///
+/// O(n log n) time (the sort), O(n) extra space.
+pub(crate) fn prepare<M: Incremental>(
+    samples: &[StepSample],
+    model: &M,
+    caps: Caps,
+) -> Result<Prepared, Error> {
+    let mut keyed: Vec<(u64, u32)> = samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id(), i as u32))
+        .collect();
+    keyed.sort_unstable();
+    let mut items: Vec<Entry> = Vec::with_capacity(samples.len());
+    let mut oversize = Vec::new();
+    let (mut total, mut largest, mut largest_total) = (Phases::ZERO, Phases::ZERO, 0.0f64);
+    let empty = model.empty();
+    for (id, i) in keyed {
+        let s = &samples[i as usize];
+        if items.last().is_some_and(|e| e.id == id) {
+            return Err(Error::DuplicateId { id });
+        }
+        let size = [
+            s.sample().tokens(),
+            s.units(),
+            s.sample().images().len() as u64,
+        ];
+        for (d, limit) in DIMENSIONS.into_iter().enumerate() {
+            if size[d] > caps[d] {
+                oversize.push(Oversize {
+                    index: i as usize,
+                    id: Some(id),
+                    dim: d,
+                    name: Some(limit),
+                    size: Scalar::Int(size[d]),
+                    capacity: Scalar::Int(caps[d]),
+                });
+            }
+        }
+        let c = model.evaluate_with(&empty, s.sample());
+        let t = c.vision + c.language;
+        // NaN-safe: `!(x >= 0.0)` is also true for NaN.
+        if !(c.vision >= 0.0 && c.language >= 0.0 && t.is_finite()) {
+            return Err(Error::InvalidCost { id, value: t });
+        }
+        total += c;
+        largest = largest.max(c);
+        largest_total = largest_total.max(c.total());
+        items.push(Entry {
+            id,
+            input: i,
+            // Within caps every size fits u32 (tokens <= L, a u32);
+            // without a cap saturating is harmless.
+            sizes: size.map(|x| u32::try_from(x).unwrap_or(u32::MAX)),
+            cost: c,
+        });
+    }
+    if !oversize.is_empty() {
+        return Err(Error::Oversize { items: oversize });
+    }
+    Ok(Prepared {
+        items,
+        caps,
+        total,
+        largest,
+        largest_total,
+    })
+}
