@@ -11,6 +11,7 @@ use super::order::Classes;
 use super::{assemble_runs, order, validate, Input, Keep, LowerBounds, Packing};
 use crate::bitset::BitSet;
 use crate::error::Error;
+use crate::grouped::Grouped;
 use crate::num::{Item, Size};
 
 /// Best-fit-decreasing (BFD): sorts the items by decreasing size, then puts
@@ -74,6 +75,11 @@ pub fn best_fit_decreasing<I: Item>(
 
 /// BFD over validated input.
 pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
+    if let Some(c) = dense_plain(input) {
+        if core::mem::size_of::<I::Id>() == 0 {
+            return bfd_dense(items, input, c);
+        }
+    }
     let sorted = order::decreasing(items, input);
     let bounds = bounds_of(input, Some(&sorted.classes));
     let sizes = if input.dims == 1 {
@@ -82,6 +88,158 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
         Sizes::Flat(&sorted.sizes)
     };
     pack_best_fit(input, Some(&sorted.order), sizes, bounds)
+}
+
+/// The capacity as an index when [`bfd_dense`] applies: one dimension, an
+/// integer capacity small enough to index arrays by value, and fewer than
+/// 2^32 items (bins, positions and counts then fit in 32 bits).
+fn dense_plain<T: Size>(input: &Input<T>) -> Option<usize> {
+    if input.dims != 1 || u32::try_from(input.len()).is_err() {
+        return None;
+    }
+    order::dense_limit(input.capacity[0], input.len()).filter(|&c| c < u32::MAX as usize)
+}
+
+/// Marks an empty stack, a bin that is the last of its stack.
+const END: u32 = u32::MAX;
+
+/// One-dimensional BFD over integer sizes of at most `c` (small, see
+/// [`dense_plain`]) of items without ids: the same packing as [`run`] with the
+/// dense index, computed from the histogram of sizes and written straight
+/// into the result, without a sorted copy of the items.
+///
+/// - One pass over the items counts each size (and keeps one item of it).
+/// - The sizes are then placed largest first, all copies of a size in runs
+///   `(bin, copies)` (see [`Bins::place`]): the bins with room `r` form a
+///   stack (`heads[r]`, then `next`), the best bin for size `s` is the head
+///   of the first non-empty stack from `s` (a successor query in a bitset of
+///   the rooms), and only heads are ever taken, so one link per bin
+///   suffices. Each bin also counts its items.
+/// - The counts give the offsets of the bins; one pass over the runs, in
+///   placement order, turns each into its position in the result and adds
+///   to the loads.
+/// - One pass over the items, in input order, puts each into the next free
+///   position of the current run of its size: within a size the items go in
+///   index order, as the stable counting sort of [`order::decreasing`]
+///   orders them.
+///
+/// O(n + c) time and space.
+fn bfd_dense<I: Item>(items: &[I], input: &Input<I::Size>, c: usize) -> Packing<I::Size> {
+    let n = input.len();
+    // Validated: every size is at most `c`.
+    let value = |i: usize| items[i].size(0).to_index().map_or(0, |v| v.min(c));
+    const HIGH: u64 = 1 << 32;
+    // Per size value: the count above, and below the last item of that size
+    // (a representative, to turn a value back into a size).
+    let mut by_value = alloc::vec![0u64; c + 1];
+    for i in 0..n {
+        let e = &mut by_value[value(i)];
+        *e = ((*e >> 32) + 1) << 32 | i as u64;
+    }
+    let mut classes = Classes::default();
+    let mut placed = 0;
+    for v in (0..=c).rev() {
+        let e = by_value[v];
+        if e >= HIGH {
+            classes.size.push(items[(e & (HIGH - 1)) as usize].size(0));
+            classes.start.push(placed);
+            placed += (e >> 32) as usize;
+        }
+    }
+    classes.start.push(placed);
+    let bounds = bounds_of(input, Some(&classes));
+
+    // Placement. `bin[b]`: the next bin of its stack (low half), its item
+    // count (high half). `by_value[v]` becomes the first run of size `v`.
+    let mut heads = alloc::vec![END; c + 1];
+    let mut rooms = BitSet::new(c + 1);
+    let hint = usize::try_from(bounds.l1.saturating_mul(2).saturating_add(1))
+        .unwrap_or(n)
+        .min(n);
+    let mut bin: Vec<u64> = Vec::with_capacity(hint);
+    let mut runs: Vec<u64> = Vec::with_capacity(n);
+    for k in 0..classes.len() {
+        let s = classes.size[k].to_index().map_or(0, |v| v.min(c));
+        by_value[s] = runs.len() as u64;
+        let mut left = classes.count(k);
+        while left > 0 {
+            let (b, room) = match rooms.successor(s) {
+                Some(room) => {
+                    let b = heads[room];
+                    let next = bin[b as usize] as u32;
+                    heads[room] = next;
+                    if next == END {
+                        rooms.remove(room);
+                    }
+                    (b, room)
+                }
+                None => {
+                    bin.push(u64::from(END));
+                    ((bin.len() - 1) as u32, c)
+                }
+            };
+            // As in `Bins::place`: every copy that fits the best bin.
+            let copies = if s == 0 { left } else { (room / s).min(left) };
+            let room = room - copies * s;
+            let head = heads[room];
+            if head == END {
+                rooms.insert(room);
+            }
+            heads[room] = b;
+            let e = &mut bin[b as usize];
+            *e = ((*e >> 32) + copies as u64) << 32 | u64::from(head);
+            runs.push(u64::from(b) << 32 | copies as u64);
+            left -= copies;
+        }
+    }
+
+    // Offsets, and each bin's next free position (in `bin`).
+    let mut offsets = Vec::with_capacity(bin.len() + 1);
+    let mut end = 0usize;
+    offsets.push(0);
+    for e in &mut bin {
+        let count = (*e >> 32) as usize;
+        *e = end as u64;
+        end += count;
+        offsets.push(end);
+    }
+    // Runs to `(position, copies)`, and the loads.
+    let zero = <I::Size as Size>::zero();
+    let mut loads = alloc::vec![zero; bin.len()];
+    for k in 0..classes.len() {
+        let size = classes.size[k];
+        let from = by_value[size.to_index().map_or(0, |v| v.min(c))] as usize;
+        let to = match k + 1 < classes.len() {
+            true => by_value[classes.size[k + 1].to_index().map_or(0, |v| v.min(c))] as usize,
+            false => runs.len(),
+        };
+        for r in &mut runs[from..to] {
+            let (b, copies) = ((*r >> 32) as usize, *r & (HIGH - 1));
+            let at = bin[b];
+            bin[b] = at + copies;
+            *r = at << 32 | copies;
+            for _ in 0..copies {
+                loads[b] = loads[b].add(size);
+            }
+        }
+    }
+    // Each item into the current run of its size.
+    let mut out = alloc::vec![0usize; n];
+    for i in 0..n {
+        let v = value(i);
+        let r = &mut runs[by_value[v] as usize];
+        out[(*r >> 32) as usize] = i;
+        *r += HIGH - 1;
+        if *r & (HIGH - 1) == 0 {
+            by_value[v] += 1;
+        }
+    }
+    Packing::new(
+        input.capacity.clone(),
+        Grouped::from_trusted(out, offsets),
+        loads,
+        bounds,
+    )
 }
 
 /// Online best-fit (BF): puts each item, in input order, into the bin with
