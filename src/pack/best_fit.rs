@@ -8,7 +8,9 @@ use core::ops::Bound;
 
 use super::bounds::bounds_of;
 use super::order::Classes;
-use super::{assemble_runs, order, validate, Input, Keep, LowerBounds, Packing};
+use super::{
+    assemble_runs, check_capacity, order, validate, Input, Keep, LowerBounds, Packing,
+};
 use crate::bitset::BitSet;
 use crate::error::Error;
 use crate::grouped::Grouped;
@@ -69,16 +71,18 @@ pub fn best_fit_decreasing<I: Item>(
     items: &[I],
     capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
+    let cap = check_capacity(&capacity)?;
+    if let Some(packing) = bfd_dense(items, &cap) {
+        return Ok(packing);
+    }
     let input = validate(items, &capacity, Keep::CheckOnly)?;
     Ok(bfd_validated(items, &input))
 }
 
 /// BFD over validated input.
 pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
-    if let Some(c) = dense_plain(input) {
-        if core::mem::size_of::<I::Id>() == 0 {
-            return bfd_dense(items, input, c);
-        }
+    if let Some(packing) = bfd_dense(items, &input.capacity) {
+        return packing;
     }
     let sorted = order::decreasing(items, input);
     let bounds = bounds_of(input, Some(&sorted.classes));
@@ -91,82 +95,108 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
 }
 
 /// The capacity as an index when [`bfd_dense`] applies: one dimension, an
-/// integer capacity small enough to index arrays by value, and fewer than
-/// 2^32 items (bins, positions and counts then fit in 32 bits).
-fn dense_plain<T: Size>(input: &Input<T>) -> Option<usize> {
-    if input.dims != 1 || u32::try_from(input.len()).is_err() {
+/// integer capacity small enough to index arrays by value, fewer than 2^32
+/// items (bins, positions and counts then fit in 32 bits) and a 64-bit
+/// `usize` (which holds two of them).
+fn dense_plain<T: Size>(capacity: &[T], n: usize) -> Option<usize> {
+    if capacity.len() != 1 || u32::try_from(n).is_err() || usize::BITS < 64 {
         return None;
     }
-    order::dense_limit(input.capacity[0], input.len()).filter(|&c| c < u32::MAX as usize)
+    order::dense_limit(capacity[0], n).filter(|&c| c < u32::MAX as usize)
 }
 
 /// Marks an empty stack, a bin that is the last of its stack.
-const END: u32 = u32::MAX;
+const END: usize = u32::MAX as usize;
+
+/// Half a `usize`: 32 bits where [`bfd_dense`] runs.
+const HALF: u32 = usize::BITS / 2;
+/// The lower half of a `usize`.
+const LOW: usize = (1 << HALF) - 1;
 
 /// One-dimensional BFD over integer sizes of at most `c` (small, see
 /// [`dense_plain`]) of items without ids: the same packing as [`run`] with the
-/// dense index, computed from the histogram of sizes and written straight
-/// into the result, without a sorted copy of the items.
+/// dense index, computed from the histogram of the sizes and written in the
+/// buffers of the result, without a sorted copy of the items or any other
+/// buffer of `n` entries. `None` when an item is not one-dimensional or
+/// larger than the capacity: [`validate`] then says which.
 ///
-/// - One pass over the items counts each size (and keeps one item of it).
-/// - The sizes are then placed largest first, all copies of a size in runs
-///   `(bin, copies)` (see [`Bins::place`]): the bins with room `r` form a
-///   stack (`heads[r]`, then `next`), the best bin for size `s` is the head
-///   of the first non-empty stack from `s` (a successor query in a bitset of
-///   the rooms), and only heads are ever taken, so one link per bin
-///   suffices. Each bin also counts its items.
-/// - The counts give the offsets of the bins; one pass over the runs, in
-///   placement order, turns each into its position in the result and adds
-///   to the loads.
-/// - One pass over the items, in input order, puts each into the next free
-///   position of the current run of its size: within a size the items go in
+/// - One pass over the items counts each size (and keeps an item of it).
+/// - The sizes are placed largest first, all copies of a size in runs (see
+///   [`Bins::place`]): the bins with room `r` form a stack (`heads[r]`, then
+///   the bins' links); the best bin for size `s` is the head of the first
+///   non-empty stack from `s`, a successor query in a bitset of the rooms;
+///   only heads are ever taken, so one link per bin suffices. While placing,
+///   `offsets[b]` holds bin `b`'s link and item count, `loads[b]` its load
+///   and `items[k]` the bin of the `k`-th item placed.
+/// - The counts become the offsets; one pass turns each `items[k]` into the
+///   item's position in the result, kept in the upper half.
+/// - One pass over the items, in input order, puts each at the next
+///   position of its size, in the lower half: within a size the items go in
 ///   index order, as the stable counting sort of [`order::decreasing`]
-///   orders them.
+///   orders them. A last pass clears the upper halves.
 ///
-/// O(n + c) time and space.
-fn bfd_dense<I: Item>(items: &[I], input: &Input<I::Size>, c: usize) -> Packing<I::Size> {
-    let n = input.len();
-    // Validated: every size is at most `c`.
-    let value = |i: usize| items[i].size(0).to_index().map_or(0, |v| v.min(c));
-    const HIGH: u64 = 1 << 32;
-    // Per size value: the count above, and below the last item of that size
-    // (a representative, to turn a value back into a size).
-    let mut by_value = alloc::vec![0u64; c + 1];
-    for i in 0..n {
-        let e = &mut by_value[value(i)];
-        *e = ((*e >> 32) + 1) << 32 | i as u64;
+/// O(n + c) time and O(c) extra space.
+fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Size>> {
+    let n = items.len();
+    let c = dense_plain(capacity, n)?;
+    if core::mem::size_of::<I::Id>() != 0 {
+        return None;
+    }
+    // Per size value: the count (upper half) and an item of that size
+    // (lower half), to turn a value back into a size. The pass validates.
+    let mut by_value = alloc::vec![0usize; c + 1];
+    for (i, item) in items.iter().enumerate() {
+        if item.dims() != 1 {
+            return None;
+        }
+        let s = item.size(0);
+        let (Ok(()), Some(v)) = (s.check(), s.to_index().filter(|&v| v <= c)) else {
+            return None;
+        };
+        let e = &mut by_value[v];
+        *e = ((*e >> HALF) + 1) << HALF | i;
     }
     let mut classes = Classes::default();
     let mut placed = 0;
     for v in (0..=c).rev() {
         let e = by_value[v];
-        if e >= HIGH {
-            classes.size.push(items[(e & (HIGH - 1)) as usize].size(0));
+        if e >> HALF != 0 {
+            classes.size.push(items[e & LOW].size(0));
             classes.start.push(placed);
-            placed += (e >> 32) as usize;
+            // From now on: where the items of size `v` start in the
+            // placement order.
+            by_value[v] = placed;
+            placed += e >> HALF;
         }
     }
     classes.start.push(placed);
-    let bounds = bounds_of(input, Some(&classes));
+    let input = Input {
+        dims: 1,
+        capacity: capacity.to_vec(),
+        n,
+        sizes: Vec::new(),
+    };
+    let bounds = bounds_of(&input, Some(&classes));
 
-    // Placement. `bin[b]`: the next bin of its stack (low half), its item
-    // count (high half). `by_value[v]` becomes the first run of size `v`.
+    // Placement. `offsets[b]`: bin `b`'s item count (upper half) and the
+    // next bin of its stack (lower half).
     let mut heads = alloc::vec![END; c + 1];
     let mut rooms = BitSet::new(c + 1);
-    let hint = usize::try_from(bounds.l1.saturating_mul(2).saturating_add(1))
+    let hint = usize::try_from(bounds.l1.saturating_mul(2).saturating_add(2))
         .unwrap_or(n)
-        .min(n);
-    let mut bin: Vec<u64> = Vec::with_capacity(hint);
-    let mut runs: Vec<u64> = Vec::with_capacity(n);
+        .min(n + 1);
+    let mut offsets: Vec<usize> = Vec::with_capacity(hint);
+    let mut loads: Vec<I::Size> = Vec::with_capacity(hint);
+    let mut out: Vec<usize> = Vec::with_capacity(n);
     for k in 0..classes.len() {
-        let s = classes.size[k].to_index().map_or(0, |v| v.min(c));
-        by_value[s] = runs.len() as u64;
+        let size = classes.size[k];
+        let s = size.to_index().map_or(0, |v| v.min(c));
         let mut left = classes.count(k);
         while left > 0 {
             let (b, room) = match rooms.successor(s) {
                 Some(room) => {
                     let b = heads[room];
-                    let next = bin[b as usize] as u32;
+                    let next = offsets[b] & LOW;
                     heads[room] = next;
                     if next == END {
                         rooms.remove(room);
@@ -174,8 +204,9 @@ fn bfd_dense<I: Item>(items: &[I], input: &Input<I::Size>, c: usize) -> Packing<
                     (b, room)
                 }
                 None => {
-                    bin.push(u64::from(END));
-                    ((bin.len() - 1) as u32, c)
+                    offsets.push(0);
+                    loads.push(<I::Size as Size>::zero());
+                    (offsets.len() - 1, c)
                 }
             };
             // As in `Bins::place`: every copy that fits the best bin.
@@ -186,60 +217,51 @@ fn bfd_dense<I: Item>(items: &[I], input: &Input<I::Size>, c: usize) -> Packing<
                 rooms.insert(room);
             }
             heads[room] = b;
-            let e = &mut bin[b as usize];
-            *e = ((*e >> 32) + copies as u64) << 32 | u64::from(head);
-            runs.push(u64::from(b) << 32 | copies as u64);
+            offsets[b] = ((offsets[b] >> HALF) + copies) << HALF | head;
+            let load = &mut loads[b];
+            for _ in 0..copies {
+                *load = load.add(size);
+            }
+            out.extend(core::iter::repeat(b).take(copies));
             left -= copies;
         }
     }
 
-    // Offsets, and each bin's next free position (in `bin`).
-    let mut offsets = Vec::with_capacity(bin.len() + 1);
-    let mut end = 0usize;
+    // `offsets[b + 1]` becomes the start of bin `b`, a cursor that ends at
+    // its end, where the offsets must be.
+    let bins = offsets.len();
+    let mut count = offsets.first().map_or(0, |&e| e >> HALF);
+    let mut start = 0;
     offsets.push(0);
-    for e in &mut bin {
-        let count = (*e >> 32) as usize;
-        *e = end as u64;
-        end += count;
-        offsets.push(end);
+    for b in 0..bins {
+        let next = offsets[b + 1] >> HALF;
+        offsets[b + 1] = start;
+        start += count;
+        count = next;
     }
-    // Runs to `(position, copies)`, and the loads.
-    let zero = <I::Size as Size>::zero();
-    let mut loads = alloc::vec![zero; bin.len()];
-    for k in 0..classes.len() {
-        let size = classes.size[k];
-        let from = by_value[size.to_index().map_or(0, |v| v.min(c))] as usize;
-        let to = match k + 1 < classes.len() {
-            true => by_value[classes.size[k + 1].to_index().map_or(0, |v| v.min(c))] as usize,
-            false => runs.len(),
-        };
-        for r in &mut runs[from..to] {
-            let (b, copies) = ((*r >> 32) as usize, *r & (HIGH - 1));
-            let at = bin[b];
-            bin[b] = at + copies;
-            *r = at << 32 | copies;
-            for _ in 0..copies {
-                loads[b] = loads[b].add(size);
-            }
-        }
+    offsets[0] = 0;
+    for e in &mut out {
+        let cursor = &mut offsets[*e + 1];
+        *e = *cursor << HALF;
+        *cursor += 1;
     }
-    // Each item into the current run of its size.
-    let mut out = alloc::vec![0usize; n];
+    // Each item to the next position of its size.
     for i in 0..n {
-        let v = value(i);
-        let r = &mut runs[by_value[v] as usize];
-        out[(*r >> 32) as usize] = i;
-        *r += HIGH - 1;
-        if *r & (HIGH - 1) == 0 {
-            by_value[v] += 1;
-        }
+        let v = items[i].size(0).to_index().map_or(0, |v| v.min(c));
+        let k = by_value[v];
+        by_value[v] = k + 1;
+        let p = out[k] >> HALF;
+        out[p] |= i;
     }
-    Packing::new(
-        input.capacity.clone(),
+    for e in &mut out {
+        *e &= LOW;
+    }
+    Some(Packing::new(
+        input.capacity,
         Grouped::from_trusted(out, offsets),
         loads,
         bounds,
-    )
+    ))
 }
 
 /// Online best-fit (BF): puts each item, in input order, into the bin with
