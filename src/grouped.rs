@@ -440,8 +440,8 @@ pub(crate) fn check_per_group<T: Copy + PartialEq + fmt::Debug, X>(
     let expected = groups.len().saturating_mul(dims);
     if values.len() != expected {
         return Err(invalid!(
-            "there must be one {what} per {group} and dimension: {} {group}s of {dims} \
-             dimensions need {expected} values, not {}",
+            "there must be one {what} per {group} and dimension, {} x {dims} = {expected}, \
+             not {}",
             groups.len(),
             values.len()
         ));

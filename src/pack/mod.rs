@@ -88,7 +88,7 @@ pub use self::best_fit::{best_fit, best_fit_decreasing};
 pub use self::bounds::lower_bounds;
 pub use self::first_fit::{first_fit, first_fit_decreasing};
 pub use self::next_fit::next_fit;
-pub use self::streaming::{Algorithm, Rejected, StreamedBin, StreamingPacker};
+pub use self::streaming::{Heuristic, Rejected, StreamedBin, StreamingPacker};
 
 use crate::error::{Error, Oversize};
 use crate::grouped::Grouped;
