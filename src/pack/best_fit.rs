@@ -105,8 +105,10 @@ fn dense_plain<T: Size>(capacity: &[T], n: usize) -> Option<usize> {
     order::dense_limit(capacity[0], n).filter(|&c| c < u32::MAX as usize)
 }
 
-/// Marks an empty stack, a bin that is the last of its stack.
+/// Marks the end of a stack of bins.
 const END: usize = u32::MAX as usize;
+/// An empty stack: no top, nothing below.
+const EMPTY: usize = END << HALF | END;
 
 /// Half a `usize`: 32 bits where [`bfd_dense`] runs.
 const HALF: u32 = usize::BITS / 2;
@@ -179,12 +181,20 @@ fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Si
     let bounds = bounds_of(&input, Some(&classes));
 
     // Placement. `offsets[b]`: bin `b`'s item count (upper half) and the
-    // next bin of its stack (lower half).
-    let mut heads = alloc::vec![END; c + 1];
+    // next bin of its stack (lower half). `heads[r]`: the top bin of the
+    // stack of room `r` (lower half) and the one below it (upper half), so
+    // that taking the top needs no read of the taken bin: the new top is
+    // known, and only the one below it is read, off the path to the next
+    // query.
+    let mut heads = alloc::vec![EMPTY; c + 1];
     let mut rooms = BitSet::new(c + 1);
-    let hint = usize::try_from(bounds.l1.saturating_mul(2).saturating_add(2))
-        .unwrap_or(n)
-        .min(n + 1);
+    // Best-fit-decreasing rarely opens many more bins than the L2 bound: a
+    // little more than that is reserved (with the last offset), and the
+    // vectors grow beyond it.
+    let hint = usize::try_from(bounds.l2)
+        .map_or(n, |l2| l2.saturating_add(l2 / 8).saturating_add(16))
+        .min(n)
+        + 1;
     let mut offsets: Vec<usize> = Vec::with_capacity(hint);
     let mut loads: Vec<I::Size> = Vec::with_capacity(hint);
     let mut out: Vec<usize> = Vec::with_capacity(n);
@@ -193,14 +203,18 @@ fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Si
         let s = size.to_index().map_or(0, |v| v.min(c));
         let mut left = classes.count(k);
         while left > 0 {
-            let (b, room) = match rooms.successor(s) {
+            // An item above half the capacity fits no open bin: each holds
+            // an item at least as large.
+            let best = if s > c - s { None } else { rooms.successor(s) };
+            let (b, room) = match best {
                 Some(room) => {
-                    let b = heads[room];
-                    let next = offsets[b] & LOW;
-                    heads[room] = next;
-                    if next == END {
+                    let (b, below) = (heads[room] & LOW, heads[room] >> HALF);
+                    heads[room] = if below == END {
                         rooms.remove(room);
-                    }
+                        EMPTY
+                    } else {
+                        (offsets[below] & LOW) << HALF | below
+                    };
                     (b, room)
                 }
                 None => {
@@ -210,19 +224,26 @@ fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Si
                 }
             };
             // As in `Bins::place`: every copy that fits the best bin.
-            let copies = if s == 0 { left } else { (room / s).min(left) };
+            let copies = match (left, s) {
+                (1, _) => 1,
+                (_, 0) => left,
+                _ if room < 2 * s => 1,
+                _ => (room / s).min(left),
+            };
             let room = room - copies * s;
-            let head = heads[room];
-            if head == END {
+            let top = heads[room] & LOW;
+            if top == END {
                 rooms.insert(room);
             }
-            heads[room] = b;
-            offsets[b] = ((offsets[b] >> HALF) + copies) << HALF | head;
+            heads[room] = top << HALF | b;
+            offsets[b] = ((offsets[b] >> HALF) + copies) << HALF | top;
             let load = &mut loads[b];
             for _ in 0..copies {
                 *load = load.add(size);
             }
-            out.extend(core::iter::repeat(b).take(copies));
+            for _ in 0..copies {
+                out.push(b);
+            }
             left -= copies;
         }
     }
