@@ -129,7 +129,7 @@ const LOW: usize = (1 << HALF) - 1;
 ///   non-empty stack from `s`, a successor query in a bitset of the rooms;
 ///   only heads are ever taken, so one link per bin suffices. While placing,
 ///   `offsets[b]` holds bin `b`'s link and item count, `loads[b]` its load
-///   and `items[k]` the bin of the `k`-th item placed.
+///   and `items[k]` the bin and the rank in it of the `k`-th item placed.
 /// - The counts become the offsets; one pass turns each `items[k]` into the
 ///   item's position in the result, kept in the upper half.
 /// - One pass over the items, in input order, puts each at the next
@@ -202,11 +202,27 @@ fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Si
         let size = classes.size[k];
         let s = size.to_index().map_or(0, |v| v.min(c));
         let mut left = classes.count(k);
+        if s > c - s {
+            // Items above half the capacity fit no open bin (each holds an
+            // item at least as large): each opens its own, and the new bins
+            // go on the stack of room `c - s` in turn, as one by one.
+            let room = c - s;
+            let (top, first) = (heads[room] & LOW, offsets.len());
+            for (j, b) in (first..first + left).enumerate() {
+                offsets.push(1 << HALF | if j == 0 { top } else { b - 1 });
+                loads.push(size);
+                out.push(b << HALF);
+            }
+            let last = first + left - 1;
+            let below = if left > 1 { last - 1 } else { top };
+            heads[room] = below << HALF | last;
+            if top == END {
+                rooms.insert(room);
+            }
+            continue;
+        }
         while left > 0 {
-            // An item above half the capacity fits no open bin: each holds
-            // an item at least as large.
-            let best = if s > c - s { None } else { rooms.successor(s) };
-            let (b, room) = match best {
+            let (b, room) = match rooms.successor(s) {
                 Some(room) => {
                     let (b, below) = (heads[room] & LOW, heads[room] >> HALF);
                     heads[room] = if below == END {
@@ -236,35 +252,30 @@ fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Si
                 rooms.insert(room);
             }
             heads[room] = top << HALF | b;
-            offsets[b] = ((offsets[b] >> HALF) + copies) << HALF | top;
+            let rank = offsets[b] >> HALF;
+            offsets[b] = (rank + copies) << HALF | top;
             let load = &mut loads[b];
-            for _ in 0..copies {
+            *load = load.add(size);
+            out.push(b << HALF | rank);
+            for r in rank + 1..rank + copies {
                 *load = load.add(size);
-            }
-            for _ in 0..copies {
-                out.push(b);
+                out.push(b << HALF | r);
             }
             left -= copies;
         }
     }
 
-    // `offsets[b + 1]` becomes the start of bin `b`, a cursor that ends at
-    // its end, where the offsets must be.
-    let bins = offsets.len();
-    let mut count = offsets.first().map_or(0, |&e| e >> HALF);
+    // The counts become the offsets, and each `out[k]` the position of the
+    // `k`-th item placed (upper half).
     let mut start = 0;
-    offsets.push(0);
-    for b in 0..bins {
-        let next = offsets[b + 1] >> HALF;
-        offsets[b + 1] = start;
+    for e in &mut offsets {
+        let count = *e >> HALF;
+        *e = start;
         start += count;
-        count = next;
     }
-    offsets[0] = 0;
+    offsets.push(start);
     for e in &mut out {
-        let cursor = &mut offsets[*e + 1];
-        *e = *cursor << HALF;
-        *cursor += 1;
+        *e = (offsets[*e >> HALF] + (*e & LOW)) << HALF;
     }
     // Each item to the next position of its size.
     for i in 0..n {
