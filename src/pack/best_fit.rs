@@ -277,13 +277,22 @@ fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Si
     for e in &mut out {
         *e = (offsets[*e >> HALF] + (*e & LOW)) << HALF;
     }
-    // Each item to the next position of its size.
-    for i in 0..n {
-        let v = items[i].size(0).to_index().map_or(0, |v| v.min(c));
-        let k = by_value[v];
-        by_value[v] = k + 1;
-        let p = out[k] >> HALF;
-        out[p] |= i;
+    // Each item to the next position of its size, a block of positions
+    // read before any is written: the reads of `out` then never wait on
+    // its writes.
+    const BLOCK: usize = 256;
+    let mut at = [0usize; BLOCK];
+    for from in (0..n).step_by(BLOCK) {
+        let block = &items[from..n.min(from + BLOCK)];
+        for (item, p) in block.iter().zip(&mut at) {
+            let v = item.size(0).to_index().map_or(0, |v| v.min(c));
+            let k = by_value[v];
+            by_value[v] = k + 1;
+            *p = out[k] >> HALF;
+        }
+        for (i, &p) in (from..).zip(&at[..block.len()]) {
+            out[p] |= i;
+        }
     }
     for e in &mut out {
         *e &= LOW;
