@@ -127,27 +127,53 @@ impl<T: Copy + Default> Grouped<T> {
     ///
     /// `keyed` must yield exactly `counts[g]` items of each group `g` (the
     /// callers count them from the same data).
-    pub(crate) fn scatter(
+    pub(crate) fn scatter(counts: Vec<usize>, keyed: impl Iterator<Item = (usize, T)>) -> Self {
+        let (mut items, offsets, mut next) = Self::layout(counts);
+        for (g, x) in keyed {
+            items[next[g]] = x;
+            next[g] += 1;
+        }
+        Grouped { items, offsets }
+    }
+
+    /// As [`Grouped::scatter`], for items that come in runs of one group:
+    /// `runs` yields `(group, len)`, and the next `len` items (`item(k)` for
+    /// the `k`-th item overall) all go to that group.
+    pub(crate) fn scatter_runs(
         counts: Vec<usize>,
-        keyed: impl Iterator<Item = (usize, T)>,
+        runs: impl Iterator<Item = (usize, usize)>,
+        item: impl Fn(usize) -> T,
     ) -> Self {
-        let groups = counts.len();
-        let mut offsets = Vec::with_capacity(groups + 1);
+        let (mut items, offsets, mut next) = Self::layout(counts);
+        let mut k = 0;
+        for (g, len) in runs {
+            let start = next[g];
+            next[g] += len;
+            if len == 1 {
+                // Most runs are one item: a plain store.
+                items[start] = item(k);
+            } else {
+                for (x, k) in items[start..start + len].iter_mut().zip(k..) {
+                    *x = item(k);
+                }
+            }
+            k += len;
+        }
+        Grouped { items, offsets }
+    }
+
+    /// The items (to be filled), the offsets, and where each group starts.
+    fn layout(counts: Vec<usize>) -> (Vec<T>, Vec<usize>, Vec<usize>) {
+        let mut offsets = Vec::with_capacity(counts.len() + 1);
         offsets.push(0);
         let mut total = 0usize;
         for &c in &counts {
             total += c;
             offsets.push(total);
         }
-        // Where the next item of each group goes.
         let mut next = counts;
-        next.copy_from_slice(&offsets[..groups]);
-        let mut items = alloc::vec![T::default(); total];
-        for (g, x) in keyed {
-            items[next[g]] = x;
-            next[g] += 1;
-        }
-        Grouped { items, offsets }
+        next.copy_from_slice(&offsets[..offsets.len() - 1]);
+        (alloc::vec![T::default(); total], offsets, next)
     }
 }
 

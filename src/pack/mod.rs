@@ -702,15 +702,9 @@ pub(crate) fn assemble_runs<T: Size>(
     for (b, count) in runs.clone() {
         counts[b] += count;
     }
-    let mut k = 0;
-    let placed = runs.flat_map(move |(b, count)| {
-        let from = k;
-        k += count;
-        (from..k).map(move |p| (b, order.map_or(p, |o| o[p])))
-    });
     Packing::new(
         input.capacity.clone(),
-        Grouped::scatter(counts, placed),
+        Grouped::scatter_runs(counts, runs, |k| order.map_or(k, |o| o[k])),
         loads,
         bounds,
     )
