@@ -71,7 +71,11 @@ fn benches(c: &mut Criterion) {
         let sizes = uniform(n, n as u64);
         let bins = ours(&sizes);
         for (name, f) in &variants {
-            assert_eq!(f(&sizes), bins, "{name} opens a different number of bins at n = {n}");
+            assert_eq!(
+                f(&sizes),
+                bins,
+                "{name} opens a different number of bins at n = {n}"
+            );
         }
         group.throughput(Throughput::Elements(n as u64));
         for (name, f) in &variants {

@@ -491,7 +491,10 @@ mod tests {
 
     #[test]
     fn scatter_keeps_order_within_groups() {
-        let g = Grouped::scatter(vec![2, 0, 3], [(2, 10), (0, 11), (2, 12), (0, 13), (2, 14)].into_iter());
+        let g = Grouped::scatter(
+            vec![2, 0, 3],
+            [(2, 10), (0, 11), (2, 12), (0, 13), (2, 14)].into_iter(),
+        );
         assert_eq!(g.offsets(), &[0, 2, 2, 5]);
         assert_eq!(g.items(), &[11, 13, 10, 12, 14]);
         assert_eq!(g.get(1), Some(&[][..]));
@@ -502,10 +505,18 @@ mod tests {
     #[test]
     fn offsets_are_checked() {
         let bad = |items: Vec<usize>, offsets: Vec<usize>| {
-            Grouped::from_offsets(items, offsets, "bin").unwrap_err().to_string()
+            Grouped::from_offsets(items, offsets, "bin")
+                .unwrap_err()
+                .to_string()
         };
-        assert_eq!(bad(vec![0], vec![]), "the offsets are empty: they must start at 0");
-        assert_eq!(bad(vec![0], vec![1, 1]), "the offsets must start at 0, not 1");
+        assert_eq!(
+            bad(vec![0], vec![]),
+            "the offsets are empty: they must start at 0"
+        );
+        assert_eq!(
+            bad(vec![0], vec![1, 1]),
+            "the offsets must start at 0, not 1"
+        );
         assert_eq!(
             bad(vec![0, 1], vec![0, 2, 1, 2]),
             "the offsets of bin 1 decrease: it would start at 2 and end at 1"
@@ -528,9 +539,11 @@ mod tests {
         assert_eq!(check(vec![vec![1], vec![], vec![0, 2]]), Ok(()));
         assert_eq!(
             check(vec![vec![1], vec![0, 3]]),
-            Err("part 1 lists item 3 (at position 1), but there are only 3 items, \
+            Err(
+                "part 1 lists item 3 (at position 1), but there are only 3 items, \
                  and item 2 is in no part"
-                .into())
+                    .into()
+            )
         );
         assert_eq!(
             check(vec![vec![1, 0], vec![1]]),

@@ -310,7 +310,11 @@ fn bfd_histogram_path_equals_the_general_path() {
         let sizes: Vec<u32> = (0..n)
             .map(|_| (rng.below(spread) as u32).min(cap))
             .collect();
-        let with_ids: Vec<(u64, u32)> = sizes.iter().enumerate().map(|(i, &s)| (i as u64, s)).collect();
+        let with_ids: Vec<(u64, u32)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (i as u64, s))
+            .collect();
         let fast = best_fit_decreasing(&sizes, cap).unwrap();
         let general = best_fit_decreasing(&with_ids, cap).unwrap();
         assert_eq!(fast, general, "n = {n}, capacity {cap}");

@@ -133,6 +133,9 @@ fn tampered_packings_are_refused_with_the_reason() {
     for (bad, reason) in cases {
         assert_ne!(bad, json, "the tampering did not apply: {reason}");
         let err = refusal(&bad);
-        assert!(err.contains(reason), "{bad}\n  said: {err}\n  want: {reason}");
+        assert!(
+            err.contains(reason),
+            "{bad}\n  said: {err}\n  want: {reason}"
+        );
     }
 }

@@ -377,15 +377,25 @@ fn serde_refuses_tampered_partitions_with_the_reason() {
         let bad = json.replace(from, to);
         assert_ne!(bad, json, "the tampering did not apply: {reason}");
         let err = serde_json::from_str::<microbatch::Partition<u128>>(&bad).unwrap_err();
-        assert!(err.to_string().contains(reason), "{bad}\n  said: {err}\n  want: {reason}");
+        assert!(
+            err.to_string().contains(reason),
+            "{bad}\n  said: {err}\n  want: {reason}"
+        );
     }
     // An empty part with a sum: the sums contradict the parts.
-    let p = Partitioner::new(3).allow_empty(true).partition(&[5u32, 4]).unwrap();
+    let p = Partitioner::new(3)
+        .allow_empty(true)
+        .partition(&[5u32, 4])
+        .unwrap();
     let json = serde_json::to_string(&p).unwrap();
     assert!(json.contains("\"sums\":[5,4,0]"), "{json}");
     let bad = json.replace("\"sums\":[5,4,0]", "\"sums\":[5,4,1]");
     let err = serde_json::from_str::<microbatch::Partition<u128>>(&bad).unwrap_err();
-    assert!(err.to_string().contains("part 2 has no items but a sum of 1 in dimension 0"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("part 2 has no items but a sum of 1 in dimension 0"),
+        "{err}"
+    );
 }
 
 /// Regression: with equal counts the exact search counted the parts below

@@ -8,9 +8,7 @@ use core::ops::Bound;
 
 use super::bounds::bounds_of;
 use super::order::Classes;
-use super::{
-    assemble_runs, check_capacity, order, validate, Input, Keep, LowerBounds, Packing,
-};
+use super::{assemble_runs, check_capacity, order, validate, Input, Keep, LowerBounds, Packing};
 use crate::bitset::BitSet;
 use crate::error::Error;
 use crate::grouped::Grouped;

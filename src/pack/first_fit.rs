@@ -231,7 +231,12 @@ fn ffd_grouped<T: Size>(
         loads.extend_from_slice(&load);
         offsets.push(items.len());
     }
-    Packing::new(cap.clone(), Grouped::from_trusted(items, offsets), loads, bounds)
+    Packing::new(
+        cap.clone(),
+        Grouped::from_trusted(items, offsets),
+        loads,
+        bounds,
+    )
 }
 
 /// One-dimensional FFD, filled bin by bin.

@@ -138,11 +138,9 @@ pub struct LowerBounds {
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, PartialEq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize),
-    serde(try_from = "PackingParts<T>", bound = "T: Size + serde::Deserialize<'de>")
-)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "PackingParts<T>"))]
+#[cfg_attr(feature = "serde", serde(bound = "T: Size + serde::Deserialize<'de>"))]
 pub struct Packing<T> {
     capacity: Vec<T>,
     /// The items (input indices) of each bin.
@@ -429,7 +427,9 @@ impl<T: Size> TryFrom<PackingParts<T>> for Packing<T> {
         }
         for (b, (items, load)) in bins.iter().zip(p.loads.chunks_exact(d)).enumerate() {
             if items.is_empty() {
-                return Err(invalid!("bin {b} is empty: a packing opens a bin only for an item"));
+                return Err(invalid!(
+                    "bin {b} is empty: a packing opens a bin only for an item"
+                ));
             }
             let over = load.iter().zip(&p.capacity).position(|(l, c)| !(l <= c));
             if let Some(dim) = over {

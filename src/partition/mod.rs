@@ -230,7 +230,10 @@ pub enum Algorithm {
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize),
-    serde(try_from = "wire::Partition<T>", bound = "T: Total + serde::Deserialize<'de>")
+    serde(
+        try_from = "wire::Partition<T>",
+        bound = "T: Total + serde::Deserialize<'de>"
+    )
 )]
 pub struct Partition<T> {
     /// The input indices of each part.
