@@ -56,12 +56,15 @@ fn packer(strategy: PackStrategy) -> impl Fn(&[usize]) -> usize {
     move |sizes| packer.pack_lengths(sizes).map_or(0, |r| r.packs.len())
 }
 
+/// A packer, as the group calls it: the sizes in, the number of bins out.
+type Variant = dyn Fn(&[usize]) -> usize;
+
 fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("bfd_vs_seqpacker");
     group.sample_size(10);
     let obfd = packer(PackStrategy::OptimizedBestFitDecreasing);
     let bfd = packer(PackStrategy::BestFitDecreasing);
-    let variants: [(&str, &dyn Fn(&[usize]) -> usize); 4] = [
+    let variants: [(&str, &Variant); 4] = [
         ("microbatch", &ours),
         ("seqpacker_obfd_lengths", &obfd_lengths),
         ("seqpacker_obfd", &obfd),

@@ -26,9 +26,9 @@ impl<T> Grouped<T> {
         Grouped { items, offsets }
     }
 
-    #[cfg(feature = "serde")]
     /// Groups from a flat list and offsets read from outside: the offsets
     /// must start at 0, never decrease and end at the number of items.
+    #[cfg(feature = "serde")]
     pub(crate) fn from_offsets(
         items: Vec<T>,
         offsets: Vec<usize>,
@@ -60,8 +60,8 @@ impl<T> Grouped<T> {
         Ok(Grouped { items, offsets })
     }
 
-    #[cfg(any(test, feature = "serde"))]
     /// Groups from a list of lists (always a valid layout).
+    #[cfg(feature = "serde")]
     pub(crate) fn from_nested(groups: Vec<Vec<T>>) -> Self {
         let mut offsets = Vec::with_capacity(groups.len() + 1);
         offsets.push(0);
@@ -101,14 +101,14 @@ impl<T> Grouped<T> {
             .map(move |w| &self.items[w[0]..w[1]])
     }
 
-    #[cfg(any(test, feature = "serde"))]
     /// All items, group after group.
+    #[cfg(any(test, feature = "serde"))]
     pub(crate) fn items(&self) -> &[T] {
         &self.items
     }
 
-    #[cfg(any(test, feature = "serde"))]
     /// The offsets, one more than there are groups.
+    #[cfg(any(test, feature = "serde"))]
     pub(crate) fn offsets(&self) -> &[usize] {
         &self.offsets
     }
@@ -178,8 +178,8 @@ impl<T: Copy + Default> Grouped<T> {
 }
 
 impl Grouped<usize> {
-    #[cfg(feature = "serde")]
     /// Checks that the items are indices `0..item_count()`, each exactly once.
+    #[cfg(feature = "serde")]
     pub(crate) fn check_indices(&self, group: &'static str) -> Result<(), Invalid> {
         let n = self.items.len();
         // Group (plus one) of each index seen; 0 while unseen.
@@ -252,9 +252,9 @@ impl Grouped<u64> {
 }
 
 impl<T> Grouped<T> {
-    #[cfg(feature = "serde")]
     /// The group holding flat position `p` (the last non-empty group
     /// starting at or before it).
+    #[cfg(feature = "serde")]
     fn group_at(&self, p: usize) -> usize {
         self.offsets.partition_point(|&o| o <= p).saturating_sub(1)
     }
@@ -266,10 +266,10 @@ impl<T: fmt::Debug> fmt::Debug for Grouped<T> {
     }
 }
 
-#[cfg(feature = "serde")]
 /// Why a document is not a valid grouped result. Every variant names what
 /// is wrong (the group by its number, the item by its value), so a
 /// hand-edited or corrupted document can be fixed.
+#[cfg(feature = "serde")]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Invalid {
     /// The offsets do not start at 0 (`None`: there are none).
@@ -365,8 +365,8 @@ impl fmt::Display for Invalid {
     }
 }
 
-#[cfg(feature = "serde")]
 /// Builds an [`Invalid::Other`] from format arguments.
+#[cfg(feature = "serde")]
 macro_rules! invalid {
     ($($arg:tt)*) => {
         $crate::grouped::Invalid::Other(::alloc::format!($($arg)*))
@@ -375,35 +375,35 @@ macro_rules! invalid {
 #[cfg(feature = "serde")]
 pub(crate) use invalid;
 
-#[cfg(feature = "serde")]
 /// What every item of a document must be, checked when it is read.
+#[cfg(feature = "serde")]
 pub(crate) trait Member: Sized {
     /// Checks the items of `groups` (named `group` in errors).
     fn check(groups: &Grouped<Self>, group: &'static str) -> Result<(), Invalid>;
 }
 
-#[cfg(feature = "serde")]
 /// Input indices: `0..n`, each exactly once.
+#[cfg(feature = "serde")]
 impl Member for usize {
     fn check(groups: &Grouped<Self>, group: &'static str) -> Result<(), Invalid> {
         groups.check_indices(group)
     }
 }
 
-#[cfg(feature = "serde")]
 /// Ids: no id twice.
+#[cfg(feature = "serde")]
 impl Member for u64 {
     fn check(groups: &Grouped<Self>, group: &'static str) -> Result<(), Invalid> {
         groups.check_unique(group)
     }
 }
 
-#[cfg(feature = "serde")]
 /// The groups of a document as read, before any check: flat (items and
 /// offsets) or a list of lists, and the name of a group for the errors.
 ///
 /// `Grouped::try_from` is the one checked path from a document to the
 /// layout: the offsets (flat form), then the items (see [`Member`]).
+#[cfg(feature = "serde")]
 pub(crate) struct Raw<T> {
     groups: RawGroups<T>,
     group: &'static str,
@@ -448,10 +448,10 @@ impl<T: Member> TryFrom<Raw<T>> for Grouped<T> {
     }
 }
 
-#[cfg(feature = "serde")]
 /// Checks per-group values stored `dims` a group (loads, sums) against the
 /// groups: one value per group and dimension, and zero for an empty group.
 /// `what` names the values in errors ("load", "sum").
+#[cfg(feature = "serde")]
 pub(crate) fn check_per_group<T: Copy + PartialEq + fmt::Debug, X>(
     groups: &Grouped<X>,
     values: &[T],
@@ -486,6 +486,7 @@ pub(crate) fn check_per_group<T: Copy + PartialEq + fmt::Debug, X>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "serde")]
     use alloc::string::ToString;
     use alloc::vec;
 

@@ -33,7 +33,10 @@ use crate::num::{Item, Size};
 /// successor query in an ordered index of remaining capacities. When the
 /// capacity is an integer below `max(2^10, 2n)` the index is a 64-ary bitset
 /// over the capacity values (O(log_64 capacity) per query), otherwise a
-/// B-tree (O(log bins)). With several dimensions whose secondary capacities
+/// B-tree (O(log bins)). Plain integer sizes (items without ids) under such
+/// a capacity take O(n + capacity) time and O(capacity) extra space: a
+/// histogram of the sizes replaces the sort, and the packing is built in the
+/// result's own buffers. With several dimensions whose secondary capacities
 /// allow at most 256 combinations of remaining capacity `p`, one index per
 /// combination: O(n p log n). Otherwise the query walks upward through the
 /// candidate bins until one fits in every dimension, up to O(bins) per item

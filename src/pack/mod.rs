@@ -419,7 +419,7 @@ impl<T: Size> TryFrom<PackingParts<T>> for Packing<T> {
         let bins = Grouped::try_from(Raw::flat(p.items, p.offsets, "bin"))?;
         let d = p.capacity.len();
         check_per_group(&bins, &p.loads, d, T::zero(), "bin", "load")?;
-        if let Some(dim) = p.capacity.iter().position(|&c| !(c > T::zero())) {
+        if let Some(dim) = p.capacity.iter().position(|&c| c <= T::zero()) {
             return Err(invalid!(
                 "the capacity must be positive in every dimension, not {:?} in dimension {dim}",
                 p.capacity[dim]
@@ -431,7 +431,7 @@ impl<T: Size> TryFrom<PackingParts<T>> for Packing<T> {
                     "bin {b} is empty: a packing opens a bin only for an item"
                 ));
             }
-            let over = load.iter().zip(&p.capacity).position(|(l, c)| !(l <= c));
+            let over = load.iter().zip(&p.capacity).position(|(l, c)| l > c);
             if let Some(dim) = over {
                 return Err(invalid!(
                     "bin {b} has a load of {:?} in dimension {dim}, above the capacity {:?}",
