@@ -223,7 +223,13 @@ fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Si
             continue;
         }
         while left > 0 {
-            let (b, room) = match rooms.successor(s) {
+            // A bin with room exactly `s` is the best; else the search.
+            let best = if heads[s] & LOW != END {
+                Some(s)
+            } else {
+                rooms.successor(s)
+            };
+            let (b, room) = match best {
                 Some(room) => {
                     let (b, below) = (heads[room] & LOW, heads[room] >> HALF);
                     heads[room] = if below == END {
