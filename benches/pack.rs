@@ -11,34 +11,15 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use microbatch::pack::{self, Packing};
 use std::hint::black_box;
 
+#[path = "../tests/common/rng.rs"]
+mod rng;
+use rng::TestRng;
+
 const CAPACITY: u32 = 16384;
 const TILES: u32 = 48;
 
-/// SplitMix64: a seeded, portable generator for the inputs.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// A standard normal by Box-Muller.
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-}
-
 fn lengths(n: usize, seed: u64) -> Vec<u32> {
-    let mut rng = SplitMix(seed);
+    let mut rng = TestRng::new(seed);
     (0..n)
         .map(|_| {
             let x = (1500f64.ln() + rng.normal()).exp();
@@ -48,10 +29,10 @@ fn lengths(n: usize, seed: u64) -> Vec<u32> {
 }
 
 fn samples(n: usize, seed: u64) -> Vec<[u32; 2]> {
-    let mut rng = SplitMix(seed ^ 0xA5A5);
+    let mut rng = TestRng::new(seed ^ 0xA5A5);
     (0..n)
         .map(|_| {
-            let tiles = (rng.next() % 13) as u32;
+            let tiles = rng.below(13) as u32;
             let text = (300f64.ln() + rng.normal()).exp().clamp(1.0, 4096.0) as u32;
             [text + 256 * tiles, tiles]
         })

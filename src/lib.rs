@@ -115,6 +115,7 @@ extern crate std;
 mod bitset;
 pub mod cost;
 mod error;
+mod grouped;
 mod num;
 pub mod pack;
 pub mod partition;

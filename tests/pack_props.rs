@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use microbatch::pack::{
     best_fit, best_fit_decreasing, first_fit, first_fit_decreasing, lower_bounds, next_fit,
-    Algorithm, StreamingPacker,
+    Heuristic, StreamingPacker,
 };
 use ordered_float::NotNan;
 use proptest::prelude::*;
@@ -207,11 +207,11 @@ proptest! {
 
     #[test]
     fn streaming_equals_batch_when_the_buffer_holds_everything((cap, sizes) in instance(100, 60), extra in 0usize..5) {
-        for (algorithm, batch) in [
-            (Algorithm::FirstFitDecreasing, first_fit_decreasing(&sizes, cap).unwrap()),
-            (Algorithm::BestFitDecreasing, best_fit_decreasing(&sizes, cap).unwrap()),
+        for (heuristic, batch) in [
+            (Heuristic::FirstFitDecreasing, first_fit_decreasing(&sizes, cap).unwrap()),
+            (Heuristic::BestFitDecreasing, best_fit_decreasing(&sizes, cap).unwrap()),
         ] {
-            let mut packer = StreamingPacker::new(cap, sizes.len() + extra).unwrap().algorithm(algorithm);
+            let mut packer = StreamingPacker::new(cap, sizes.len() + extra).unwrap().heuristic(heuristic);
             for &s in &sizes {
                 packer.push(s).unwrap();
                 prop_assert!(packer.pop().is_none());
@@ -287,5 +287,43 @@ fn large_random_instances_hold_the_invariants() {
         best_fit(&items, [16384, 48]).unwrap(),
     ] {
         check_packing(&rows, &[16384, 48], &p);
+    }
+}
+
+/// Best-fit-decreasing has a path of its own for plain integer sizes under a
+/// small capacity (a histogram of the sizes, the result written in place);
+/// items with ids take the general path (a sorted copy, then the bins).
+/// With ids equal to the indices both orders are the same, so the packings
+/// must be identical, bin for bin and item for item, at sizes that exercise
+/// runs of equal sizes, zero sizes and many bins.
+#[test]
+fn bfd_histogram_path_equals_the_general_path() {
+    let mut rng = TestRng::new(11);
+    let cases: &[(usize, u32, u64)] = &[
+        (100_000, 16_384, 16_384),
+        (30_000, 4_096, 4_097),
+        (20_000, 1_000, 60),
+        (5_000, 7, 8),
+        (3_001, 1, 2),
+    ];
+    for &(n, cap, spread) in cases {
+        let sizes: Vec<u32> = (0..n)
+            .map(|_| (rng.below(spread) as u32).min(cap))
+            .collect();
+        let with_ids: Vec<(u64, u32)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (i as u64, s))
+            .collect();
+        let fast = best_fit_decreasing(&sizes, cap).unwrap();
+        let general = best_fit_decreasing(&with_ids, cap).unwrap();
+        assert_eq!(fast, general, "n = {n}, capacity {cap}");
+        // Scaled far above the histogram's limit: the general index.
+        let wide: Vec<u64> = sizes.iter().map(|&s| u64::from(s) << 20).collect();
+        assert_eq!(
+            bins_of(&best_fit_decreasing(&wide, u64::from(cap) << 20).unwrap()),
+            bins_of(&fast),
+            "n = {n}, capacity {cap} scaled"
+        );
     }
 }

@@ -41,3 +41,101 @@ fn malformed_packings_are_refused_not_trusted() {
     let p: Packing<u32> = serde_json::from_str(good).unwrap();
     assert_eq!(p.bin(0).load(), &[5]);
 }
+
+/// The error when a document is read as a `Packing<u32>`.
+fn refusal(json: &str) -> String {
+    match serde_json::from_str::<Packing<u32>>(json) {
+        Ok(p) => panic!("accepted {json}: {p:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Each tampering of a valid document is refused, with an error that says
+/// what is wrong (which bin, which item).
+#[test]
+fn tampered_packings_are_refused_with_the_reason() {
+    let p = first_fit_decreasing(&[6u32, 5, 4, 3], 10).unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    // The format is pinned: flat offsets and items, loads bin by bin.
+    assert_eq!(
+        json,
+        r#"{"capacity":[10],"offsets":[0,2,4],"items":[0,2,1,3],"loads":[10,8],"bounds":{"l1":2,"l2":2}}"#
+    );
+    let cases = [
+        // An item twice (and so another in no bin).
+        (
+            json.replace(r#""items":[0,2,1,3]"#, r#""items":[0,2,1,2]"#),
+            "item 2 is listed in bin 0 and again in bin 1",
+        ),
+        (
+            json.replace(r#""items":[0,2,1,3]"#, r#""items":[0,0,1,3]"#),
+            "bin 0 lists item 0 twice",
+        ),
+        // An item missing: the indices then run past the number of items.
+        (
+            json.replace(r#""offsets":[0,2,4],"items":[0,2,1,3]"#, r#""offsets":[0,2,3],"items":[0,2,3]"#),
+            "bin 1 lists item 3 (at position 0), but there are only 3 items, and item 1 is in no bin",
+        ),
+        // Offsets out of order, not from 0, not to the end.
+        (
+            json.replace(r#""offsets":[0,2,4]"#, r#""offsets":[0,3,2,4]"#),
+            "the offsets of bin 1 decrease: it would start at 3 and end at 2",
+        ),
+        (
+            json.replace(r#""offsets":[0,2,4]"#, r#""offsets":[1,2,4]"#),
+            "the offsets must start at 0, not 1",
+        ),
+        (
+            json.replace(r#""offsets":[0,2,4]"#, r#""offsets":[]"#),
+            "the offsets are empty: they must start at 0",
+        ),
+        (
+            json.replace(r#""offsets":[0,2,4]"#, r#""offsets":[0,2,5]"#),
+            "the last offset is 5 but there are 4 items: they must agree",
+        ),
+        // Loads that contradict the bins.
+        (
+            json.replace(r#""loads":[10,8]"#, r#""loads":[10]"#),
+            "there must be one load per bin and dimension, 2 x 1 = 2, not 1",
+        ),
+        (
+            json.replace(r#""loads":[10,8]"#, r#""loads":[11,8]"#),
+            "bin 0 has a load of 11 in dimension 0, above the capacity 10",
+        ),
+        (
+            json.replace(r#""offsets":[0,2,4]"#, r#""offsets":[0,4,4]"#),
+            "bin 1 has no items but a load of 8 in dimension 0",
+        ),
+        (
+            json.replace(r#""offsets":[0,2,4]"#, r#""offsets":[0,4,4]"#)
+                .replace(r#""loads":[10,8]"#, r#""loads":[10,0]"#),
+            "bin 1 is empty: a packing opens a bin only for an item",
+        ),
+        // Bounds above the bins used, or L1 above L2.
+        (
+            json.replace(r#""bounds":{"l1":2,"l2":2}"#, r#""bounds":{"l1":2,"l2":3}"#),
+            "the lower bounds must satisfy l1 <= l2 <= bins, not l1 = 2, l2 = 3 with 2 bins",
+        ),
+        (
+            json.replace(r#""bounds":{"l1":2,"l2":2}"#, r#""bounds":{"l1":2,"l2":1}"#),
+            "the lower bounds must satisfy l1 <= l2 <= bins, not l1 = 2, l2 = 1 with 2 bins",
+        ),
+        // No dimension, or a zero capacity.
+        (
+            json.replace(r#""capacity":[10]"#, r#""capacity":[]"#),
+            "there must be at least one dimension, not 0",
+        ),
+        (
+            json.replace(r#""capacity":[10]"#, r#""capacity":[0]"#),
+            "the capacity must be positive in every dimension, not 0 in dimension 0",
+        ),
+    ];
+    for (bad, reason) in cases {
+        assert_ne!(bad, json, "the tampering did not apply: {reason}");
+        let err = refusal(&bad);
+        assert!(
+            err.contains(reason),
+            "{bad}\n  said: {err}\n  want: {reason}"
+        );
+    }
+}

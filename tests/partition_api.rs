@@ -315,16 +315,23 @@ fn serde_round_trip_and_tampered_partitions() {
     let back: microbatch::partition::Partition<u128> = serde_json::from_str(&json).unwrap();
     assert_eq!(back, p);
     assert_eq!(refine(&sizes, &back).unwrap().objective(), 15);
-    // A deserialized partition that repeats an item is refused.
+    // A document that repeats an item is refused when read (`refine` checks
+    // the partition against its items as well, for the item count).
     let tampered = json.replace("[[0,3],[1,2,4]]", "[[0,3],[1,2,2]]");
     assert_ne!(tampered, json);
-    let bad: microbatch::partition::Partition<u128> = serde_json::from_str(&tampered).unwrap();
+    let err =
+        serde_json::from_str::<microbatch::partition::Partition<u128>>(&tampered).unwrap_err();
+    assert!(
+        err.to_string().contains("part 1 lists item 2 twice"),
+        "{err}"
+    );
+    let fewer = lpt(&sizes[..4], 2).unwrap();
     assert_eq!(
-        refine(&sizes, &bad).unwrap_err(),
+        refine(&sizes, &fewer).unwrap_err(),
         Error::NotAPartition {
             items: 5,
-            index: 2,
-            times: 2
+            index: 4,
+            times: 0
         }
     );
 }
@@ -341,6 +348,52 @@ fn serde_refuses_sums_that_do_not_match_the_parts() {
     assert!(err.to_string().contains("one sum per part"), "{err}");
     let bad = json.replace("\"dims\":1", "\"dims\":0");
     assert!(serde_json::from_str::<microbatch::partition::Partition<u128>>(&bad).is_err());
+}
+
+/// Each tampering of a valid document is refused, with an error that says
+/// what is wrong (which part, which item).
+#[cfg(feature = "serde")]
+#[test]
+fn serde_refuses_tampered_partitions_with_the_reason() {
+    let p = lpt(&[8u32, 7, 6, 5, 4], 2).unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    // The format is pinned: the parts as lists, sums part by part.
+    assert_eq!(
+        json,
+        r#"{"parts":[[0,3],[1,2,4]],"dims":1,"sums":[13,17],"objective":17,"lower_bound":15,"proven_optimal":false}"#
+    );
+    let cases = [
+        ("[[0,3],[1,2,4]]", "[[0,3],[1,3,4]]", "item 3 is listed in part 0 and again in part 1"),
+        ("[[0,3],[1,2,4]]", "[[0,3],[1,5,4]]", "part 1 lists item 5 (at position 1), but there are only 5 items, and item 2 is in no part"),
+        ("[[0,3],[1,2,4]]", "[[0,3],[1,4]]", "part 1 lists item 4 (at position 1), but there are only 4 items, and item 2 is in no part"),
+        ("[[0,3],[1,2,4]]", "[[0,3],[1,2,4],[]]", "there must be one sum per part and dimension, 3 x 1 = 3, not 2"),
+        ("\"sums\":[13,17]", "\"sums\":[13]", "there must be one sum per part"),
+        ("\"dims\":1", "\"dims\":0", "there must be at least one dimension, not 0"),
+        ("\"lower_bound\":15", "\"lower_bound\":18", "the lower bound 18 is above the objective 17"),
+    ];
+    for (from, to, reason) in cases {
+        let bad = json.replace(from, to);
+        assert_ne!(bad, json, "the tampering did not apply: {reason}");
+        let err = serde_json::from_str::<microbatch::partition::Partition<u128>>(&bad).unwrap_err();
+        assert!(
+            err.to_string().contains(reason),
+            "{bad}\n  said: {err}\n  want: {reason}"
+        );
+    }
+    // An empty part with a sum: the sums contradict the parts.
+    let p = Partitioner::new(3)
+        .allow_empty(true)
+        .partition(&[5u32, 4])
+        .unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(json.contains("\"sums\":[5,4,0]"), "{json}");
+    let bad = json.replace("\"sums\":[5,4,0]", "\"sums\":[5,4,1]");
+    let err = serde_json::from_str::<microbatch::partition::Partition<u128>>(&bad).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("part 2 has no items but a sum of 1 in dimension 0"),
+        "{err}"
+    );
 }
 
 /// Regression: with equal counts the exact search counted the parts below

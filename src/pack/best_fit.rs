@@ -8,10 +8,11 @@ use core::ops::Bound;
 
 use super::bounds::bounds_of;
 use super::order::Classes;
-use super::{assemble_runs, order, validate, Input, Keep, LowerBounds, Packing};
+use super::{assemble_runs, check_capacity, order, validate, Input, Keep, LowerBounds, Packing};
 use crate::bitset::BitSet;
 use crate::error::Error;
-use crate::num::{Item, Size};
+use crate::grouped::Grouped;
+use crate::num::{Item, Size, SizeOps};
 
 /// Best-fit-decreasing (BFD): sorts the items by decreasing size, then puts
 /// each into the bin with the least remaining capacity that still holds it,
@@ -32,7 +33,10 @@ use crate::num::{Item, Size};
 /// successor query in an ordered index of remaining capacities. When the
 /// capacity is an integer below `max(2^10, 2n)` the index is a 64-ary bitset
 /// over the capacity values (O(log_64 capacity) per query), otherwise a
-/// B-tree (O(log bins)). With several dimensions whose secondary capacities
+/// B-tree (O(log bins)). Plain integer sizes (items without ids) under such
+/// a capacity take O(n + capacity) time and O(capacity) extra space: a
+/// histogram of the sizes replaces the sort, and the packing is built in the
+/// result's own buffers. With several dimensions whose secondary capacities
 /// allow at most 256 combinations of remaining capacity `p`, one index per
 /// combination: O(n p log n). Otherwise the query walks upward through the
 /// candidate bins until one fits in every dimension, up to O(bins) per item
@@ -68,12 +72,19 @@ pub fn best_fit_decreasing<I: Item>(
     items: &[I],
     capacity: I::Capacity,
 ) -> Result<Packing<I::Size>, Error> {
+    let cap = check_capacity(&capacity)?;
+    if let Some(packing) = bfd_dense(items, &cap) {
+        return Ok(packing);
+    }
     let input = validate(items, &capacity, Keep::CheckOnly)?;
     Ok(bfd_validated(items, &input))
 }
 
 /// BFD over validated input.
 pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Packing<I::Size> {
+    if let Some(packing) = bfd_dense(items, &input.capacity) {
+        return packing;
+    }
     let sorted = order::decreasing(items, input);
     let bounds = bounds_of(input, Some(&sorted.classes));
     let sizes = if input.dims == 1 {
@@ -82,6 +93,223 @@ pub(crate) fn bfd_validated<I: Item>(items: &[I], input: &Input<I::Size>) -> Pac
         Sizes::Flat(&sorted.sizes)
     };
     pack_best_fit(input, Some(&sorted.order), sizes, bounds)
+}
+
+/// The capacity as an index when [`bfd_dense`] applies: one dimension, an
+/// integer capacity small enough to index arrays by value, fewer than 2^32
+/// items (bins, positions and counts then fit in 32 bits) and a 64-bit
+/// `usize` (which holds two of them).
+fn dense_plain<T: Size>(capacity: &[T], n: usize) -> Option<usize> {
+    if capacity.len() != 1 || u32::try_from(n).is_err() || usize::BITS < 64 {
+        return None;
+    }
+    order::dense_limit(capacity[0], n).filter(|&c| c < u32::MAX as usize)
+}
+
+/// Marks the end of a stack of bins.
+const END: usize = u32::MAX as usize;
+/// An empty stack: no top, nothing below.
+const EMPTY: usize = END << HALF | END;
+
+/// Half a `usize`: 32 bits where [`bfd_dense`] runs.
+const HALF: u32 = usize::BITS / 2;
+/// The lower half of a `usize`.
+const LOW: usize = (1 << HALF) - 1;
+
+/// One-dimensional BFD over integer sizes of at most `c` (small, see
+/// [`dense_plain`]) of items without ids: the same packing as [`run`] with the
+/// dense index, computed from the histogram of the sizes and written in the
+/// buffers of the result, without a sorted copy of the items or any other
+/// buffer of `n` entries. `None` when an item is not one-dimensional or
+/// larger than the capacity: [`validate`] then says which.
+///
+/// - One pass over the items counts each size (and keeps an item of it).
+/// - The sizes are placed largest first, all copies of a size in runs (see
+///   [`Bins::place`]): the bins with room `r` form a stack (`heads[r]`, then
+///   the bins' links); the best bin for size `s` is the head of the first
+///   non-empty stack from `s`, a successor query in a bitset of the rooms;
+///   only heads are ever taken, so one link per bin suffices. While placing,
+///   `offsets[b]` holds bin `b`'s link and item count, `loads[b]` its load
+///   and `items[k]` the bin and the rank in it of the `k`-th item placed.
+/// - The counts become the offsets; one pass turns each `items[k]` into the
+///   item's position in the result, kept in the upper half.
+/// - One pass over the items, in input order, puts each at the next
+///   position of its size, in the lower half: within a size the items go in
+///   index order, as the stable counting sort of [`order::decreasing`]
+///   orders them. A last pass clears the upper halves.
+///
+/// O(n + c) time and O(c) extra space.
+fn bfd_dense<I: Item>(items: &[I], capacity: &[I::Size]) -> Option<Packing<I::Size>> {
+    let n = items.len();
+    let c = dense_plain(capacity, n)?;
+    if core::mem::size_of::<I::Id>() != 0 {
+        return None;
+    }
+    // Per size value: the count (upper half) and an item of that size
+    // (lower half), to turn a value back into a size. The pass validates.
+    let mut by_value = alloc::vec![0usize; c + 1];
+    for (i, item) in items.iter().enumerate() {
+        if item.dims() != 1 {
+            return None;
+        }
+        let s = item.size(0);
+        let (Ok(()), Some(v)) = (s.check(), s.to_index().filter(|&v| v <= c)) else {
+            return None;
+        };
+        let e = &mut by_value[v];
+        *e = ((*e >> HALF) + 1) << HALF | i;
+    }
+    let mut classes = Classes::default();
+    let mut placed = 0;
+    for v in (0..=c).rev() {
+        let e = by_value[v];
+        if e >> HALF != 0 {
+            classes.size.push(items[e & LOW].size(0));
+            classes.start.push(placed);
+            // From now on: where the items of size `v` start in the
+            // placement order.
+            by_value[v] = placed;
+            placed += e >> HALF;
+        }
+    }
+    classes.start.push(placed);
+    let input = Input {
+        dims: 1,
+        capacity: capacity.to_vec(),
+        n,
+        sizes: Vec::new(),
+    };
+    let bounds = bounds_of(&input, Some(&classes));
+
+    // Placement. `offsets[b]`: bin `b`'s item count (upper half) and the
+    // next bin of its stack (lower half). `heads[r]`: the top bin of the
+    // stack of room `r` (lower half) and the one below it (upper half), so
+    // that taking the top needs no read of the taken bin: the new top is
+    // known, and only the one below it is read, off the path to the next
+    // query.
+    let mut heads = alloc::vec![EMPTY; c + 1];
+    let mut rooms = BitSet::new(c + 1);
+    // Best-fit-decreasing rarely opens many more bins than the L2 bound: a
+    // little more than that is reserved (with the last offset), and the
+    // vectors grow beyond it.
+    let hint = usize::try_from(bounds.l2)
+        .map_or(n, |l2| l2.saturating_add(l2 / 8).saturating_add(16))
+        .min(n)
+        + 1;
+    let mut offsets: Vec<usize> = Vec::with_capacity(hint);
+    let mut loads: Vec<I::Size> = Vec::with_capacity(hint);
+    let mut out: Vec<usize> = Vec::with_capacity(n);
+    for k in 0..classes.len() {
+        let size = classes.size[k];
+        let s = size.to_index().map_or(0, |v| v.min(c));
+        let mut left = classes.count(k);
+        if s > c - s {
+            // Items above half the capacity fit no open bin (each holds an
+            // item at least as large): each opens its own, and the new bins
+            // go on the stack of room `c - s` in turn, as one by one.
+            let room = c - s;
+            let (top, first) = (heads[room] & LOW, offsets.len());
+            for (j, b) in (first..first + left).enumerate() {
+                offsets.push(1 << HALF | if j == 0 { top } else { b - 1 });
+                loads.push(size);
+                out.push(b << HALF);
+            }
+            let last = first + left - 1;
+            let below = if left > 1 { last - 1 } else { top };
+            heads[room] = below << HALF | last;
+            if top == END {
+                rooms.insert(room);
+            }
+            continue;
+        }
+        while left > 0 {
+            // A bin with room exactly `s` is the best; else the search.
+            let best = if heads[s] & LOW != END {
+                Some(s)
+            } else {
+                rooms.successor(s)
+            };
+            let (b, room) = match best {
+                Some(room) => {
+                    let (b, below) = (heads[room] & LOW, heads[room] >> HALF);
+                    heads[room] = if below == END {
+                        rooms.remove(room);
+                        EMPTY
+                    } else {
+                        (offsets[below] & LOW) << HALF | below
+                    };
+                    (b, room)
+                }
+                None => {
+                    offsets.push(0);
+                    loads.push(<I::Size as SizeOps>::zero());
+                    (offsets.len() - 1, c)
+                }
+            };
+            // As in `Bins::place`: every copy that fits the best bin.
+            let copies = match (left, s) {
+                (1, _) => 1,
+                (_, 0) => left,
+                _ if room < 2 * s => 1,
+                _ => (room / s).min(left),
+            };
+            let room = room - copies * s;
+            let top = heads[room] & LOW;
+            if top == END {
+                rooms.insert(room);
+            }
+            heads[room] = top << HALF | b;
+            let rank = offsets[b] >> HALF;
+            offsets[b] = (rank + copies) << HALF | top;
+            let load = &mut loads[b];
+            *load = load.add(size);
+            out.push(b << HALF | rank);
+            for r in rank + 1..rank + copies {
+                *load = load.add(size);
+                out.push(b << HALF | r);
+            }
+            left -= copies;
+        }
+    }
+
+    // The counts become the offsets, and each `out[k]` the position of the
+    // `k`-th item placed (upper half).
+    let mut start = 0;
+    for e in &mut offsets {
+        let count = *e >> HALF;
+        *e = start;
+        start += count;
+    }
+    offsets.push(start);
+    for e in &mut out {
+        *e = (offsets[*e >> HALF] + (*e & LOW)) << HALF;
+    }
+    // Each item to the next position of its size, a block of positions
+    // read before any is written: the reads of `out` then never wait on
+    // its writes.
+    const BLOCK: usize = 256;
+    let mut at = [0usize; BLOCK];
+    for from in (0..n).step_by(BLOCK) {
+        let block = &items[from..n.min(from + BLOCK)];
+        for (item, p) in block.iter().zip(&mut at) {
+            let v = item.size(0).to_index().map_or(0, |v| v.min(c));
+            let k = by_value[v];
+            by_value[v] = k + 1;
+            *p = out[k] >> HALF;
+        }
+        for (i, &p) in (from..).zip(&at[..block.len()]) {
+            out[p] |= i;
+        }
+    }
+    for e in &mut out {
+        *e &= LOW;
+    }
+    Some(Packing::new(
+        input.capacity,
+        Grouped::from_trusted(out, offsets),
+        loads,
+        bounds,
+    ))
 }
 
 /// Online best-fit (BF): puts each item, in input order, into the bin with

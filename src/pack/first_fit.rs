@@ -10,6 +10,7 @@ use super::tree::LoadTree;
 use super::{assemble, order, validate, Input, Keep, LowerBounds, Packing};
 use crate::bitset::BitSet;
 use crate::error::Error;
+use crate::grouped::Grouped;
 use crate::num::{Item, Size};
 
 /// First-fit-decreasing (FFD): sorts the items by decreasing size, then puts
@@ -230,13 +231,12 @@ fn ffd_grouped<T: Size>(
         loads.extend_from_slice(&load);
         offsets.push(items.len());
     }
-    Packing {
-        capacity: cap.clone(),
-        offsets,
-        items,
+    Packing::new(
+        cap.clone(),
+        Grouped::from_trusted(items, offsets),
         loads,
         bounds,
-    }
+    )
 }
 
 /// One-dimensional FFD, filled bin by bin.
@@ -316,13 +316,12 @@ fn ffd_by_bins<T: Size>(input: &Input<T>, sorted: Sorted<T>, bounds: LowerBounds
         loads.push(load);
         offsets.push(items.len());
     }
-    Packing {
-        capacity: input.capacity.clone(),
-        offsets,
-        items,
+    Packing::new(
+        input.capacity.clone(),
+        Grouped::from_trusted(items, offsets),
         loads,
         bounds,
-    }
+    )
 }
 
 /// Online first-fit (FF): puts each item, in input order, into the

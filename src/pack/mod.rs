@@ -88,9 +88,10 @@ pub use self::best_fit::{best_fit, best_fit_decreasing};
 pub use self::bounds::lower_bounds;
 pub use self::first_fit::{first_fit, first_fit_decreasing};
 pub use self::next_fit::next_fit;
-pub use self::streaming::{Algorithm, Rejected, StreamedBin, StreamingPacker};
+pub use self::streaming::{Heuristic, Rejected, StreamedBin, StreamingPacker};
 
 use crate::error::{Error, Oversize};
+use crate::grouped::Grouped;
 use crate::num::{Item, Size, SizeOps};
 
 /// Lower bounds on the number of bins any packing needs.
@@ -137,16 +138,34 @@ pub struct LowerBounds {
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(try_from = "PackingParts<T>"))]
+#[cfg_attr(feature = "serde", serde(bound = "T: Size + serde::Deserialize<'de>"))]
 pub struct Packing<T> {
     capacity: Vec<T>,
-    /// `offsets[b]..offsets[b + 1]` indexes `items` for bin `b`.
-    offsets: Vec<usize>,
-    items: Vec<usize>,
+    /// The items (input indices) of each bin.
+    bins: Grouped<usize>,
     /// `loads[b * dims + d]`.
     loads: Vec<T>,
     bounds: LowerBounds,
+}
+
+impl<T> Packing<T> {
+    /// A packing from its parts, built by an algorithm (not checked).
+    pub(crate) fn new(
+        capacity: Vec<T>,
+        bins: Grouped<usize>,
+        loads: Vec<T>,
+        bounds: LowerBounds,
+    ) -> Self {
+        debug_assert_eq!(loads.len(), bins.len() * capacity.len());
+        Packing {
+            capacity,
+            bins,
+            loads,
+            bounds,
+        }
+    }
 }
 
 impl<T: Size> Packing<T> {
@@ -163,7 +182,7 @@ impl<T: Size> Packing<T> {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.offsets.len() - 1
+        self.bins.len()
     }
 
     /// Whether there are no bins (there were no items).
@@ -227,7 +246,7 @@ impl<T: Size> Packing<T> {
     /// ```
     #[must_use]
     pub fn item_count(&self) -> usize {
-        self.items.len()
+        self.bins.item_count()
     }
 
     /// Bin `index`.
@@ -268,12 +287,10 @@ impl<T: Size> Packing<T> {
     /// ```
     #[must_use]
     pub fn get(&self, index: usize) -> Option<Bin<'_, T>> {
-        let start = *self.offsets.get(index)?;
-        let end = *self.offsets.get(index + 1)?;
         let d = self.dims();
         Some(Bin {
-            items: &self.items[start..end],
-            load: &self.loads[index * d..(index + 1) * d],
+            items: self.bins.get(index)?,
+            load: self.loads.get(index * d..(index + 1) * d)?,
         })
     }
 
@@ -290,7 +307,11 @@ impl<T: Size> Packing<T> {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn bins(&self) -> impl ExactSizeIterator<Item = Bin<'_, T>> + '_ {
-        (0..self.len()).map(move |b| self.bin(b))
+        let d = self.dims();
+        self.bins
+            .iter()
+            .zip(self.loads.chunks_exact(d))
+            .map(|(items, load)| Bin { items, load })
     }
 
     /// The bin of every item: `assignment()[i]` is the bin holding item `i`.
@@ -306,13 +327,7 @@ impl<T: Size> Packing<T> {
     /// ```
     #[must_use]
     pub fn assignment(&self) -> Vec<usize> {
-        let mut bin_of = alloc::vec![0; self.items.len()];
-        for (b, bin) in self.bins().enumerate() {
-            for &i in bin.items() {
-                bin_of[i] = b;
-            }
-        }
-        bin_of
+        self.bins.group_of()
     }
 
     /// The lower bounds L1 and L2 of the instance.
@@ -368,6 +383,21 @@ impl<T: Size> Packing<T> {
     }
 }
 
+/// The fields of a [`Packing`] as serialized, in this order.
+#[cfg(feature = "serde")]
+impl<T: Size + serde::Serialize> serde::Serialize for Packing<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("Packing", 5)?;
+        s.serialize_field("capacity", &self.capacity)?;
+        s.serialize_field("offsets", self.bins.offsets())?;
+        s.serialize_field("items", self.bins.items())?;
+        s.serialize_field("loads", &self.loads)?;
+        s.serialize_field("bounds", &self.bounds)?;
+        s.end()
+    }
+}
+
 /// The fields of a [`Packing`] as deserialized, checked before they become
 /// one, so that a malformed document is an error rather than a later panic.
 #[cfg(feature = "serde")]
@@ -381,30 +411,46 @@ struct PackingParts<T> {
 }
 
 #[cfg(feature = "serde")]
-impl<T> TryFrom<PackingParts<T>> for Packing<T> {
-    type Error = &'static str;
+impl<T: Size> TryFrom<PackingParts<T>> for Packing<T> {
+    type Error = crate::grouped::Invalid;
 
     fn try_from(p: PackingParts<T>) -> Result<Self, Self::Error> {
-        if p.capacity.is_empty() {
-            return Err("a packing needs at least one dimension");
+        use crate::grouped::{check_per_group, invalid, Raw};
+        let bins = Grouped::try_from(Raw::flat(p.items, p.offsets, "bin"))?;
+        let d = p.capacity.len();
+        check_per_group(&bins, &p.loads, d, T::zero(), "bin", "load")?;
+        if let Some(dim) = p.capacity.iter().position(|&c| c <= T::zero()) {
+            return Err(invalid!(
+                "the capacity must be positive in every dimension, not {:?} in dimension {dim}",
+                p.capacity[dim]
+            ));
         }
-        if p.offsets.first() != Some(&0)
-            || p.offsets.last() != Some(&p.items.len())
-            || p.offsets.windows(2).any(|w| w[0] > w[1])
-        {
-            return Err("bin offsets must rise from 0 to the number of items");
+        for (b, (items, load)) in bins.iter().zip(p.loads.chunks_exact(d)).enumerate() {
+            if items.is_empty() {
+                return Err(invalid!(
+                    "bin {b} is empty: a packing opens a bin only for an item"
+                ));
+            }
+            let over = load.iter().zip(&p.capacity).position(|(l, c)| l > c);
+            if let Some(dim) = over {
+                return Err(invalid!(
+                    "bin {b} has a load of {:?} in dimension {dim}, above the capacity {:?}",
+                    load[dim],
+                    p.capacity[dim]
+                ));
+            }
         }
-        if p.items.iter().any(|&i| i >= p.items.len()) {
-            return Err("item indices must be below the number of items");
-        }
-        let bins = p.offsets.len() - 1;
-        if p.loads.len() != bins.saturating_mul(p.capacity.len()) {
-            return Err("there must be one load per bin and dimension");
+        let LowerBounds { l1, l2 } = p.bounds;
+        let used = bins.len() as u64;
+        if !(l1 <= l2 && l2 <= used) {
+            return Err(invalid!(
+                "the lower bounds must satisfy l1 <= l2 <= bins, not l1 = {l1}, l2 = {l2} \
+                 with {used} bins"
+            ));
         }
         Ok(Packing {
             capacity: p.capacity,
-            offsets: p.offsets,
-            items: p.items,
+            bins,
             loads: p.loads,
             bounds: p.bounds,
         })
@@ -654,36 +700,14 @@ pub(crate) fn assemble_runs<T: Size>(
     bounds: LowerBounds,
 ) -> Packing<T> {
     let bins = loads.len() / input.dims;
-    let mut offsets = alloc::vec![0usize; bins + 1];
+    let mut counts = alloc::vec![0usize; bins];
     for (b, count) in runs.clone() {
-        offsets[b + 1] += count;
+        counts[b] += count;
     }
-    for b in 0..bins {
-        offsets[b + 1] += offsets[b];
-    }
-    let n = offsets[bins];
-    // `offsets[b + 1]` serves as bin `b`'s cursor: it starts at the start of
-    // bin `b` and ends at its end, which is what it must hold afterwards.
-    offsets.copy_within(0..bins, 1);
-    let next = &mut offsets[1..];
-    let mut items = alloc::vec![0usize; n];
-    let mut k = 0;
-    for (b, count) in runs {
-        let to = &mut items[next[b]..next[b] + count];
-        match order {
-            // Most runs are one item: a plain store, not a `memcpy` call.
-            Some(order) if count == 1 => to[0] = order[k],
-            Some(order) => to.copy_from_slice(&order[k..k + count]),
-            None => to.iter_mut().zip(k..).for_each(|(x, i)| *x = i),
-        }
-        next[b] += count;
-        k += count;
-    }
-    Packing {
-        capacity: input.capacity.clone(),
-        offsets,
-        items,
+    Packing::new(
+        input.capacity.clone(),
+        Grouped::scatter_runs(counts, runs, |k| order.map_or(k, |o| o[k])),
         loads,
         bounds,
-    }
+    )
 }

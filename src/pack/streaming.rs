@@ -11,20 +11,20 @@ use super::{check_capacity, check_item, Input, Packing};
 use crate::error::Error;
 use crate::num::{Item, SizeOps};
 
-/// The batch algorithm a [`StreamingPacker`] runs over its buffer.
+/// The batch heuristic a [`StreamingPacker`] runs over its buffer.
 ///
 /// # Examples
 ///
 /// ```
-/// use microbatch::pack::{Algorithm, StreamingPacker};
+/// use microbatch::pack::{Heuristic, StreamingPacker};
 ///
-/// let packer = StreamingPacker::<u32>::new(4096, 1024)?.algorithm(Algorithm::BestFitDecreasing);
+/// let packer = StreamingPacker::<u32>::new(4096, 1024)?.heuristic(Heuristic::BestFitDecreasing);
 /// assert_eq!(packer.buffer_limit(), 1024);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Algorithm {
+pub enum Heuristic {
     /// [`first_fit_decreasing`](super::first_fit_decreasing) (the default).
     #[default]
     FirstFitDecreasing,
@@ -179,7 +179,7 @@ impl<I, T> StreamedBin<I, T> {
 ///
 /// Items are buffered as they are [pushed](StreamingPacker::push). When a
 /// push would take the buffer beyond its limit `B`, the buffer is packed with
-/// the chosen decreasing [`Algorithm`], and the fullest bins (by the largest
+/// the chosen decreasing [`Heuristic`], and the fullest bins (by the largest
 /// fraction of the capacity they use in any dimension; ties to the lower bin
 /// number) are closed and queued for [`pop`](StreamingPacker::pop) until at
 /// most `B / 2` items stay buffered; the items of the other bins wait for more
@@ -187,7 +187,7 @@ impl<I, T> StreamedBin<I, T> {
 /// left.
 ///
 /// When the buffer holds every item (`B >= n`), the bins are exactly those of
-/// the batch algorithm over the items in arrival order, with arrival numbers
+/// the batch heuristic over the items in arrival order, with arrival numbers
 /// for indices. Ties between equal items follow the batch rules (id, then
 /// arrival).
 ///
@@ -219,7 +219,7 @@ impl<I, T> StreamedBin<I, T> {
 pub struct StreamingPacker<I: Item> {
     capacity: Vec<I::Size>,
     limit: usize,
-    algorithm: Algorithm,
+    heuristic: Heuristic,
     /// Buffered items in arrival order.
     buffer: Vec<(u64, I)>,
     ready: VecDeque<StreamedBin<I, I::Size>>,
@@ -249,22 +249,22 @@ impl<I: Item> StreamingPacker<I> {
         Ok(StreamingPacker {
             capacity: check_capacity(&capacity)?,
             limit: buffer.max(1),
-            algorithm: Algorithm::default(),
+            heuristic: Heuristic::default(),
             buffer: Vec::new(),
             ready: VecDeque::new(),
             arrived: 0,
         })
     }
 
-    /// Chooses the batch algorithm run over the buffer.
+    /// Chooses the batch heuristic run over the buffer.
     ///
     /// # Examples
     ///
     /// ```
-    /// use microbatch::pack::{Algorithm, StreamingPacker};
+    /// use microbatch::pack::{Heuristic, StreamingPacker};
     ///
     /// // Best fit puts the 2 in the fullest bin (9 + 9); first fit would add it to the 12.
-    /// let mut packer = StreamingPacker::<u32>::new(20, 8)?.algorithm(Algorithm::BestFitDecreasing);
+    /// let mut packer = StreamingPacker::<u32>::new(20, 8)?.heuristic(Heuristic::BestFitDecreasing);
     /// for size in [12, 9, 9, 2] {
     ///     packer.push(size).unwrap();
     /// }
@@ -272,8 +272,8 @@ impl<I: Item> StreamingPacker<I> {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
-    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
-        self.algorithm = algorithm;
+    pub fn heuristic(mut self, heuristic: Heuristic) -> Self {
+        self.heuristic = heuristic;
         self
     }
 
@@ -485,9 +485,9 @@ impl<I: Item> StreamingPacker<I> {
             sizes,
         };
         let items: Vec<&I> = self.buffer.iter().map(|(_, item)| item).collect();
-        match self.algorithm {
-            Algorithm::FirstFitDecreasing => ffd_validated(&items, &input),
-            Algorithm::BestFitDecreasing => bfd_validated(&items, &input),
+        match self.heuristic {
+            Heuristic::FirstFitDecreasing => ffd_validated(&items, &input),
+            Heuristic::BestFitDecreasing => bfd_validated(&items, &input),
         }
     }
 }
@@ -497,7 +497,7 @@ impl<I: Item> fmt::Debug for StreamingPacker<I> {
         f.debug_struct("StreamingPacker")
             .field("capacity", &self.capacity)
             .field("buffer_limit", &self.limit)
-            .field("algorithm", &self.algorithm)
+            .field("heuristic", &self.heuristic)
             .field("buffered", &self.buffer.len())
             .field("ready", &self.ready.len())
             .finish()

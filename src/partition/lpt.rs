@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 use core::cmp::{Ordering, Reverse};
 
 use crate::error::Error;
+use crate::grouped::Grouped;
 use crate::num::{Item, SizeOps, Total};
 
 use super::bounds;
@@ -217,7 +218,7 @@ fn place<S: Slot, I: Item>(
     let loads = queue.map_or(loads, LoadQueue::into_loads);
 
     let ranked = slots.iter().map(|s| (s.part(shift), s.index(shift)));
-    let (out, offsets) = super::group_by_part(counts, ranked);
+    let (out, offsets) = Grouped::scatter(counts, ranked).into_flat();
     (out, offsets, loads)
 }
 

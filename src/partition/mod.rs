@@ -86,6 +86,7 @@ use core::cmp::Ordering;
 use core::fmt;
 
 use crate::error::Error;
+use crate::grouped::Grouped;
 use crate::num::{Item, Size, Total, TotalOps};
 
 mod bounds;
@@ -233,14 +234,14 @@ pub enum Algorithm {
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize),
-    serde(try_from = "wire::Partition<T>", bound = "T: serde::Deserialize<'de>")
+    serde(
+        try_from = "wire::Partition<T>",
+        bound = "T: Total + serde::Deserialize<'de>"
+    )
 )]
 pub struct Partition<T> {
-    /// The input indices of all parts, part after part.
-    items: Vec<usize>,
-    /// Where each part starts in `items`, and the end: part `i` is
-    /// `offsets[i]..offsets[i + 1]`.
-    offsets: Vec<usize>,
+    /// The input indices of each part.
+    parts: Grouped<usize>,
     dims: usize,
     sums: Vec<T>,
     objective: T,
@@ -261,7 +262,7 @@ impl<T: Total> Partition<T> {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.offsets.len() - 1
+        self.parts.len()
     }
 
     /// Whether there is no part (never the case for a result of this crate).
@@ -299,7 +300,10 @@ impl<T: Total> Partition<T> {
     /// ```
     #[must_use]
     pub fn part(&self, i: usize) -> &[usize] {
-        &self.items[self.offsets[i]..self.offsets[i + 1]]
+        match self.parts.get(i) {
+            Some(part) => part,
+            None => panic!("part {i} out of range: there are {} parts", self.len()),
+        }
     }
 
     /// The parts in order.
@@ -315,7 +319,7 @@ impl<T: Total> Partition<T> {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn parts(&self) -> impl ExactSizeIterator<Item = &[usize]> + '_ {
-        (0..self.len()).map(|i| self.part(i))
+        self.parts.iter()
     }
 
     /// The number of dimensions of the items.
@@ -500,15 +504,7 @@ impl<T: Total> Partition<T> {
     /// ```
     #[must_use]
     pub fn assignment(&self) -> Vec<usize> {
-        let mut part_of = vec![0; self.items.len()];
-        for (p, items) in self.parts().enumerate() {
-            for &i in items {
-                if let Some(slot) = part_of.get_mut(i) {
-                    *slot = p;
-                }
-            }
-        }
-        part_of
+        self.parts.group_of()
     }
 
     /// The parts as lists of input indices.
@@ -538,11 +534,10 @@ impl<T: Total> Partition<T> {
         lower_bound: T,
         proven_optimal: bool,
     ) -> Self {
-        debug_assert_eq!(offsets.last(), Some(&items.len()));
-        debug_assert_eq!(sums.len(), (offsets.len() - 1) * dims);
+        let parts = Grouped::from_trusted(items, offsets);
+        debug_assert_eq!(sums.len(), parts.len() * dims);
         Partition {
-            items,
-            offsets,
+            parts,
             dims,
             sums,
             objective,
@@ -1148,7 +1143,7 @@ fn finish<T: Total>(
         counts[p] += 1;
     }
     let ranked = part_of.iter().zip(&inst.index).map(|(&p, &i)| (p, i));
-    let (items, offsets) = group_by_part(counts, ranked);
+    let (items, offsets) = Grouped::scatter(counts, ranked).into_flat();
     let sums = inst.sums(k, &part_of);
     let objective =
         instance::objective_value(cfg.objective, k, inst.od, &inst.objective_sums(k, &sums));
@@ -1157,39 +1152,19 @@ fn finish<T: Total>(
     Partition::from_flat(items, offsets, inst.d, sums, objective, lower_bound, proven)
 }
 
-/// Items grouped by part, as one list with offsets (the fields of a
-/// [`Partition`]; the planner's sequences): `counts` holds each part's item
-/// count, `ranked` yields every item's (part, value) in the order each part
-/// keeps. A counting sort: O(n + k) time, O(k) extra space besides the
-/// result.
-pub(crate) fn group_by_part<V: Copy + Default>(
-    counts: Vec<usize>,
-    ranked: impl Iterator<Item = (usize, V)>,
-) -> (Vec<V>, Vec<usize>) {
-    let mut offsets = Vec::with_capacity(counts.len() + 1);
-    offsets.push(0);
-    for c in &counts {
-        offsets.push(offsets[offsets.len() - 1] + c);
-    }
-    // Where the next item of each part goes.
-    let mut next = counts;
-    next.copy_from_slice(&offsets[..offsets.len() - 1]);
-    let mut items = vec![V::default(); offsets[offsets.len() - 1]];
-    for (p, v) in ranked {
-        items[next[p]] = v;
-        next[p] += 1;
-    }
-    (items, offsets)
-}
-
 /// The fields of a [`Partition`] as serialized: the parts as lists of
 /// input indices.
 #[cfg(feature = "serde")]
 mod wire {
     use alloc::vec::Vec;
 
+    use core::cmp::Ordering;
+
     use serde::ser::{SerializeStruct, Serializer};
     use serde::Serialize;
+
+    use crate::grouped::{check_per_group, invalid, Grouped, Invalid, Raw};
+    use crate::num::Total;
 
     /// A partition as read, checked before it becomes one, so that a
     /// malformed document is an error rather than a later panic.
@@ -1203,31 +1178,22 @@ mod wire {
         proven_optimal: bool,
     }
 
-    impl<T> TryFrom<Partition<T>> for super::Partition<T> {
-        type Error = &'static str;
+    impl<T: Total> TryFrom<Partition<T>> for super::Partition<T> {
+        type Error = Invalid;
 
         fn try_from(p: Partition<T>) -> Result<Self, Self::Error> {
-            if p.dims == 0 {
-                return Err("a partition needs at least one dimension");
+            let parts = Grouped::try_from(Raw::nested(p.parts, "part"))?;
+            check_per_group(&parts, &p.sums, p.dims, T::ZERO, "part", "sum")?;
+            if p.lower_bound.total_cmp(&p.objective) == Ordering::Greater {
+                return Err(invalid!(
+                    "the lower bound {:?} is above the objective {:?}: it bounds the optimum, \
+                     which is at most the objective",
+                    p.lower_bound,
+                    p.objective
+                ));
             }
-            if p.sums.len() != p.parts.len().saturating_mul(p.dims) {
-                return Err("there must be one sum per part and dimension");
-            }
-            let mut offsets = Vec::with_capacity(p.parts.len() + 1);
-            offsets.push(0);
-            let items: Vec<usize> = p
-                .parts
-                .into_iter()
-                .flat_map(|part| {
-                    offsets.push(offsets[offsets.len() - 1] + part.len());
-                    part
-                })
-                .collect();
-            // Repeated or missing items are refused where the partition is
-            // used with its items (`refine`), which knows how many there are.
             Ok(super::Partition {
-                items,
-                offsets,
+                parts,
                 dims: p.dims,
                 sums: p.sums,
                 objective: p.objective,

@@ -6,8 +6,9 @@ use alloc::vec::Vec;
 use super::prepare::Prepared;
 use super::shape::Shape;
 use crate::error::Error;
+use crate::grouped::Grouped;
 use crate::pack::first_fit_decreasing;
-use crate::partition::{group_by_part, vector_lpt};
+use crate::partition::vector_lpt;
 
 /// What the packing is asked for: `R`, `S`, and `A` if given.
 #[derive(Clone, Copy, Debug)]
@@ -126,11 +127,10 @@ fn balanced(prep: &Prepared, k: usize) -> Option<Vec<Vec<u32>>> {
         .iter()
         .enumerate()
         .map(|(p, &b)| (b as usize, p as u32));
-    let (positions, offsets) = group_by_part(counts, ranked);
     Some(
-        offsets
-            .windows(2)
-            .map(|w| positions[w[0]..w[1]].to_vec())
+        Grouped::scatter(counts, ranked)
+            .iter()
+            .map(<[u32]>::to_vec)
             .collect(),
     )
 }
