@@ -352,9 +352,10 @@ fn check_sound(p: &Plan, doc: &Value, samples: &[StepSample]) {
         let mut whole_rank = vec![];
         for step in 0..a {
             let mut mb = vec![];
-            for index in 0..s {
+            assert_eq!(seqs[rank][step].len(), s);
+            for (index, listed) in seqs[rank][step].iter().enumerate() {
                 let seq = p.sequence(rank, step, index);
-                assert_eq!(seq, &seqs[rank][step][index][..]);
+                assert_eq!(seq, &listed[..]);
                 assert!(seq.windows(2).all(|w| w[0] < w[1]), "{seq:?} not ascending");
                 let c = p.sequence_cost(rank, step, index);
                 assert!(c.vision >= 0.0 && c.vision.is_finite());
