@@ -89,8 +89,15 @@ impl<T> Grouped<T> {
     /// Group `g`, or `None` when out of range.
     #[inline]
     pub(crate) fn get(&self, g: usize) -> Option<&[T]> {
-        let start = *self.offsets.get(g)?;
-        let end = *self.offsets.get(g.checked_add(1)?)?;
+        self.span(g, g.checked_add(1)?)
+    }
+
+    /// The items of groups `first..last`, one group after the other, or
+    /// `None` when out of range.
+    #[inline]
+    pub(crate) fn span(&self, first: usize, last: usize) -> Option<&[T]> {
+        let start = *self.offsets.get(first)?;
+        let end = *self.offsets.get(last)?;
         self.items.get(start..end)
     }
 

@@ -95,7 +95,9 @@
 //! - `std` (default): links the standard library. Everything works without
 //!   it, on `alloc` alone (`#![no_std]`).
 //! - `alloc`: implied by `std`; the crate always needs an allocator.
-//! - `serde`: derives `Serialize` and `Deserialize` on the result types.
+//! - `serde`: `Serialize` and `Deserialize` on the result types. Reading a
+//!   packing, a partition or a plan is checked: an inconsistent document is
+//!   an error that names what is wrong, never a value that panics later.
 //! - `scenarios` (default): the `scenario` module, seeded batch generators
 //!   built on `rand`, `rand_distr` and `rand_pcg`; implies `std`.
 #![no_std]

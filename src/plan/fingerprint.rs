@@ -1,6 +1,7 @@
 //! A stable 64-bit fingerprint of a plan: FNV-1a over its shape and sample ids.
 
 use super::shape::Shape;
+use crate::grouped::Grouped;
 
 const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -20,14 +21,17 @@ fn fnv1a(bytes: &[u8], state: Option<u64>) -> u64 {
 /// of a version tag, `R`, `A` and `S`, then for every sequence (rank by
 /// rank, micro-step by micro-step) its sample count and its ids; it depends
 /// on nothing else, so equal plans hash equally on every platform.
-pub(crate) fn of_plan(shape: Shape, offsets: &[usize], ids: &[u64]) -> u64 {
+///
+/// `sequences` holds the ids slot by slot. O(slots + ids) time, no extra
+/// space.
+pub(crate) fn of_plan(shape: Shape, sequences: &Grouped<u64>) -> u64 {
     let mut h = fnv1a(b"microbatch-plan-v1", None);
     for v in [shape.ranks, shape.steps, shape.per_step] {
         h = fnv1a(&(v as u64).to_le_bytes(), Some(h));
     }
-    for w in offsets.windows(2) {
-        h = fnv1a(&((w[1] - w[0]) as u64).to_le_bytes(), Some(h));
-        for id in &ids[w[0]..w[1]] {
+    for ids in sequences.iter() {
+        h = fnv1a(&(ids.len() as u64).to_le_bytes(), Some(h));
+        for id in ids {
             h = fnv1a(&id.to_le_bytes(), Some(h));
         }
     }

@@ -13,6 +13,7 @@ use super::sample::StepSample;
 use super::shape::Shape;
 use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
+use crate::grouped::Grouped;
 
 /// What the plan is made for: the samples as given, the model, the sync
 /// model and `L`.
@@ -57,6 +58,7 @@ pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layou
         offsets.push(ids.len());
     }
     drop(slots);
+    let sequences = Grouped::from_trusted(ids, offsets);
     // One pass over the samples in id order (sequential reads of `samples`
     // when they come in id order) fills every slot's cost state.
     let mut states = vec![cx.model.empty(); shape.slots()];
@@ -94,12 +96,11 @@ pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layou
         planning_time: None,
     };
     Plan {
-        fingerprint: of_plan(shape, &offsets, &ids),
+        fingerprint: of_plan(shape, &sequences),
         ranks: shape.ranks,
         micro_steps: shape.steps,
         per_step: shape.per_step,
-        offsets,
-        ids,
+        sequences,
         costs,
         loss: Loss::new(loss_tokens, prep.len() as u64, shape.ranks as u64),
         report,

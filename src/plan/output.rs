@@ -10,6 +10,7 @@ use super::shape::Shape;
 use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
 use crate::error::Error;
+use crate::grouped::Grouped;
 
 /// How good a plan is: its predicted step time against its lower bound and
 /// the naive baseline, and where the rest of the time goes.
@@ -176,15 +177,56 @@ impl Report {
 /// assert_eq!(plan.to_nested()[1][0].len(), 3);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
+///
+/// # Serialization
+///
+/// With the `serde` feature a plan is written as its shape (`ranks`,
+/// `micro_steps`, `per_step`), the ids slot by slot (`ids`) with `offsets`
+/// (slot `k` is `ids[offsets[k]..offsets[k + 1]]`), the cost of every slot,
+/// the loss, the report and the fingerprint. Reading one is checked, so
+/// that a corrupted or hand-edited document is an error naming what is
+/// wrong, never a plan that panics or lies later: the shape has no zero and
+/// fits in `usize`; the offsets start at 0, never decrease and end at the
+/// number of ids, one slot per sequence of the shape; there is at least one
+/// id, no id twice, and every sequence ascends; there is one cost per slot,
+/// each finite and non-negative; the loss counts the plan's samples and
+/// ranks and the report its non-empty sequences; and the fingerprint is the
+/// one the shape and the ids give (it is recomputed, and a document that
+/// states another is refused). A plan that is read answers every accessor
+/// for every in-range argument without panicking. The report's times and
+/// ratios are taken as written.
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use microbatch::cost::{Sample, Tokens};
+/// use microbatch::plan::{Plan, Planner, StepSample};
+///
+/// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(300))).collect();
+/// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).plan(&samples)?;
+/// let json = serde_json::to_string(&plan).unwrap();
+/// assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), plan);
+///
+/// // The same plan with its first id listed again last is refused, with the reason.
+/// let mut doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+/// let first = doc["ids"][0].clone();
+/// doc["ids"][3] = first;
+/// let err = serde_json::from_value::<Plan>(doc).unwrap_err();
+/// assert!(err.to_string().contains("is listed in slot 0 and again in slot 1"), "{err}");
+/// # }
+/// # Ok::<(), microbatch::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(try_from = "wire::Plan")
+)]
 pub struct Plan {
     pub(crate) ranks: usize,
     pub(crate) micro_steps: usize,
     pub(crate) per_step: usize,
-    /// `offsets[k]..offsets[k + 1]` indexes `ids` for slot `k`.
-    pub(crate) offsets: Vec<usize>,
-    pub(crate) ids: Vec<u64>,
+    /// The ids of every sequence, by slot.
+    pub(crate) sequences: Grouped<u64>,
     /// The cost of every sequence, by slot.
     pub(crate) costs: Vec<Phases>,
     pub(crate) loss: Loss,
@@ -266,10 +308,11 @@ impl Plan {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.sequences.item_count()
     }
 
-    /// Whether the plan has no sample (never, for a plan the planner made).
+    /// Whether the plan has no sample: never, since the planner refuses an
+    /// empty batch and reading a plan without samples is refused.
     ///
     /// # Examples
     ///
@@ -285,7 +328,7 @@ impl Plan {
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.sequences.item_count() == 0
     }
 
     fn shape(&self) -> Shape {
@@ -296,6 +339,9 @@ impl Plan {
         }
     }
 
+    /// The slot of sequence `(rank, micro_step, index)`; panics when out of
+    /// range. The product cannot overflow: it is below `R * A * S`, the
+    /// number of slots.
     fn slot(&self, rank: usize, micro_step: usize, index: usize) -> usize {
         assert!(
             rank < self.ranks && micro_step < self.micro_steps && index < self.per_step,
@@ -307,13 +353,25 @@ impl Plan {
         (rank * self.micro_steps + micro_step) * self.per_step + index
     }
 
+    /// The ids of the `count` slots from `first` (in range: `first + count`
+    /// is at most `R * A * S`, the number of groups, by construction or by
+    /// the checks on read).
+    fn ids(&self, first: usize, count: usize) -> &[u64] {
+        self.sequences
+            .span(first, first + count)
+            .unwrap_or_default()
+    }
+
     /// The sample ids of sequence `index` of `micro_step` on `rank`, in
     /// ascending id. May be empty when the batch has fewer samples than
     /// sequences.
     ///
     /// # Panics
     ///
-    /// When `rank`, `micro_step` or `index` is out of range.
+    /// When `rank`, `micro_step` or `index` is out of range (not below
+    /// [`ranks`](Plan::ranks), [`micro_steps`](Plan::micro_steps) or
+    /// [`sequences_per_micro_step`](Plan::sequences_per_micro_step)); never
+    /// otherwise.
     ///
     /// # Examples
     ///
@@ -330,15 +388,17 @@ impl Plan {
     /// ```
     #[must_use]
     pub fn sequence(&self, rank: usize, micro_step: usize, index: usize) -> &[u64] {
-        let k = self.slot(rank, micro_step, index);
-        &self.ids[self.offsets[k]..self.offsets[k + 1]]
+        self.ids(self.slot(rank, micro_step, index), 1)
     }
 
     /// The predicted cost of that sequence.
     ///
     /// # Panics
     ///
-    /// When `rank`, `micro_step` or `index` is out of range.
+    /// When `rank`, `micro_step` or `index` is out of range (not below
+    /// [`ranks`](Plan::ranks), [`micro_steps`](Plan::micro_steps) or
+    /// [`sequences_per_micro_step`](Plan::sequences_per_micro_step)); never
+    /// otherwise.
     ///
     /// # Examples
     ///
@@ -363,7 +423,9 @@ impl Plan {
     ///
     /// # Panics
     ///
-    /// When `rank` or `micro_step` is out of range.
+    /// When `rank` or `micro_step` is out of range (not below
+    /// [`ranks`](Plan::ranks) or [`micro_steps`](Plan::micro_steps)); never
+    /// otherwise.
     ///
     /// # Examples
     ///
@@ -388,16 +450,15 @@ impl Plan {
     /// ```
     #[must_use]
     pub fn micro_batch(&self, rank: usize, micro_step: usize) -> &[u64] {
-        let first = self.slot(rank, micro_step, 0);
-        let last = first + self.per_step;
-        &self.ids[self.offsets[first]..self.offsets[last]]
+        self.ids(self.slot(rank, micro_step, 0), self.per_step)
     }
 
     /// The sample ids of every micro-batch of `rank`, in micro-step order.
     ///
     /// # Panics
     ///
-    /// When `rank` is out of range.
+    /// When `rank` is out of range (not below [`ranks`](Plan::ranks)); never
+    /// otherwise.
     ///
     /// # Examples
     ///
@@ -413,9 +474,7 @@ impl Plan {
     /// ```
     #[must_use]
     pub fn rank(&self, rank: usize) -> &[u64] {
-        let first = self.slot(rank, 0, 0);
-        let last = first + self.micro_steps * self.per_step;
-        &self.ids[self.offsets[first]..self.offsets[last]]
+        self.ids(self.slot(rank, 0, 0), self.micro_steps * self.per_step)
     }
 
     /// The plan as nested lists: rank -> micro-step -> sample ids (the `S`
@@ -570,10 +629,11 @@ impl Plan {
         model: &M,
         sync: SyncModel,
     ) -> Result<f64, Error> {
-        if samples.len() != self.ids.len() {
+        let planned = self.len();
+        if samples.len() != planned {
             return Err(Error::PlanMismatch {
                 id: None,
-                planned: self.ids.len(),
+                planned,
                 given: samples.len(),
             });
         }
@@ -588,14 +648,14 @@ impl Plan {
             });
         }
         let mut costs = Vec::with_capacity(self.costs.len());
-        for w in self.offsets.windows(2) {
+        for ids in self.sequences.iter() {
             let mut state = model.empty();
-            for &id in &self.ids[w[0]..w[1]] {
+            for &id in ids {
                 let pos = by_id
                     .binary_search_by_key(&id, |&i| samples[i].id())
                     .map_err(|_| Error::PlanMismatch {
                         id: Some(id),
-                        planned: self.ids.len(),
+                        planned,
                         given: samples.len(),
                     })?;
                 model.insert(&mut state, samples[by_id[pos]].sample());
@@ -603,5 +663,222 @@ impl Plan {
             costs.push(model.evaluate(&state));
         }
         Ok(step_time(sync, self.shape(), &costs))
+    }
+}
+
+/// A [`Plan`] as serialized: the shape, the ids slot by slot with their
+/// offsets, the costs by slot, the loss, the report and the fingerprint.
+///
+/// Reading goes through one checked path, so that a hand-edited or
+/// corrupted document is an error naming what is wrong rather than a later
+/// panic or a fingerprint that disagrees with the ids.
+#[cfg(feature = "serde")]
+mod wire {
+    use alloc::vec::Vec;
+
+    use serde::ser::{SerializeStruct, Serializer};
+    use serde::Serialize;
+
+    use super::{Loss, Phases, Report};
+    use crate::grouped::{invalid, Grouped, Invalid, Raw};
+    use crate::plan::fingerprint::of_plan;
+    use crate::plan::shape::Shape;
+
+    /// A plan as read, checked before it becomes one.
+    #[derive(serde::Deserialize)]
+    pub(super) struct Plan {
+        ranks: usize,
+        micro_steps: usize,
+        per_step: usize,
+        offsets: Vec<usize>,
+        ids: Vec<u64>,
+        costs: Vec<Phases>,
+        loss: Loss,
+        report: Report,
+        fingerprint: u64,
+    }
+
+    impl TryFrom<Plan> for super::Plan {
+        type Error = Invalid;
+
+        /// O(n log n + slots) time (the repeated-id check sorts the ids),
+        /// O(n) extra space.
+        fn try_from(p: Plan) -> Result<Self, Invalid> {
+            let shape = Shape {
+                ranks: p.ranks,
+                steps: p.micro_steps,
+                per_step: p.per_step,
+            };
+            let slots = slots(shape)?;
+            let sequences = Grouped::try_from(Raw::flat(p.ids, p.offsets, "slot"))?;
+            if sequences.len() != slots {
+                return Err(invalid!(
+                    "there must be {} x {} x {} = {slots} sequences (ranks x micro-steps x \
+                     sequences per micro-step), so {} offsets, not {}",
+                    shape.ranks,
+                    shape.steps,
+                    shape.per_step,
+                    slots + 1,
+                    sequences.len() + 1
+                ));
+            }
+            let n = sequences.item_count();
+            if n == 0 {
+                return Err(invalid!("the plan has no sample: a plan has at least one"));
+            }
+            let mut used = 0usize;
+            for (k, ids) in sequences.iter().enumerate() {
+                if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+                    return Err(invalid!(
+                        "{} lists id {} after id {}: the ids of a sequence ascend",
+                        at(shape, k),
+                        w[1],
+                        w[0]
+                    ));
+                }
+                used += usize::from(!ids.is_empty());
+            }
+            if p.costs.len() != slots {
+                return Err(invalid!(
+                    "there must be one cost per sequence, {slots}, not {}",
+                    p.costs.len()
+                ));
+            }
+            for (k, c) in p.costs.iter().enumerate() {
+                // NaN-safe: NaN fails `>= 0.0`.
+                let fine = |x: f64| x.is_finite() && x >= 0.0;
+                if !(fine(c.vision) && fine(c.language)) {
+                    return Err(invalid!(
+                        "the cost of {} is {:?} (vision) and {:?} (language): costs are \
+                         finite and non-negative",
+                        at(shape, k),
+                        c.vision,
+                        c.language
+                    ));
+                }
+            }
+            if p.loss.samples != n as u64 {
+                return Err(invalid!(
+                    "the loss counts {} samples but the plan has {n}",
+                    p.loss.samples
+                ));
+            }
+            if p.loss.ranks != shape.ranks as u64 {
+                return Err(invalid!(
+                    "the loss counts {} ranks but the plan has {}",
+                    p.loss.ranks,
+                    shape.ranks
+                ));
+            }
+            if p.report.sequences != used {
+                return Err(invalid!(
+                    "the report counts {} non-empty sequences but the plan has {used}",
+                    p.report.sequences
+                ));
+            }
+            let fingerprint = of_plan(shape, &sequences);
+            if p.fingerprint != fingerprint {
+                return Err(invalid!(
+                    "the fingerprint is {} but the plan's shape and ids give {fingerprint}",
+                    p.fingerprint
+                ));
+            }
+            Ok(super::Plan {
+                ranks: shape.ranks,
+                micro_steps: shape.steps,
+                per_step: shape.per_step,
+                sequences,
+                costs: p.costs,
+                loss: p.loss,
+                report: p.report,
+                fingerprint,
+            })
+        }
+    }
+
+    /// `R * A * S`, each factor at least 1 and the product in range.
+    fn slots(shape: Shape) -> Result<usize, Invalid> {
+        for (value, what) in [
+            (shape.ranks, "rank"),
+            (shape.steps, "micro-step"),
+            (shape.per_step, "sequence per micro-step"),
+        ] {
+            if value == 0 {
+                return Err(invalid!("a plan has at least one {what}, not 0"));
+            }
+        }
+        shape
+            .ranks
+            .checked_mul(shape.steps)
+            .and_then(|x| x.checked_mul(shape.per_step))
+            .ok_or_else(|| {
+                invalid!(
+                    "{} ranks x {} micro-steps x {} sequences per micro-step overflows",
+                    shape.ranks,
+                    shape.steps,
+                    shape.per_step
+                )
+            })
+    }
+
+    /// Slot `k` named by its rank, micro-step and index.
+    fn at(shape: Shape, k: usize) -> alloc::string::String {
+        let index = k % shape.per_step;
+        let micro_step = k / shape.per_step % shape.steps;
+        let rank = k / shape.per_rank();
+        alloc::format!("sequence ({rank}, {micro_step}, {index}) (slot {k})")
+    }
+
+    impl Serialize for super::Plan {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let (ids, offsets) = (self.sequences.items(), self.sequences.offsets());
+            let mut s = serializer.serialize_struct("Plan", 9)?;
+            s.serialize_field("ranks", &self.ranks)?;
+            s.serialize_field("micro_steps", &self.micro_steps)?;
+            s.serialize_field("per_step", &self.per_step)?;
+            s.serialize_field("offsets", offsets)?;
+            s.serialize_field("ids", ids)?;
+            s.serialize_field("costs", &self.costs)?;
+            s.serialize_field("loss", &self.loss)?;
+            s.serialize_field("report", &self.report)?;
+            s.serialize_field("fingerprint", &self.fingerprint)?;
+            s.end()
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use alloc::string::ToString;
+
+        use super::Plan;
+        use crate::cost::{Sample, Tokens};
+        use crate::plan::{Planner, StepSample};
+
+        /// Costs that JSON cannot carry (NaN, infinities) are refused too.
+        #[test]
+        fn costs_that_are_not_finite_are_refused() {
+            let samples: alloc::vec::Vec<_> = (0..4)
+                .map(|i| StepSample::new(i, Sample::text_only(100)))
+                .collect();
+            let plan = Planner::new(Tokens::new(1.0).unwrap())
+                .ranks(2)
+                .seq_len(1000)
+                .plan(&samples)
+                .unwrap();
+            let doc = serde_json::to_value(&plan).unwrap();
+            for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1e-300] {
+                let mut wire: Plan = serde_json::from_value(doc.clone()).unwrap();
+                wire.costs[1].vision = bad;
+                let err = super::super::Plan::try_from(wire).unwrap_err();
+                assert!(
+                    err.to_string().starts_with(&alloc::format!(
+                        "the cost of sequence (1, 0, 0) (slot 1) is {bad:?} (vision)"
+                    )),
+                    "{err}"
+                );
+            }
+            let wire: Plan = serde_json::from_value(doc).unwrap();
+            assert_eq!(super::super::Plan::try_from(wire).unwrap(), plan);
+        }
     }
 }
