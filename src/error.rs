@@ -511,3 +511,39 @@ impl fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+/// `Display` as the value's `name()`, and `FromStr` from that name, for the
+/// enums chosen by name (presets, scenarios, sync models): `$ty` has
+/// `ALL` and `name()`; any other name is [`Error::UnknownName`] of `$kind`,
+/// whose message lists `$known`.
+macro_rules! impl_named {
+    ($ty:ty, $kind:literal, $known:expr) => {
+        impl core::fmt::Display for $ty {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl core::str::FromStr for $ty {
+            type Err = $crate::Error;
+
+            /// The value with this name.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::UnknownName`](crate::Error::UnknownName) for any
+            /// other name; its message lists the known names.
+            fn from_str(name: &str) -> Result<Self, $crate::Error> {
+                <$ty>::ALL
+                    .into_iter()
+                    .find(|x| x.name() == name)
+                    .ok_or_else(|| $crate::Error::UnknownName {
+                        kind: $kind,
+                        name: name.into(),
+                        known: $known,
+                    })
+            }
+        }
+    };
+}
+pub(crate) use impl_named;

@@ -37,7 +37,6 @@
 //! ```
 
 use alloc::vec::Vec;
-use core::fmt;
 use core::num::NonZeroU32;
 
 use rand::distr::Distribution;
@@ -46,7 +45,6 @@ use rand_distr::{Geometric, LogNormal};
 use rand_pcg::Pcg64;
 
 use crate::cost::{Image, Preset, PresetModel, Sample};
-use crate::error::Error;
 use crate::plan::{Planner, StepSample};
 
 /// The names of the scenarios, in order.
@@ -266,25 +264,7 @@ impl Scenario {
     }
 }
 
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl core::str::FromStr for Scenario {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        Scenario::ALL
-            .into_iter()
-            .find(|x| x.name() == s)
-            .ok_or_else(|| Error::UnknownName {
-                kind: "scenario",
-                name: s.into(),
-                known: &SCENARIO_NAMES,
-            })
-    }
-}
+crate::error::impl_named!(Scenario, "scenario", &SCENARIO_NAMES);
 
 /// A log-normal with the given median and sigma (valid by construction).
 fn lognormal(median: f64, sigma: f64) -> LogNormal<f64> {

@@ -2,8 +2,6 @@
 //! encoder ([`VitShape`]), and the named [`Preset`]s for the model pairs of
 //! the crate's workloads.
 
-use core::fmt;
-
 use super::attention::DocumentAttention;
 use super::combinator::Sum;
 use super::tokens::Tokens;
@@ -854,29 +852,4 @@ impl Preset {
     }
 }
 
-impl fmt::Display for Preset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl core::str::FromStr for Preset {
-    type Err = Error;
-
-    /// The preset named `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::UnknownName`] for any other name; its message lists the
-    /// known names.
-    fn from_str(name: &str) -> Result<Self, Error> {
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| Error::UnknownName {
-                kind: "cost model preset",
-                name: name.into(),
-                known: &NAMES,
-            })
-    }
-}
+crate::error::impl_named!(Preset, "cost model preset", &NAMES);

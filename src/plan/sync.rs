@@ -1,9 +1,5 @@
 //! Sync models: where the ranks wait for each other, which decides the step time.
 
-use core::fmt;
-
-use crate::error::Error;
-
 /// Where the ranks wait for each other, which decides the step time.
 ///
 /// # Examples
@@ -66,22 +62,4 @@ impl SyncModel {
     }
 }
 
-impl fmt::Display for SyncModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl core::str::FromStr for SyncModel {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        SyncModel::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| Error::UnknownName {
-                kind: "sync model",
-                name: s.into(),
-                known: &["step", "micro-step", "phase"],
-            })
-    }
-}
+crate::error::impl_named!(SyncModel, "sync model", &["step", "micro-step", "phase"]);
