@@ -24,6 +24,12 @@ const NONE: u32 = u32::MAX;
 /// slots are reused first, so a pop followed by a push touches the same
 /// slot.
 ///
+/// Entries have ids: [`BucketQueue::with_elements`] makes entry `x` for
+/// element `x`, so that a caller with one entry an element can work on
+/// entry ids alone ([`BucketQueue::front_entry`],
+/// [`BucketQueue::move_front_to_back`]) and never read an entry's element;
+/// pushes after that take ids from the pool beyond them.
+///
 /// # Complexity
 ///
 /// Push and pop take O(1) time (amortized, for the pool), the search for
@@ -40,9 +46,12 @@ pub(crate) struct BucketQueue {
     /// The first and the last entry of each bucket, [`NONE`] when empty
     /// (together: one cache line for both).
     ends: Vec<[u32; 2]>,
-    /// The element of each entry, and the entry after it in its bucket (or,
-    /// for a free entry, the next free one).
-    entries: Vec<[u32; 2]>,
+    /// The entry after each entry in its bucket (or, for a free entry, the
+    /// next free one): apart from the elements, which moving an entry
+    /// never reads.
+    next: Vec<u32>,
+    /// The element of each entry.
+    element: Vec<u32>,
     /// The first free entry.
     free: u32,
 }
@@ -55,21 +64,39 @@ impl BucketQueue {
         BucketQueue {
             set: BitSet::new(buckets),
             ends: vec![[NONE; 2]; buckets],
-            entries: Vec::with_capacity(entries),
+            next: Vec::with_capacity(entries),
+            element: Vec::with_capacity(entries),
             free: NONE,
         }
+    }
+
+    /// A queue of `buckets` buckets holding, for each element `x` in
+    /// index order, entry `x` at the back of bucket `bucket_of[x]` (each
+    /// below `buckets`); fewer than `2^32 - 1` entries at any time (the
+    /// caller's to check).
+    pub(crate) fn with_elements(
+        buckets: usize,
+        bucket_of: impl ExactSizeIterator<Item = usize>,
+    ) -> Self {
+        let mut queue = BucketQueue::new(buckets, bucket_of.len());
+        for (x, b) in bucket_of.enumerate() {
+            queue.push_back(b, x);
+        }
+        queue
     }
 
     /// A new entry for element `x`, with no successor.
     #[inline]
     fn entry(&mut self, x: usize) -> u32 {
         if self.free == NONE {
-            self.entries.push([x as u32, NONE]);
-            return (self.entries.len() - 1) as u32;
+            self.next.push(NONE);
+            self.element.push(x as u32);
+            return (self.next.len() - 1) as u32;
         }
         let e = self.free;
-        self.free = self.entries[e as usize][1];
-        self.entries[e as usize] = [x as u32, NONE];
+        self.free = self.next[e as usize];
+        self.next[e as usize] = NONE;
+        self.element[e as usize] = x as u32;
         e
     }
 
@@ -89,7 +116,7 @@ impl BucketQueue {
         match self.ends[b][0] {
             NONE => self.open(b, e),
             first => {
-                self.entries[e as usize][1] = first;
+                self.next[e as usize] = first;
                 self.ends[b][0] = e;
             }
         }
@@ -97,15 +124,16 @@ impl BucketQueue {
 
     /// Links the unlinked entry `e` (without successor) at the back of
     /// bucket `b`.
-    #[inline]
+    #[inline(always)]
     fn link_back(&mut self, b: usize, e: u32) {
-        match self.ends[b][1] {
-            NONE => self.open(b, e),
-            last => {
-                self.entries[last as usize][1] = e;
-                self.ends[b][1] = e;
-            }
+        let [first, last] = &mut self.ends[b];
+        if *last == NONE {
+            *first = e;
+            self.set.insert(b);
+        } else if let Some(n) = self.next.get_mut(*last as usize) {
+            *n = e;
         }
+        *last = e;
     }
 
     /// Makes entry `e` the only one of the empty bucket `b`.
@@ -116,10 +144,16 @@ impl BucketQueue {
     }
 
     /// The element at the front of bucket `b`, if any.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn front(&self, b: usize) -> Option<usize> {
+        self.front_entry(b).map(|e| self.element[e] as usize)
+    }
+
+    /// The entry at the front of bucket `b`, if any (without reading it).
+    #[inline(always)]
+    pub(crate) fn front_entry(&self, b: usize) -> Option<usize> {
         let first = self.ends[b][0];
-        (first != NONE).then(|| self.entries[first as usize][0] as usize)
+        (first != NONE).then_some(first as usize)
     }
 
     /// The first non-empty bucket at or after `b`.
@@ -129,23 +163,22 @@ impl BucketQueue {
     }
 
     /// Moves the front entry of bucket `from` to the back of bucket `to`
-    /// (a pop and a push that keep the entry): its element, if any.
-    #[inline]
+    /// (a pop and a push that keep the entry, without reading its
+    /// element): the entry, if any.
+    #[inline(always)]
     pub(crate) fn move_front_to_back(&mut self, from: usize, to: usize) -> Option<usize> {
         let e = self.unlink_front(from)?;
-        self.entries[e as usize][1] = NONE;
         self.link_back(to, e);
-        Some(self.entries[e as usize][0] as usize)
+        Some(e as usize)
     }
 
-    /// Unlinks the front entry of bucket `b`, if any.
-    #[inline]
+    /// Unlinks the front entry of bucket `b`, if any, and leaves it
+    /// without successor.
+    #[inline(always)]
     fn unlink_front(&mut self, b: usize) -> Option<u32> {
         let e = self.ends[b][0];
-        if e == NONE {
-            return None;
-        }
-        let after = self.entries[e as usize][1];
+        let next = self.next.get_mut(e as usize)?;
+        let after = core::mem::replace(next, NONE);
         self.ends[b][0] = after;
         if after == NONE {
             self.ends[b][1] = NONE;
@@ -158,9 +191,9 @@ impl BucketQueue {
     #[inline]
     pub(crate) fn pop_front(&mut self, b: usize) -> Option<usize> {
         let e = self.unlink_front(b)?;
-        self.entries[e as usize][1] = self.free;
+        self.next[e as usize] = self.free;
         self.free = e;
-        Some(self.entries[e as usize][0] as usize)
+        Some(self.element[e as usize] as usize)
     }
 }
 
@@ -201,7 +234,9 @@ mod tests {
                 assert_eq!(queue.front(b), oracle[b].front().copied(), "{at}");
                 if next(4) == 0 {
                     let to = next(buckets as u64) as usize;
-                    let x = queue.move_front_to_back(b, to);
+                    let e = queue.front_entry(b);
+                    assert_eq!(queue.move_front_to_back(b, to), e, "{at}");
+                    let x = e.map(|e| queue.element[e] as usize);
                     assert_eq!(x, oracle[b].pop_front(), "{at}");
                     oracle[to].extend(x);
                     continue;
@@ -211,5 +246,27 @@ mod tests {
                 free.extend(x);
             }
         }
+    }
+
+    /// A queue made by `with_elements` holds entry `x` for element `x`, in
+    /// index order in each bucket; moves keep the entry ids, and pushes
+    /// after them take new ids.
+    #[test]
+    fn with_elements_numbers_entries_by_element() {
+        let bucket_of = [2usize, 0, 2, 1, 0];
+        let mut queue = BucketQueue::with_elements(3, bucket_of.iter().copied());
+        assert_eq!(queue.front_entry(0), Some(1));
+        assert_eq!(queue.front(0), Some(1));
+        assert_eq!(queue.move_front_to_back(0, 2), Some(1));
+        assert_eq!(queue.move_front_to_back(0, 1), Some(4));
+        assert_eq!(queue.move_front_to_back(0, 1), None);
+        assert_eq!(queue.next_bucket(0), Some(1));
+        queue.push_front(1, 7);
+        assert_eq!(queue.front_entry(1), Some(5));
+        let order: Vec<_> = core::iter::from_fn(|| queue.pop_front(1)).collect();
+        assert_eq!(order, [7, 3, 4]);
+        let order: Vec<_> = core::iter::from_fn(|| queue.pop_front(2)).collect();
+        assert_eq!(order, [0, 2, 1]);
+        assert_eq!(queue.next_bucket(0), None);
     }
 }

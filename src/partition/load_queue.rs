@@ -38,10 +38,9 @@ impl LoadQueue {
         let span = largest + 1;
         let least = loads.iter().copied().min().unwrap_or(0);
         debug_assert!(loads.iter().all(|&l| l - least <= largest));
-        let mut queue = BucketQueue::new(span as usize, loads.len());
-        for (p, &l) in loads.iter().enumerate() {
-            queue.push_back((l % span) as usize, p);
-        }
+        // Entry `p` is part `p`: the queue's entry ids are the parts.
+        let queue =
+            BucketQueue::with_elements(span as usize, loads.iter().map(|&l| (l % span) as usize));
         LoadQueue {
             queue,
             span,
@@ -52,9 +51,9 @@ impl LoadQueue {
 
     /// The part of least load that reached it first, `None` when no part is
     /// left.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn least(&mut self) -> Option<usize> {
-        if let Some(p) = self.queue.front(self.at) {
+        if let Some(p) = self.queue.front_entry(self.at) {
             return Some(p);
         }
         let b = self
@@ -62,13 +61,13 @@ impl LoadQueue {
             .next_bucket(self.at)
             .or_else(|| self.queue.next_bucket(0))?;
         self.at = b;
-        self.queue.front(b)
+        self.queue.front_entry(b)
     }
 
     /// Adds `w <= largest` to the load of the part that
     /// [`LoadQueue::least`] just returned, which goes to the back of the
     /// parts of its new load.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn raise_least(&mut self, w: u64) {
         debug_assert!(w < self.span);
         let mut b = self.at as u64 + w;
@@ -76,7 +75,9 @@ impl LoadQueue {
             b -= self.span;
         }
         if let Some(p) = self.queue.move_front_to_back(self.at, b as usize) {
-            self.loads[p] += w;
+            if let Some(load) = self.loads.get_mut(p) {
+                *load += w;
+            }
         }
     }
 
