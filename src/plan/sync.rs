@@ -41,7 +41,7 @@ impl SyncModel {
     /// ```
     pub const ALL: [SyncModel; 3] = [SyncModel::Step, SyncModel::MicroStep, SyncModel::Phase];
 
-    /// The name used by [`Display`](fmt::Display) and
+    /// The name used by [`Display`](core::fmt::Display) and
     /// [`FromStr`](core::str::FromStr): `step`, `micro-step` or `phase`.
     ///
     /// # Examples
