@@ -350,7 +350,7 @@ impl Plan {
             self.micro_steps,
             self.per_step
         );
-        (rank * self.micro_steps + micro_step) * self.per_step + index
+        self.shape().micro_batch(rank, micro_step) + index
     }
 
     /// The ids of the `count` slots from `first` (in range: `first + count`
