@@ -34,7 +34,24 @@ impl fmt::Display for Scalar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Scalar::Int(v) => write!(f, "{v}"),
-            Scalar::Float(v) => write!(f, "{v}"),
+            Scalar::Float(v) => write!(f, "{}", Real(*v)),
+        }
+    }
+}
+
+/// An `f64` as a message prints it: the shortest digits that read back to
+/// the same value, in scientific notation outside `1e-4 <= |x| < 1e15` (where
+/// `{}` alone would print up to 330 digits).
+pub(crate) struct Real(pub(crate) f64);
+
+impl fmt::Display for Real {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        let magnitude = x.abs();
+        if x.is_finite() && x != 0.0 && !(1e-4..1e15).contains(&magnitude) {
+            write!(f, "{x:e}")
+        } else {
+            write!(f, "{x}")
         }
     }
 }
@@ -385,7 +402,8 @@ impl fmt::Display for Error {
                 };
                 write!(
                     f,
-                    "the coefficient `{name}` is {what} ({value}); coefficients must be finite and non-negative"
+                    "the coefficient `{name}` is {what} ({}); coefficients must be finite and non-negative",
+                    Real(*value)
                 )
             }
             Error::TooFewRows { rows, features } => write!(
@@ -406,7 +424,8 @@ impl fmt::Display for Error {
                 value,
             } => write!(
                 f,
-                "calibration row {row} has feature {feature} = {value}; features must be finite and non-negative"
+                "calibration row {row} has feature {feature} = {}; features must be finite and non-negative",
+                Real(*value)
             ),
             Error::InvalidMeasurement {
                 row,
@@ -414,7 +433,8 @@ impl fmt::Display for Error {
                 value,
             } => write!(
                 f,
-                "calibration row {row} has time {value}; times must be finite and positive"
+                "calibration row {row} has time {}; times must be finite and positive",
+                Real(*value)
             ),
             Error::InvalidSetting {
                 name,
@@ -435,7 +455,8 @@ impl fmt::Display for Error {
             ),
             Error::InvalidCost { id, value } => write!(
                 f,
-                "the cost model returned {value} for sample {id}; costs must be finite and non-negative"
+                "the cost model returned {} for sample {id}; costs must be finite and non-negative",
+                Real(*value)
             ),
             Error::PlanMismatch {
                 id: Some(id),
@@ -547,3 +568,22 @@ macro_rules! impl_named {
     };
 }
 pub(crate) use impl_named;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn floats_print_short_in_messages() {
+        assert_eq!(Real(f64::MAX).to_string(), "1.7976931348623157e308");
+        assert_eq!(Real(5e-324).to_string(), "5e-324");
+        assert_eq!(Real(-1e20).to_string(), "-1e20");
+        assert_eq!(Real(2.4000000000000004).to_string(), "2.4000000000000004");
+        assert_eq!(Real(123456.5).to_string(), "123456.5");
+        assert_eq!(Real(0.0).to_string(), "0");
+        assert_eq!(Real(f64::NAN).to_string(), "NaN");
+        assert_eq!(Real(f64::NEG_INFINITY).to_string(), "-inf");
+        assert_eq!(Scalar::Float(1e300).to_string(), "1e300");
+    }
+}
