@@ -364,7 +364,10 @@ impl Sample {
     /// ```
     #[must_use]
     pub fn image_tokens(&self) -> u64 {
-        self.images.iter().map(|i| u64::from(i.tokens)).sum()
+        // Saturating: only 2^32 images of 2^32 tokens would reach it.
+        self.images
+            .iter()
+            .fold(0u64, |a, i| a.saturating_add(u64::from(i.tokens)))
     }
 
     /// The sample's length in the LLM: text + image tokens.
@@ -378,7 +381,7 @@ impl Sample {
     /// ```
     #[must_use]
     pub fn tokens(&self) -> u64 {
-        u64::from(self.text) + self.image_tokens()
+        u64::from(self.text).saturating_add(self.image_tokens())
     }
 }
 

@@ -235,7 +235,10 @@ impl PerTile {
     }
 
     fn features(&self, sample: &Sample) -> Features {
-        let tiles: u64 = sample.images().iter().map(|i| self.tiles(i)).sum();
+        let tiles = sample
+            .images()
+            .iter()
+            .fold(0u64, |a, i| a.saturating_add(self.tiles(i)));
         [u128::from(tiles), 0, 0]
     }
 
