@@ -211,8 +211,10 @@ impl LlmShape {
     /// The weights of the matrices counted (Q, K, V, O and the FFN of every
     /// layer, and the output layer): `N` in `6 * N * T`.
     ///
-    /// Exact for every shape: in `u128`, where the largest `u32` fields
-    /// give below `2^100` (a `u64` would overflow from `hidden` = 2^31 on).
+    /// Exact for every shape that passes [`check`](LlmShape::check): in
+    /// `u128`, where the largest `u32` fields give below `2^100` (a `u64`
+    /// would overflow from `hidden` = 2^31 on). A shape with more KV heads
+    /// than heads, which `check` rejects, saturates at `u128::MAX`.
     ///
     /// # Examples
     ///
@@ -226,13 +228,16 @@ impl LlmShape {
     /// ```
     #[must_use]
     pub fn weights(&self) -> u128 {
-        // Every product below is of at most four `u32` values times a small
-        // constant: below 2^100, no overflow in `u128`.
+        // With `kv <= h` (a checked shape) every product is of at most four
+        // `u32` values times a small constant: below 2^100. Without, `kv` is
+        // up to `h * 2^32` and the sum saturates.
         let h = u128::from(self.hidden);
         let kv = h * u128::from(self.kv_heads) / u128::from(self.heads.max(1));
         let mats = if self.swiglu { 3 } else { 2 };
-        let layer = 2 * h * h + 2 * h * kv + mats * h * u128::from(self.ffn);
-        u128::from(self.layers) * layer + h * u128::from(self.vocab)
+        let layer = (2 * h * h + 2 * h * kv).saturating_add(mats * h * u128::from(self.ffn));
+        u128::from(self.layers)
+            .saturating_mul(layer)
+            .saturating_add(h * u128::from(self.vocab))
     }
 
     /// Training FLOPs per token of the linear part (projections, FFN, output
