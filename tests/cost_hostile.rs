@@ -277,7 +277,10 @@ fn calibration_refuses_coefficients_beyond_f64() {
     assert!((599..=601).contains(&exponent), "{exponent}");
     assert!(row < 3);
     let msg = err.to_string();
-    assert!(msg.contains("calibration feature 0 needs a coefficient of about 1e600"), "{msg}");
+    assert!(
+        msg.contains("calibration feature 0 needs a coefficient of about 1e600"),
+        "{msg}"
+    );
     assert!(msg.contains("too small for the times"), "{msg}");
     assert!(msg.contains("measure the feature in larger units"), "{msg}");
 
@@ -290,11 +293,21 @@ fn calibration_refuses_coefficients_beyond_f64() {
     ];
     let err = fit(&rows).unwrap_err();
     assert!(
-        matches!(err, Error::CoefficientRange { feature: 0, exponent: -601..=-599, .. }),
+        matches!(
+            err,
+            Error::CoefficientRange {
+                feature: 0,
+                exponent: -601..=-599,
+                ..
+            }
+        ),
         "{err:?}"
     );
     let msg = err.to_string();
-    assert!(msg.contains("too large for the times") && msg.contains("smaller units"), "{msg}");
+    assert!(
+        msg.contains("too large for the times") && msg.contains("smaller units"),
+        "{msg}"
+    );
     assert!(msg.contains("feature 1e300, time"), "{msg}");
 }
 
@@ -309,7 +322,11 @@ fn calibration_tells_rank_deficiency_from_magnitudes() {
         .collect();
     assert_eq!(fit(&rows).unwrap_err(), Error::RankDeficient { feature: 1 });
     // A feature zero in every row, next to a huge one.
-    let rows = [([1e308, 0.0], 1e-308), ([5e307, 0.0], 2e-308), ([1e307, 0.0], 1e-308)];
+    let rows = [
+        ([1e308, 0.0], 1e-308),
+        ([5e307, 0.0], 2e-308),
+        ([1e307, 0.0], 1e-308),
+    ];
     assert_eq!(fit(&rows).unwrap_err(), Error::RankDeficient { feature: 1 });
     // Independent columns of wildly different magnitudes are not deficient.
     let rows = [
@@ -409,7 +426,11 @@ fn invalid_cost_names_the_phase_and_its_value() {
         }
     });
     let samples = step(&[Sample::text_only(5), Sample::text_only(3)]);
-    let err = Planner::new(model).ranks(1).seq_len(100).plan(&samples).unwrap_err();
+    let err = Planner::new(model)
+        .ranks(1)
+        .seq_len(100)
+        .plan(&samples)
+        .unwrap_err();
     assert_eq!(
         err,
         Error::InvalidCost {
@@ -419,17 +440,36 @@ fn invalid_cost_names_the_phase_and_its_value() {
         }
     );
     let msg = err.to_string();
-    assert!(msg.starts_with("the cost model returned -1 in the vision phase for sample 1 alone"), "{msg}");
+    assert!(
+        msg.starts_with("the cost model returned -1 in the vision phase for sample 1 alone"),
+        "{msg}"
+    );
     assert!(!msg.contains("returned 1 "), "{msg}");
 
     // NaN in the language phase, infinity from an overflowing coefficient.
     let nan = sample_fn(|_: &Sample| Phases::new(0.5, f64::NAN));
-    let err = Planner::new(nan).ranks(1).seq_len(100).plan(&samples).unwrap_err();
-    assert!(matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_nan()));
+    let err = Planner::new(nan)
+        .ranks(1)
+        .seq_len(100)
+        .plan(&samples)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_nan())
+    );
     let big = Tokens::new(f64::MAX).unwrap();
-    let err = Planner::new(big).ranks(1).seq_len(100).plan(&samples).unwrap_err();
-    assert!(matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_infinite()));
-    assert!(err.to_string().contains("returned inf in the language phase for sample 0"), "{err}");
+    let err = Planner::new(big)
+        .ranks(1)
+        .seq_len(100)
+        .plan(&samples)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_infinite())
+    );
+    assert!(
+        err.to_string()
+            .contains("returned inf in the language phase for sample 0"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -450,13 +490,29 @@ fn costs_that_sum_beyond_f64_are_an_error() {
         }
     );
     let msg = err.to_string();
-    assert!(msg.contains("the costs of the 2 sample(s) sum beyond f64::MAX"), "{msg}");
-    assert!(msg.contains("in the language phase") && msg.contains("scale"), "{msg}");
+    assert!(
+        msg.contains("the costs of the 2 sample(s) sum beyond f64::MAX"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("in the language phase") && msg.contains("scale"),
+        "{msg}"
+    );
 
     // One sample, each phase finite, the sum over phases not.
     let both = sample_fn(|_: &Sample| Phases::new(0.9 * f64::MAX, 0.9 * f64::MAX));
-    let err = Planner::new(both).ranks(1).seq_len(100).plan(&samples[..1]).unwrap_err();
-    assert_eq!(err, Error::CostOverflow { phase: None, samples: 1 });
+    let err = Planner::new(both)
+        .ranks(1)
+        .seq_len(100)
+        .plan(&samples[..1])
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::CostOverflow {
+            phase: None,
+            samples: 1
+        }
+    );
     assert!(err.to_string().contains("over both phases"), "{err}");
 }
 
@@ -489,7 +545,11 @@ impl Incremental for BadFloor {
 #[test]
 fn a_floor_above_the_cost_alone_is_an_error() {
     let samples = step(&[Sample::text_only(5), Sample::text_only(3)]);
-    let err = Planner::new(BadFloor).ranks(1).seq_len(100).plan(&samples).unwrap_err();
+    let err = Planner::new(BadFloor)
+        .ranks(1)
+        .seq_len(100)
+        .plan(&samples)
+        .unwrap_err();
     assert_eq!(
         err,
         Error::InvalidFloor {
@@ -575,19 +635,43 @@ fn zoo(c: [f64; 4]) -> Vec<(&'static str, Box<dyn CostModel>)> {
         ("sample_fn", Box::new(per_image)),
         ("sum", Box::new(tokens + group + full)),
         ("scale", Box::new((full + group).scale(c[0]).unwrap())),
-        ("in phase", Box::new((tokens + group + windowed).in_phase(Phase::Vision))),
+        (
+            "in phase",
+            Box::new((tokens + group + windowed).in_phase(Phase::Vision)),
+        ),
         ("max", Box::new(full.max(group))),
         ("max of group first", Box::new(group.max(tokens + doc))),
-        ("max of sums", Box::new((tokens + group).max(per_sample + tile))),
+        (
+            "max of sums",
+            Box::new((tokens + group).max(per_sample + tile)),
+        ),
+        // The per-sample larger floor would break here: a long and a short
+        // sample each take the larger side, the group only one.
+        (
+            "max of a fixed cost",
+            Box::new(tokens.max(PerSample::new(c[0] * 2000.0).unwrap())),
+        ),
         ("tuple", Box::new((tokens, group, image, per_sample))),
         ("reference", Box::new(&*Box::leak(Box::new(full)))),
-        ("boxed", Box::new(Box::new(tokens + group) as Box<dyn CostModel>)),
+        (
+            "boxed",
+            Box::new(Box::new(tokens + group) as Box<dyn CostModel>),
+        ),
         ("preset", Box::new(Preset::Qwen25Vl7b.cost_model())),
-        ("preset + group", Box::new(Preset::InternVl25_8b.cost_model() + PerGroup::new(1e9).unwrap())),
-        ("nested", Box::new(((tokens + group).in_phase(Phase::Vision) + full.max(per_sample)).scale(2.0).unwrap())),
+        (
+            "preset + group",
+            Box::new(Preset::InternVl25_8b.cost_model() + PerGroup::new(1e9).unwrap()),
+        ),
+        (
+            "nested",
+            Box::new(
+                ((tokens + group).in_phase(Phase::Vision) + full.max(per_sample))
+                    .scale(2.0)
+                    .unwrap(),
+            ),
+        ),
     ]
 }
-
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
@@ -618,14 +702,24 @@ proptest! {
 
 #[test]
 fn additive_floors_are_the_costs_alone() {
-    let s = Sample::new(300, [Image::new(700), Image::with_units(900, NonZeroU32::new(3).unwrap())]);
+    let s = Sample::new(
+        300,
+        [
+            Image::new(700),
+            Image::with_units(900, NonZeroU32::new(3).unwrap()),
+        ],
+    );
     for preset in Preset::ALL {
         let m = preset.cost_model();
         assert_eq!(m.floor(&s), m.cost(&[&s]), "{preset}");
     }
-    let m = Tokens::new(2.0).unwrap() + FullAttention::new(1.0).unwrap() + PerGroup::new(7.0).unwrap();
+    let m =
+        Tokens::new(2.0).unwrap() + FullAttention::new(1.0).unwrap() + PerGroup::new(7.0).unwrap();
     assert_eq!(m.floor(&s).language, 2.0 * 1900.0 + 1900.0 * 1900.0);
-    assert_eq!(cost_fn(|_: &[&Sample]| Phases::new(1.0, 1.0)).floor(&s), Phases::ZERO);
+    assert_eq!(
+        cost_fn(|_: &[&Sample]| Phases::new(1.0, 1.0)).floor(&s),
+        Phases::ZERO
+    );
     // A model of one's own gets the safe default.
     #[derive(Debug)]
     struct Mine;
@@ -652,8 +746,18 @@ fn check_bound<M: Incremental>(
         for plan in [planner.plan(samples), planner.baseline(samples)] {
             let plan = plan.map_err(|e| TestCaseError::fail(e.to_string()))?;
             let r = plan.report();
-            prop_assert!(r.predicted >= r.lower_bound, "{sync}: {} < {}", r.predicted, r.lower_bound);
-            prop_assert!(r.baseline >= r.lower_bound, "{sync}: {} < {}", r.baseline, r.lower_bound);
+            prop_assert!(
+                r.predicted >= r.lower_bound,
+                "{sync}: {} < {}",
+                r.predicted,
+                r.lower_bound
+            );
+            prop_assert!(
+                r.baseline >= r.lower_bound,
+                "{sync}: {} < {}",
+                r.baseline,
+                r.lower_bound
+            );
             prop_assert!(r.lower_bound >= 0.0 && r.lower_bound.is_finite());
         }
     }
@@ -662,7 +766,12 @@ fn check_bound<M: Incremental>(
 
 /// The classic bound, as the planner computed it before floors: from the
 /// samples' costs alone.
-fn classic_bound<M: Incremental>(model: &M, samples: &[StepSample], ranks: usize, sync: SyncModel) -> f64 {
+fn classic_bound<M: Incremental>(
+    model: &M,
+    samples: &[StepSample],
+    ranks: usize,
+    sync: SyncModel,
+) -> f64 {
     let costs: Vec<Phases> = samples
         .iter()
         .map(|s| model.evaluate_with(&model.empty(), s.sample()))
