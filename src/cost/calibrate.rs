@@ -490,7 +490,7 @@ fn scale2(mut x: f64, mut e: i32) -> f64 {
         x *= pow2(-1000);
         e += 1000;
     }
-    if e > 1000 || e < -1000 {
+    if !(-1000..=1000).contains(&e) {
         // `x` already reached infinity or zero.
         return x;
     }
@@ -500,7 +500,7 @@ fn scale2(mut x: f64, mut e: i32) -> f64 {
 /// The decimal exponent of `x * 2^e` (`x > 0` finite), to the nearest
 /// integer (within one for a message "about 1e...").
 fn decimal_exponent(x: f64, e: i32) -> i32 {
-    const LOG10_2: f64 = 0.301_029_995_663_981_2;
+    use core::f64::consts::LOG10_2;
     let (m, ex) = split(x);
     // log10(m) for m in [1, 2) by the chord: within 0.02.
     let l = f64::from(ex + e) * LOG10_2 + (m - 1.0) * LOG10_2;
