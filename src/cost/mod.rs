@@ -33,8 +33,18 @@
 //!
 //! Every constructor validates its coefficients: a NaN, infinite or negative
 //! coefficient is an [`Error::InvalidCoefficient`] naming the parameter, so
-//! a model, once built, only produces finite, non-negative costs (closures
-//! excepted: their results are the caller's).
+//! a model, once built, only produces non-negative costs, finite unless a
+//! coefficient times a size exceeds `f64::MAX` (closures excepted: their
+//! results are the caller's). The FLOPs models of [`LlmShape`] and
+//! [`VitShape`] are finite for every shape and sample (below about 1e80),
+//! and their integer counts cannot overflow. The [`Planner`](crate::plan::Planner)
+//! refuses a sample whose cost is not finite ([`Error::InvalidCost`], naming
+//! the phase).
+//!
+//! Every model also gives each sample a [`floor`](CostModel::floor): a
+//! share of the cost of every group that holds the sample (its cost alone
+//! for additive models, zero for a cost per group), which the planner's
+//! lower bound sums so that it is a bound for every model.
 //!
 //! # Two ways to evaluate a model
 //!
