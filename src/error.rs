@@ -11,6 +11,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::cost::Phase;
+
 /// A size, weight or capacity as it appears in an error message.
 ///
 /// # Examples
@@ -224,6 +226,23 @@ pub enum Error {
         /// The rejected value.
         value: f64,
     },
+    /// A calibration's fitted coefficient of a feature is beyond the range
+    /// of `f64` (above `f64::MAX`, about 1.8e308, or below the smallest
+    /// normal `f64`, about 2.2e-308): the feature's values are too small
+    /// (or too large) for the times. Measuring the feature or the times in
+    /// another unit fixes it.
+    CoefficientRange {
+        /// The feature's index.
+        feature: usize,
+        /// The row with the largest feature-to-time ratio of the feature.
+        row: usize,
+        /// The feature's value in that row.
+        value: f64,
+        /// The time of that row.
+        time: f64,
+        /// The coefficient's decimal exponent: about `10^exponent`.
+        exponent: i32,
+    },
     /// A calibration feature is zero in every row or a linear combination
     /// of the features before it (for example, rows that all have the same
     /// features), so its coefficient cannot be told apart.
@@ -303,13 +322,39 @@ pub enum Error {
         /// batch into.
         smallest: usize,
     },
-    /// A cost model returned a cost that is NaN, infinite or negative for a
-    /// sample (only closures can).
+    /// A cost model returned a cost that is NaN, infinite or negative in a
+    /// phase for a sample alone (a closure or a model of your own, or a
+    /// built-in model whose coefficient times the sample's size exceeds
+    /// `f64::MAX`).
     InvalidCost {
         /// The sample's id.
         id: u64,
-        /// The rejected value (the sum over phases).
+        /// The phase of the rejected value.
+        phase: Phase,
+        /// The rejected value: the sample's cost alone in `phase`.
         value: f64,
+    },
+    /// A cost model's [`floor`](crate::cost::CostModel::floor) for a sample
+    /// is NaN, infinite, negative or above the sample's cost alone in a
+    /// phase, so that it cannot be a share of every group's cost (a model
+    /// of your own that implements `floor`).
+    InvalidFloor {
+        /// The sample's id.
+        id: u64,
+        /// The phase of the rejected floor.
+        phase: Phase,
+        /// The rejected floor.
+        floor: f64,
+        /// The sample's cost alone in `phase`.
+        cost: f64,
+    },
+    /// The costs of a step's samples, each finite, sum beyond `f64::MAX`
+    /// (about 1.8e308), so that no step time or bound could be computed.
+    CostOverflow {
+        /// The phase whose sum overflows, or `None` for the sum over phases.
+        phase: Option<Phase>,
+        /// The samples of the step.
+        samples: usize,
     },
     /// A plan and a list of samples do not match: a sample id of the plan is
     /// not among the samples, or the counts differ.
@@ -453,11 +498,57 @@ impl fmt::Display for Error {
                 f,
                 "{given} micro-step(s) cannot hold the batch; the smallest feasible number is {smallest}"
             ),
-            Error::InvalidCost { id, value } => write!(
+            Error::InvalidCost { id, phase, value } => write!(
                 f,
-                "the cost model returned {} for sample {id}; costs must be finite and non-negative",
+                "the cost model returned {} in the {phase} phase for sample {id} alone; costs must be \
+                 finite and non-negative in every phase (fix the closure or the model, or scale \
+                 its coefficients down if they overflow)",
                 Real(*value)
             ),
+            Error::InvalidFloor {
+                id,
+                phase,
+                floor,
+                cost,
+            } => write!(
+                f,
+                "the cost model's floor for sample {id} is {} in the {phase} phase, but its cost \
+                 alone is {}; a floor must be finite, non-negative and at most the cost alone \
+                 (fix the model's `CostModel::floor`, or leave it out: zero is always a floor)",
+                Real(*floor),
+                Real(*cost)
+            ),
+            Error::CostOverflow { phase, samples } => {
+                write!(f, "the costs of the {samples} sample(s) sum beyond f64::MAX (about 1.8e308)")?;
+                match phase {
+                    Some(phase) => write!(f, " in the {phase} phase")?,
+                    None => f.write_str(" over both phases")?,
+                }
+                f.write_str("; express the cost model in a larger unit (scale it down with `CostModel::scale`)")
+            }
+            Error::CoefficientRange {
+                feature,
+                row,
+                value,
+                time,
+                exponent,
+            } => {
+                let (side, fix) = if *exponent > 0 {
+                    ("small", "larger")
+                } else {
+                    ("large", "smaller")
+                };
+                write!(
+                    f,
+                    "calibration feature {feature} needs a coefficient of about 1e{exponent}, beyond \
+                     the range of f64 (about 2.2e-308 to 1.8e308): its values are too {side} for the \
+                     times (row {row}: feature {}, time {}); measure the feature in {fix} units or \
+                     the times in {} ones",
+                    Real(*value),
+                    Real(*time),
+                    if *exponent > 0 { "smaller" } else { "larger" },
+                )
+            }
             Error::PlanMismatch {
                 id: Some(id),
                 planned,

@@ -185,7 +185,9 @@ fn invalid_costs_are_refused() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the cost model returned -1 for sample 1; costs must be finite and non-negative"
+        "the cost model returned -1 in the vision phase for sample 1 alone; costs must be \
+         finite and non-negative in every phase (fix the closure or the model, or scale its \
+         coefficients down if they overflow)"
     );
 }
 

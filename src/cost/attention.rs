@@ -2,7 +2,7 @@
 //! the samples of a group) and full attention over the packed length
 //! (`L^2`).
 
-use super::{coefficient, f, impl_summed, Phases, Sample};
+use super::{alone, coefficient, f, impl_summed, Phases, Sample};
 use crate::error::Error;
 
 /// `per_token_pair * sum(T^2)`, in the language phase: attention under a
@@ -81,9 +81,14 @@ fn square(sample: &Sample) -> u128 {
 }
 
 // State: `sum T^2` over the group, exact in `u128`.
-impl_summed!(DocumentAttention, u128, |_, s| square(s), |m, &squares| {
-    Phases::new(0.0, m.per_token_pair * f(squares))
-});
+// Floor: additive, the cost alone.
+impl_summed!(
+    DocumentAttention,
+    u128,
+    |_, s| square(s),
+    |m, &squares| Phases::new(0.0, m.per_token_pair * f(squares)),
+    alone
+);
 
 /// `per_token_pair * L^2`, in the language phase, where `L = sum T` is the
 /// packed length of the group: attention without a document mask, where
@@ -149,7 +154,14 @@ impl FullAttention {
 }
 
 // State: the packed length `L = sum T`, exact in `u64`.
-impl_summed!(FullAttention, u64, |_, s| s.tokens(), |m, &l| {
-    let l = u128::from(l);
-    Phases::new(0.0, m.per_token_pair * f(l * l))
-});
+// Floor: the cost alone, as `(a + b)^2 >= a^2 + b^2` (superadditive).
+impl_summed!(
+    FullAttention,
+    u64,
+    |_, s| s.tokens(),
+    |m, &l| {
+        let l = u128::from(l);
+        Phases::new(0.0, m.per_token_pair * f(l * l))
+    },
+    alone
+);

@@ -178,6 +178,15 @@ impl Fit {
 /// Gram-Schmidt with reorthogonalization. Coefficients are non-negative by
 /// construction, so a fitted model can never predict a negative time.
 ///
+/// Any finite magnitudes fit: the ratios `feature / time` are formed from
+/// mantissas and exponents and scaled by powers of two before the solve, so
+/// that features of `1e300` over times of `1e-10`, or features of `1e-300`
+/// next to features of `1e300`, neither overflow nor pass for rank
+/// deficiency; R^2 and the relative errors are computed on scaled values
+/// too. Every coefficient, R^2 and error of a returned [`Fit`] is finite;
+/// a coefficient that would be beyond the range of `f64` is an error that
+/// names its feature.
+///
 /// `rows` are `(features, time)` pairs, for example
 /// `([sum(T), sum(T^2), n], seconds)` of one measured micro-batch. Features
 /// must be finite and non-negative, times finite and positive, every row
@@ -193,7 +202,11 @@ impl Fit {
 /// - [`Error::TooFewRows`] if there are not more rows than features;
 /// - [`Error::RankDeficient`] if a feature is zero in every row or a linear
 ///   combination of the features before it (for example, if all rows have
-///   the same features).
+///   the same features);
+/// - [`Error::CoefficientRange`] if a fitted coefficient is above
+///   `f64::MAX` or, while it matters to the fit, below the smallest normal
+///   `f64` (features of `1e-300` for times of `1e300`): it names the
+///   feature, a row and the coefficient's order of magnitude.
 ///
 /// # Complexity
 ///
@@ -273,62 +286,229 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
         });
     }
 
-    // Rows weighted by 1 / time (relative least squares), column-major, each
-    // column then scaled to a maximum of 1.
-    let mut columns: Vec<Vec<f64>> = (0..k)
-        .map(|j| rows.iter().map(|r| r.0.as_ref()[j] / r.1).collect())
-        .collect();
-    let mut scales = vec![0.0; k];
-    for (j, col) in columns.iter_mut().enumerate() {
-        let max = col.iter().fold(0.0f64, |a, &x| if x > a { x } else { a });
-        // Features are finite and non-negative here, so `max` is not NaN.
-        if max <= 0.0 {
-            return Err(Error::RankDeficient { feature: j });
+    let scaled = Scaled::new(rows, k)?;
+    check_rank(&scaled.columns)?;
+    let mut d = nnls(&scaled.columns, &vec![1.0; m]);
+    let coefficients = scaled.coefficients(rows, &mut d)?;
+    let (r_squared, max_relative_error, worst_row) = judge(rows, &scaled.columns, &d);
+    Ok(Fit {
+        coefficients,
+        r_squared,
+        max_relative_error,
+        worst_row,
+        rows: m,
+    })
+}
+
+/// The matrix of the rows divided by their times (relative least squares),
+/// column-major, each column scaled by a power of two and its largest
+/// entry to a maximum of exactly 1, computed without overflow or harmful
+/// underflow whatever the magnitudes: `x / t` is formed from mantissas and
+/// exponents, so `1e300 / 1e-300` is the column's largest entry (1) rather
+/// than infinity. An entry below `2^-1074` of its column's largest
+/// underflows to zero, which changes no prediction by more than that share
+/// of its row's time.
+struct Scaled {
+    columns: Vec<Vec<f64>>,
+    /// Per column: the largest `x / t` as `mantissa * 2^exponent` and its row.
+    largest: Vec<(f64, i32, usize)>,
+}
+
+impl Scaled {
+    fn new<F: AsRef<[f64]>>(rows: &[(F, f64)], k: usize) -> Result<Self, Error> {
+        let times: Vec<(f64, i32)> = rows.iter().map(|r| split(r.1)).collect();
+        let mut columns = Vec::with_capacity(k);
+        let mut largest = Vec::with_capacity(k);
+        let mut ratios: Vec<(f64, i32)> = Vec::with_capacity(rows.len());
+        for j in 0..k {
+            ratios.clear();
+            let mut top: Option<(f64, i32, usize)> = None;
+            for (i, (r, &(mt, et))) in rows.iter().zip(&times).enumerate() {
+                let x = r.0.as_ref()[j];
+                if x > 0.0 {
+                    let (mx, ex) = split(x);
+                    // In [1, 2) after one doubling at most.
+                    let (mut q, mut e) = (mx / mt, ex - et);
+                    if q < 1.0 {
+                        q *= 2.0;
+                        e -= 1;
+                    }
+                    if !top.is_some_and(|(tq, te, _)| (e, q) <= (te, tq)) {
+                        top = Some((q, e, i));
+                    }
+                    ratios.push((q, e));
+                } else {
+                    ratios.push((0.0, 0));
+                }
+            }
+            // Features are finite and non-negative here: a column without a
+            // positive entry is zero in every row.
+            let Some((tq, te, ti)) = top else {
+                return Err(Error::RankDeficient { feature: j });
+            };
+            columns.push(
+                ratios
+                    .iter()
+                    .map(|&(q, e)| if q > 0.0 { scale2(q / tq, e - te) } else { 0.0 })
+                    .collect(),
+            );
+            largest.push((tq, te, ti));
         }
-        for x in col.iter_mut() {
-            *x /= max;
-        }
-        scales[j] = max;
+        Ok(Scaled { columns, largest })
     }
-    check_rank(&columns)?;
 
-    let scaled = nnls(&columns, &vec![1.0; m]);
-    let times: Vec<f64> = rows.iter().map(|r| r.1).collect();
-    let coefficients: Vec<f64> = scaled.iter().zip(&scales).map(|(x, s)| x / s).collect();
+    /// The coefficients of the original rows from the solution `d` of the
+    /// scaled problem: `d[j] / (largest x / t of column j)`. A coefficient
+    /// too small to represent whose share of any row's prediction is below
+    /// `f64::EPSILON` is zero (in `d` too); any other that is beyond the
+    /// range of `f64` is an error.
+    fn coefficients<F: AsRef<[f64]>>(
+        &self,
+        rows: &[(F, f64)],
+        d: &mut [f64],
+    ) -> Result<Vec<f64>, Error> {
+        let mut out = Vec::with_capacity(d.len());
+        for (j, (dj, &(q, e, row))) in d.iter_mut().zip(&self.largest).enumerate() {
+            if *dj <= 0.0 {
+                out.push(0.0);
+                continue;
+            }
+            let c = scale2(*dj / q, -e);
+            if c.is_finite() && c >= f64::MIN_POSITIVE {
+                out.push(c);
+            } else if c.is_finite() && *dj < f64::EPSILON {
+                // Negligible: its share of every row's prediction is below
+                // `f64::EPSILON` of the row's time.
+                *dj = 0.0;
+                out.push(0.0);
+            } else {
+                return Err(Error::CoefficientRange {
+                    feature: j,
+                    row,
+                    value: rows[row].0.as_ref()[j],
+                    time: rows[row].1,
+                    exponent: decimal_exponent(*dj / q, -e),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
 
-    // Judge the fit on the original rows.
-    let mean = times.iter().sum::<f64>() / m as f64;
-    let (mut ss_res, mut ss_tot) = (0.0, 0.0);
+/// R^2, the worst relative error and its row, from the scaled columns and
+/// solution (no overflow for any magnitudes): the relative residual of row
+/// `i` is `sum(d[j] * a[j][i]) - 1`, its absolute residual that times the
+/// row's time, and both sums of squares of R^2 are taken over times and
+/// residuals divided by the largest of them.
+fn judge<F: AsRef<[f64]>>(rows: &[(F, f64)], columns: &[Vec<f64>], d: &[f64]) -> (f64, f64, usize) {
+    let m = rows.len();
+    let relative: Vec<f64> = (0..m)
+        .map(|i| {
+            columns
+                .iter()
+                .zip(d)
+                .map(|(col, dj)| dj * col[i])
+                .sum::<f64>()
+                - 1.0
+        })
+        .collect();
     let (mut worst, mut worst_row) = (0.0, 0);
-    for (i, (features, time)) in rows.iter().enumerate() {
-        let predicted: f64 = coefficients
-            .iter()
-            .zip(features.as_ref())
-            .map(|(c, x)| c * x)
-            .sum();
-        let residual = predicted - time;
-        ss_res += residual * residual;
-        ss_tot += (time - mean) * (time - mean);
-        let relative = abs(residual) / time;
-        if relative > worst {
-            worst = relative;
+    for (i, &r) in relative.iter().enumerate() {
+        if abs(r) > worst {
+            worst = abs(r);
             worst_row = i;
         }
     }
+    // Times over the largest time: in (0, 1], no overflow in the sums.
+    let top = rows
+        .iter()
+        .fold(0.0f64, |a, r| if r.1 > a { r.1 } else { a });
+    let times: Vec<f64> = rows.iter().map(|r| r.1 / top).collect();
+    let mean = times.iter().sum::<f64>() / m as f64;
+    let deviation: Vec<f64> = times.iter().map(|t| t - mean).collect();
+    let residual: Vec<f64> = relative.iter().zip(&times).map(|(r, t)| r * t).collect();
+    // Divided by the largest of all, so that neither sum underflows alone.
+    let s = deviation
+        .iter()
+        .chain(&residual)
+        .fold(0.0f64, |a, &x| if abs(x) > a { abs(x) } else { a });
+    let squares = |v: &[f64]| -> f64 {
+        if s > 0.0 {
+            v.iter().map(|x| (x / s) * (x / s)).sum()
+        } else {
+            0.0
+        }
+    };
+    let (ss_res, ss_tot) = (squares(&residual), squares(&deviation));
     let r_squared = if ss_tot > 0.0 {
-        1.0 - ss_res / ss_tot
+        let r2 = 1.0 - ss_res / ss_tot;
+        // Finite for any fit but one whose residuals exceed the times'
+        // spread by over 1e150: reported as the most negative f64.
+        if r2.is_finite() {
+            r2
+        } else {
+            f64::MIN
+        }
     } else if ss_res == 0.0 {
         1.0
     } else {
         0.0
     };
-    Ok(Fit {
-        coefficients,
-        r_squared,
-        max_relative_error: worst,
-        worst_row,
-        rows: m,
-    })
+    (r_squared, worst, worst_row)
+}
+
+/// `(m, e)` with `x = m * 2^e` and `m` in `[1, 2)`, for a finite `x > 0`
+/// (subnormals included).
+fn split(x: f64) -> (f64, i32) {
+    const MANTISSA: u64 = (1 << 52) - 1;
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    if biased == 0 {
+        // Subnormal: normalize it first (2^64 times it is normal).
+        let (m, e) = split(x * pow2(64));
+        return (m, e - 64);
+    }
+    (
+        f64::from_bits((bits & MANTISSA) | (1023 << 52)),
+        biased - 1023,
+    )
+}
+
+/// `2^e` for `-1022 <= e <= 1023`.
+fn pow2(e: i32) -> f64 {
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
+/// `x * 2^e` for any `e`, in steps that cannot overflow or underflow early:
+/// infinity above `f64::MAX`, zero (or a subnormal) below the normal range.
+fn scale2(mut x: f64, mut e: i32) -> f64 {
+    while e > 1000 && x.is_finite() && x != 0.0 {
+        x *= pow2(1000);
+        e -= 1000;
+    }
+    while e < -1000 && x != 0.0 && x.is_finite() {
+        x *= pow2(-1000);
+        e += 1000;
+    }
+    if !(-1000..=1000).contains(&e) {
+        // `x` already reached infinity or zero.
+        return x;
+    }
+    x * pow2(e)
+}
+
+/// The decimal exponent of `x * 2^e` (`x > 0` finite), to the nearest
+/// integer (within one for a message "about 1e...").
+fn decimal_exponent(x: f64, e: i32) -> i32 {
+    use core::f64::consts::LOG10_2;
+    let (m, ex) = split(x);
+    // log10(m) for m in [1, 2) by the chord: within 0.02.
+    let l = f64::from(ex + e) * LOG10_2 + (m - 1.0) * LOG10_2;
+    if l >= 0.0 {
+        (l + 0.5) as i32
+    } else {
+        -((0.5 - l) as i32)
+    }
 }
 
 /// Fits one non-negative coefficient per cost model `term`, so that

@@ -27,15 +27,21 @@ macro_rules! impl_add {
 pub(crate) use impl_add;
 
 /// Implements `CostModel`, `Incremental` and `+` for a combinator of two
-/// models `a` and `b` whose costs are joined by `$join(Phases, Phases)`;
-/// the state is the pair of the two states.
+/// models `a` and `b` whose costs are joined by `$join(Phases, Phases)`
+/// and whose floors by `$floor(Phases, Phases)`; the state is the pair of
+/// the two states.
 macro_rules! impl_pair {
-    ($ty:ident, $join:expr) => {
+    ($ty:ident, $join:expr, $floor:expr) => {
         impl<A: CostModel, B: CostModel> CostModel for $ty<A, B> {
             #[inline]
             fn cost(&self, group: &[&Sample]) -> Phases {
                 let join: fn(Phases, Phases) -> Phases = $join;
                 join(self.a.cost(group), self.b.cost(group))
+            }
+            #[inline]
+            fn floor(&self, sample: &Sample) -> Phases {
+                let floor: fn(Phases, Phases) -> Phases = $floor;
+                floor(self.a.floor(sample), self.b.floor(sample))
             }
         }
 
@@ -62,8 +68,9 @@ macro_rules! impl_pair {
 }
 
 /// Implements `CostModel`, `Incremental` and `+` for a wrapper of one model
-/// `inner` whose cost it maps by `$map(&Self, Phases)`; the state is the
-/// inner model's.
+/// `inner` whose cost (and floor) it maps by `$map(&Self, Phases)`, a map
+/// that keeps `>=` and sums (linear, non-negative); the state is the inner
+/// model's.
 macro_rules! impl_map {
     ($ty:ident, $map:expr) => {
         impl<C: CostModel> CostModel for $ty<C> {
@@ -71,6 +78,11 @@ macro_rules! impl_map {
             fn cost(&self, group: &[&Sample]) -> Phases {
                 let map: fn(&Self, Phases) -> Phases = $map;
                 map(self, self.inner.cost(group))
+            }
+            #[inline]
+            fn floor(&self, sample: &Sample) -> Phases {
+                let map: fn(&Self, Phases) -> Phases = $map;
+                map(self, self.inner.floor(sample))
             }
         }
 
@@ -104,6 +116,10 @@ macro_rules! impl_forward {
             #[inline]
             fn cost(&self, group: &[&Sample]) -> Phases {
                 (**self).cost(group)
+            }
+            #[inline]
+            fn floor(&self, sample: &Sample) -> Phases {
+                (**self).floor(sample)
             }
         }
 
@@ -187,7 +203,8 @@ impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Sum<A, B> {
     }
 }
 
-impl_pair!(Sum, |a, b| a + b);
+// Floor: `a(g) + b(g) >= sum floor_a + sum floor_b`.
+impl_pair!(Sum, |a, b| a + b, |a, b| a + b);
 
 /// A cost model with every cost multiplied by a fixed, validated factor.
 ///
@@ -392,7 +409,10 @@ impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Max<A, B> {
     }
 }
 
-impl_pair!(Max, Phases::max);
+// Floor: the first operand's, as `max(a(g), b(g)) >= a(g)`. (The larger of
+// the two floors per sample would not be one: `max(sum a, sum b)` can be
+// below `sum max(a, b)`.)
+impl_pair!(Max, Phases::max, |a, _| a);
 
 /// The zero cost model: the identity of [`CostModel::plus`].
 ///
@@ -564,6 +584,11 @@ impl<F: Fn(&Sample) -> Phases> CostModel for SampleFn<F> {
     fn cost(&self, group: &[&Sample]) -> Phases {
         group.iter().map(|s| (self.f)(s)).sum()
     }
+    /// Additive: the closure's value.
+    #[inline]
+    fn floor(&self, sample: &Sample) -> Phases {
+        (self.f)(sample)
+    }
 }
 
 impl<F: Fn(&Sample) -> Phases> Incremental for SampleFn<F> {
@@ -599,6 +624,10 @@ macro_rules! impl_tuple {
             #[inline]
             fn cost(&self, group: &[&Sample]) -> Phases {
                 Phases::ZERO $(+ self.$idx.cost(group))+
+            }
+            #[inline]
+            fn floor(&self, sample: &Sample) -> Phases {
+                Phases::ZERO $(+ self.$idx.floor(sample))+
             }
         }
 

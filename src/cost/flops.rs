@@ -6,7 +6,7 @@ use super::attention::DocumentAttention;
 use super::combinator::Sum;
 use super::tokens::Tokens;
 use super::vision::{at_least_one, PerImage, PerTile, Training, Vision, Windowed};
-use super::CostModel;
+use super::{f, CostModel};
 use crate::error::Error;
 
 /// How the LLM's attention FLOPs count the `T x T` score matrix of a causal
@@ -211,6 +211,11 @@ impl LlmShape {
     /// The weights of the matrices counted (Q, K, V, O and the FFN of every
     /// layer, and the output layer): `N` in `6 * N * T`.
     ///
+    /// Exact for every shape that passes [`check`](LlmShape::check): in
+    /// `u128`, where the largest `u32` fields give below `2^100` (a `u64`
+    /// would overflow from `hidden` = 2^31 on). A shape with more KV heads
+    /// than heads, which `check` rejects, saturates at `u128::MAX`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -218,14 +223,21 @@ impl LlmShape {
     ///
     /// // About 6.6 billion matrix weights for "7B" (the input embeddings are not counted).
     /// assert_eq!(LlmShape::VICUNA_7B.weights(), 6_607_077_376);
+    /// let huge = LlmShape { layers: u32::MAX, hidden: u32::MAX, ffn: u32::MAX, vocab: u32::MAX, ..LlmShape::VICUNA_7B };
+    /// assert!(huge.weights() > u128::from(u64::MAX)); // no overflow
     /// ```
     #[must_use]
-    pub fn weights(&self) -> u64 {
-        let h = u64::from(self.hidden);
-        let kv = h * u64::from(self.kv_heads) / u64::from(self.heads.max(1));
+    pub fn weights(&self) -> u128 {
+        // With `kv <= h` (a checked shape) every product is of at most four
+        // `u32` values times a small constant: below 2^100. Without, `kv` is
+        // up to `h * 2^32` and the sum saturates.
+        let h = u128::from(self.hidden);
+        let kv = h * u128::from(self.kv_heads) / u128::from(self.heads.max(1));
         let mats = if self.swiglu { 3 } else { 2 };
-        let layer = 2 * h * h + 2 * h * kv + mats * h * u64::from(self.ffn);
-        u64::from(self.layers) * layer + h * u64::from(self.vocab)
+        let layer = (2 * h * h + 2 * h * kv).saturating_add(mats * h * u128::from(self.ffn));
+        u128::from(self.layers)
+            .saturating_mul(layer)
+            .saturating_add(h * u128::from(self.vocab))
     }
 
     /// Training FLOPs per token of the linear part (projections, FFN, output
@@ -580,9 +592,11 @@ impl VitShape {
                 full_layers,
                 ..
             } => {
-                let w = u64::from(window.max(1));
-                let (full, rest) = (tokens / w, tokens % w);
-                let windows = (full * w * w + rest * rest) as f64;
+                // In `u128`: `full * w * w <= tokens * w < 2^96`, `rest^2 < 2^64`.
+                let w = u128::from(window.max(1));
+                let t = u128::from(tokens);
+                let (full, rest) = (t / w, t % w);
+                let windows = f(full * w * w + rest * rest);
                 let windowed_layers = f64::from(self.layers.saturating_sub(full_layers));
                 linear
                     + windowed_layers * attn * windows

@@ -33,8 +33,18 @@
 //!
 //! Every constructor validates its coefficients: a NaN, infinite or negative
 //! coefficient is an [`Error::InvalidCoefficient`] naming the parameter, so
-//! a model, once built, only produces finite, non-negative costs (closures
-//! excepted: their results are the caller's).
+//! a model, once built, only produces non-negative costs, finite unless a
+//! coefficient times a size exceeds `f64::MAX` (closures excepted: their
+//! results are the caller's). The FLOPs models of [`LlmShape`] and
+//! [`VitShape`] are finite for every shape and sample (below about 1e80),
+//! and their integer counts cannot overflow. The [`Planner`](crate::plan::Planner)
+//! refuses a sample whose cost is not finite ([`Error::InvalidCost`], naming
+//! the phase).
+//!
+//! Every model also gives each sample a [`floor`](CostModel::floor): a
+//! share of the cost of every group that holds the sample (its cost alone
+//! for additive models, zero for a cost per group), which the planner's
+//! lower bound sums so that it is a bound for every model.
 //!
 //! # Two ways to evaluate a model
 //!
@@ -364,7 +374,10 @@ impl Sample {
     /// ```
     #[must_use]
     pub fn image_tokens(&self) -> u64 {
-        self.images.iter().map(|i| u64::from(i.tokens)).sum()
+        // Saturating: only 2^32 images of 2^32 tokens would reach it.
+        self.images
+            .iter()
+            .fold(0u64, |a, i| a.saturating_add(u64::from(i.tokens)))
     }
 
     /// The sample's length in the LLM: text + image tokens.
@@ -378,7 +391,7 @@ impl Sample {
     /// ```
     #[must_use]
     pub fn tokens(&self) -> u64 {
-        u64::from(self.text) + self.image_tokens()
+        u64::from(self.text).saturating_add(self.image_tokens())
     }
 }
 
@@ -672,6 +685,53 @@ pub trait CostModel {
     /// O(group length + images) for every built-in model.
     fn cost(&self, group: &[&Sample]) -> Phases;
 
+    /// A per-phase *floor* of `sample`'s share of any group's cost: for every
+    /// group `g`, `cost(g) >= sum of floor(s) over s in g`, phase by phase
+    /// (up to floating-point rounding). This is what the
+    /// [`Planner`](crate::plan::Planner)'s lower bound
+    /// ([`Report::lower_bound`](crate::plan::Report::lower_bound)) sums, so
+    /// that it is a bound for every model, not only for additive ones.
+    ///
+    /// | model | floor |
+    /// |---|---|
+    /// | [`Tokens`], [`PerSample`], [`DocumentAttention`], the vision encoders, [`sample_fn`] (additive) | the sample's own cost |
+    /// | [`FullAttention`] (superadditive: `(a + b)^2 >= a^2 + b^2`) | the sample's own cost |
+    /// | [`PerGroup`] (a fixed cost per group), [`cost_fn`], [`Zero`] | zero |
+    /// | [`CostModel::plus`], tuples | the sum of the members' floors |
+    /// | [`CostModel::scale`] | the inner floor times the factor |
+    /// | [`CostModel::in_phase`] | the inner floor's total, in the phase |
+    /// | [`CostModel::max`] | the floor of `self` (the first operand: write the dominant model first) |
+    ///
+    /// The default is zero, which is valid for every model with
+    /// non-negative costs; implement it for a model of your own to get a
+    /// useful bound. A floor must be finite, non-negative and at most the
+    /// sample's cost alone (`floor(s) <= cost(&[s])`, the law for the group
+    /// of one); the planner checks that and reports
+    /// [`Error::InvalidFloor`] otherwise.
+    ///
+    /// # Complexity
+    ///
+    /// O(images of the sample) for every built-in model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, PerGroup, Phases, Sample, Tokens};
+    ///
+    /// let (a, b) = (Sample::text_only(10), Sample::text_only(20));
+    /// let model = Tokens::new(1.0)? + PerGroup::new(5.0)?;
+    /// // The per-group overhead is paid once per group, not once per sample:
+    /// // it has no share in the floor.
+    /// assert_eq!(model.floor(&a), Phases::new(0.0, 10.0));
+    /// let floors = model.floor(&a) + model.floor(&b);
+    /// assert!(model.cost(&[&a, &b]).language >= floors.language); // 35 >= 30
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn floor(&self, sample: &Sample) -> Phases {
+        let _ = sample;
+        Phases::ZERO
+    }
+
     /// The sum of `self` and `other`, phase by phase. Also written `self + other`.
     ///
     /// # Examples
@@ -894,6 +954,15 @@ pub(crate) fn cost_by_state<M: Incremental + ?Sized>(model: &M, group: &[&Sample
     model.evaluate(&state)
 }
 
+/// The cost of `sample` alone through an incremental model's state: the
+/// floor of every additive or superadditive built-in model (computed as the
+/// planner computes the cost alone, so that `floor(s) <= cost(&[s])` holds
+/// exactly).
+#[inline]
+pub(crate) fn alone<M: Incremental + ?Sized>(model: &M, sample: &Sample) -> Phases {
+    model.evaluate_with(&model.empty(), sample)
+}
+
 /// A statistic summed over a group's samples with saturating integer
 /// addition: the state of every built-in term.
 pub(crate) trait SaturatingSum: Copy + Default + fmt::Debug {
@@ -928,13 +997,19 @@ impl SaturatingSum for [u128; 3] {
 /// Implements [`CostModel`] (through the state), [`Incremental`] and `+`
 /// for a built-in term whose state is the saturating sum of a per-sample
 /// statistic: `$stat(&self, &Sample) -> $state` is one sample's share,
-/// `$value(&self, &$state) -> Phases` the group's cost.
+/// `$value(&self, &$state) -> Phases` the group's cost, `$floor(&self,
+/// &Sample) -> Phases` the floor of [`CostModel::floor`].
 macro_rules! impl_summed {
-    ($ty:ident, $state:ty, $stat:expr, $value:expr) => {
+    ($ty:ident, $state:ty, $stat:expr, $value:expr, $floor:expr) => {
         impl $crate::cost::CostModel for $ty {
             #[inline]
             fn cost(&self, group: &[&$crate::cost::Sample]) -> $crate::cost::Phases {
                 $crate::cost::cost_by_state(self, group)
+            }
+            #[inline]
+            fn floor(&self, sample: &$crate::cost::Sample) -> $crate::cost::Phases {
+                let floor: fn(&$ty, &$crate::cost::Sample) -> $crate::cost::Phases = $floor;
+                floor(self, sample)
             }
         }
 

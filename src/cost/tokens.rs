@@ -1,7 +1,7 @@
 //! Linear terms of the language model: cost per token, fixed cost per sample
 //! and fixed cost per group (micro-step or packed sequence).
 
-use super::{coefficient, f, impl_summed, Phases};
+use super::{alone, coefficient, f, impl_summed, Phases};
 use crate::error::Error;
 
 /// `per_token * sum(T)`, in the language phase, where `T` is a sample's
@@ -73,9 +73,14 @@ impl Tokens {
 }
 
 // State: the token sum, exact in `u64`.
-impl_summed!(Tokens, u64, |_, s| s.tokens(), |m, &l| {
-    Phases::new(0.0, m.per_token * f(u128::from(l)))
-});
+// Floor: additive, the cost alone.
+impl_summed!(
+    Tokens,
+    u64,
+    |_, s| s.tokens(),
+    |m, &l| Phases::new(0.0, m.per_token * f(u128::from(l))),
+    alone
+);
 
 /// `cost * n`, in the language phase, for a group of `n` samples: a fixed
 /// overhead per sample (kernel launches per document, data collation, loss
@@ -142,10 +147,14 @@ impl PerSample {
 }
 
 // State: the sample count.
-impl_summed!(PerSample, u64, |_, _| 1, |m, &n| Phases::new(
-    0.0,
-    m.cost * n as f64
-));
+// Floor: additive, the cost alone.
+impl_summed!(
+    PerSample,
+    u64,
+    |_, _| 1,
+    |m, &n| Phases::new(0.0, m.cost * n as f64),
+    alone
+);
 
 /// A fixed `cost` per non-empty group, in the language phase: the overhead of
 /// one micro-step (optimizer-free forward/backward launch, FSDP parameter
@@ -211,6 +220,12 @@ impl PerGroup {
 }
 
 // State: the sample count.
-impl_summed!(PerGroup, u64, |_, _| 1, |m, &n| {
-    Phases::new(0.0, if n > 0 { m.cost } else { 0.0 })
-});
+// Floor: zero. The cost is paid once per group, so no sample has a share
+// of it that every group containing the sample pays on top of the others'.
+impl_summed!(
+    PerGroup,
+    u64,
+    |_, _| 1,
+    |m, &n| Phases::new(0.0, if n > 0 { m.cost } else { 0.0 }),
+    |_, _| Phases::ZERO
+);

@@ -9,7 +9,7 @@
 
 use core::fmt;
 
-use super::{coefficient, f, impl_summed, Image, Phases, Sample};
+use super::{alone, coefficient, f, impl_summed, Image, Phases, Sample};
 use crate::error::Error;
 
 /// Whether the vision encoder is trained or frozen, which sets the multiple
@@ -88,9 +88,14 @@ fn unit_features(
 macro_rules! impl_vision {
     ($ty:ident) => {
         // State: integer feature sums of the group.
-        impl_summed!($ty, Features, |m, s| m.features(s), |m, x| {
-            Phases::new(m.value(x), 0.0)
-        });
+        // Floor: additive over images, the cost alone.
+        impl_summed!(
+            $ty,
+            Features,
+            |m, s| m.features(s),
+            |m, x| Phases::new(m.value(x), 0.0),
+            alone
+        );
     };
 }
 
@@ -230,7 +235,10 @@ impl PerTile {
     }
 
     fn features(&self, sample: &Sample) -> Features {
-        let tiles: u64 = sample.images().iter().map(|i| self.tiles(i)).sum();
+        let tiles = sample
+            .images()
+            .iter()
+            .fold(0u64, |a, i| a.saturating_add(self.tiles(i)));
         [u128::from(tiles), 0, 0]
     }
 

@@ -75,11 +75,39 @@ pub(crate) fn imbalance(shape: Shape, costs: &[Phases]) -> Phases {
 }
 
 /// The lower bound of any plan's step time under `sync` over `ranks`
-/// ranks, from the total cost and the largest single sample's cost.
-pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, total: Phases, largest: f64) -> f64 {
+/// ranks, from the sum of the samples' floors and the largest floor of a
+/// single sample (summed over phases).
+///
+/// Valid for every model whose floors obey the law of
+/// [`CostModel::floor`](crate::cost::CostModel::floor), `cost(g) >= sum
+/// of the floors of g` for every group `g`: the rank times sum the costs of
+/// groups that cover every sample once, so their sum is at least the floors'
+/// sum (and their maximum at least a `1 / R` share of it), and the group
+/// holding the sample of the largest floor costs at least that floor. For
+/// additive and superadditive models the floor is the cost alone, and the
+/// bound is the classic `max(total / R, largest sample)`.
+pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, floors: Phases, largest: f64) -> f64 {
     let r = ranks as f64;
     match sync {
-        SyncModel::Step | SyncModel::MicroStep => f64::max(total.total() / r, largest),
-        SyncModel::Phase => total.vision / r + total.language / r,
+        SyncModel::Step | SyncModel::MicroStep => f64::max(floors.total() / r, largest),
+        SyncModel::Phase => floors.vision / r + floors.language / r,
     }
 }
+
+/// The bound `bound` rounded down to the smallest of the step times
+/// `times` when it exceeds one by rounding only (a relative `1e-9`): the
+/// bound sums the samples' floors one by one, a step time sums the groups'
+/// costs, and the two roundings differ in the last bits. A larger excess is
+/// kept, so that a floor that breaks its law shows.
+pub(crate) fn rounded_down(bound: f64, times: &[f64]) -> f64 {
+    let least = times.iter().copied().fold(bound, f64::min);
+    if bound > least && bound <= least * (1.0 + ROUNDING) {
+        least
+    } else {
+        bound
+    }
+}
+
+/// The relative difference between a bound and a step time that rounding
+/// alone can make.
+const ROUNDING: f64 = 1e-9;

@@ -4,7 +4,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::baseline::Naive;
-use super::evaluate::{imbalance, lower_bound, step_time};
+use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
 use super::fingerprint::of_plan;
 use super::loss::Loss;
 use super::output::{Plan, Report};
@@ -79,11 +79,14 @@ pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layou
         .samples
         .iter()
         .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
+    let predicted = step_time(cx.sync, shape, &costs);
+    let baseline = naive.step_time(prep, cx.samples, cx.model, cx.sync);
+    let bound = lower_bound(cx.sync, shape.ranks, prep.floors, prep.largest_floor);
     let report = Report {
         sync: cx.sync,
-        predicted: step_time(cx.sync, shape, &costs),
-        lower_bound: lower_bound(cx.sync, shape.ranks, prep.total, prep.largest_total),
-        baseline: naive.step_time(prep, cx.samples, cx.model, cx.sync),
+        predicted,
+        lower_bound: rounded_down(bound, &[predicted, baseline]),
+        baseline,
         baseline_micro_steps: naive.shape.steps,
         imbalance: imbalance(shape, &costs),
         efficiency: if used == 0 {

@@ -20,9 +20,15 @@
 //!
 //! | [`SyncModel`] | setup | predicted step time | lower bound |
 //! |---|---|---|---|
-//! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max(total / R, largest sample) |
-//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(total / R, largest sample) |
-//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | sum over phases of the phase total / R |
+//! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max(floors / R, largest floor) |
+//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R, largest floor) |
+//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | sum over phases of the phase's floors / R |
+//!
+//! The *floors* are the samples' [`CostModel::floor`](crate::cost::CostModel::floor)s,
+//! their costs alone for additive models (so "floors" reads "total cost" and
+//! "largest floor" "largest sample"), without the costs paid once per group
+//! ([`PerGroup`](crate::cost::PerGroup)): the bound holds for every model
+//! ([`Report::lower_bound`]).
 //!
 //! # Algorithm
 //!

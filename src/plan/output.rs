@@ -43,10 +43,24 @@ pub struct Report {
     pub sync: SyncModel,
     /// The predicted step time of the plan.
     pub predicted: f64,
-    /// The lower bound of any plan's step time: max(total / R, largest
-    /// sample) for one barrier per step or per micro-step; the sum over
-    /// phases of the phase total / R for per-phase barriers. Exact for
-    /// additive cost models; for others it uses each sample's cost alone.
+    /// A lower bound of any plan's step time, from the samples' floors
+    /// ([`CostModel::floor`](crate::cost::CostModel::floor): a share of
+    /// every group's cost that each sample is sure to bring):
+    /// max(floors / R, largest floor of a sample) for one barrier per step
+    /// or per micro-step; the sum over phases of the phase's floors / R for
+    /// per-phase barriers.
+    ///
+    /// For additive and superadditive models (tokens, attention, the vision
+    /// encoders, the presets, [`sample_fn`](crate::cost::sample_fn)) the
+    /// floor is the sample's cost alone, and this is the classic bound
+    /// max(total / R, largest sample). Costs paid once per group
+    /// ([`PerGroup`](crate::cost::PerGroup)) are left out of it, as no
+    /// sample is sure to pay them on top of the others; a model without
+    /// floors (a model of your own that does not implement `floor`) has a
+    /// bound of 0. It is a bound whatever the model: never above
+    /// [`predicted`](Report::predicted) nor [`baseline`](Report::baseline)
+    /// (rounded down to them where it exceeds one by floating-point
+    /// rounding only).
     pub lower_bound: f64,
     /// The predicted step time of the naive plan: the data loader's order
     /// (ascending id), packed greedily (next fit), sequences dealt to ranks

@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 
 use super::sample::StepSample;
-use crate::cost::{Incremental, Phases};
+use crate::cost::{Incremental, Phase, Phases};
 use crate::error::{Error, Oversize, Scalar};
 use crate::partition::VectorItem;
 
@@ -41,11 +41,14 @@ impl VectorItem<3> for Entry {
 pub(crate) struct Prepared {
     pub(crate) items: Vec<Entry>,
     pub(crate) caps: Caps,
-    /// The sum of the samples' costs.
-    pub(crate) total: Phases,
     /// Per phase and in total, the largest cost of a single sample.
     pub(crate) largest: Phases,
     pub(crate) largest_total: f64,
+    /// The sum of the samples' floors (`CostModel::floor`): at most the
+    /// sum of the costs of any groups that cover the samples.
+    pub(crate) floors: Phases,
+    /// The largest floor of a single sample, summed over phases.
+    pub(crate) largest_floor: f64,
 }
 
 impl Prepared {
@@ -72,12 +75,14 @@ impl Prepared {
 }
 
 /// Sorts `samples` by id, checks ids and sizes against `caps`, evaluates
-/// every sample's cost alone with `model`.
+/// every sample's cost alone and its floor with `model`.
 ///
 /// # Errors
 ///
 /// [`Error::DuplicateId`] for a repeated id, [`Error::InvalidCost`] for a
-/// NaN, infinite or negative cost, [`Error::Oversize`] listing every
+/// NaN, infinite or negative cost in a phase, [`Error::InvalidFloor`] for a
+/// floor that is not between zero and the cost alone, [`Error::CostOverflow`]
+/// when the costs sum beyond `f64::MAX`, [`Error::Oversize`] listing every
 /// sample over a cap.
 ///
 /// # Complexity
@@ -97,6 +102,7 @@ pub(crate) fn prepare<M: Incremental>(
     let mut items: Vec<Entry> = Vec::with_capacity(samples.len());
     let mut oversize = Vec::new();
     let (mut total, mut largest, mut largest_total) = (Phases::ZERO, Phases::ZERO, 0.0f64);
+    let (mut floors, mut largest_floor) = (Phases::ZERO, 0.0f64);
     let empty = model.empty();
     for (id, i) in keyed {
         let s = &samples[i as usize];
@@ -121,14 +127,27 @@ pub(crate) fn prepare<M: Incremental>(
             }
         }
         let c = model.evaluate_with(&empty, s.sample());
-        let t = c.vision + c.language;
-        // NaN-safe: `!(x >= 0.0)` is also true for NaN.
-        if !(c.vision >= 0.0 && c.language >= 0.0 && t.is_finite()) {
-            return Err(Error::InvalidCost { id, value: t });
+        let floor = model.floor(s.sample());
+        for phase in Phase::ALL {
+            let (value, low) = (c.get(phase), floor.get(phase));
+            // NaN-safe: `!(x >= 0.0)` is also true for NaN.
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(Error::InvalidCost { id, phase, value });
+            }
+            if !(low >= 0.0 && low <= value) {
+                return Err(Error::InvalidFloor {
+                    id,
+                    phase,
+                    floor: low,
+                    cost: value,
+                });
+            }
         }
         total += c;
+        floors += floor;
         largest = largest.max(c);
         largest_total = largest_total.max(c.total());
+        largest_floor = largest_floor.max(floor.total());
         items.push(Entry {
             id,
             input: i,
@@ -141,11 +160,28 @@ pub(crate) fn prepare<M: Incremental>(
     if !oversize.is_empty() {
         return Err(Error::Oversize { items: oversize });
     }
+    // Each cost is finite; their sums (which bound every floor sum) must be
+    // too, or no step time could be told from another.
+    for phase in Phase::ALL {
+        if !total.get(phase).is_finite() {
+            return Err(Error::CostOverflow {
+                phase: Some(phase),
+                samples: items.len(),
+            });
+        }
+    }
+    if !total.total().is_finite() {
+        return Err(Error::CostOverflow {
+            phase: None,
+            samples: items.len(),
+        });
+    }
     Ok(Prepared {
         items,
         caps,
-        total,
         largest,
         largest_total,
+        floors,
+        largest_floor,
     })
 }
