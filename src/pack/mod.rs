@@ -152,6 +152,10 @@ pub struct Packing<T> {
 
 impl<T> Packing<T> {
     /// A packing from its parts, built by an algorithm (not checked).
+    ///
+    /// The bounds are clamped to the bins used: a packing is itself a
+    /// witness that its bin count suffices, so the clamped values are still
+    /// lower bounds, and a reader never sees a bound above the result.
     pub(crate) fn new(
         capacity: Vec<T>,
         bins: Grouped<usize>,
@@ -159,6 +163,12 @@ impl<T> Packing<T> {
         bounds: LowerBounds,
     ) -> Self {
         debug_assert_eq!(loads.len(), bins.len() * capacity.len());
+        let used = bins.len() as u64;
+        let l2 = bounds.l2.min(used);
+        let bounds = LowerBounds {
+            l1: bounds.l1.min(l2),
+            l2,
+        };
         Packing {
             capacity,
             bins,
