@@ -670,7 +670,10 @@ impl<K: Ord, I: Item> Item for (K, I) {
 /// assert_eq!(sizes[1].into_inner(), 0.25);
 ///
 /// let err = microbatch::not_nan(&[0.5, f64::NAN]).unwrap_err();
-/// assert_eq!(err.to_string(), "item 1 has an invalid size in dimension 0: NaN is not a size");
+/// assert_eq!(
+///     err.to_string(),
+///     "item 1 has size NaN in dimension 0: NaN is not a size; sizes must be finite and non-negative"
+/// );
 /// ```
 pub fn not_nan(values: &[f64]) -> Result<Vec<NotNan<f64>>, crate::Error> {
     values

@@ -127,7 +127,7 @@ fn tampered_packings_are_refused_with_the_reason() {
         ),
         (
             json.replace(r#""capacity":[10]"#, r#""capacity":[0]"#),
-            "the capacity must be positive in every dimension, not 0 in dimension 0",
+            "the capacity must be finite and positive in every dimension, not 0 in dimension 0",
         ),
     ];
     for (bad, reason) in cases {
