@@ -128,7 +128,10 @@ where
             "{name}: {lb:?} above {} bins",
             p.len()
         );
-        assert!(p.lower_bounds().l2 <= lb.l2, "{name}: bound above lower_bounds");
+        assert!(
+            p.lower_bounds().l2 <= lb.l2,
+            "{name}: bound above lower_bounds"
+        );
         fewest = fewest.min(p.len());
     }
     for heuristic in [Heuristic::FirstFitDecreasing, Heuristic::BestFitDecreasing] {
@@ -225,7 +228,10 @@ fn adversarial(rng: &mut TestRng, c: f64) -> f64 {
         1 => step(c / 2.0, rng.below(5) as i64 - 2),
         2 => step(c, -(rng.below(4) as i64)),
         3 => c * (rng.below(11) as f64 / 10.0),
-        4 => step(c - step(c / 2.0, rng.below(3) as i64), rng.below(3) as i64 - 1),
+        4 => step(
+            c - step(c / 2.0, rng.below(3) as i64),
+            rng.below(3) as i64 - 1,
+        ),
         5 => c * 2f64.powi(-(rng.below(1100) as i32)),
         6 => c * rng.below(101) as f64 / 100.0,
         _ => c * (rng.below(1 << 20) as f64 / (1u64 << 20) as f64),

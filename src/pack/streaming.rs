@@ -9,9 +9,9 @@ use super::best_fit::bfd_validated;
 use super::first_fit::ffd_validated;
 use super::{check_capacity, check_item, Input, Packing};
 use crate::error::Error;
-use crate::num::{Item, SizeOps};
 #[cfg(feature = "serde")]
 use crate::num::Size;
+use crate::num::{Item, SizeOps};
 
 /// The batch heuristic a [`StreamingPacker`] runs over its buffer.
 ///
