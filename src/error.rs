@@ -141,7 +141,10 @@ pub struct Oversize {
 ///
 /// let err = first_fit_decreasing(&[3u32, 4], 0).unwrap_err();
 /// assert_eq!(err, Error::ZeroCapacity { dim: 0 });
-/// assert_eq!(err.to_string(), "the capacity is zero in dimension 0");
+/// assert_eq!(
+///     err.to_string(),
+///     "the capacity is zero in dimension 0; every dimension of a capacity must be positive"
+/// );
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -291,7 +294,8 @@ pub enum Error {
     /// A setting is out of its range: a planner setting (zero ranks, a zero
     /// sequence length or cap, zero micro-steps, more samples than the
     /// planner indexes), a model shape parameter (zero heads, a zero tile
-    /// size) or a calibration's feature count.
+    /// size), a calibration's feature count, or a packing capacity with more
+    /// than 65536 dimensions (`capacity dimensions`).
     InvalidSetting {
         /// The setting, as named by the builder method, the shape's field or
         /// the constructor's parameter.
@@ -386,11 +390,15 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NoDimensions => f.write_str("the capacity has no dimension"),
-            Error::ZeroCapacity { dim } => write!(f, "the capacity is zero in dimension {dim}"),
+            Error::ZeroCapacity { dim } => write!(
+                f,
+                "the capacity is zero in dimension {dim}; every dimension of a capacity must be positive"
+            ),
             Error::InvalidCapacity { dim, value, reason } => {
                 write!(
                     f,
-                    "the capacity {value} in dimension {dim} is invalid: {reason}"
+                    "the capacity {value} in dimension {dim} is invalid: {reason}; \
+                     a capacity must be finite and positive"
                 )
             }
             Error::DimensionMismatch {
@@ -399,16 +407,18 @@ impl fmt::Display for Error {
                 found,
             } => write!(
                 f,
-                "item {index} has {found} dimensions but the capacity has {expected}"
+                "item {index} has {found} dimension(s) but the capacity has {expected}; \
+                 give every item one size per dimension of the capacity"
             ),
             Error::InvalidSize {
                 index,
                 dim,
-                value: _,
+                value,
                 reason,
             } => write!(
                 f,
-                "item {index} has an invalid size in dimension {dim}: {reason}"
+                "item {index} has size {value} in dimension {dim}: {reason}; \
+                 sizes must be finite and non-negative"
             ),
             Error::Oversize { items } => {
                 if items.iter().all(|o| o.id.is_some()) && !items.is_empty() {

@@ -88,6 +88,24 @@ pub(crate) mod ops {
         fn bins_needed(total: <Self as super::Size>::Total, capacity: Self, terms: usize) -> u64
         where
             Self: super::Size;
+
+        /// The relative rounding error of one [`SizeOps::add`]: `0` for
+        /// integers, the unit roundoff of the type for floats (`2^-53` for
+        /// `f64`, `2^-24` for `f32`, whose loads are summed in `f32`).
+        ///
+        /// A load summed from `m` sizes, each addition rounding to nearest,
+        /// is at most `m * ROUNDING * load` below the exact sum of its
+        /// sizes; lower bounds use it to stay valid for float loads.
+        const ROUNDING: f64;
+
+        /// The largest load `l` with [`SizeOps::fits`]`(l, size, capacity)`,
+        /// or `None` when `size` fits no bin (`size > capacity`).
+        ///
+        /// Integers: `capacity - size`. Floats: `capacity - size` when the
+        /// rounded sum agrees, else found by a binary search over the float
+        /// values in `[0, capacity]` (at most 64 steps), so that a search by
+        /// load finds exactly the bins `fits` accepts.
+        fn max_load(size: Self, capacity: Self) -> Option<Self>;
     }
 
     /// The arithmetic every algorithm needs on a [`Total`](super::Total).
@@ -327,6 +345,11 @@ macro_rules! impl_size_uint {
             fn to_index(self) -> Option<usize> {
                 usize::try_from(self).ok()
             }
+            const ROUNDING: f64 = 0.0;
+            #[inline]
+            fn max_load(size: Self, capacity: Self) -> Option<Self> {
+                capacity.checked_sub(size)
+            }
             #[inline]
             fn bins_needed(total: u128, capacity: Self, _terms: usize) -> u64 {
                 if capacity == 0 {
@@ -399,20 +422,70 @@ macro_rules! impl_size_float {
                 if !(c > 0.0) {
                     return 0;
                 }
-                let q = total / c;
-                let slack = 4.0 * (terms as f64 + 1.0) * f64::EPSILON;
-                let q = q - q * slack;
-                if !(q > 0.0) {
-                    return 0;
+                // `total` is a sum of `terms` sizes, each at most `c` (else
+                // no bin holds it): `terms` bins always suffice, which also
+                // caps an infinite sum (sizes near `f64::MAX`).
+                let q = (total / c).min(terms as f64);
+                // The sum may have rounded up by `terms` ulps, and the loads
+                // of a packing may each hold up to `terms * ROUNDING` of a
+                // bin more than their capacity (see `ROUNDING`).
+                let n = terms as f64 + 2.0;
+                let q = q - q * (4.0 * n * f64::EPSILON) - n * <Self as SizeOps>::ROUNDING;
+                ceil_lowered(q)
+            }
+            const ROUNDING: f64 = <$t>::EPSILON as f64 / 2.0;
+            fn max_load(size: Self, capacity: Self) -> Option<Self> {
+                let (s, c) = (size.into_inner(), capacity.into_inner());
+                let fits = |l: $t| l + s <= c;
+                if !fits(0.0) {
+                    return None;
                 }
-                let whole = q as u64; // saturating float-to-int cast
-                if (whole as f64) < q { whole.saturating_add(1) } else { whole }
+                if fits(c) {
+                    return Some(capacity);
+                }
+                // Non-negative floats are ordered as their bits.
+                let up = |l: $t| <$t>::from_bits(l.to_bits() + 1);
+                let t = c - s;
+                let (mut lo, mut hi) = if t >= 0.0 && t < c && fits(t) {
+                    if !fits(up(t)) {
+                        return NotNan::new(t).ok();
+                    }
+                    (t.to_bits(), c.to_bits())
+                } else {
+                    (0, c.to_bits())
+                };
+                // `fits(lo)` and not `fits(hi)`.
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    if fits(<$t>::from_bits(mid)) {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                NotNan::new(<$t>::from_bits(lo)).ok()
             }
         }
     )*};
 }
 
 impl_size_float!(f32, f64);
+
+/// `ceil(q)` for a `q` already lowered to be safe, lowered once more by a
+/// relative `2^-50` for the rounding of its own computation: `0` for a
+/// non-positive or NaN `q`, saturating at `u64::MAX`.
+pub(crate) fn ceil_lowered(q: f64) -> u64 {
+    let q = q - q.abs() * (4.0 * f64::EPSILON);
+    if !(q > 0.0) {
+        return 0;
+    }
+    let whole = q as u64; // saturating float-to-int cast
+    if (whole as f64) < q {
+        whole.saturating_add(1)
+    } else {
+        whole
+    }
+}
 
 /// One item to pack or partition: a vector of [`Size`]s and an optional id.
 ///
@@ -597,7 +670,10 @@ impl<K: Ord, I: Item> Item for (K, I) {
 /// assert_eq!(sizes[1].into_inner(), 0.25);
 ///
 /// let err = microbatch::not_nan(&[0.5, f64::NAN]).unwrap_err();
-/// assert_eq!(err.to_string(), "item 1 has an invalid size in dimension 0: NaN is not a size");
+/// assert_eq!(
+///     err.to_string(),
+///     "item 1 has size NaN in dimension 0: NaN is not a size; sizes must be finite and non-negative"
+/// );
 /// ```
 pub fn not_nan(values: &[f64]) -> Result<Vec<NotNan<f64>>, crate::Error> {
     values

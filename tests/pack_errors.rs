@@ -132,7 +132,8 @@ fn items_of_the_wrong_dimension_are_named() {
     );
     assert_eq!(
         err.to_string(),
-        "item 1 has 3 dimensions but the capacity has 2"
+        "item 1 has 3 dimension(s) but the capacity has 2; \
+         give every item one size per dimension of the capacity"
     );
 }
 
@@ -169,7 +170,8 @@ fn nan_negative_and_infinite_float_sizes_are_named() {
     );
     assert_eq!(
         err.to_string(),
-        "item 2 has an invalid size in dimension 0: infinite values are not sizes"
+        "item 2 has size inf in dimension 0: infinite values are not sizes; \
+         sizes must be finite and non-negative"
     );
 }
 

@@ -127,7 +127,7 @@ fn tampered_packings_are_refused_with_the_reason() {
         ),
         (
             json.replace(r#""capacity":[10]"#, r#""capacity":[0]"#),
-            "the capacity must be positive in every dimension, not 0 in dimension 0",
+            "the capacity must be finite and positive in every dimension, not 0 in dimension 0",
         ),
     ];
     for (bad, reason) in cases {
@@ -137,5 +137,127 @@ fn tampered_packings_are_refused_with_the_reason() {
             err.contains(reason),
             "{bad}\n  said: {err}\n  want: {reason}"
         );
+    }
+}
+
+/// Issue 10: float documents get the same checks, and the checks the
+/// integer loads allow (the volume behind L1).
+#[test]
+fn tampered_float_packings_and_bounds_above_the_loads_are_refused() {
+    fn refusal_f(json: &str) -> String {
+        match serde_json::from_str::<Packing<NotNan<f64>>>(json) {
+            Ok(p) => panic!("accepted {json}: {p:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+    let sizes = microbatch::not_nan(&[0.5, 0.25, 0.25]).unwrap();
+    let p = first_fit_decreasing(&sizes, NotNan::new(1.0).unwrap()).unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    assert_eq!(
+        json,
+        r#"{"capacity":[1.0],"offsets":[0,3],"items":[0,1,2],"loads":[1.0],"bounds":{"l1":1,"l2":1}}"#
+    );
+    let cases = [
+        (
+            json.replace(r#""loads":[1.0]"#, r#""loads":[1.0000000000000002]"#),
+            "bin 0 has a load of 1.0000000000000002 in dimension 0, above the capacity 1",
+        ),
+        (
+            json.replace(r#""loads":[1.0]"#, r#""loads":[-0.5]"#),
+            "bin 0 has a load of -0.5 in dimension 0: loads must be finite and non-negative",
+        ),
+        (
+            json.replace(r#""capacity":[1.0]"#, r#""capacity":[-1.0]"#),
+            "the capacity must be finite and positive in every dimension, not -1 in dimension 0",
+        ),
+        (
+            json.replace(r#""items":[0,1,2]"#, r#""items":[0,1,1]"#),
+            "bin 0 lists item 1 twice",
+        ),
+        (
+            json.replace(r#""bounds":{"l1":1,"l2":1}"#, r#""bounds":{"l1":1,"l2":2}"#),
+            "the lower bounds must satisfy l1 <= l2 <= bins, not l1 = 1, l2 = 2 with 1 bins",
+        ),
+    ];
+    for (bad, reason) in cases {
+        assert_ne!(bad, json, "the tampering did not apply: {reason}");
+        let err = refusal_f(&bad);
+        assert!(
+            err.contains(reason),
+            "{bad}\n  said: {err}\n  want: {reason}"
+        );
+    }
+    // Integer loads fix the volume: an L1 above it is refused.
+    let ints = first_fit_decreasing(&[6u32, 5, 4, 3], 10).unwrap();
+    let json = serde_json::to_string(&ints).unwrap();
+    let bad = json
+        .replace(
+            r#""offsets":[0,2,4],"items":[0,2,1,3]"#,
+            r#""offsets":[0,1,2,3,4],"items":[0,2,1,3]"#,
+        )
+        .replace(r#""loads":[10,8]"#, r#""loads":[6,4,5,3]"#)
+        .replace(r#""bounds":{"l1":2,"l2":2}"#, r#""bounds":{"l1":3,"l2":3}"#);
+    assert!(
+        refusal(&bad).contains(
+            "the lower bound l1 = 3 is above the volume of the loads, which fills 2 bin(s)"
+        ),
+        "{}",
+        refusal(&bad)
+    );
+}
+
+/// A streamed bin carries its items: its load must be their sum, in the
+/// listed order, with one arrival number each.
+#[test]
+fn tampered_streamed_bins_are_refused() {
+    use microbatch::pack::{StreamedBin, StreamingPacker};
+    let mut packer = StreamingPacker::<NotNan<f64>>::new(NotNan::new(2.4).unwrap(), 8).unwrap();
+    for x in microbatch::not_nan(&[0.7, 0.2, 0.1, 1.4]).unwrap() {
+        packer.push(x).unwrap();
+    }
+    let bins = packer.finish();
+    let json = serde_json::to_string(&bins[0]).unwrap();
+    let back: StreamedBin<NotNan<f64>, NotNan<f64>> = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, bins[0]);
+    assert_eq!(
+        json,
+        r#"{"arrivals":[3,0,1,2],"items":[1.4,0.7,0.2,0.1],"load":[2.4000000000000004]}"#
+            .replace("2.4000000000000004", &bins[0].load()[0].to_string())
+    );
+    let load = format!(r#""load":[{}]"#, bins[0].load()[0]);
+    let cases = [
+        (
+            json.replace(&load, r#""load":[2.4000000000000004]"#),
+            "is not the sum of the items' sizes",
+        ),
+        (
+            json.replace(r#""arrivals":[3,0,1,2]"#, r#""arrivals":[3,0,1,1]"#),
+            "arrival number 1 is listed twice",
+        ),
+        (
+            json.replace(r#""arrivals":[3,0,1,2]"#, r#""arrivals":[3,0,1]"#),
+            "one arrival number per item, not 4 item(s) and 3",
+        ),
+        (
+            json.replace(&load, r#""load":[]"#),
+            "at least one dimension",
+        ),
+        (
+            json.replace(
+                r#""items":[1.4,0.7,0.2,0.1]"#,
+                r#""items":[1.4,0.7,0.2,-0.1]"#,
+            ),
+            "item 3 has size -0.1",
+        ),
+    ];
+    for (bad, reason) in cases {
+        assert_ne!(bad, json, "the tampering did not apply: {reason}");
+        match serde_json::from_str::<StreamedBin<NotNan<f64>, NotNan<f64>>>(&bad) {
+            Ok(b) => panic!("accepted {bad}: {b:?}"),
+            Err(e) => assert!(
+                e.to_string().contains(reason),
+                "{bad}\n  said: {e}\n  want: {reason}"
+            ),
+        }
     }
 }

@@ -4,7 +4,6 @@
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
-use core::ops::Bound;
 
 use super::bounds::bounds_of;
 use super::order::Classes;
@@ -463,7 +462,6 @@ fn run<T: Size, X: Index<T>>(
         dims: d,
         capacity: input.capacity.clone(),
         loads: Vec::with_capacity(hint * d),
-        room: Vec::with_capacity(hint),
         next: Vec::with_capacity(hint),
         prev: Vec::with_capacity(hint),
         stamp: Vec::with_capacity(hint),
@@ -532,21 +530,25 @@ impl Runs {
 
 const NONE: usize = usize::MAX;
 
-/// An ordered index of the non-empty stacks of bins by remaining capacity
-/// (in the first dimension), holding the head bin of each.
+/// An ordered index of the non-empty stacks of bins by load (in the first
+/// dimension), holding the head bin of each. Bins of equal load share a
+/// stack; the fullest bins have the least room.
 trait Index<T> {
-    /// The head of the stack at `room`, or [`NONE`].
-    fn head(&self, room: T) -> usize;
-    /// Sets the head of the stack at `room` ([`NONE`] empties it).
-    fn set_head(&mut self, room: T, bin: usize);
-    /// The head of the non-empty stack with the smallest room `>= at`
-    /// (`> at` when `exclusive`).
-    fn successor(&self, at: T, exclusive: bool) -> Option<usize>;
+    /// The head of the stack at `load`, or [`NONE`].
+    fn head(&self, load: T) -> usize;
+    /// Sets the head of the stack at `load` ([`NONE`] empties it).
+    fn set_head(&mut self, load: T, bin: usize);
+    /// The head of the non-empty stack with the largest load `<= limit`.
+    fn fullest_up_to(&self, limit: T) -> Option<usize>;
+    /// The head of the non-empty stack with the largest load `< load`.
+    fn fullest_below(&self, load: T) -> Option<usize>;
 }
 
-/// Integer capacities up to `max(2^10, 2n)`: heads by value and a bitset,
-/// O(log_64 capacity) per successor.
+/// Integer capacities `c` up to `max(2^10, 2n)`: heads by remaining room
+/// `c - load` (exact for integers) and a bitset, O(log_64 capacity) per
+/// query.
 struct Dense {
+    c: usize,
     heads: Vec<usize>,
     set: BitSet,
 }
@@ -554,21 +556,28 @@ struct Dense {
 impl Dense {
     fn new(c: usize) -> Self {
         Dense {
+            c,
             heads: alloc::vec![NONE; c + 1],
             set: BitSet::new(c + 1),
         }
+    }
+
+    /// The room beside a load (every load is at most `c`).
+    #[inline]
+    fn room<T: Size>(&self, load: T) -> Option<usize> {
+        load.to_index().and_then(|l| self.c.checked_sub(l))
     }
 }
 
 impl<T: Size> Index<T> for Dense {
     #[inline]
-    fn head(&self, room: T) -> usize {
-        room.to_index().map_or(NONE, |v| self.heads[v])
+    fn head(&self, load: T) -> usize {
+        self.room(load).map_or(NONE, |v| self.heads[v])
     }
 
     #[inline]
-    fn set_head(&mut self, room: T, bin: usize) {
-        if let Some(v) = room.to_index() {
+    fn set_head(&mut self, load: T, bin: usize) {
+        if let Some(v) = self.room(load) {
             self.heads[v] = bin;
             if bin == NONE {
                 self.set.remove(v);
@@ -579,47 +588,52 @@ impl<T: Size> Index<T> for Dense {
     }
 
     #[inline]
-    fn successor(&self, at: T, exclusive: bool) -> Option<usize> {
-        let v = at.to_index()? + usize::from(exclusive);
+    fn fullest_up_to(&self, limit: T) -> Option<usize> {
+        let v = self.room(limit)?;
+        Some(self.heads[self.set.successor(v)?])
+    }
+
+    #[inline]
+    fn fullest_below(&self, load: T) -> Option<usize> {
+        let v = self.room(load)? + 1;
         Some(self.heads[self.set.successor(v)?])
     }
 }
 
-/// Anything else (floats, large integers): a B-tree from room to head,
-/// O(log bins) per operation.
+/// Anything else (floats, large integers): a B-tree from load to head,
+/// O(log bins) per operation. Keyed by the load itself, not by the room
+/// `c - load`, which a float subtraction rounds: a search up to
+/// [`SizeOps::max_load`] then finds exactly the bins that
+/// [`SizeOps::fits`] accepts.
 impl<T: Size> Index<T> for BTreeMap<T, usize> {
-    fn head(&self, room: T) -> usize {
-        self.get(&room).copied().unwrap_or(NONE)
+    fn head(&self, load: T) -> usize {
+        self.get(&load).copied().unwrap_or(NONE)
     }
 
-    fn set_head(&mut self, room: T, bin: usize) {
+    fn set_head(&mut self, load: T, bin: usize) {
         if bin == NONE {
-            self.remove(&room);
+            self.remove(&load);
         } else {
-            self.insert(room, bin);
+            self.insert(load, bin);
         }
     }
 
-    fn successor(&self, at: T, exclusive: bool) -> Option<usize> {
-        let lower = if exclusive {
-            Bound::Excluded(at)
-        } else {
-            Bound::Included(at)
-        };
-        self.range((lower, Bound::Unbounded))
-            .next()
-            .map(|(_, &h)| h)
+    fn fullest_up_to(&self, limit: T) -> Option<usize> {
+        self.range(..=limit).next_back().map(|(_, &h)| h)
+    }
+
+    fn fullest_below(&self, load: T) -> Option<usize> {
+        self.range(..load).next_back().map(|(_, &h)| h)
     }
 }
 
-/// The bins: loads, room left in the first dimension, and the stacks of
-/// bins with equal room (doubly linked), indexed by room, per group.
+/// The bins: loads and the stacks of bins with equal load in the first
+/// dimension (doubly linked), indexed by that load, per group.
 struct Bins<T: Size, X> {
     dims: usize,
     capacity: Vec<T>,
     /// `loads[b * dims + d]`.
     loads: Vec<T>,
-    room: Vec<T>,
     next: Vec<usize>,
     prev: Vec<usize>,
     /// When each bin last changed, to break ties between groups as the
@@ -646,15 +660,21 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
         self.groups.group(room)
     }
 
+    /// The load of bin `bin` in the first dimension, its key in the index.
+    #[inline]
+    fn key(&self, bin: usize) -> T {
+        self.loads[bin * self.dims]
+    }
+
     fn push(&mut self, bin: usize) {
-        let (room, g) = (self.room[bin], self.group_of(bin));
-        let head = self.index[g].head(room);
+        let (key, g) = (self.key(bin), self.group_of(bin));
+        let head = self.index[g].head(key);
         self.next[bin] = head;
         self.prev[bin] = NONE;
         if head != NONE {
             self.prev[head] = bin;
         }
-        self.index[g].set_head(room, bin);
+        self.index[g].set_head(key, bin);
         self.stamp[bin] = self.clock;
         self.clock += 1;
     }
@@ -668,7 +688,8 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
             self.next[p] = n;
         } else {
             let g = self.group_of(bin);
-            self.index[g].set_head(self.room[bin], n);
+            let key = self.key(bin);
+            self.index[g].set_head(key, n);
         }
     }
 
@@ -686,6 +707,8 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
     /// The best bin for the item, if any has room: the least room that
     /// holds it, top of that stack first.
     fn find(&self, size: &[T]) -> Option<usize> {
+        // The fullest load that still fits, exactly as `T::fits` decides.
+        let limit = T::max_load(size[0], self.capacity[0])?;
         if self.groups.grouped() {
             // Every bin of a group with room has room in the secondary
             // dimensions: each group's best is the head of its least room.
@@ -694,10 +717,10 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 if !self.groups.has_room(g, &size[1..]) {
                     continue;
                 }
-                if let Some(bin) = index.successor(size[0], false) {
+                if let Some(bin) = index.fullest_up_to(limit) {
+                    // The fullest, then the most recently changed.
                     let better = best.map_or(true, |b| {
-                        (self.room[bin], core::cmp::Reverse(self.stamp[bin]))
-                            < (self.room[b], core::cmp::Reverse(self.stamp[b]))
+                        (self.key(bin), self.stamp[bin]) > (self.key(b), self.stamp[b])
                     });
                     if better {
                         best = Some(bin);
@@ -707,7 +730,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
             return best;
         }
         let index = &self.index[0];
-        let mut found = index.successor(size[0], false);
+        let mut found = index.fullest_up_to(limit);
         while let Some(head) = found {
             let mut bin = head;
             while bin != NONE {
@@ -716,7 +739,7 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 }
                 bin = self.next[bin];
             }
-            found = index.successor(self.room[head], true);
+            found = index.fullest_below(self.key(head));
         }
         None
     }
@@ -738,15 +761,16 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
             }
             None => {
                 self.loads.extend(core::iter::repeat(T::zero()).take(d));
-                self.room.push(self.capacity[0]);
                 self.next.push(NONE);
                 self.prev.push(NONE);
                 self.stamp.push(0);
-                self.room.len() - 1
+                self.next.len() - 1
             }
         };
         let placed = if copies > 1 {
-            match (self.room[bin].to_index(), size[0].to_index()) {
+            // Integers only (`to_index` is `None` for floats): the room is exact.
+            let room = self.capacity[0].saturating_sub(self.key(bin));
+            match (room.to_index(), size[0].to_index()) {
                 (Some(_), Some(0)) => copies,
                 (Some(room), Some(s)) => (room / s).clamp(1, copies),
                 _ => 1,
@@ -759,7 +783,6 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 *l = l.add(s);
             }
         }
-        self.room[bin] = self.capacity[0].saturating_sub(self.loads[bin * d]);
         self.push(bin);
         (bin, placed)
     }

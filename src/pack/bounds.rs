@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use super::order::Classes;
 use super::{validate, Input, Keep, LowerBounds};
 use crate::error::Error;
-use crate::num::{Item, Size, TotalOps};
+use crate::num::{ceil_lowered, Item, Size, TotalOps};
 
 /// The lower bounds L1 and L2 on the number of bins any packing of `items`
 /// into bins of `capacity` needs.
@@ -20,9 +20,12 @@ use crate::num::{Item, Size, TotalOps};
 ///   largest of these counts over `α`, and is never below L1.
 ///
 /// With several dimensions each bound is the largest of the per-dimension
-/// bounds. For float sizes the bounds are computed in `f64` with a relative
-/// slack of a few ulps per item, so that rounding cannot lift them above the
-/// truth.
+/// bounds. For float sizes the bounds hold for packings whose loads are
+/// float sums (as every packer's are): they are computed in `f64` with a
+/// slack of a few ulps per item, rounding only downwards, and allow each
+/// bin the rounding of its own load, so that no packing of the crate, and
+/// no optimum under float loads, has fewer bins. Sizes near `f64::MAX` do not
+/// overflow them.
 ///
 /// # Complexity
 ///
@@ -76,6 +79,15 @@ pub(crate) fn bounds_of<T: Size>(input: &Input<T>, classes: Option<&Classes<T>>)
 /// L1 and L2 of one dimension, from the runs of equal size (largest first;
 /// every size `<= c`). O(runs).
 fn bounds_classes<T: Size>(classes: &Classes<T>, c: T) -> LowerBounds {
+    if T::Total::INTEGER {
+        bounds_exact(classes, c)
+    } else {
+        bounds_float(classes, c)
+    }
+}
+
+/// Integer sizes: exact sums.
+fn bounds_exact<T: Size>(classes: &Classes<T>, c: T) -> LowerBounds {
     let size = &classes.size;
     let runs = size.len();
     let n = classes.start.last().copied().unwrap_or(0);
@@ -117,15 +129,99 @@ fn bounds_classes<T: Size>(classes: &Classes<T>, c: T) -> LowerBounds {
         }
         let extra = T::bins_needed(j3.saturating_sub(j2_free), c, n);
         l2 = l2.max(big.saturating_add(extra));
-        // The next candidate: the smallest small size above α.
-        let mut k = hi;
-        while k > big_runs && size[k - 1] <= alpha {
-            k -= 1;
+        match next_alpha(size, big_runs, hi, alpha) {
+            Some(next) => alpha = next,
+            None => break,
         }
-        if k <= big_runs {
-            break;
+    }
+    LowerBounds { l1, l2 }
+}
+
+/// The next α of the sweep: the smallest small size (runs `big_runs..hi`)
+/// above `alpha`.
+fn next_alpha<T: Size>(size: &[T], big_runs: usize, hi: usize, alpha: T) -> Option<T> {
+    let mut k = hi;
+    while k > big_runs && size[k - 1] <= alpha {
+        k -= 1;
+    }
+    (k > big_runs).then(|| size[k - 1])
+}
+
+/// Float sizes: the same bounds, computed so that rounding can only lower
+/// them, for packings whose loads are float sums.
+///
+/// A packing's load is summed in the size type, each addition rounding to
+/// nearest, so a bin whose load is at most `c` may hold sizes whose exact sum
+/// exceeds `c` by up to `m * ROUNDING * c` for `m` items: the bins of any
+/// packing hold at most `n * ROUNDING` bins' worth more than their
+/// capacities, and each count below is lowered by that much. "Big" items
+/// (`x + x > c` as a float sum) pairwise share no bin, and J1 holds those
+/// with `x + α > c` as a float sum, which share no bin with an item of size
+/// `>= α`: both are decided by [`SizeOps::fits`](crate::num::SizeOps::fits),
+/// the test the packers use, so they hold for float loads exactly.
+///
+/// Volumes are kept as fractions of `c` (each at most 1, so no sum
+/// overflows, even of sizes near `f64::MAX`), in prefix sums that are only
+/// added to (never subtracted from), so each has a relative error below `(n
+/// + 3) 2^-53`; sums that are subtracted are lowered or raised by twice that.
+fn bounds_float<T: Size>(classes: &Classes<T>, c: T) -> LowerBounds {
+    let size = &classes.size;
+    let runs = size.len();
+    let n = classes.start.last().copied().unwrap_or(0);
+    let nf = n as f64;
+    let cf = c.to_f64();
+    let count = |k: usize| classes.count(k) as f64;
+    let volume = |k: usize| size[k].to_f64() / cf * count(k);
+    let free = |k: usize| (cf - size[k].to_f64()) / cf * count(k);
+    // Relative and absolute (underflow) error of every computed sum.
+    let rel = (nf + 3.0) * f64::EPSILON;
+    let abs = (nf + 1.0) * f64::MIN_POSITIVE;
+    let lower = |x: f64| x - x * rel - abs;
+    let upper = |x: f64| x + x * rel + abs;
+    // What the bins of any packing hold beyond their capacities, in bins.
+    let relax = nf * T::ROUNDING;
+
+    let big_runs = size.partition_point(|&x| !T::fits(x, x, c));
+    let big = classes.start[big_runs] as u64;
+    // `j3[k - big_runs]`: the volume of runs `big_runs..k`.
+    let mut j3 = Vec::with_capacity(runs - big_runs + 1);
+    let mut sum = 0.0;
+    j3.push(sum);
+    for k in big_runs..runs {
+        sum += volume(k);
+        j3.push(sum);
+    }
+    // `j2_free[k]`: the free space beside runs `k..big_runs`.
+    let mut j2_free = alloc::vec![0.0; big_runs + 1];
+    let mut sum = 0.0;
+    for k in (0..big_runs).rev() {
+        sum += free(k);
+        j2_free[k] = sum;
+    }
+    let mut big_volume = 0.0;
+    for k in 0..big_runs {
+        big_volume += volume(k);
+    }
+    let total = lower(big_volume) + lower(j3[runs - big_runs]);
+    let l1 = ceil_lowered(total - relax);
+
+    // The sweep of `bounds_exact`, J1 decided by `fits`.
+    let (mut lo, mut hi) = (0usize, runs);
+    let mut l2 = l1;
+    let mut alpha = T::zero();
+    loop {
+        while hi > big_runs && size[hi - 1] < alpha {
+            hi -= 1;
         }
-        alpha = size[k - 1];
+        while lo < big_runs && !T::fits(size[lo], alpha, c) {
+            lo += 1;
+        }
+        let extra = ceil_lowered(lower(j3[hi - big_runs]) - upper(j2_free[lo]) - relax);
+        l2 = l2.max(big.saturating_add(extra));
+        match next_alpha(size, big_runs, hi, alpha) {
+            Some(next) => alpha = next,
+            None => break,
+        }
     }
     LowerBounds { l1, l2 }
 }

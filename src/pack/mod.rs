@@ -50,10 +50,32 @@
 //! # Errors
 //!
 //! Every function validates the whole input before packing and returns an
-//! [`Error`] naming what is wrong: a capacity with no dimension or a zero
-//! dimension, an item with a different number of dimensions, a float size
-//! that is negative or infinite, and every item larger than the capacity.
-//! Zero-size items are legal. No input makes these functions panic.
+//! [`Error`] naming what is wrong: a capacity with no dimension
+//! ([`Error::NoDimensions`]) or more than 65536
+//! ([`Error::InvalidSetting`] for `capacity dimensions`), a zero dimension
+//! ([`Error::ZeroCapacity`]), a negative or infinite float capacity
+//! ([`Error::InvalidCapacity`]), an item with a different number of
+//! dimensions ([`Error::DimensionMismatch`]), a float size that is negative
+//! or infinite ([`Error::InvalidSize`]), and every item larger than the
+//! capacity ([`Error::Oversize`]). Zero-size items are legal. No input makes
+//! these functions panic.
+//!
+//! # Resources
+//!
+//! Memory and time grow with the input (the items and their dimensions),
+//! never with a parameter alone: arrays indexed by an integer capacity's
+//! values are used only up to `max(2^10, 2n)` entries (else an ordered
+//! tree), bins are allocated as they are opened, and the dimension count is
+//! at most 65536.
+//!
+//! # Floats
+//!
+//! Float loads are sums in the size type, each bin's summed in the order
+//! its items are listed, and an item goes into a bin only when that sum
+//! stays at most the capacity, tested exactly as the load is then computed:
+//! a reported load is at most the capacity, and summing a bin's sizes
+//! afresh in its listed order gives the reported load bit for bit. The
+//! lower bounds are valid for such loads (see [`lower_bounds`]).
 //!
 //! # Examples
 //!
@@ -152,6 +174,10 @@ pub struct Packing<T> {
 
 impl<T> Packing<T> {
     /// A packing from its parts, built by an algorithm (not checked).
+    ///
+    /// The bounds are clamped to the bins used: a packing is itself a
+    /// witness that its bin count suffices, so the clamped values are still
+    /// lower bounds, and a reader never sees a bound above the result.
     pub(crate) fn new(
         capacity: Vec<T>,
         bins: Grouped<usize>,
@@ -159,6 +185,12 @@ impl<T> Packing<T> {
         bounds: LowerBounds,
     ) -> Self {
         debug_assert_eq!(loads.len(), bins.len() * capacity.len());
+        let used = bins.len() as u64;
+        let l2 = bounds.l2.min(used);
+        let bounds = LowerBounds {
+            l1: bounds.l1.min(l2),
+            l2,
+        };
         Packing {
             capacity,
             bins,
@@ -416,14 +448,18 @@ impl<T: Size> TryFrom<PackingParts<T>> for Packing<T> {
 
     fn try_from(p: PackingParts<T>) -> Result<Self, Self::Error> {
         use crate::grouped::{check_per_group, invalid, Raw};
+        use crate::num::TotalOps;
         let bins = Grouped::try_from(Raw::flat(p.items, p.offsets, "bin"))?;
         let d = p.capacity.len();
         check_per_group(&bins, &p.loads, d, T::zero(), "bin", "load")?;
-        if let Some(dim) = p.capacity.iter().position(|&c| c <= T::zero()) {
-            return Err(invalid!(
-                "the capacity must be positive in every dimension, not {:?} in dimension {dim}",
-                p.capacity[dim]
-            ));
+        for (dim, &c) in p.capacity.iter().enumerate() {
+            if c <= T::zero() || c.check().is_err() {
+                return Err(invalid!(
+                    "the capacity must be finite and positive in every dimension, not {} in \
+                     dimension {dim}",
+                    c.to_scalar()
+                ));
+            }
         }
         for (b, (items, load)) in bins.iter().zip(p.loads.chunks_exact(d)).enumerate() {
             if items.is_empty() {
@@ -431,13 +467,21 @@ impl<T: Size> TryFrom<PackingParts<T>> for Packing<T> {
                     "bin {b} is empty: a packing opens a bin only for an item"
                 ));
             }
-            let over = load.iter().zip(&p.capacity).position(|(l, c)| l > c);
-            if let Some(dim) = over {
-                return Err(invalid!(
-                    "bin {b} has a load of {:?} in dimension {dim}, above the capacity {:?}",
-                    load[dim],
-                    p.capacity[dim]
-                ));
+            for (dim, (&l, &c)) in load.iter().zip(&p.capacity).enumerate() {
+                if l.check().is_err() {
+                    return Err(invalid!(
+                        "bin {b} has a load of {} in dimension {dim}: loads must be finite \
+                         and non-negative",
+                        l.to_scalar()
+                    ));
+                }
+                if l > c {
+                    return Err(invalid!(
+                        "bin {b} has a load of {} in dimension {dim}, above the capacity {}",
+                        l.to_scalar(),
+                        c.to_scalar()
+                    ));
+                }
             }
         }
         let LowerBounds { l1, l2 } = p.bounds;
@@ -447,6 +491,27 @@ impl<T: Size> TryFrom<PackingParts<T>> for Packing<T> {
                 "the lower bounds must satisfy l1 <= l2 <= bins, not l1 = {l1}, l2 = {l2} \
                  with {used} bins"
             ));
+        }
+        // Integer loads sum exactly to the sizes: L1 is then known.
+        if T::Total::INTEGER {
+            let volume = (0..d)
+                .map(|dim| {
+                    let total = p
+                        .loads
+                        .iter()
+                        .skip(dim)
+                        .step_by(d)
+                        .fold(T::Total::ZERO, |t, l| t.add(l.widen()));
+                    T::bins_needed(total, p.capacity[dim], bins.item_count())
+                })
+                .max()
+                .unwrap_or(0);
+            if l1 > volume {
+                return Err(invalid!(
+                    "the lower bound l1 = {l1} is above the volume of the loads, which fills \
+                     {volume} bin(s)"
+                ));
+            }
         }
         Ok(Packing {
             capacity: p.capacity,
@@ -549,12 +614,24 @@ impl<T: Size> Input<T> {
     }
 }
 
-/// Validates a capacity: at least one dimension, every value valid and
-/// non-zero.
+/// The most dimensions a capacity may have: the packers keep per-dimension
+/// state, so a count claimed by an [`Item`] implementation (say
+/// `usize::MAX`) must not drive their memory or time.
+pub(crate) const MAX_DIMS: usize = 1 << 16;
+
+/// Validates a capacity: at least one and at most [`MAX_DIMS`] dimensions,
+/// every value valid and non-zero.
 pub(crate) fn check_capacity<C: Item>(capacity: &C) -> Result<Vec<C::Size>, Error> {
     let dims = capacity.dims();
     if dims == 0 {
         return Err(Error::NoDimensions);
+    }
+    if dims > MAX_DIMS {
+        return Err(Error::InvalidSetting {
+            name: "capacity dimensions",
+            value: dims as u64,
+            requirement: "at most 65536",
+        });
     }
     let mut cap = Vec::with_capacity(dims);
     for dim in 0..dims {

@@ -9,6 +9,8 @@ use super::best_fit::bfd_validated;
 use super::first_fit::ffd_validated;
 use super::{check_capacity, check_item, Input, Packing};
 use crate::error::Error;
+#[cfg(feature = "serde")]
+use crate::num::Size;
 use crate::num::{Item, SizeOps};
 
 /// The batch heuristic a [`StreamingPacker`] runs over its buffer.
@@ -88,12 +90,91 @@ impl<I> core::error::Error for Rejected<I> {}
 /// assert_eq!(bins[0].load(), &[10]);
 /// # Ok::<(), microbatch::Error>(())
 /// ```
+///
+/// Read back with serde, a bin is checked: one arrival number per item, no
+/// arrival twice, every item valid with one size per dimension of the load,
+/// and the load equal to the sum of the sizes in the listed order.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "StreamedBinParts<I, T>"))]
+#[cfg_attr(
+    feature = "serde",
+    serde(bound(
+        serialize = "I: serde::Serialize, T: serde::Serialize",
+        deserialize = "I: Item<Size = T> + serde::Deserialize<'de>, T: Size + serde::Deserialize<'de>"
+    ))
+)]
 pub struct StreamedBin<I, T> {
     arrivals: Vec<u64>,
     items: Vec<I>,
     load: Vec<T>,
+}
+
+/// The fields of a [`StreamedBin`] as deserialized, checked before they
+/// become one.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+struct StreamedBinParts<I, T> {
+    arrivals: Vec<u64>,
+    items: Vec<I>,
+    load: Vec<T>,
+}
+
+#[cfg(feature = "serde")]
+impl<I: Item<Size = T>, T: Size> TryFrom<StreamedBinParts<I, T>> for StreamedBin<I, T> {
+    type Error = crate::grouped::Invalid;
+
+    fn try_from(p: StreamedBinParts<I, T>) -> Result<Self, Self::Error> {
+        use crate::grouped::invalid;
+        let (n, d) = (p.items.len(), p.load.len());
+        if n == 0 || p.arrivals.len() != n {
+            return Err(invalid!(
+                "a streamed bin needs at least one item and one arrival number per item, \
+                 not {n} item(s) and {} arrival number(s)",
+                p.arrivals.len()
+            ));
+        }
+        let mut sorted = p.arrivals.clone();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(invalid!("arrival number {} is listed twice", w[0]));
+        }
+        if d == 0 {
+            return Err(invalid!("the load must have at least one dimension, not 0"));
+        }
+        let mut sum = alloc::vec![T::zero(); d];
+        for (k, item) in p.items.iter().enumerate() {
+            if item.dims() != d {
+                return Err(invalid!(
+                    "item {k} has {} dimension(s) but the load has {d}",
+                    item.dims()
+                ));
+            }
+            for (dim, l) in sum.iter_mut().enumerate() {
+                let s = item.size(dim);
+                if s.check().is_err() {
+                    return Err(invalid!(
+                        "item {k} has size {} in dimension {dim}: sizes must be finite and \
+                         non-negative",
+                        s.to_scalar()
+                    ));
+                }
+                *l = l.add(s);
+            }
+        }
+        if let Some(dim) = (0..d).find(|&dim| sum[dim] != p.load[dim]) {
+            return Err(invalid!(
+                "the load {} in dimension {dim} is not the sum of the items' sizes, {}",
+                p.load[dim].to_scalar(),
+                sum[dim].to_scalar()
+            ));
+        }
+        Ok(StreamedBin {
+            arrivals: p.arrivals,
+            items: p.items,
+            load: p.load,
+        })
+    }
 }
 
 impl<I, T> StreamedBin<I, T> {
