@@ -179,7 +179,7 @@ fn model<M: Incremental + std::fmt::Debug>(name: &str, m: &M, group: &[&Sample])
     for s in group.iter().rev() {
         m.insert(&mut rev, s);
     }
-    check!("cost_order", m.evaluate(&rev) == inc, "{name}: insertion order changes the cost");
+    check!("cost_order", m.evaluate(&rev) == inc, "{name}: insertion order changes the cost: {:?} vs {inc:?}", m.evaluate(&rev));
     let _ = format!("{m:?}");
 }
 
