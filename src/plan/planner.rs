@@ -61,7 +61,11 @@ const SLOTS: usize = 1 << 16;
 ///
 /// // At most 8 tiles a sequence: one sample each, ten sequences, five per rank.
 /// let err = planner.micro_steps(1).max_units(8).plan(&samples).unwrap_err();
-/// assert_eq!(err.to_string(), "1 micro-step(s) cannot hold the batch; the smallest feasible number is 5");
+/// assert_eq!(
+///     err.to_string(),
+///     "1 micro-step(s) cannot hold the batch under the sequence length and caps; \
+///      the smallest feasible number is 5"
+/// );
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -469,7 +473,10 @@ impl<M: Incremental> Planner<M> {
     ///
     /// let samples = [StepSample::new(1, Sample::text_only(10))];
     /// let err = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(64).plan(&samples).unwrap_err();
-    /// assert_eq!(err.to_string(), "1 sample(s) for 2 ranks: every rank needs at least one sample");
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "1 sample(s) for 2 ranks: every rank needs at least one sample (plan a larger step or fewer ranks)"
+    /// );
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn plan(&self, samples: &[StepSample]) -> Result<Plan, Error> {
