@@ -143,6 +143,15 @@ pub fn read(text: &str) -> Result<Input, InputError> {
             column: None,
             message,
         };
+        // A derived struct would also read a list (`[1, 2]`) by position.
+        let start = raw.len() - raw.trim_start().len();
+        if !raw[start..].starts_with('{') {
+            return Err(InputError {
+                line,
+                column: Some(start + 1),
+                message: format!("expected a JSON object with {FIELDS}"),
+            });
+        }
         let parsed: Line = serde_json::from_str(raw).map_err(|e| {
             let what = without_position(&e);
             let hint = if what.starts_with("unknown field") {
