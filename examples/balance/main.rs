@@ -23,7 +23,7 @@
 //! Every number on the command line is checked, and an error names its
 //! flag: `--ranks`, `--samples-per-rank`, `--seq-len`, `--max-units` and
 //! `--micro-steps` are at least 1, and a generated batch (`--ranks` x
-//! `--samples-per-rank`) has at most 2^22 = 4,194,304 samples.
+//! `--samples-per-rank`) has at most 2^20 = 1,048,576 samples.
 
 mod input;
 
@@ -37,7 +37,7 @@ use serde_json::{json, Value};
 /// The most samples a generated batch may have (`--ranks` x
 /// `--samples-per-rank`): memory and time follow the batch, so the command
 /// line cannot ask for more than a few seconds of work.
-const MAX_GENERATED: u64 = 1 << 22;
+const MAX_GENERATED: u64 = 1 << 20;
 
 const USAGE: &str = "usage: balance [--scenario NAME] [--ranks R] [--samples-per-rank N] \
 [--seq-len L] [--max-units U] [--micro-steps A] [--sync step|micro-step|phase] \
