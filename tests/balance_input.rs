@@ -39,7 +39,10 @@ fn a_repeated_field_is_refused() {
     );
     let e = err("\n{\"id\": 1, \"text_tokens\": 5, \"text_tokens\": 5}");
     assert_eq!(e.line, 2);
-    assert!(e.message.starts_with("duplicate field `text_tokens`"), "{e}");
+    assert!(
+        e.message.starts_with("duplicate field `text_tokens`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -54,10 +57,22 @@ fn an_unknown_field_is_refused() {
 #[test]
 fn wrong_types_and_ranges_are_refused() {
     for (line, starts) in [
-        ("{\"id\": -1, \"text_tokens\": 5}", "invalid value: integer `-1`, expected u64"),
-        ("{\"id\": 1, \"text_tokens\": 4294967296}", "invalid value: integer `4294967296`, expected u32"),
-        ("{\"id\": 1, \"text_tokens\": 5, \"image_tokens\": 576}", "invalid type: integer `576`, expected a sequence"),
-        ("{\"id\": 1.5, \"text_tokens\": 5}", "invalid type: floating point `1.5`, expected u64"),
+        (
+            "{\"id\": -1, \"text_tokens\": 5}",
+            "invalid value: integer `-1`, expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 4294967296}",
+            "invalid value: integer `4294967296`, expected u32",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"image_tokens\": 576}",
+            "invalid type: integer `576`, expected a sequence",
+        ),
+        (
+            "{\"id\": 1.5, \"text_tokens\": 5}",
+            "invalid type: floating point `1.5`, expected u64",
+        ),
         ("[1, 2]", "expected a JSON object with `id`, `text_tokens`"),
         ("  7", "expected a JSON object"),
         ("{\"id\": 1, \"text_tokens\": 5} {}", "trailing characters"),
@@ -71,7 +86,10 @@ fn wrong_types_and_ranges_are_refused() {
 #[test]
 fn a_repeated_id_names_both_lines() {
     let e = err("{\"id\": 1, \"text_tokens\": 5}\n\n{\"id\": 1, \"text_tokens\": 6}\n");
-    assert_eq!(e.to_string(), "line 3: id 1 is already used on line 1; ids must be unique");
+    assert_eq!(
+        e.to_string(),
+        "line 3: id 1 is already used on line 1; ids must be unique"
+    );
 }
 
 /// An oversize sample is reported by the planner by id; `explain` names its
@@ -80,7 +98,10 @@ fn a_repeated_id_names_both_lines() {
 fn an_oversize_sample_is_named_by_line() {
     let text = "{\"id\": 1, \"text_tokens\": 5}\n{\"id\": 9, \"text_tokens\": 60000}\n";
     let input = read(text).unwrap();
-    assert_eq!((input.line_of(9), input.line_of(1), input.line_of(2)), (Some(2), Some(1), None));
+    assert_eq!(
+        (input.line_of(9), input.line_of(1), input.line_of(2)),
+        (Some(2), Some(1), None)
+    );
     let e = Planner::new(Tokens::new(1.0).unwrap())
         .ranks(1)
         .seq_len(16384)

@@ -47,7 +47,11 @@ fn huge_micro_steps_are_refused_with_the_limit() {
         );
     }
     assert_eq!(
-        planner(1).micro_steps(u32::MAX as usize).plan(&samples).unwrap_err().to_string(),
+        planner(1)
+            .micro_steps(u32::MAX as usize)
+            .plan(&samples)
+            .unwrap_err()
+            .to_string(),
         "the setting `micro_steps` is 4294967295; it must be small enough that ranks x \
          micro_steps x sequences_per_micro_step is at most 65536 or the number of samples, \
          whichever is larger (every micro-step of the plan is stored, empty ones too)"
@@ -70,7 +74,14 @@ fn huge_micro_steps_are_refused_with_the_limit() {
 fn the_limit_grows_with_the_batch() {
     let samples = batch(70_000);
     let p = planner(1).refinement(false);
-    assert_eq!(p.clone().micro_steps(70_000).plan(&samples).unwrap().micro_steps(), 70_000);
+    assert_eq!(
+        p.clone()
+            .micro_steps(70_000)
+            .plan(&samples)
+            .unwrap()
+            .micro_steps(),
+        70_000
+    );
     assert_eq!(
         setting(p.micro_steps(70_001).plan(&samples)),
         ("micro_steps", 70_001)
@@ -81,17 +92,31 @@ fn the_limit_grows_with_the_batch() {
 fn huge_sequences_per_micro_step_are_refused() {
     let samples = batch(10);
     for s in [usize::MAX, 1 << 40, u32::MAX as usize, 65_537] {
-        let err = planner(1).sequences_per_micro_step(s).plan(&samples).unwrap_err();
+        let err = planner(1)
+            .sequences_per_micro_step(s)
+            .plan(&samples)
+            .unwrap_err();
         assert!(err.to_string().contains("at most 65536"), "{err}");
         assert_eq!(setting(Err(err)), ("sequences_per_micro_step", s as u64));
         // Also with micro-steps given: the sequences are named first.
         assert_eq!(
-            setting(planner(2).sequences_per_micro_step(s).micro_steps(usize::MAX).plan(&samples)),
+            setting(
+                planner(2)
+                    .sequences_per_micro_step(s)
+                    .micro_steps(usize::MAX)
+                    .plan(&samples)
+            ),
             ("sequences_per_micro_step", s as u64)
         );
     }
-    let plan = planner(2).sequences_per_micro_step(32_768).plan(&samples).unwrap();
-    assert_eq!((plan.micro_steps(), plan.sequences_per_micro_step()), (1, 32_768));
+    let plan = planner(2)
+        .sequences_per_micro_step(32_768)
+        .plan(&samples)
+        .unwrap();
+    assert_eq!(
+        (plan.micro_steps(), plan.sequences_per_micro_step()),
+        (1, 32_768)
+    );
 }
 
 /// Ranks are bounded by the samples (every rank needs one).
@@ -157,9 +182,16 @@ fn large_micro_batches_refine_within_the_budget() {
     let model = Preset::Qwen25Vl7b.cost_model();
     for planner in [
         Planner::new(&model).ranks(2).seq_len(u32::MAX),
-        Planner::new(&model).ranks(2).seq_len(400).sequences_per_micro_step(6_000),
+        Planner::new(&model)
+            .ranks(2)
+            .seq_len(400)
+            .sequences_per_micro_step(6_000),
     ] {
-        let plan = planner.clone().sync(SyncModel::Phase).plan(&samples).unwrap();
+        let plan = planner
+            .clone()
+            .sync(SyncModel::Phase)
+            .plan(&samples)
+            .unwrap();
         let r = plan.report();
         assert_eq!(plan.len(), 12_000);
         assert!(r.predicted >= r.lower_bound && r.predicted <= r.baseline);
@@ -167,7 +199,10 @@ fn large_micro_batches_refine_within_the_budget() {
         // Deterministic: the budget is counted, not timed.
         let mut reversed = samples.clone();
         reversed.reverse();
-        assert_eq!(planner.sync(SyncModel::Phase).plan(&reversed).unwrap(), plan);
+        assert_eq!(
+            planner.sync(SyncModel::Phase).plan(&reversed).unwrap(),
+            plan
+        );
     }
 }
 
@@ -176,7 +211,10 @@ fn large_micro_batches_refine_within_the_budget() {
 fn planner_messages_say_what_to_fix() {
     let m = |e: Error| e.to_string();
     assert_eq!(
-        m(Error::TooFewSamples { samples: 3, ranks: 8 }),
+        m(Error::TooFewSamples {
+            samples: 3,
+            ranks: 8
+        }),
         "3 sample(s) for 8 ranks: every rank needs at least one sample (plan a larger step or \
          fewer ranks)"
     );
@@ -185,21 +223,35 @@ fn planner_messages_say_what_to_fix() {
         "sample id 7 appears more than once; the ids of a step must be unique"
     );
     assert_eq!(
-        m(Error::MicroStepsInfeasible { given: 2, smallest: 5 }),
+        m(Error::MicroStepsInfeasible {
+            given: 2,
+            smallest: 5
+        }),
         "2 micro-step(s) cannot hold the batch under the sequence length and caps; the \
          smallest feasible number is 5"
     );
     assert_eq!(
-        m(Error::PlanMismatch { id: Some(4), planned: 8, given: 8 }),
+        m(Error::PlanMismatch {
+            id: Some(4),
+            planned: 8,
+            given: 8
+        }),
         "the plan's sample 4 is not among the 8 sample(s) given (the plan has 8); pass the \
          samples the plan was made from"
     );
     assert_eq!(
-        m(Error::PlanMismatch { id: None, planned: 8, given: 7 }),
+        m(Error::PlanMismatch {
+            id: None,
+            planned: 8,
+            given: 7
+        }),
         "the plan has 8 sample(s) but 7 were given; pass the samples the plan was made from"
     );
     let err = "fast".parse::<SyncModel>().unwrap_err();
-    assert_eq!(m(err), "unknown sync model \"fast\"; known: step, micro-step, phase");
+    assert_eq!(
+        m(err),
+        "unknown sync model \"fast\"; known: step, micro-step, phase"
+    );
     let err = planner(1).seq_len(0).plan(&batch(2)).unwrap_err();
     assert_eq!(
         m(err),
@@ -217,11 +269,26 @@ fn documents_claiming_huge_shapes_are_refused() {
     let doc = serde_json::to_value(&plan).unwrap();
     let max = usize::MAX as u64;
     for (r, a, s, reason) in [
-        (1, 1, max, "there must be 1 x 1 x 18446744073709551615 = 18446744073709551615 sequences"),
+        (
+            1,
+            1,
+            max,
+            "there must be 1 x 1 x 18446744073709551615 = 18446744073709551615 sequences",
+        ),
         (max, 1, 1, "so 18446744073709551616 offsets, not 3"),
-        (1 << 40, 1, 1, "there must be 1099511627776 x 1 x 1 = 1099511627776 sequences"),
+        (
+            1 << 40,
+            1,
+            1,
+            "there must be 1099511627776 x 1 x 1 = 1099511627776 sequences",
+        ),
         (1 << 32, 1 << 32, 1, "overflows"),
-        (2, u32::MAX as u64, 1, "there must be 2 x 4294967295 x 1 = 8589934590 sequences"),
+        (
+            2,
+            u32::MAX as u64,
+            1,
+            "there must be 2 x 4294967295 x 1 = 8589934590 sequences",
+        ),
     ] {
         let mut d = doc.clone();
         d["ranks"] = r.into();

@@ -85,7 +85,10 @@ impl Input {
         };
         match err {
             Error::DuplicateId { id } => {
-                format!("{}: the id is used twice; ids must be unique", at(Some(*id)))
+                format!(
+                    "{}: the id is used twice; ids must be unique",
+                    at(Some(*id))
+                )
             }
             Error::Oversize { items } => {
                 let mut out = format!("{} sample(s) fit no packed sequence:", items.len());
@@ -181,7 +184,11 @@ pub fn read(text: &str) -> Result<Input, InputError> {
                 slot.insert(line);
             }
         }
-        let images = parsed.image_tokens.unwrap_or_default().into_iter().map(Image::new);
+        let images = parsed
+            .image_tokens
+            .unwrap_or_default()
+            .into_iter()
+            .map(Image::new);
         let mut sample = StepSample::new(parsed.id, Sample::new(parsed.text_tokens, images));
         if let Some(l) = parsed.loss_tokens {
             sample = sample.with_loss_tokens(l);

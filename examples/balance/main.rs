@@ -95,7 +95,9 @@ fn parse_args() -> Result<Args, String> {
         let usize_max = usize::MAX as u64;
         let u32_max = u64::from(u32::MAX);
         match flag.as_str() {
-            "--scenario" => args.scenario = value.parse().map_err(|e| format!("--scenario: {e}"))?,
+            "--scenario" => {
+                args.scenario = value.parse().map_err(|e| format!("--scenario: {e}"))?
+            }
             "--ranks" => args.ranks = int(1, usize_max)? as usize,
             "--samples-per-rank" => args.per_rank = int(1, usize_max)? as usize,
             "--seq-len" => args.seq_len = Some(int(1, u32_max)? as u32),
@@ -346,8 +348,16 @@ fn run(args: &Args) -> Result<(), String> {
         r.ratio()
     );
     println!("lower bound           {}", unit(r.lower_bound));
-    println!("naive baseline        {}{}", unit(r.baseline), over(r.baseline));
-    println!("token-balanced        {}{}", unit(token_time), over(token_time));
+    println!(
+        "naive baseline        {}{}",
+        unit(r.baseline),
+        over(r.baseline)
+    );
+    println!(
+        "token-balanced        {}{}",
+        unit(token_time),
+        over(token_time)
+    );
     println!(
         "imbalance (max/mean)  vision {:.4}, language {:.4}",
         r.imbalance.vision, r.imbalance.language
