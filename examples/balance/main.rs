@@ -310,8 +310,9 @@ fn run(args: &Args) -> Result<(), String> {
     println!();
     let (lb, la) = (rank_loads(&before), rank_loads(&plan));
     let max = lb.iter().chain(&la).map(|l| l.0 + l.1).fold(0.0, f64::max);
-    if !(max > 0.0) {
-        // NaN-safe. Zero-token samples cost nothing: no bars, no ratios.
+    if max <= 0.0 {
+        // Zero-token samples cost nothing: no bars, no ratios (`max` is a
+        // fold with `f64::max` from 0, never NaN).
         println!(
             "The batch has no cost under {model_name} (every sample is empty): nothing to balance."
         );
