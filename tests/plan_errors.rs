@@ -222,7 +222,8 @@ fn predict_checks_the_samples() {
     );
     assert_eq!(
         err.to_string(),
-        "the plan's sample 2 is not among the 4 sample(s) given (the plan has 4)"
+        "the plan's sample 2 is not among the 4 sample(s) given (the plan has 4); pass the \
+         samples the plan was made from"
     );
 }
 
