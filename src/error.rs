@@ -501,12 +501,17 @@ impl fmt::Display for Error {
             ),
             Error::TooFewSamples { samples, ranks } => write!(
                 f,
-                "{samples} sample(s) for {ranks} ranks: every rank needs at least one sample"
+                "{samples} sample(s) for {ranks} ranks: every rank needs at least one sample \
+                 (plan a larger step or fewer ranks)"
             ),
-            Error::DuplicateId { id } => write!(f, "sample id {id} appears more than once"),
+            Error::DuplicateId { id } => write!(
+                f,
+                "sample id {id} appears more than once; the ids of a step must be unique"
+            ),
             Error::MicroStepsInfeasible { given, smallest } => write!(
                 f,
-                "{given} micro-step(s) cannot hold the batch; the smallest feasible number is {smallest}"
+                "{given} micro-step(s) cannot hold the batch under the sequence length and caps; \
+                 the smallest feasible number is {smallest}"
             ),
             Error::InvalidCost { id, phase, value } => write!(
                 f,
@@ -565,7 +570,8 @@ impl fmt::Display for Error {
                 given,
             } => write!(
                 f,
-                "the plan's sample {id} is not among the {given} sample(s) given (the plan has {planned})"
+                "the plan's sample {id} is not among the {given} sample(s) given (the plan has \
+                 {planned}); pass the samples the plan was made from"
             ),
             Error::PlanMismatch {
                 id: None,
@@ -573,7 +579,8 @@ impl fmt::Display for Error {
                 given,
             } => write!(
                 f,
-                "the plan has {planned} sample(s) but {given} were given"
+                "the plan has {planned} sample(s) but {given} were given; pass the samples the \
+                 plan was made from"
             ),
             Error::UnknownName { kind, name, known } => {
                 write!(f, "unknown {kind} {name:?}; known: ")?;

@@ -40,7 +40,10 @@ fn duplicate_ids() {
         .plan(&[text(3, 5), text(1, 5), text(3, 7)])
         .unwrap_err();
     assert_eq!(err, Error::DuplicateId { id: 3 });
-    assert_eq!(err.to_string(), "sample id 3 appears more than once");
+    assert_eq!(
+        err.to_string(),
+        "sample id 3 appears more than once; the ids of a step must be unique"
+    );
 }
 
 #[test]
@@ -109,7 +112,8 @@ fn infeasible_micro_steps_name_the_smallest() {
     );
     assert_eq!(
         err.to_string(),
-        "2 micro-step(s) cannot hold the batch; the smallest feasible number is 5"
+        "2 micro-step(s) cannot hold the batch under the sequence length and caps; the \
+         smallest feasible number is 5"
     );
     assert_eq!(
         planner(2, 100)
@@ -220,7 +224,8 @@ fn predict_checks_the_samples() {
     );
     assert_eq!(
         err.to_string(),
-        "the plan's sample 2 is not among the 4 sample(s) given (the plan has 4)"
+        "the plan's sample 2 is not among the 4 sample(s) given (the plan has 4); pass the \
+         samples the plan was made from"
     );
 }
 

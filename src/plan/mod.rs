@@ -113,10 +113,13 @@
 //!
 //! # Complexity
 //!
-//! O(n log n) time for n samples (the sorts; the packing is O(1) amortized a
-//! sample with a bucket queue; refinement is capped at a few iterations per
-//! group and stops within 0.2% of the mean), about four times the
-//! refinement for [`SyncModel::Phase`]. O(n) extra space: under 90 bytes a
+//! O(n log n + K) time for n samples in K sequences (the sorts; the packing
+//! is O(1) amortized a sample with a bucket queue; refinement is capped at a
+//! few iterations per group, stops within 0.2% of the mean, and weighs at
+//! most 64 candidate changes per sample and sequence, counted, so that no
+//! shape makes it quadratic), about four times the refinement for
+//! [`SyncModel::Phase`]. K is below `2 * max(n, 65536)`: every sequence is
+//! stored, and [`Planner::plan`] refuses settings that would ask for more. O(n) extra space: under 90 bytes a
 //! sample at peak for 10^6 samples, the plan included. Measured: 65,536
 //! samples over 1,024 ranks in about 20 ms, 10^6 over 16,384 ranks in about
 //! 0.65 s (`BENCHMARKS.md`). With `std`, the report states the planning

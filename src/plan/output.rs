@@ -732,8 +732,9 @@ mod wire {
                     shape.ranks,
                     shape.steps,
                     shape.per_step,
-                    slots + 1,
-                    sequences.len() + 1
+                    // u128: `slots` may be usize::MAX.
+                    slots as u128 + 1,
+                    sequences.len() as u128 + 1
                 ));
             }
             let n = sequences.item_count();

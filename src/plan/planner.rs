@@ -16,6 +16,15 @@ use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
 use crate::error::Error;
 
+/// The most samples a step may have (positions are `u32`).
+const MAX_SAMPLES: usize = u32::MAX as usize;
+
+/// The sequences (`R * A * S`) a plan may store beyond one a sample: a plan
+/// of n samples has at most `max(n, SLOTS)` sequences when `A` is given, so
+/// that empty micro-steps cannot make memory or time grow with a setting
+/// alone. Quoted in [`Error::InvalidSetting`]'s requirement.
+const SLOTS: usize = 1 << 16;
+
 /// A reusable planner configuration: the cost model, `R` ranks, the packed
 /// sequence length `L`, optional caps, the sync model and the micro-steps.
 ///
@@ -52,7 +61,11 @@ use crate::error::Error;
 ///
 /// // At most 8 tiles a sequence: one sample each, ten sequences, five per rank.
 /// let err = planner.micro_steps(1).max_units(8).plan(&samples).unwrap_err();
-/// assert_eq!(err.to_string(), "1 micro-step(s) cannot hold the batch; the smallest feasible number is 5");
+/// assert_eq!(
+///     err.to_string(),
+///     "1 micro-step(s) cannot hold the batch under the sequence length and caps; \
+///      the smallest feasible number is 5"
+/// );
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -224,6 +237,12 @@ impl<M: Incremental> Planner<M> {
     /// collectives in step. The default (the smallest feasible number) avoids
     /// that where the batch allows it.
     ///
+    /// Every sequence of the plan is stored, empty ones too, so
+    /// `ranks * a * sequences_per_micro_step` may be at most 65,536 or the
+    /// number of samples, whichever is larger; [`plan`](Planner::plan)
+    /// returns [`Error::InvalidSetting`] naming `micro_steps` beyond that
+    /// (memory and time then follow the batch, not the setting).
+    ///
     /// # Examples
     ///
     /// ```
@@ -267,6 +286,11 @@ impl<M: Incremental> Planner<M> {
     }
 
     /// `s` packed sequences per micro-step (default 1).
+    ///
+    /// `ranks * s` may be at most 65,536 or the number of samples, whichever
+    /// is larger; [`plan`](Planner::plan) returns
+    /// [`Error::InvalidSetting`] naming `sequences_per_micro_step` beyond
+    /// that.
     ///
     /// # Examples
     ///
@@ -352,21 +376,11 @@ impl<M: Incremental> Planner<M> {
         if self.per_step == 0 {
             return Err(bad("sequences_per_micro_step", 0, "at least 1"));
         }
-        if n > u32::MAX as usize {
-            return Err(bad("samples", n as u64, "at most 2^32 - 1"));
-        }
-        // The sequences the plan can have: R * A * S for a given A; for the
-        // smallest A at most one a sample plus one micro-step's worth.
-        let per_step = (self.ranks as u128) * (self.per_step as u128);
-        let slots = match self.micro_steps {
-            Some(a) => per_step * a as u128,
-            None => per_step + n as u128,
-        };
-        if slots > u32::MAX as u128 {
+        if n > MAX_SAMPLES {
             return Err(bad(
-                "sequences",
-                u64::try_from(slots).unwrap_or(u64::MAX),
-                "at most 2^32 - 1 (ranks x micro-steps x sequences per micro-step)",
+                "samples",
+                n as u64,
+                "at most 2^32 - 1 = 4294967295 samples a step (split the step)",
             ));
         }
         if n < self.ranks {
@@ -374,6 +388,31 @@ impl<M: Incremental> Planner<M> {
                 samples: n,
                 ranks: self.ranks,
             });
+        }
+        // Every sequence of the plan is stored, empty or not: R * S a
+        // micro-step, R * A * S in all, each at most max(n, SLOTS). For the
+        // smallest A the plan has fewer than n + R * S sequences.
+        let limit = n.max(SLOTS) as u128;
+        let per_row = (self.ranks as u128) * (self.per_step as u128);
+        if per_row > limit {
+            return Err(bad(
+                "sequences_per_micro_step",
+                self.per_step as u64,
+                "small enough that ranks x sequences_per_micro_step is at most 65536 or the \
+                 number of samples, whichever is larger (every sequence of the plan is stored, \
+                 empty ones too)",
+            ));
+        }
+        if let Some(a) = self.micro_steps {
+            if per_row * a as u128 > limit {
+                return Err(bad(
+                    "micro_steps",
+                    u64::try_from(a).unwrap_or(u64::MAX),
+                    "small enough that ranks x micro_steps x sequences_per_micro_step is at \
+                     most 65536 or the number of samples, whichever is larger (every \
+                     micro-step of the plan is stored, empty ones too)",
+                ));
+            }
         }
         Ok(())
     }
@@ -402,8 +441,14 @@ impl<M: Incremental> Planner<M> {
     /// # Errors
     ///
     /// - [`Error::InvalidSetting`] for zero ranks, length, caps, micro-steps
-    ///   or sequences per micro-step;
-    /// - [`Error::TooFewSamples`] when there are fewer samples than ranks;
+    ///   or sequences per micro-step; for more than 2^32 - 1 samples; naming
+    ///   `sequences_per_micro_step` when `ranks * sequences_per_micro_step`
+    ///   exceeds the limit, and `micro_steps` when
+    ///   `ranks * micro_steps * sequences_per_micro_step` does, the limit
+    ///   being 65,536 or the number of samples n, whichever is larger (every
+    ///   sequence is stored, empty ones too);
+    /// - [`Error::TooFewSamples`] when there are fewer samples than ranks
+    ///   (so `ranks` is at most n);
     /// - [`Error::DuplicateId`] for a repeated id;
     /// - [`Error::Oversize`] listing every sample, by id, that exceeds
     ///   `L` or a cap;
@@ -414,7 +459,11 @@ impl<M: Incremental> Planner<M> {
     ///
     /// # Complexity
     ///
-    /// O(n log n) time and O(n) extra space for n samples.
+    /// O(n log n + K) time and O(n + K) extra space for n samples in K
+    /// sequences, K below `2 * max(n, 65536)` by the limits above; the
+    /// refinement weighs at most `64 * (n + K)` candidate changes (four
+    /// times for [`SyncModel::Phase`]), whatever the settings: no setting
+    /// alone makes planning slower or larger.
     ///
     /// # Examples
     ///
@@ -424,7 +473,10 @@ impl<M: Incremental> Planner<M> {
     ///
     /// let samples = [StepSample::new(1, Sample::text_only(10))];
     /// let err = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(64).plan(&samples).unwrap_err();
-    /// assert_eq!(err.to_string(), "1 sample(s) for 2 ranks: every rank needs at least one sample");
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "1 sample(s) for 2 ranks: every rank needs at least one sample (plan a larger step or fewer ranks)"
+    /// );
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn plan(&self, samples: &[StepSample]) -> Result<Plan, Error> {

@@ -17,7 +17,14 @@
 //! to `y`'s roomiest sequence; per phase every pair is tried. Every applied
 //! change lowers the contest's multiset of group costs, so the loop ends;
 //! it also stops when the slowest group is within [`TOLERANCE`] of the
-//! mean, and after [`ROUNDS`] iterations per group.
+//! mean, after [`ROUNDS`] iterations per group, and when the work budget
+//! is spent: at most [`WORK`]` * (n + K)` candidate changes weighed (a move
+//! or swap scored, or a sample of a candidate group sorted) for n samples
+//! in K sequences, counted, not timed, so the plan stays deterministic. On
+//! the batches of the benches a refinement weighs at most 13 per sample and
+//! sequence, so the budget only stops shapes that would otherwise take
+//! quadratic time (two micro-batches of thousands of samples each: per
+//! phase every pair is tried).
 //!
 //! This is the planner's own rather than [`partition::refine`](crate::partition::refine)
 //! because its groups are sets of capacity-bounded sequences (a move must
@@ -27,12 +34,14 @@
 //!
 //! Costs are the samples' own costs added up (exact for additive models).
 //!
-//! O(iterations * candidates * |x| * log |y|) time on the total,
-//! O(iterations * candidates * |x| * |y|) per phase; O(groups) extra space.
+//! O(min(iterations * candidates * |x| * log |y|, WORK * (n + K) * log n))
+//! time on the total, O(min(iterations * candidates * |x| * |y|, WORK *
+//! (n + K))) per phase; O(groups + n) extra space.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::cell::Cell;
 use core::cmp::Reverse;
 
 use super::deal::Sequences;
@@ -51,6 +60,12 @@ const ROUNDS: usize = 4;
 /// A contest is done when its slowest group is within this fraction of the
 /// mean (or of the largest single sample, when that is larger).
 const TOLERANCE: f64 = 2e-3;
+/// The work budget of one refinement, per sample and per sequence: the
+/// candidate changes it may weigh (a move or swap scored, a sample of a
+/// candidate group sorted) are at most `WORK * (n + K)` for n samples in K
+/// sequences, whatever the shape; when it is spent the refinement stops
+/// where it is (deterministically: the count does not depend on the clock).
+const WORK: u64 = 64;
 
 /// The key of a group in dimension `d`: the total (d = 2), vision (0) or
 /// language (1).
@@ -69,6 +84,19 @@ struct Contest<'a> {
     groups: Vec<&'a [u32]>,
     cost: Vec<Phases>,
     version: Vec<u32>,
+    /// The work left to the whole refinement (shared by its contests).
+    left: &'a Cell<u64>,
+}
+
+impl Contest<'_> {
+    /// Spends `units` of work; `false` (and nothing left) when the budget
+    /// does not hold them.
+    #[inline]
+    fn spend(&self, units: u64) -> bool {
+        let left = self.left.get();
+        self.left.set(left.saturating_sub(units));
+        left >= units
+    }
 }
 
 /// The dimension a change is scored on (vision 0, language 1), and the
@@ -126,6 +154,7 @@ pub(crate) fn refine(
         prep.largest.language,
         prep.largest_total,
     ];
+    let left = Cell::new((prep.len() as u64 + seqs.members.len() as u64).saturating_mul(WORK));
     for groups in contests {
         let cost = groups
             .iter()
@@ -137,8 +166,12 @@ pub(crate) fn refine(
             groups,
             cost,
             version: vec![0; n],
+            left: &left,
         };
         contest.run(dims, seqs, largest);
+        if left.get() == 0 {
+            break;
+        }
     }
 }
 
@@ -175,6 +208,9 @@ impl Contest<'_> {
             let largest = largest[d];
             let good_enough = mean.max(largest) * (1.0 + TOLERANCE);
             for _ in 0..ROUNDS * n {
+                if self.left.get() == 0 {
+                    return;
+                }
                 // The slowest group.
                 let x = loop {
                     let Some(e) = max_heap.pop() else { return };
@@ -246,6 +282,10 @@ impl Contest<'_> {
                 continue;
             }
             let half = (gx - gy) / 2.0;
+            let size: usize = self.groups[y].iter().map(|&b| bins[b as usize].len()).sum();
+            if !self.spend(size as u64) {
+                return best;
+            }
             pool.clear();
             for &by in self.groups[y] {
                 for (ib, &pb) in bins[by as usize].iter().enumerate() {
@@ -298,6 +338,10 @@ impl Contest<'_> {
                 };
             for &bx in self.groups[x] {
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
+                    // A move and at most 2 * NEAR swaps.
+                    if !self.spend(1 + 2 * NEAR as u64) {
+                        return best;
+                    }
                     let ca = prep.cost(pa as usize).total();
                     // A move into the sequence of y with the most room.
                     if ca < 2.0 * half {
@@ -352,6 +396,9 @@ impl Contest<'_> {
                         let ly = loads[by as usize];
                         let cands = bins[by as usize].len();
                         // `None` is a move; `Some(ib)` a swap with sample ib.
+                        if !self.spend(cands as u64 + 1) {
+                            return best;
+                        }
                         for ib in (0..=cands).map(|i| i.checked_sub(1)) {
                             let (cb, sb) = match ib {
                                 None => (Phases::ZERO, [0u64; 3]),

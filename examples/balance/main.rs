@@ -14,16 +14,30 @@
 //!
 //! `--input FILE` reads JSON Lines, one sample a line:
 //! `{"id": 7, "text_tokens": 312, "image_tokens": [576, 576], "loss_tokens": 40}`
-//! (`image_tokens` and `loss_tokens` optional). A bad line is an error that
-//! names the line, and nothing is planned. `--json` prints one JSON object
-//! (documented in the README) instead of the chart.
+//! (`image_tokens` and `loss_tokens` optional; the reader is `input.rs`). A
+//! bad line is an error that names the line, and nothing is planned; so is a
+//! sample the planner refuses (a repeated id, a sample over the sequence
+//! length or a cap). `--json` prints one JSON object (documented in the
+//! README) instead of the chart.
+//!
+//! Every number on the command line is checked, and an error names its
+//! flag: `--ranks`, `--samples-per-rank`, `--seq-len`, `--max-units` and
+//! `--micro-steps` are at least 1, and a generated batch (`--ranks` x
+//! `--samples-per-rank`) has at most 2^20 = 1,048,576 samples.
+
+mod input;
 
 use std::process::ExitCode;
 
-use microbatch::cost::{Image, Incremental, Preset, PresetModel, Sample, Tokens};
-use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
+use microbatch::cost::{Incremental, Preset, PresetModel, Tokens};
+use microbatch::plan::{Normalization, Plan, Planner, Reduction, SyncModel};
 use microbatch::scenario::{Scenario, SCENARIO_NAMES};
 use serde_json::{json, Value};
+
+/// The most samples a generated batch may have (`--ranks` x
+/// `--samples-per-rank`): memory and time follow the batch, so the command
+/// line cannot ask for more than a few seconds of work.
+const MAX_GENERATED: u64 = 1 << 20;
 
 const USAGE: &str = "usage: balance [--scenario NAME] [--ranks R] [--samples-per-rank N] \
 [--seq-len L] [--max-units U] [--micro-steps A] [--sync step|micro-step|phase] \
@@ -68,27 +82,35 @@ fn parse_args() -> Result<Args, String> {
             _ => {}
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let int = |v: &str| -> Result<u64, String> {
-            v.parse::<u64>().map_err(|e| format!("{flag} {v}: {e}"))
+        // A number from `min` to `max`, the flag named in every error.
+        let int = |min: u64, max: u64| -> Result<u64, String> {
+            let x = value.trim().parse::<u64>().map_err(|e| {
+                format!("{flag} {value:?}: not a whole number from {min} to {max} ({e})")
+            })?;
+            if x < min || x > max {
+                return Err(format!("{flag} {x}: must be from {min} to {max}"));
+            }
+            Ok(x)
         };
+        let usize_max = usize::MAX as u64;
+        let u32_max = u64::from(u32::MAX);
         match flag.as_str() {
-            "--scenario" => args.scenario = value.parse().map_err(|e| format!("{e}"))?,
-            "--ranks" => args.ranks = int(&value)? as usize,
-            "--samples-per-rank" => args.per_rank = int(&value)? as usize,
-            "--seq-len" => {
-                args.seq_len = Some(
-                    u32::try_from(int(&value)?).map_err(|e| format!("--seq-len {value}: {e}"))?,
-                )
+            "--scenario" => {
+                args.scenario = value.parse().map_err(|e| format!("--scenario: {e}"))?
             }
-            "--max-units" => {
-                args.max_units = Some(
-                    u32::try_from(int(&value)?).map_err(|e| format!("--max-units {value}: {e}"))?,
-                )
+            "--ranks" => args.ranks = int(1, usize_max)? as usize,
+            "--samples-per-rank" => args.per_rank = int(1, usize_max)? as usize,
+            "--seq-len" => args.seq_len = Some(int(1, u32_max)? as u32),
+            "--max-units" => args.max_units = Some(int(1, u32_max)? as u32),
+            "--micro-steps" => args.micro_steps = Some(int(1, usize_max)? as usize),
+            "--sync" => args.sync = value.parse().map_err(|e| format!("--sync: {e}"))?,
+            "--model" => {
+                value
+                    .parse::<Preset>()
+                    .map_err(|e| format!("--model: {e}"))?;
+                args.model = Some(value)
             }
-            "--micro-steps" => args.micro_steps = Some(int(&value)? as usize),
-            "--sync" => args.sync = value.parse().map_err(|e| format!("{e}"))?,
-            "--model" => args.model = Some(value),
-            "--seed" => args.seed = int(&value)?,
+            "--seed" => args.seed = int(0, u64::MAX)?,
             "--input" => args.input = Some(value),
             _ => return Err(format!("unknown flag {flag}")),
         }
@@ -96,62 +118,26 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// Reads JSON Lines; the first bad line is an error naming it.
-fn read_input(path: &str) -> Result<Vec<StepSample>, String> {
+/// The size of the generated batch, `--ranks` x `--samples-per-rank`,
+/// checked (no wrapping) and at most [`MAX_GENERATED`].
+fn generated(args: &Args) -> Result<usize, String> {
+    let n = (args.ranks as u64)
+        .checked_mul(args.per_rank as u64)
+        .filter(|&n| n <= MAX_GENERATED)
+        .ok_or_else(|| {
+            format!(
+                "--ranks {} x --samples-per-rank {}: a generated batch has at most {MAX_GENERATED} \
+                 samples (use fewer ranks or samples per rank, or --input)",
+                args.ranks, args.per_rank
+            )
+        })?;
+    Ok(n as usize)
+}
+
+/// Reads the JSON Lines file `path`; every error names the file and line.
+fn read_input(path: &str) -> Result<input::Input, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let mut samples = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |what: String| format!("{path}:{n}: {what}");
-        let v: Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| bad("expected an object".into()))?;
-        for key in obj.keys() {
-            if !["id", "text_tokens", "image_tokens", "loss_tokens"].contains(&key.as_str()) {
-                return Err(bad(format!("unknown field `{key}`")));
-            }
-        }
-        let uint = |key: &str| -> Result<Option<u64>, String> {
-            match obj.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(x) => x
-                    .as_u64()
-                    .map(Some)
-                    .ok_or_else(|| bad(format!("`{key}` must be a non-negative integer, got {x}"))),
-            }
-        };
-        let u32_of = |key: &str, x: u64| {
-            u32::try_from(x).map_err(|_| bad(format!("`{key}` = {x} is too large")))
-        };
-        let id = uint("id")?.ok_or_else(|| bad("missing `id`".into()))?;
-        let text_tokens =
-            uint("text_tokens")?.ok_or_else(|| bad("missing `text_tokens`".into()))?;
-        let mut images = Vec::new();
-        match obj.get("image_tokens") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(list)) => {
-                for x in list {
-                    let t = x.as_u64().ok_or_else(|| {
-                        bad(format!(
-                            "`image_tokens` must hold non-negative integers, got {x}"
-                        ))
-                    })?;
-                    images.push(Image::new(u32_of("image_tokens", t)?));
-                }
-            }
-            Some(x) => return Err(bad(format!("`image_tokens` must be a list, got {x}"))),
-        }
-        let mut s = StepSample::new(id, Sample::new(u32_of("text_tokens", text_tokens)?, images));
-        if let Some(l) = uint("loss_tokens")? {
-            s = s.with_loss_tokens(l);
-        }
-        samples.push(s);
-    }
-    Ok(samples)
+    input::read(&text).map_err(|e| format!("{path}, {e}"))
 }
 
 /// Per-rank totals (vision, language) of a plan.
@@ -171,7 +157,8 @@ fn rank_loads(plan: &Plan) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// A bar chart of per-rank loads: `▒` vision, `█` language, scaled to `max`.
+/// A bar chart of per-rank loads: `▒` vision, `█` language, scaled to `max`
+/// (positive: the caller says instead when the batch has no cost).
 fn chart(title: &str, loads: &[(f64, f64)], max: f64) {
     const WIDTH: f64 = 56.0;
     println!("{title}");
@@ -266,13 +253,18 @@ fn run(args: &Args) -> Result<(), String> {
         .parse::<Preset>()
         .map_err(|e| e.to_string())?
         .cost_model();
-    let (samples, source) = match &args.input {
-        Some(path) => (read_input(path)?, path.clone()),
-        None => (
-            args.scenario
-                .generate(args.ranks * args.per_rank, args.seed),
-            format!("{} (seed {})", args.scenario, args.seed),
-        ),
+    let (input, source) = match &args.input {
+        Some(path) => (Some(read_input(path)?), path.clone()),
+        None => (None, format!("{} (seed {})", args.scenario, args.seed)),
+    };
+    let samples = match &input {
+        Some(input) => input.samples.clone(),
+        None => args.scenario.generate(generated(args)?, args.seed),
+    };
+    // The planner's errors, with the line of every sample named by id.
+    let explain = |e: microbatch::Error| match &input {
+        Some(input) => format!("{source}, {}", input.explain(&e)),
+        None => e.to_string(),
     };
     let seq_len = args.seq_len.unwrap_or(if args.input.is_some() {
         16384
@@ -289,12 +281,12 @@ fn run(args: &Args) -> Result<(), String> {
         args,
         max_units,
     );
-    let plan = planner.plan(&samples).map_err(|e| e.to_string())?;
+    let plan = planner.plan(&samples).map_err(explain)?;
     if args.json {
         println!("{}", report_json(&plan));
         return Ok(());
     }
-    let before = planner.baseline(&samples).map_err(|e| e.to_string())?;
+    let before = planner.baseline(&samples).map_err(explain)?;
     let tokens = Tokens::new(1.0).map_err(|e| e.to_string())?;
     let by_tokens = configure(
         Planner::new(&tokens).ranks(args.ranks).seq_len(seq_len),
@@ -302,10 +294,10 @@ fn run(args: &Args) -> Result<(), String> {
         max_units,
     )
     .plan(&samples)
-    .map_err(|e| e.to_string())?;
+    .map_err(explain)?;
     let token_time = by_tokens
         .predict(&samples, &model, args.sync)
-        .map_err(|e| e.to_string())?;
+        .map_err(explain)?;
 
     let r = plan.report();
     println!(
@@ -318,6 +310,15 @@ fn run(args: &Args) -> Result<(), String> {
     println!();
     let (lb, la) = (rank_loads(&before), rank_loads(&plan));
     let max = lb.iter().chain(&la).map(|l| l.0 + l.1).fold(0.0, f64::max);
+    if max <= 0.0 {
+        // Zero-token samples cost nothing: no bars, no ratios (`max` is a
+        // fold with `f64::max` from 0, never NaN).
+        println!(
+            "The batch has no cost under {model_name} (every sample is empty): nothing to balance."
+        );
+        println!("fingerprint           {:016x}", plan.fingerprint());
+        return Ok(());
+    }
     chart(
         &format!(
             "Before: data loader order, packed greedily, dealt in turn ({} micro-steps); ▒ vision █ language, load / mean",
@@ -334,6 +335,14 @@ fn run(args: &Args) -> Result<(), String> {
     );
     println!();
     let unit = |x: f64| format!("{:.3} TFLOP", x / 1e12);
+    // x over the lower bound, or nothing where the bound is zero.
+    let over = |x: f64| {
+        if r.lower_bound > 0.0 {
+            format!("  ({:.4} x)", x / r.lower_bound)
+        } else {
+            String::new()
+        }
+    };
     println!(
         "predicted step time   {}  ({:.4} x its lower bound)",
         unit(r.predicted),
@@ -341,14 +350,14 @@ fn run(args: &Args) -> Result<(), String> {
     );
     println!("lower bound           {}", unit(r.lower_bound));
     println!(
-        "naive baseline        {}  ({:.4} x)",
+        "naive baseline        {}{}",
         unit(r.baseline),
-        r.baseline / r.lower_bound
+        over(r.baseline)
     );
     println!(
-        "token-balanced        {}  ({:.4} x)",
+        "token-balanced        {}{}",
         unit(token_time),
-        token_time / r.lower_bound
+        over(token_time)
     );
     println!(
         "imbalance (max/mean)  vision {:.4}, language {:.4}",
@@ -370,11 +379,15 @@ fn run(args: &Args) -> Result<(), String> {
     );
     println!("fingerprint           {:016x}", plan.fingerprint());
     println!();
-    println!(
-        "gain: {:.1}% faster than the naive baseline, {:.1}% faster than balancing tokens",
-        100.0 * (r.baseline / r.predicted - 1.0),
-        100.0 * (token_time / r.predicted - 1.0)
-    );
+    if r.predicted > 0.0 {
+        println!(
+            "gain: {:.1}% faster than the naive baseline, {:.1}% faster than balancing tokens",
+            100.0 * (r.baseline / r.predicted - 1.0),
+            100.0 * (token_time / r.predicted - 1.0)
+        );
+    } else {
+        println!("gain: none to measure (the planned step has no cost)");
+    }
     Ok(())
 }
 

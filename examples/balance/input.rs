@@ -1,0 +1,199 @@
+//! The `balance` example's JSON Lines reader: one sample a line, every error naming its line.
+//!
+//! Kept free of the example's globals (no file system, no command line) so
+//! that `tests/balance_input.rs` and a fuzz target can include it with
+//! `#[path = "../examples/balance/input.rs"] mod input;`.
+//!
+//! A line is one JSON object, `{"id": 7, "text_tokens": 312,
+//! "image_tokens": [576, 576], "loss_tokens": 40}`: `id` (unique) and
+//! `text_tokens` required, `image_tokens` (one entry a single-unit image) and
+//! `loss_tokens` (default: the text tokens) optional, `null` the same as
+//! absent. Blank lines are skipped. An unknown field, a field given twice, a
+//! value of the wrong type or range, and an id already used are errors
+//! naming the line (1-based, as an editor counts them). Memory and time are
+//! proportional to the text.
+
+use std::collections::btree_map::{BTreeMap, Entry};
+use std::fmt;
+
+use microbatch::cost::{Image, Sample};
+use microbatch::plan::StepSample;
+use microbatch::Error;
+
+/// One line as read: `deny_unknown_fields` refuses other keys, and the
+/// derived visitor refuses a key given twice ("duplicate field").
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    id: u64,
+    text_tokens: u32,
+    #[serde(default)]
+    image_tokens: Option<Vec<u32>>,
+    #[serde(default)]
+    loss_tokens: Option<u64>,
+}
+
+/// What a line holds, for the messages of unknown fields.
+const FIELDS: &str = "`id`, `text_tokens`, `image_tokens`, `loss_tokens`";
+
+/// An error of the input: its 1-based line and what is wrong there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputError {
+    /// The line, counted from 1 as an editor does (blank lines included).
+    pub line: usize,
+    /// The column (1-based, in bytes) where JSON parsing stopped, when it did.
+    pub column: Option<usize>,
+    /// What is wrong, for a user who reads only this.
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}", self.line)?;
+        if let Some(c) = self.column {
+            write!(f, ", column {c}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// The samples of a JSON Lines text, in the order of their lines, with the
+/// line of every id (to name the line of a sample the planner refuses).
+#[derive(Clone, Debug)]
+pub struct Input {
+    /// The samples, one a non-blank line.
+    pub samples: Vec<StepSample>,
+    /// id -> line.
+    lines: BTreeMap<u64, usize>,
+}
+
+impl Input {
+    /// The line of sample `id`, if it was read.
+    pub fn line_of(&self, id: u64) -> Option<usize> {
+        self.lines.get(&id).copied()
+    }
+
+    /// The planner's error `err` about these samples, with the line of
+    /// every sample it names by id (an oversize sample, a repeated id).
+    pub fn explain(&self, err: &Error) -> String {
+        let at = |id: Option<u64>| match id.and_then(|id| self.line_of(id).map(|l| (id, l))) {
+            Some((id, line)) => format!("line {line} (id {id})"),
+            None => match id {
+                Some(id) => format!("id {id}"),
+                None => "a sample".to_string(),
+            },
+        };
+        match err {
+            Error::DuplicateId { id } => {
+                format!(
+                    "{}: the id is used twice; ids must be unique",
+                    at(Some(*id))
+                )
+            }
+            Error::Oversize { items } => {
+                let mut out = format!("{} sample(s) fit no packed sequence:", items.len());
+                for o in items {
+                    let what = o.name.unwrap_or("size");
+                    out.push_str(&format!(
+                        " {}: {} {what} > {};",
+                        at(o.id),
+                        o.size,
+                        o.capacity
+                    ));
+                }
+                out.push_str(" raise the limit or drop the sample(s)");
+                out
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// serde_json's message without its " at line L column C" (the line is
+/// ours, counted in the whole text).
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&suffix) {
+        Some(s) => s.to_string(),
+        None => text,
+    }
+}
+
+/// Reads the JSON Lines `text`: one sample a non-blank line.
+///
+/// # Errors
+///
+/// The first bad line, by its 1-based number: not JSON, not an object, an
+/// unknown or repeated field, a missing `id` or `text_tokens`, a value of
+/// the wrong type or out of range (`text_tokens` and each image's tokens at
+/// most 2^32 - 1), or an id already used on an earlier line (both lines
+/// named).
+///
+/// # Complexity
+///
+/// O(b + n log n) time and O(b) extra space for b bytes and n lines.
+pub fn read(text: &str) -> Result<Input, InputError> {
+    let mut samples = Vec::new();
+    let mut lines = BTreeMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let bad = |message: String| InputError {
+            line,
+            column: None,
+            message,
+        };
+        // A derived struct would also read a list (`[1, 2]`) by position.
+        let start = raw.len() - raw.trim_start().len();
+        if !raw[start..].starts_with('{') {
+            return Err(InputError {
+                line,
+                column: Some(start + 1),
+                message: format!("expected a JSON object with {FIELDS}"),
+            });
+        }
+        let parsed: Line = serde_json::from_str(raw).map_err(|e| {
+            let what = without_position(&e);
+            let hint = if what.starts_with("unknown field") {
+                String::new()
+            } else if what.starts_with("duplicate field") {
+                " (each field at most once a line)".to_string()
+            } else if e.is_data() {
+                format!(" (a line is an object with {FIELDS})")
+            } else {
+                String::new()
+            };
+            InputError {
+                line,
+                column: Some(e.column()),
+                message: format!("{what}{hint}"),
+            }
+        })?;
+        match lines.entry(parsed.id) {
+            Entry::Occupied(first) => {
+                return Err(bad(format!(
+                    "id {} is already used on line {}; ids must be unique",
+                    parsed.id,
+                    first.get()
+                )))
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(line);
+            }
+        }
+        let images = parsed
+            .image_tokens
+            .unwrap_or_default()
+            .into_iter()
+            .map(Image::new);
+        let mut sample = StepSample::new(parsed.id, Sample::new(parsed.text_tokens, images));
+        if let Some(l) = parsed.loss_tokens {
+            sample = sample.with_loss_tokens(l);
+        }
+        samples.push(sample);
+    }
+    Ok(Input { samples, lines })
+}

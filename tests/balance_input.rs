@@ -1,0 +1,208 @@
+//! The `balance` example's JSON Lines reader (examples/balance/input.rs):
+//! every error names its real line, repeated and unknown fields are refused,
+//! a repeated id names both lines, and a sample the planner refuses is
+//! mapped back to its line.
+#![cfg(feature = "scenarios")]
+
+#[path = "../examples/balance/input.rs"]
+mod input;
+
+use input::{read, InputError};
+use microbatch::cost::Tokens;
+use microbatch::plan::Planner;
+use proptest::prelude::*;
+
+fn err(text: &str) -> InputError {
+    read(text).unwrap_err()
+}
+
+/// A JSON error on line 2 used to be reported as "line 1".
+#[test]
+fn a_json_error_names_its_real_line() {
+    let e = err("{\"id\": 1, \"text_tokens\": 5}\n{\"id\": 2, \"text_tokens\": }\n");
+    assert_eq!((e.line, e.column), (2, Some(26)));
+    assert_eq!(e.to_string(), "line 2, column 26: expected value");
+    // Blank lines count, and Windows line ends read alike.
+    let e = err("\r\n{\"id\": 1, \"text_tokens\": 5}\r\n\r\n{\"id\": 2}\r\n");
+    assert_eq!(e.line, 4);
+    assert!(e.message.starts_with("missing field `text_tokens`"), "{e}");
+}
+
+/// Duplicate JSON keys used to be accepted (the last one won).
+#[test]
+fn a_repeated_field_is_refused() {
+    let e = err("{\"id\": 1, \"text_tokens\": 5, \"id\": 3}");
+    assert_eq!(e.line, 1);
+    assert_eq!(
+        e.message,
+        "duplicate field `id` (each field at most once a line)"
+    );
+    let e = err("\n{\"id\": 1, \"text_tokens\": 5, \"text_tokens\": 5}");
+    assert_eq!(e.line, 2);
+    assert!(
+        e.message.starts_with("duplicate field `text_tokens`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unknown_field_is_refused() {
+    let e = err("{\"id\": 1, \"text_tokens\": 5, \"colour\": 1}");
+    assert_eq!(
+        e.message,
+        "unknown field `colour`, expected one of `id`, `text_tokens`, `image_tokens`, `loss_tokens`"
+    );
+}
+
+#[test]
+fn wrong_types_and_ranges_are_refused() {
+    for (line, starts) in [
+        (
+            "{\"id\": -1, \"text_tokens\": 5}",
+            "invalid value: integer `-1`, expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 4294967296}",
+            "invalid value: integer `4294967296`, expected u32",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"image_tokens\": 576}",
+            "invalid type: integer `576`, expected a sequence",
+        ),
+        (
+            "{\"id\": 1.5, \"text_tokens\": 5}",
+            "invalid type: floating point `1.5`, expected u64",
+        ),
+        ("[1, 2]", "expected a JSON object with `id`, `text_tokens`"),
+        ("  7", "expected a JSON object"),
+        ("{\"id\": 1, \"text_tokens\": 5} {}", "trailing characters"),
+    ] {
+        let e = err(line);
+        assert!(e.message.starts_with(starts), "{line}: {e}");
+    }
+}
+
+/// A repeated id used to be reported by id only; it names both lines now.
+#[test]
+fn a_repeated_id_names_both_lines() {
+    let e = err("{\"id\": 1, \"text_tokens\": 5}\n\n{\"id\": 1, \"text_tokens\": 6}\n");
+    assert_eq!(
+        e.to_string(),
+        "line 3: id 1 is already used on line 1; ids must be unique"
+    );
+}
+
+/// An oversize sample is reported by the planner by id; `explain` names its
+/// line.
+#[test]
+fn an_oversize_sample_is_named_by_line() {
+    let text = "{\"id\": 1, \"text_tokens\": 5}\n{\"id\": 9, \"text_tokens\": 60000}\n";
+    let input = read(text).unwrap();
+    assert_eq!(
+        (input.line_of(9), input.line_of(1), input.line_of(2)),
+        (Some(2), Some(1), None)
+    );
+    let e = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(1)
+        .seq_len(16384)
+        .plan(&input.samples)
+        .unwrap_err();
+    assert_eq!(
+        input.explain(&e),
+        "1 sample(s) fit no packed sequence: line 2 (id 9): 60000 tokens > 16384; raise the \
+         limit or drop the sample(s)"
+    );
+    let dup = microbatch::Error::DuplicateId { id: 1 };
+    assert_eq!(
+        input.explain(&dup),
+        "line 1 (id 1): the id is used twice; ids must be unique"
+    );
+}
+
+/// Zero-token samples and `null` optional fields read fine.
+#[test]
+fn optional_fields_and_empty_samples() {
+    let input = read(
+        "{\"id\": 3, \"text_tokens\": 0, \"image_tokens\": null, \"loss_tokens\": null}\n\
+         {\"id\": 4, \"text_tokens\": 7, \"image_tokens\": [576, 0], \"loss_tokens\": 2}\n",
+    )
+    .unwrap();
+    assert_eq!(input.samples.len(), 2);
+    assert_eq!(input.samples[0].sample().tokens(), 0);
+    assert_eq!(input.samples[0].loss_tokens(), 0);
+    assert_eq!(input.samples[1].sample().tokens(), 583);
+    assert_eq!(input.samples[1].loss_tokens(), 2);
+    assert!(read("").unwrap().samples.is_empty());
+}
+
+/// A bad line among good ones, and the blank lines around them.
+#[derive(Clone, Debug)]
+struct Doc {
+    lines: Vec<String>,
+    bad: Option<usize>,
+}
+
+fn doc() -> impl Strategy<Value = Doc> {
+    (
+        prop::collection::vec((0u32..1000, 0usize..3, any::<bool>()), 1..30),
+        prop::option::of(any::<prop::sample::Index>()),
+        0usize..5,
+    )
+        .prop_map(|(samples, bad, kind)| {
+            let mut lines = Vec::new();
+            for (i, &(tokens, blanks, crlf)) in samples.iter().enumerate() {
+                for _ in 0..blanks {
+                    lines.push(if crlf { "  \r" } else { "" }.to_string());
+                }
+                lines.push(format!("{{\"id\": {i}, \"text_tokens\": {tokens}}}"));
+            }
+            let bad = bad.map(|at| {
+                // A sample line, made bad one of several ways.
+                let k = lines
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.starts_with('{'))
+                    .map(|(k, _)| k)
+                    .nth(at.index(samples.len()))
+                    .unwrap();
+                lines[k] = match kind {
+                    0 => lines[k].replace('}', ""),
+                    1 => lines[k].replace("}", ", \"id\": 0}"),
+                    2 => lines[k].replace("}", ", \"x\": 0}"),
+                    3 => lines[k].replace("\"text_tokens\"", "\"text\""),
+                    _ => "{\"id\": 0, \"text_tokens\": 1}".to_string(),
+                };
+                k
+            });
+            Doc { lines, bad }
+        })
+}
+
+proptest! {
+    /// The error names the bad line as an editor counts it (the repeated id
+    /// 0 of the last kind is bad only after line 0's id 0); a document
+    /// without one reads every sample, each id at its line.
+    #[test]
+    fn errors_name_the_line_an_editor_shows(d in doc()) {
+        let text = d.lines.join("\n");
+        match (read(&text), d.bad) {
+            (Ok(input), None) => {
+                let mut id = 0u64;
+                for (k, l) in d.lines.iter().enumerate() {
+                    if l.starts_with('{') {
+                        prop_assert_eq!(input.line_of(id), Some(k + 1));
+                        id += 1;
+                    }
+                }
+                prop_assert_eq!(input.samples.len() as u64, id);
+            }
+            (Err(e), Some(k)) => prop_assert_eq!(e.line, k + 1, "{}", e),
+            // Id 0 again on the first sample line is no repetition.
+            (Ok(_), Some(k)) => {
+                let first = d.lines[..k].iter().all(|l| !l.starts_with('{'));
+                prop_assert!(first, "line {} should be refused", k + 1);
+            }
+            (Err(e), None) => prop_assert!(false, "{}", e),
+        }
+    }
+}
