@@ -1273,6 +1273,44 @@ mod wire {
         fn try_from(p: Partition<T>) -> Result<Self, Self::Error> {
             let parts = Grouped::try_from(Raw::nested(p.parts, "part"))?;
             check_per_group(&parts, &p.sums, p.dims, T::ZERO, "part", "sum")?;
+            let below_zero = |x: &T| x.total_cmp(&T::ZERO) == Ordering::Less;
+            if let Some(i) = p.sums.iter().position(below_zero) {
+                return Err(invalid!(
+                    "part {} has a negative sum {:?} in dimension {}: sums of sizes are not \
+                     negative",
+                    i / p.dims,
+                    p.sums[i],
+                    i % p.dims
+                ));
+            }
+            if below_zero(&p.objective) || below_zero(&p.lower_bound) {
+                return Err(invalid!(
+                    "the objective {:?} and the lower bound {:?} must not be negative",
+                    p.objective,
+                    p.lower_bound
+                ));
+            }
+            // Every objective (the largest part, per dimension or combined,
+            // or the spread) is at most the sum over dimensions of the
+            // largest part, folded as the objective is.
+            let most = (0..p.dims).fold(T::ZERO, |acc, j| {
+                let hi = p.sums.iter().skip(j).step_by(p.dims).fold(T::ZERO, |m, &x| {
+                    if x.total_cmp(&m) == Ordering::Greater {
+                        x
+                    } else {
+                        m
+                    }
+                });
+                acc.add(hi)
+            });
+            if p.objective.total_cmp(&most) == Ordering::Greater {
+                return Err(invalid!(
+                    "the objective {:?} is above what the part sums allow ({:?}, the sum over \
+                     dimensions of the largest part)",
+                    p.objective,
+                    most
+                ));
+            }
             if p.lower_bound.total_cmp(&p.objective) == Ordering::Greater {
                 return Err(invalid!(
                     "the lower bound {:?} is above the objective {:?}: it bounds the optimum, \
