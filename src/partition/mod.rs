@@ -584,9 +584,17 @@ impl<T: Total> fmt::Debug for Partition<T> {
 ///
 /// # Complexity
 ///
-/// The algorithm's, plus refinement (see [`refine`]); with a cap that the
-/// heuristic misses, up to the node budget of exact search (each node
-/// O(k d)) and `O(log n)` heuristic runs to find a part count that works.
+/// The algorithm's, plus refinement (see [`refine`]: at most
+/// `max(2^18, 2 (n + k)) d` candidate evaluations). With a cap: first a
+/// bound check, O(n) (O(n log n) a dimension for several), that proves an
+/// infeasible cap before any search (the sum over `k` parts, the largest
+/// item, items that must share a part, equal counts); then, when the
+/// heuristic misses the cap, a search within the node budget and within
+/// `max(2^24, 16 (n + k) d) / (k d)` nodes of O(k d) each, so at most about
+/// `max(2^24, 16 (n + k) d)` operations; on failure `O(log n)` heuristic
+/// runs to find a part count that works. O(n d + k d) extra space, `k` being
+/// at most `max(n, 65536)`. [`Algorithm::Exact`] takes up to the node
+/// budget, O(k d) a node.
 ///
 /// # Examples
 ///
@@ -900,6 +908,10 @@ impl<S: Size> Partitioner<S> {
     /// - [`Error::ZeroParts`] for zero parts;
     /// - [`Error::TooManyParts`] for more parts than items unless empty
     ///   parts are allowed;
+    /// - [`Error::InvalidSetting`] (`parts`) with empty parts allowed, for
+    ///   more than `max(n, 65536)` parts (a result holds every part: at the
+    ///   limit, 65536 parts of 3 items take about 4 MB and a few
+    ///   milliseconds);
     /// - [`Error::DimensionMismatch`] when an item has another number of
     ///   dimensions than the first item (or the cap), [`Error::NoDimensions`]
     ///   for items (or a cap) without dimensions;

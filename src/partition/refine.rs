@@ -22,8 +22,9 @@ use super::{Objective, Partition, Partitioner};
 /// objective drops, or stays and the larger of the two parts drops (for the
 /// spread: the two get closer). For one objective dimension the objective
 /// never rises and the sum of squared part sums falls at every step, so the
-/// pass ends. Float sums are kept incrementally and may differ from a fresh sum in
-/// the last bits. Use [`Partitioner::refine`] for constraints and other
+/// pass ends. The sums of the two parts of a step are recomputed afresh
+/// after it, so that float sums are exactly those the result reports, and a
+/// step whose fresh sums would break the cap is undone. Use [`Partitioner::refine`] for constraints and other
 /// objectives; this function keeps the defaults (largest part, no empty part
 /// created).
 ///
@@ -34,7 +35,11 @@ use super::{Objective, Partition, Partitioner};
 /// found by a merge-like walk of the two parts' sorted items); for several
 /// objective dimensions, swaps are scanned, O(h n d). The number of steps is
 /// small in practice and capped by [`Partitioner::max_rounds`] (by default
-/// `16 (n + k)`). O(n + k d) extra space.
+/// `16 (n + k)`), and the whole pass by a work budget of `max(2^18, 2 (n +
+/// k)) d` candidate evaluations (each O(d)): it stops there with the best
+/// partition so far, so refinement costs at most a small multiple of
+/// building the partition (a deterministic count, not a clock). O(n + k d)
+/// extra space.
 ///
 /// # Approximation
 ///
