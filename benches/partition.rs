@@ -142,9 +142,13 @@ fn bench_partitioner(c: &mut Criterion) {
     group.bench_with_input(BenchmarkId::new("per_dim_lpt", 5000), &pairs, |b, items| {
         b.iter(|| per_dim(false).partition(black_box(items)).unwrap());
     });
-    group.bench_with_input(BenchmarkId::new("per_dim_refined", 5000), &pairs, |b, items| {
-        b.iter(|| per_dim(true).partition(black_box(items)).unwrap());
-    });
+    group.bench_with_input(
+        BenchmarkId::new("per_dim_refined", 5000),
+        &pairs,
+        |b, items| {
+            b.iter(|| per_dim(true).partition(black_box(items)).unwrap());
+        },
+    );
     group.finish();
 }
 

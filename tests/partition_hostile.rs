@@ -44,7 +44,10 @@ fn every_option<S: microbatch::Size>(k: usize, cap: Option<S>) -> Vec<Partitione
 fn parts_beyond_the_limit_are_refused_before_any_allocation() {
     let items = [5u32, 4, 3];
     for k in [usize::MAX, 1 << 40, (1 << 16) + 1] {
-        for p in every_option(k, None).into_iter().chain(every_option(k, Some(10u32))) {
+        for p in every_option(k, None)
+            .into_iter()
+            .chain(every_option(k, Some(10u32)))
+        {
             let err = p.partition(&items).unwrap_err();
             assert!(
                 matches!(err, Error::InvalidSetting { name: "parts", value, .. } if value == k as u64),
@@ -135,7 +138,15 @@ fn infeasible_caps_are_proven_by_a_bound_before_any_search() {
             .partition(&items)
             .unwrap_err();
         assert!(
-            matches!(err, Error::CapExceeded { proven: true, parts: 100, parts_needed: Some(101), .. }),
+            matches!(
+                err,
+                Error::CapExceeded {
+                    proven: true,
+                    parts: 100,
+                    parts_needed: Some(101),
+                    ..
+                }
+            ),
             "{err:?}"
         );
     }
@@ -150,7 +161,10 @@ fn infeasible_caps_are_proven_by_a_bound_before_any_search() {
             .cap(1_000_100)
             .partition(&items)
             .unwrap_err();
-        assert!(matches!(err, Error::CapExceeded { proven: true, .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::CapExceeded { proven: true, .. }),
+            "{err:?}"
+        );
     }
     assert!(Partitioner::new(100)
         .equal_count(true)
@@ -159,12 +173,21 @@ fn infeasible_caps_are_proven_by_a_bound_before_any_search() {
         .is_ok());
     // Floats: a bound rounded down proves it too.
     let lengths = lengths(20_000, 4);
-    let floats = not_nan(&lengths.iter().map(|&x| f64::from(x) / 10.0).collect::<Vec<_>>()).unwrap();
+    let floats = not_nan(
+        &lengths
+            .iter()
+            .map(|&x| f64::from(x) / 10.0)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
     let err = Partitioner::new(100)
         .cap(NotNan::new(f64::from(cap) / 10.0).unwrap())
         .partition(&floats)
         .unwrap_err();
-    assert!(matches!(err, Error::CapExceeded { proven: true, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::CapExceeded { proven: true, .. }),
+        "{err:?}"
+    );
 }
 
 /// The fresh sum of a part in its listed order (heaviest first, as the
@@ -176,7 +199,11 @@ fn fresh(sizes: &[NotNan<f64>], part: &[usize]) -> f64 {
 fn check_float_cap(sizes: &[NotNan<f64>], cap: f64, p: &Partition<f64>) {
     for (i, part) in p.parts().enumerate() {
         let s = fresh(sizes, part);
-        assert_eq!(p.sum(i)[0].to_bits(), s.to_bits(), "reported sum of part {i}");
+        assert_eq!(
+            p.sum(i)[0].to_bits(),
+            s.to_bits(),
+            "reported sum of part {i}"
+        );
         assert!(s <= cap, "part {i} sums to {s} above the cap {cap}");
     }
 }
@@ -201,7 +228,9 @@ fn float_caps_hold_on_the_reported_sums() {
                     check_float_cap(&sizes, cap, &p);
                     served += 1;
                 }
-                Err(Error::CapExceeded { .. } | Error::Oversize { .. } | Error::TooManyParts { .. }) => {}
+                Err(
+                    Error::CapExceeded { .. } | Error::Oversize { .. } | Error::TooManyParts { .. },
+                ) => {}
                 Err(e) => panic!("{e}"),
             }
         }
@@ -210,7 +239,10 @@ fn float_caps_hold_on_the_reported_sums() {
     // The example of the issue: tenths into 3 parts within 2.4.
     let sizes = not_nan(&[0.7, 0.7, 0.7, 0.6, 0.6, 0.5, 0.5, 0.4, 0.4, 0.3, 0.3, 0.2]).unwrap();
     let cap = 2.4;
-    if let Ok(p) = Partitioner::new(3).cap(NotNan::new(cap).unwrap()).partition(&sizes) {
+    if let Ok(p) = Partitioner::new(3)
+        .cap(NotNan::new(cap).unwrap())
+        .partition(&sizes)
+    {
         check_float_cap(&sizes, cap, &p);
     }
 }
@@ -252,12 +284,11 @@ fn adversarial() -> impl Strategy<Value = Vec<f64>> {
     ];
     // Many equal tenths: their float sum rounds up (30 x 0.1 is
     // 3.0000000000000013) while each part's rounds down.
-    let repeated = ((1u32..10), 1usize..40, 0usize..3)
-        .prop_map(|(x, n, tiny)| {
-            let mut v = vec![f64::from(x) / 10.0; n];
-            v.extend(vec![1e-17; tiny]);
-            v
-        });
+    let repeated = ((1u32..10), 1usize..40, 0usize..3).prop_map(|(x, n, tiny)| {
+        let mut v = vec![f64::from(x) / 10.0; n];
+        v.extend(vec![1e-17; tiny]);
+        v
+    });
     prop_oneof![prop::collection::vec(value, 1..12), repeated]
 }
 
@@ -346,7 +377,10 @@ fn messages_say_what_to_fix() {
          least one size"
     );
     assert_eq!(
-        Partitioner::<u32>::new(1).cap_per_dim(&[]).partition(&[[1u32]]).unwrap_err(),
+        Partitioner::<u32>::new(1)
+            .cap_per_dim(&[])
+            .partition(&[[1u32]])
+            .unwrap_err(),
         Error::NoDimensions
     );
     assert_eq!(
@@ -354,9 +388,14 @@ fn messages_say_what_to_fix() {
         "a partition into 0 parts was asked for; ask for at least 1 part"
     );
     // A best part above u64::MAX prints in full.
-    let err = Partitioner::new(1).cap(u64::MAX).partition(&[u64::MAX; 3]).unwrap_err();
+    let err = Partitioner::new(1)
+        .cap(u64::MAX)
+        .partition(&[u64::MAX; 3])
+        .unwrap_err();
     let wide = 3 * u128::from(u64::MAX);
-    assert!(matches!(err, Error::CapExceeded { best: Scalar::Wide(b), proven: true, .. } if b == wide));
+    assert!(
+        matches!(err, Error::CapExceeded { best: Scalar::Wide(b), proven: true, .. } if b == wide)
+    );
     assert_eq!(
         err.to_string(),
         "no partition into 1 parts keeps every part within the cap 18446744073709551615 in \
@@ -372,19 +411,35 @@ fn messages_say_what_to_fix() {
          0 to 0); refine a partition of these items"
     );
     let missing = refine(&items, &two).unwrap_err();
-    assert_eq!(missing, Error::NotAPartition { items: 3, index: 2, times: 0 });
+    assert_eq!(
+        missing,
+        Error::NotAPartition {
+            items: 3,
+            index: 2,
+            times: 0
+        }
+    );
     assert_eq!(
         missing.to_string(),
         "not a partition of 3 item(s): item 2 is in no part; every item must be in exactly one part"
     );
-    let repeated = Error::NotAPartition { items: 3, index: 1, times: 2 };
+    let repeated = Error::NotAPartition {
+        items: 3,
+        index: 1,
+        times: 2,
+    };
     assert_eq!(
         repeated.to_string(),
         "not a partition of 3 item(s): item 1 is listed 2 times; every item must be in exactly \
          one part"
     );
     assert_eq!(
-        Error::NotAPartition { items: 0, index: 4, times: 1 }.to_string(),
+        Error::NotAPartition {
+            items: 0,
+            index: 4,
+            times: 1
+        }
+        .to_string(),
         "not a partition of 0 item(s): it lists index 4, but there are no items"
     );
 }
@@ -411,12 +466,18 @@ fn serde_refuses_sums_that_contradict_the_parts() {
     let err = read(&json.replace(objective, "\"objective\":100.0")).unwrap_err();
     assert!(err.to_string().contains("objective"), "{err}");
     // A lower bound above the objective.
-    let bound = format!("\"lower_bound\":{}", serde_json::to_string(&p.lower_bound()).unwrap());
+    let bound = format!(
+        "\"lower_bound\":{}",
+        serde_json::to_string(&p.lower_bound()).unwrap()
+    );
     assert!(json.contains(&bound), "{json}");
     let err = read(&json.replace(&bound, "\"lower_bound\":2.5")).unwrap_err();
     assert!(err.to_string().contains("lower bound"), "{err}");
     // An empty part with a sum.
-    let q = Partitioner::new(3).allow_empty(true).partition(&[2u32, 1][..1]).unwrap();
+    let q = Partitioner::new(3)
+        .allow_empty(true)
+        .partition(&[2u32, 1][..1])
+        .unwrap();
     let json = serde_json::to_string(&q).unwrap();
     assert!(json.contains("\"sums\":[2,0,0]"), "{json}");
     let bad = json.replace("\"sums\":[2,0,0]", "\"sums\":[2,0,1]");

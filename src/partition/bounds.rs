@@ -140,8 +140,8 @@ pub(crate) fn down<T: Total>(x: T, terms: usize) -> T {
         return x;
     }
     let v = x.to_f64();
-    // NaN-safe: `!(v >= TINY)` also maps NaN to zero.
-    if !(v >= TINY) || !v.is_finite() {
+    // NaN-safe: `is_finite` is false for NaN.
+    if !v.is_finite() || v < TINY {
         return T::ZERO;
     }
     // Powers of two divide exactly (`x 2^-51` is normal above `TINY`).

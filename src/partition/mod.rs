@@ -1306,13 +1306,18 @@ mod wire {
             // or the spread) is at most the sum over dimensions of the
             // largest part, folded as the objective is.
             let most = (0..p.dims).fold(T::ZERO, |acc, j| {
-                let hi = p.sums.iter().skip(j).step_by(p.dims).fold(T::ZERO, |m, &x| {
-                    if x.total_cmp(&m) == Ordering::Greater {
-                        x
-                    } else {
-                        m
-                    }
-                });
+                let hi = p
+                    .sums
+                    .iter()
+                    .skip(j)
+                    .step_by(p.dims)
+                    .fold(T::ZERO, |m, &x| {
+                        if x.total_cmp(&m) == Ordering::Greater {
+                            x
+                        } else {
+                            m
+                        }
+                    });
                 acc.add(hi)
             });
             if p.objective.total_cmp(&most) == Ordering::Greater {
