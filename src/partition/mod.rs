@@ -910,7 +910,7 @@ impl<S: Size> Partitioner<S> {
     ///   parts are allowed;
     /// - [`Error::InvalidSetting`] (`parts`) with empty parts allowed, for
     ///   more than `max(n, 65536)` parts (a result holds every part: at the
-    ///   limit, 65536 parts of 3 items take about 4 MB and a few
+    ///   limit, 65536 parts of 3 items take about 6 MB and a few
     ///   milliseconds);
     /// - [`Error::DimensionMismatch`] when an item has another number of
     ///   dimensions than the first item (or the cap), [`Error::NoDimensions`]
