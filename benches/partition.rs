@@ -6,7 +6,7 @@
 use core::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use microbatch::partition::{exact, karmarkar_karp, lpt, refine};
+use microbatch::partition::{exact, karmarkar_karp, lpt, refine, Dims, Partitioner};
 
 #[path = "../tests/common/rng.rs"]
 mod rng;
@@ -115,8 +115,46 @@ fn bench_exact(c: &mut Criterion) {
     group.finish();
 }
 
+/// The default `Partitioner` (LPT, refined within its work budget) against
+/// LPT alone on the same items: the ratio issue 10 asks about (n = 10^5,
+/// k = 1000), and the per-dimension objective with equal counts.
+fn bench_partitioner(c: &mut Criterion) {
+    let mut group = c.benchmark_group("partitioner");
+    group.sample_size(10);
+    let (n, k) = (100_000usize, 1000);
+    let keys = lengths(n, 1);
+    group.throughput(Throughput::Elements(n as u64));
+    group.bench_with_input(BenchmarkId::new("lpt", n), &keys, |b, keys| {
+        b.iter(|| lpt(black_box(keys), k).unwrap());
+    });
+    group.bench_with_input(BenchmarkId::new("default", n), &keys, |b, keys| {
+        b.iter(|| Partitioner::new(k).partition(black_box(keys)).unwrap());
+    });
+    let (a, c2) = (lengths(5000, 2), lengths(5000, 3));
+    let pairs: Vec<[u32; 2]> = a.iter().zip(&c2).map(|(&x, &y)| [x, y]).collect();
+    let per_dim = |refined: bool| {
+        Partitioner::new(250)
+            .dims(Dims::PerDim)
+            .equal_count(true)
+            .refinement(refined)
+    };
+    group.throughput(Throughput::Elements(5000));
+    group.bench_with_input(BenchmarkId::new("per_dim_lpt", 5000), &pairs, |b, items| {
+        b.iter(|| per_dim(false).partition(black_box(items)).unwrap());
+    });
+    group.bench_with_input(
+        BenchmarkId::new("per_dim_refined", 5000),
+        &pairs,
+        |b, items| {
+            b.iter(|| per_dim(true).partition(black_box(items)).unwrap());
+        },
+    );
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    bench_partitioner,
     bench_lpt,
     bench_karmarkar_karp,
     bench_refine,

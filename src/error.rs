@@ -22,6 +22,7 @@ use crate::cost::Phase;
 ///
 /// assert_eq!(Scalar::Int(16384).to_string(), "16384");
 /// assert_eq!(Scalar::Float(0.5).to_string(), "0.5");
+/// assert_eq!(Scalar::Wide(1 << 64).to_string(), "18446744073709551616");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -30,6 +31,8 @@ pub enum Scalar {
     Int(u64),
     /// A floating-point value.
     Float(f64),
+    /// An integer sum above `u64::MAX` (sums of `u64` sizes are `u128`).
+    Wide(u128),
 }
 
 impl fmt::Display for Scalar {
@@ -37,6 +40,7 @@ impl fmt::Display for Scalar {
         match self {
             Scalar::Int(v) => write!(f, "{v}"),
             Scalar::Float(v) => write!(f, "{}", Real(*v)),
+            Scalar::Wide(v) => write!(f, "{v}"),
         }
     }
 }
@@ -149,7 +153,8 @@ pub struct Oversize {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Error {
-    /// The capacity has no dimension at all.
+    /// The capacity (or cap) or the items have no dimension at all: an item
+    /// or capacity needs at least one size.
     NoDimensions,
     /// The capacity is zero in dimension `dim`. No item could ever be placed
     /// in such a bin, and a zero-size item alone does not make a bin useful.
@@ -272,7 +277,8 @@ pub enum Error {
         /// The cap in that dimension.
         cap: Scalar,
         /// The largest part in that dimension of the best partition found: a
-        /// cap that would work with `parts` parts.
+        /// cap that would work with `parts` parts ([`Scalar::Wide`] for an
+        /// integer sum above `u64::MAX`).
         best: Scalar,
         /// Whether the constraint is proven infeasible (by a bound or by an
         /// exhausted exact search), rather than only not met by the heuristics.
@@ -281,14 +287,15 @@ pub enum Error {
         /// heuristics, that meets the cap; `None` when none was searched.
         parts_needed: Option<usize>,
     },
-    /// A partition handed in for refinement does not cover the items: an item
-    /// is missing, repeated or out of range.
+    /// A partition handed in for refinement does not cover the items: it
+    /// lists an index out of range (`index >= items`), an item twice
+    /// (`times > 1`) or misses one (`times == 0`).
     NotAPartition {
         /// The number of items.
         items: usize,
         /// The first offending item index.
         index: usize,
-        /// How many times the item appears in the partition.
+        /// How many times the index appears in the partition.
         times: usize,
     },
     /// A setting is out of its range: a planner setting (zero ranks, a zero
@@ -389,7 +396,10 @@ const LISTED: usize = 8;
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NoDimensions => f.write_str("the capacity has no dimension"),
+            Error::NoDimensions => f.write_str(
+                "an item or the capacity (or cap) has no dimension; every item and capacity \
+                 needs at least one size",
+            ),
             Error::ZeroCapacity { dim } => write!(
                 f,
                 "the capacity is zero in dimension {dim}; every dimension of a capacity must be positive"
@@ -597,10 +607,13 @@ impl fmt::Display for Error {
                 "calibration feature {feature} is zero in every row or a linear combination of \
                  the features before it; vary the measured groups or drop the feature"
             ),
-            Error::ZeroParts => f.write_str("a partition needs at least one part"),
+            Error::ZeroParts => {
+                f.write_str("a partition into 0 parts was asked for; ask for at least 1 part")
+            }
             Error::TooManyParts { parts, items } => write!(
                 f,
-                "{parts} parts for {items} items would leave a part empty (empty parts are not allowed)"
+                "{parts} parts for {items} item(s) would leave a part empty; ask for at most \
+                 {items} parts, or allow empty parts"
             ),
             Error::CapExceeded {
                 parts,
@@ -631,10 +644,30 @@ impl fmt::Display for Error {
                 items,
                 index,
                 times,
-            } => write!(
-                f,
-                "not a partition of {items} items: item {index} appears {times} times"
-            ),
+            } => {
+                write!(f, "not a partition of {items} item(s): ")?;
+                if *items == 0 {
+                    write!(f, "it lists index {index}, but there are no items")
+                } else if index >= items {
+                    write!(
+                        f,
+                        "it lists index {index}, out of range (the items are numbered 0 to {}); \
+                         refine a partition of these items",
+                        items.saturating_sub(1)
+                    )
+                } else if *times == 0 {
+                    write!(
+                        f,
+                        "item {index} is in no part; every item must be in exactly one part"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "item {index} is listed {times} times; every item must be in exactly \
+                         one part"
+                    )
+                }
+            }
         }
     }
 }

@@ -17,7 +17,8 @@ fn zero_parts_and_too_many_parts() {
     assert_eq!(err, Error::TooManyParts { parts: 3, items: 2 });
     assert_eq!(
         err.to_string(),
-        "3 parts for 2 items would leave a part empty (empty parts are not allowed)"
+        "3 parts for 2 item(s) would leave a part empty; ask for at most 2 parts, or allow \
+         empty parts"
     );
     assert_eq!(
         exact(&[] as &[u32], 1, 10).unwrap_err(),
@@ -179,7 +180,8 @@ fn not_a_partition_is_reported() {
     );
     assert_eq!(
         err.to_string(),
-        "not a partition of 2 items: item 2 appears 1 times"
+        "not a partition of 2 item(s): it lists index 2, out of range (the items are numbered \
+         0 to 1); refine a partition of these items"
     );
 }
 
@@ -245,8 +247,9 @@ fn floats_through_not_nan() {
     let sizes = not_nan(&[0.5, 0.25, 0.75, 1.5, 1.0]).unwrap();
     let p = karmarkar_karp(&sizes, 2).unwrap();
     assert_eq!(p.objective(), 2.0);
-    assert_eq!(p.lower_bound(), 2.0);
-    assert!(p.proven_optimal());
+    // Float bounds are rounded down, to hold whatever the rounding of sums.
+    assert!(p.lower_bound() < 2.0 && p.lower_bound() > 2.0 - 1e-14);
+    assert!(p.ratio() < 1.0 + 1e-14);
     let q = exact(&sizes, 3, 1000).unwrap();
     assert_eq!(q.objective(), 1.5);
 }
@@ -265,7 +268,7 @@ fn sums_do_not_overflow() {
             err,
             Error::CapExceeded {
                 proven: true,
-                best: Scalar::Int(u64::MAX),
+                best: Scalar::Wide(_),
                 ..
             }
         ),

@@ -110,6 +110,7 @@ pub(crate) fn run<T: Total>(
     }
     let (lo, hi, extra) = cfg.counts(n);
     let mut s = Search {
+        saved: vec![T::ZERO; n * (d + od)],
         sums: vec![T::ZERO; k * d],
         osums: vec![T::ZERO; k * od],
         counts: vec![0; k],
@@ -172,6 +173,11 @@ pub(crate) fn run<T: Total>(
 
 /// The search state: part sums, counts and the current assignment.
 struct Search<T> {
+    /// The sums of the part of rank `r` before `r` was placed (`d + od` a
+    /// rank), restored when it is taken out: the sums never drift by
+    /// rounding, each is the float sum in rank order of its items, as
+    /// [`Instance::sums`] computes it, so the cap is checked exactly.
+    saved: Vec<T>,
     sums: Vec<T>,
     osums: Vec<T>,
     counts: Vec<usize>,
@@ -259,12 +265,23 @@ impl<T: Total> Search<T> {
     /// Adds rank `r` to part `p`, or removes it, with the counters.
     fn shift(&mut self, inst: &Instance<T>, r: usize, p: usize, add: bool) {
         let (d, od) = (inst.d, inst.od);
-        let step = |s: T, x: T| if add { s.add(x) } else { s.saturating_sub(x) };
-        for (j, &x) in inst.sizes(r).iter().enumerate() {
-            self.sums[p * d + j] = step(self.sums[p * d + j], x);
-        }
-        for j in 0..od {
-            self.osums[p * od + j] = step(self.osums[p * od + j], inst.ow(r, j));
+        let saved = &mut self.saved[r * (d + od)..(r + 1) * (d + od)];
+        let (sums, osums) = (
+            &mut self.sums[p * d..(p + 1) * d],
+            &mut self.osums[p * od..(p + 1) * od],
+        );
+        if add {
+            saved[..d].copy_from_slice(sums);
+            saved[d..].copy_from_slice(osums);
+            for (s, &x) in sums.iter_mut().zip(inst.sizes(r)) {
+                *s = s.add(x);
+            }
+            for (j, s) in osums.iter_mut().enumerate() {
+                *s = s.add(inst.ow(r, j));
+            }
+        } else {
+            sums.copy_from_slice(&saved[..d]);
+            osums.copy_from_slice(&saved[d..]);
         }
         // The counters as functions of the count, before and after.
         let (before, after) = if add {

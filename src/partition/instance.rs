@@ -41,9 +41,13 @@ pub(crate) fn div_ceil<T: Total>(x: T, k: usize) -> T {
     x.div_ceil_parts(k)
 }
 
-/// A total as an error payload (integers saturate at `u64::MAX`).
+/// A total as an error payload, exact: integers above `u64::MAX` are
+/// [`Scalar::Wide`].
 pub(crate) fn scalar<T: Total>(x: T) -> Scalar {
-    x.to_scalar()
+    match x.as_u128() {
+        Some(v) => u64::try_from(v).map_or(Scalar::Wide(v), Scalar::Int),
+        None => x.to_scalar(),
+    }
 }
 
 /// A total with `Ord` by its total order, for heaps and sorting.

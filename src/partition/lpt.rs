@@ -623,7 +623,7 @@ mod tests {
         } else {
             heap(&inst, &c)
         };
-        crate::partition::finish(&inst, &c, part_of, false)
+        crate::partition::finish(&inst, &c, part_of, false).unwrap_or_else(|_| unreachable!())
     }
 
     #[test]

@@ -584,9 +584,17 @@ impl<T: Total> fmt::Debug for Partition<T> {
 ///
 /// # Complexity
 ///
-/// The algorithm's, plus refinement (see [`refine`]); with a cap that the
-/// heuristic misses, up to the node budget of exact search (each node
-/// O(k d)) and `O(log n)` heuristic runs to find a part count that works.
+/// The algorithm's, plus refinement (see [`refine`]: at most
+/// `max(2^18, 2 (n + k)) d` candidate evaluations). With a cap: first a
+/// bound check, O(n) (O(n log n) a dimension for several), that proves an
+/// infeasible cap before any search (the sum over `k` parts, the largest
+/// item, items that must share a part, equal counts); then, when the
+/// heuristic misses the cap, a search within the node budget and within
+/// `max(2^24, 16 (n + k) d) / (k d)` nodes of O(k d) each, so at most about
+/// `max(2^24, 16 (n + k) d)` operations; on failure `O(log n)` heuristic
+/// runs to find a part count that works. O(n d + k d) extra space, `k` being
+/// at most `max(n, 65536)`. [`Algorithm::Exact`] takes up to the node
+/// budget, O(k d) a node.
 ///
 /// # Examples
 ///
@@ -882,6 +890,14 @@ impl<S: Size> Partitioner<S> {
         if k > n && !self.allow_empty {
             return Err(Error::TooManyParts { parts: k, items: n });
         }
+        if k > n.max(MAX_EMPTY_PARTS) {
+            return Err(Error::InvalidSetting {
+                name: "parts",
+                value: u64::try_from(k).unwrap_or(u64::MAX),
+                requirement: "at most the number of items, or at most 65536 when there are \
+                              fewer items (with empty parts allowed)",
+            });
+        }
         Ok(())
     }
 
@@ -892,6 +908,10 @@ impl<S: Size> Partitioner<S> {
     /// - [`Error::ZeroParts`] for zero parts;
     /// - [`Error::TooManyParts`] for more parts than items unless empty
     ///   parts are allowed;
+    /// - [`Error::InvalidSetting`] (`parts`) with empty parts allowed, for
+    ///   more than `max(n, 65536)` parts (a result holds every part: at the
+    ///   limit, 65536 parts of 3 items take about 6 MB and a few
+    ///   milliseconds);
     /// - [`Error::DimensionMismatch`] when an item has another number of
     ///   dimensions than the first item (or the cap), [`Error::NoDimensions`]
     ///   for items (or a cap) without dimensions;
@@ -923,20 +943,29 @@ impl<S: Size> Partitioner<S> {
         let inst = instance::instance(items, self.dims, self.cap.as_deref())?;
         self.check_parts(inst.n, self.parts)?;
         let cfg = self.config(self.parts);
-        let (part_of, proven) = self.construct(&inst, &cfg, self.algorithm);
-        if let Some(cap) = &cfg.cap {
+        // A cap below a lower bound on the largest part is infeasible: no
+        // search, only the heuristic for the best part to report.
+        if let Some(dim) = infeasible_dim(&inst, &cfg) {
+            let heuristic = match self.algorithm {
+                Algorithm::Exact => Algorithm::Lpt,
+                other => other,
+            };
+            let (part_of, _) = self.construct(&inst, &cfg, heuristic);
             let sums = inst.sums(cfg.k, &part_of);
-            if let Some((dim, best)) = instance::cap_violation(cap, inst.d, &sums) {
-                return self.repair(
-                    &inst,
-                    &cfg,
-                    dim,
-                    best,
-                    self.algorithm == Algorithm::Exact && proven,
-                );
-            }
+            let best = column_max(&sums, inst.d, dim);
+            return Err(self.cap_error(&inst, &cfg, dim, best, true));
         }
-        Ok(finish(&inst, &cfg, part_of, proven))
+        let (part_of, proven) = self.construct(&inst, &cfg, self.algorithm);
+        match finish(&inst, &cfg, part_of, proven) {
+            Ok(p) => Ok(p),
+            Err((dim, best)) => self.repair(
+                &inst,
+                &cfg,
+                dim,
+                best,
+                self.algorithm == Algorithm::Exact && proven,
+            ),
+        }
     }
 
     /// Builds and refines a partition by rank, without the cap repair;
@@ -1010,31 +1039,41 @@ impl<S: Size> Partitioner<S> {
         best: S::Total,
         searched: bool,
     ) -> Result<Partition<S::Total>, Error> {
-        let cap = cfg.cap.as_deref().unwrap_or(&[]);
-        // ceil(sum / k) > cap proves it; floats skip the bound, whose
-        // rounding could claim a proof that is not one.
-        let over = (0..inst.d).find(|&j| {
-            let total = (0..inst.n).fold(S::Total::ZERO, |acc, r| acc.add(inst.sizes(r)[j]));
-            instance::is_integer::<S::Total>()
-                && instance::cmp(instance::div_ceil(total, cfg.k), cap[j]) == Ordering::Greater
-        });
-        let (found, proven) = match over {
-            Some(_) => (None, true),
-            None if searched => (None, true),
-            None if self.algorithm == Algorithm::Exact => (None, false),
-            None => exact::run(inst, cfg, None, self.node_budget),
+        let (found, proven) = if searched {
+            (None, true)
+        } else if self.algorithm == Algorithm::Exact {
+            (None, false)
+        } else {
+            let nodes = self.node_budget.min(repair_nodes(inst.n, cfg.k, inst.d));
+            exact::run(inst, cfg, None, nodes)
         };
-        if let Some(part_of) = found {
-            return Ok(finish(inst, cfg, part_of, proven));
+        match found.map(|part_of| finish(inst, cfg, part_of, proven)) {
+            Some(Ok(p)) => Ok(p),
+            // The search's sums are the fresh sums: this cannot happen, but
+            // a result above the cap is never returned.
+            Some(Err((dim, best))) => Err(self.cap_error(inst, cfg, dim, best, false)),
+            None => Err(self.cap_error(inst, cfg, dim, best, proven)),
         }
-        Err(Error::CapExceeded {
+    }
+
+    /// [`Error::CapExceeded`] for the best part `best` in dimension `dim`.
+    fn cap_error(
+        &self,
+        inst: &Instance<S::Total>,
+        cfg: &Config<S::Total>,
+        dim: usize,
+        best: S::Total,
+        proven: bool,
+    ) -> Error {
+        let cap = cfg.cap.as_deref().map_or(S::Total::ZERO, |c| c[dim]);
+        Error::CapExceeded {
             parts: cfg.k,
             dim,
-            cap: instance::scalar(cap[dim]),
+            cap: instance::scalar(cap),
             best: instance::scalar(best),
             proven,
             parts_needed: self.parts_needed(inst, cfg),
-        })
+        }
     }
 
     /// The smallest part count above `cfg.k` for which the heuristic (LPT
@@ -1048,6 +1087,9 @@ impl<S: Size> Partitioner<S> {
         };
         let fits = |k: usize| {
             let c = Config { k, ..cfg.clone() };
+            if infeasible_dim(inst, &c).is_some() {
+                return false;
+            }
             let (part_of, _) = self.construct(inst, &c, algorithm);
             instance::cap_violation(cap, inst.d, &inst.sums(k, &part_of)).is_none()
         };
@@ -1126,30 +1168,89 @@ impl<S: Size> Partitioner<S> {
         let mut by_rank: Vec<usize> = inst.index.iter().map(|&i| part_of[i]).collect();
         let cfg = self.config(k);
         refine::run(&inst, &cfg, &mut by_rank, self.rounds(inst.n, k));
-        Ok(finish(&inst, &cfg, by_rank, false))
+        finish(&inst, &cfg, by_rank, false)
+            .map_err(|(dim, best)| self.cap_error(&inst, &cfg, dim, best, false))
     }
 }
 
-/// Turns an assignment by rank into a [`Partition`].
+/// The most parts accepted with empty parts allowed, when there are fewer
+/// items: a result holds every part, so `k` is bounded by the input (or by
+/// this constant, a few megabytes of parts).
+const MAX_EMPTY_PARTS: usize = 1 << 16;
+
+/// The least work of the search for a partition within the cap, in node
+/// operations (a node costs O(k d)): at most `max(REPAIR_WORK,
+/// 16 (n + k) d) / (k d)` nodes, and at most the node budget.
+const REPAIR_WORK: u64 = 1 << 24;
+
+/// The node budget of the search for a partition within the cap (see
+/// [`REPAIR_WORK`]).
+fn repair_nodes(n: usize, k: usize, d: usize) -> u64 {
+    let per_node = (k as u64).saturating_mul(d as u64).max(1);
+    let work = (n as u64)
+        .saturating_add(k as u64)
+        .saturating_mul(16)
+        .saturating_mul(d as u64)
+        .max(REPAIR_WORK);
+    (work / per_node).max(1)
+}
+
+/// The first dimension whose cap is below a lower bound on the largest
+/// part of every partition under `cfg` (the sum over `k`, the largest item,
+/// the items that must share a part, the equal counts): a proof that the
+/// cap is infeasible.
+fn infeasible_dim<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Option<usize> {
+    let cap = cfg.cap.as_ref()?;
+    (0..inst.d)
+        .find(|&j| instance::cmp(bounds::dim_bound(inst, cfg, j), cap[j]) == Ordering::Greater)
+}
+
+/// The largest of the sums of dimension `j` (`sums` is `k * d`).
+fn column_max<T: Total>(sums: &[T], d: usize, j: usize) -> T {
+    sums.iter()
+        .skip(j)
+        .step_by(d)
+        .fold(T::ZERO, |acc, &x| instance::max(acc, x))
+}
+
+/// Turns an assignment by rank into a [`Partition`], with its sums computed
+/// afresh in rank order (the sums it reports); the first (dimension, part
+/// sum) above the cap instead, if any, so that a result above the cap is
+/// never returned.
 fn finish<T: Total>(
     inst: &Instance<T>,
     cfg: &Config<T>,
     part_of: Vec<usize>,
     proven: bool,
-) -> Partition<T> {
+) -> Result<Partition<T>, (usize, T)> {
     let k = cfg.k;
+    let sums = inst.sums(k, &part_of);
+    if let Some(over) = cfg
+        .cap
+        .as_ref()
+        .and_then(|cap| instance::cap_violation(cap, inst.d, &sums))
+    {
+        return Err(over);
+    }
     let mut counts = vec![0usize; k];
     for &p in &part_of {
         counts[p] += 1;
     }
     let ranked = part_of.iter().zip(&inst.index).map(|(&p, &i)| (p, i));
     let (items, offsets) = Grouped::scatter(counts, ranked).into_flat();
-    let sums = inst.sums(k, &part_of);
     let objective =
         instance::objective_value(cfg.objective, k, inst.od, &inst.objective_sums(k, &sums));
     let lower_bound = bounds::objective_bound(inst, cfg);
     let proven = proven || instance::cmp(objective, lower_bound) != Ordering::Greater;
-    Partition::from_flat(items, offsets, inst.d, sums, objective, lower_bound, proven)
+    Ok(Partition::from_flat(
+        items,
+        offsets,
+        inst.d,
+        sums,
+        objective,
+        lower_bound,
+        proven,
+    ))
 }
 
 /// The fields of a [`Partition`] as serialized: the parts as lists of
@@ -1184,6 +1285,49 @@ mod wire {
         fn try_from(p: Partition<T>) -> Result<Self, Self::Error> {
             let parts = Grouped::try_from(Raw::nested(p.parts, "part"))?;
             check_per_group(&parts, &p.sums, p.dims, T::ZERO, "part", "sum")?;
+            let below_zero = |x: &T| x.total_cmp(&T::ZERO) == Ordering::Less;
+            if let Some(i) = p.sums.iter().position(below_zero) {
+                return Err(invalid!(
+                    "part {} has a negative sum {:?} in dimension {}: sums of sizes are not \
+                     negative",
+                    i / p.dims,
+                    p.sums[i],
+                    i % p.dims
+                ));
+            }
+            if below_zero(&p.objective) || below_zero(&p.lower_bound) {
+                return Err(invalid!(
+                    "the objective {:?} and the lower bound {:?} must not be negative",
+                    p.objective,
+                    p.lower_bound
+                ));
+            }
+            // Every objective (the largest part, per dimension or combined,
+            // or the spread) is at most the sum over dimensions of the
+            // largest part, folded as the objective is.
+            let most = (0..p.dims).fold(T::ZERO, |acc, j| {
+                let hi = p
+                    .sums
+                    .iter()
+                    .skip(j)
+                    .step_by(p.dims)
+                    .fold(T::ZERO, |m, &x| {
+                        if x.total_cmp(&m) == Ordering::Greater {
+                            x
+                        } else {
+                            m
+                        }
+                    });
+                acc.add(hi)
+            });
+            if p.objective.total_cmp(&most) == Ordering::Greater {
+                return Err(invalid!(
+                    "the objective {:?} is above what the part sums allow ({:?}, the sum over \
+                     dimensions of the largest part)",
+                    p.objective,
+                    most
+                ));
+            }
             if p.lower_bound.total_cmp(&p.objective) == Ordering::Greater {
                 return Err(invalid!(
                     "the lower bound {:?} is above the objective {:?}: it bounds the optimum, \

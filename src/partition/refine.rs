@@ -22,8 +22,9 @@ use super::{Objective, Partition, Partitioner};
 /// objective drops, or stays and the larger of the two parts drops (for the
 /// spread: the two get closer). For one objective dimension the objective
 /// never rises and the sum of squared part sums falls at every step, so the
-/// pass ends. Float sums are kept incrementally and may differ from a fresh sum in
-/// the last bits. Use [`Partitioner::refine`] for constraints and other
+/// pass ends. The sums of the two parts of a step are recomputed afresh
+/// after it, so that float sums are exactly those the result reports, and a
+/// step whose fresh sums would break the cap is undone. Use [`Partitioner::refine`] for constraints and other
 /// objectives; this function keeps the defaults (largest part, no empty part
 /// created).
 ///
@@ -34,7 +35,11 @@ use super::{Objective, Partition, Partitioner};
 /// found by a merge-like walk of the two parts' sorted items); for several
 /// objective dimensions, swaps are scanned, O(h n d). The number of steps is
 /// small in practice and capped by [`Partitioner::max_rounds`] (by default
-/// `16 (n + k)`). O(n + k d) extra space.
+/// `16 (n + k)`), and the whole pass by a work budget of `max(2^18, 2 (n +
+/// k)) d` candidate evaluations (each O(d)): it stops there with the best
+/// partition so far, so refinement costs at most a small multiple of
+/// building the partition (a deterministic count, not a clock). O(n + k d)
+/// extra space.
 ///
 /// # Approximation
 ///
@@ -96,7 +101,25 @@ struct State<'a, T> {
     bottom: Vec<[usize; 3]>,
 }
 
-/// Refines an assignment by rank in place, for at most `max_rounds` steps.
+/// The work budget of one refinement, in candidate evaluations of `d`
+/// sizes each: `max(WORK_FLOOR, WORK_PER_ITEM (n + k)) d`, so that
+/// refinement costs a small multiple of building the partition.
+pub(crate) const WORK_PER_ITEM: usize = 2;
+
+/// The least work budget: small inputs refine until no step improves.
+pub(crate) const WORK_FLOOR: usize = 1 << 18;
+
+/// The work budget of a refinement of `n` items into `k` parts of `d`
+/// dimensions (see [`WORK_PER_ITEM`]).
+pub(crate) fn work_budget(n: usize, k: usize, d: usize) -> usize {
+    n.saturating_add(k)
+        .saturating_mul(WORK_PER_ITEM)
+        .max(WORK_FLOOR)
+        .saturating_mul(d.max(1))
+}
+
+/// Refines an assignment by rank in place, for at most `max_rounds` steps
+/// and [`work_budget`] operations.
 pub(crate) fn run<T: Total>(
     inst: &Instance<T>,
     cfg: &Config<T>,
@@ -107,6 +130,11 @@ pub(crate) fn run<T: Total>(
     if k < 2 || inst.n == 0 {
         return;
     }
+    let mut work = Work {
+        left: work_budget(inst.n, k, inst.d),
+        // A candidate costs O(od + d).
+        per_candidate: inst.od + inst.d,
+    };
     let mut lists = vec![Vec::new(); k];
     for (r, &p) in part_of.iter().enumerate() {
         lists[p].push(r);
@@ -125,14 +153,30 @@ pub(crate) fn run<T: Total>(
     // Nothing beats the lower bound.
     let bound = bounds::objective_bound(inst, cfg);
     for _ in 0..max_rounds {
-        if instance::cmp(st.objective(), bound) != Ordering::Greater {
+        if work.left == 0 || instance::cmp(st.objective(), bound) != Ordering::Greater {
             break;
         }
+        work.spend(k.saturating_mul(inst.od));
         st.extremes();
-        let Some(step) = st.best_step() else {
+        let Some(step) = st.best_step(&mut work) else {
             break;
         };
-        st.apply(step, part_of);
+        if !st.apply_checked(step, part_of, &mut work) {
+            break;
+        }
+    }
+}
+
+/// The operations refinement may still spend.
+struct Work {
+    left: usize,
+    per_candidate: usize,
+}
+
+impl Work {
+    /// Spends `ops` operations (at most what is left).
+    fn spend(&mut self, ops: usize) {
+        self.left = self.left.saturating_sub(ops);
     }
 }
 
@@ -271,7 +315,7 @@ impl<T: Total> State<'_, T> {
     /// The best improving step, if any: moves out of (and for the spread
     /// into) the first extreme part of each objective dimension, and swaps
     /// between it and every other part.
-    fn best_step(&self) -> Option<Step> {
+    fn best_step(&self, work: &mut Work) -> Option<Step> {
         let (k, od) = (self.k(), self.inst.od);
         let spread = self.cfg.objective == Objective::Spread;
         let mut extreme = vec![false; k];
@@ -284,6 +328,11 @@ impl<T: Total> State<'_, T> {
         let objective = self.objective();
         let mut best: Option<(Step, T, (T, T))> = None;
         let mut consider = |this: &Self, step: Step, base: (T, T)| {
+            // Out of budget: the best step so far (it improves) is taken.
+            if work.left == 0 {
+                return;
+            }
+            work.spend(work.per_candidate);
             let (obj, pair) = this.score(step);
             let improves = match instance::cmp(obj, objective) {
                 Ordering::Less => true,
@@ -356,31 +405,78 @@ impl<T: Total> State<'_, T> {
         }
     }
 
-    fn apply(&mut self, step: Step, part_of: &mut [usize]) {
+    /// Applies the step and recomputes the two parts' sums afresh (in rank
+    /// order, as [`Instance::sums`]); undoes it and returns `false` when the
+    /// fresh sums break the cap where the step's estimate (which rounds
+    /// differently for floats) did not.
+    fn apply_checked(&mut self, step: Step, part_of: &mut [usize], work: &mut Work) -> bool {
+        let before = self.cap_excess(step);
+        self.apply(step, part_of, work);
+        let after = self.cap_excess(step);
+        if after.iter().zip(&before).any(|(a, b)| a > b) {
+            let back = Step {
+                from: step.to,
+                to: step.from,
+                x: step.x,
+                y: step.y,
+            };
+            self.apply(back, part_of, work);
+            return false;
+        }
+        true
+    }
+
+    /// Per dimension, the larger excess over the cap of the step's two
+    /// parts (none without a cap).
+    fn cap_excess(&self, step: Step) -> Vec<Load<T>> {
+        let Some(cap) = &self.cfg.cap else {
+            return Vec::new();
+        };
+        let d = self.inst.d;
+        (0..d)
+            .map(|j| {
+                let hi = instance::max(self.sums[step.from * d + j], self.sums[step.to * d + j]);
+                Load(hi.saturating_sub(cap[j]))
+            })
+            .collect()
+    }
+
+    fn apply(&mut self, step: Step, part_of: &mut [usize], work: &mut Work) {
         self.shift(step.x, step.from, step.to, part_of);
         if let Some(y) = step.y {
             self.shift(y, step.to, step.from, part_of);
+        }
+        for p in [step.from, step.to] {
+            self.resum(p);
+            work.spend(self.lists[p].len().saturating_mul(work.per_candidate));
         }
     }
 
     /// Moves rank `r` from part `from` to part `to`.
     fn shift(&mut self, r: usize, from: usize, to: usize, part_of: &mut [usize]) {
-        let (d, od) = (self.inst.d, self.inst.od);
         if let Ok(i) = self.lists[from].binary_search(&r) {
             self.lists[from].remove(i);
         }
         let i = self.lists[to].binary_search(&r).unwrap_or_else(|i| i);
         self.lists[to].insert(i, r);
         part_of[r] = to;
-        let x = self.inst.sizes(r);
-        for (j, &xj) in x.iter().enumerate() {
-            self.sums[from * d + j] = self.sums[from * d + j].saturating_sub(xj);
-            self.sums[to * d + j] = self.sums[to * d + j].add(xj);
+    }
+
+    /// Recomputes part `p`'s sums from its items in rank order: the sums of
+    /// [`Instance::sums`] and [`Instance::objective_sums`], exactly.
+    fn resum(&mut self, p: usize) {
+        let (d, od) = (self.inst.d, self.inst.od);
+        let sums = &mut self.sums[p * d..(p + 1) * d];
+        sums.fill(T::ZERO);
+        for &r in &self.lists[p] {
+            for (s, &x) in sums.iter_mut().zip(self.inst.sizes(r)) {
+                *s = s.add(x);
+            }
         }
-        for j in 0..od {
-            let w = self.inst.ow(r, j);
-            self.osums[from * od + j] = self.osums[from * od + j].saturating_sub(w);
-            self.osums[to * od + j] = self.osums[to * od + j].add(w);
+        if od == d {
+            self.osums[p * od..(p + 1) * od].copy_from_slice(sums);
+        } else {
+            self.osums[p] = sums.iter().fold(T::ZERO, |acc, &x| acc.add(x));
         }
     }
 }
