@@ -359,13 +359,27 @@ pub enum Error {
         /// The sample's cost alone in `phase`.
         cost: f64,
     },
-    /// The costs of a step's samples, each finite, sum beyond `f64::MAX`
-    /// (about 1.8e308), so that no step time or bound could be computed.
+    /// The costs of a step's samples, each finite, reach beyond `f64::MAX`
+    /// (about 1.8e308) together: summed over the step, over a rank, or as
+    /// the cost of one packed sequence (a model that grows faster than the
+    /// sum, like full attention). No step time or bound could be computed.
     CostOverflow {
-        /// The phase whose sum overflows, or `None` for the sum over phases.
+        /// The phase whose cost overflows, or `None` for the sum over phases.
         phase: Option<Phase>,
-        /// The samples of the step.
+        /// The samples whose cost together overflows: the step's, or one
+        /// sequence's.
         samples: usize,
+    },
+    /// A sample counts more loss tokens than it has tokens: loss tokens are
+    /// positions of the packed sequence that carry loss, so a sample has at
+    /// most as many as its text and image tokens together.
+    LossTokens {
+        /// The sample's id.
+        id: u64,
+        /// The loss tokens it was given.
+        loss_tokens: u64,
+        /// Its tokens (text and image).
+        tokens: u64,
     },
     /// A plan and a list of samples do not match: a sample id of the plan is
     /// not among the samples, or the counts differ.
@@ -544,7 +558,7 @@ impl fmt::Display for Error {
                 Real(*cost)
             ),
             Error::CostOverflow { phase, samples } => {
-                write!(f, "the costs of the {samples} sample(s) sum beyond f64::MAX (about 1.8e308)")?;
+                write!(f, "the cost of {samples} sample(s) together is beyond f64::MAX (about 1.8e308)")?;
                 match phase {
                     Some(phase) => write!(f, " in the {phase} phase")?,
                     None => f.write_str(" over both phases")?,
@@ -574,6 +588,15 @@ impl fmt::Display for Error {
                     if *exponent > 0 { "smaller" } else { "larger" },
                 )
             }
+            Error::LossTokens {
+                id,
+                loss_tokens,
+                tokens,
+            } => write!(
+                f,
+                "sample {id} has {loss_tokens} loss tokens but only {tokens} tokens; count as loss \
+                 tokens exactly the positions that carry loss (at most the sample's tokens)"
+            ),
             Error::PlanMismatch {
                 id: Some(id),
                 planned,

@@ -119,6 +119,25 @@ fn an_oversize_sample_is_named_by_line() {
     );
 }
 
+/// Loss tokens above a sample's tokens are refused by the planner by id;
+/// `explain` names the line.
+#[test]
+fn too_many_loss_tokens_are_named_by_line() {
+    let text =
+        "{\"id\": 1, \"text_tokens\": 5}\n\n{\"id\": 4, \"text_tokens\": 6, \"loss_tokens\": 7}\n";
+    let input = read(text).unwrap();
+    let e = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(1)
+        .seq_len(16384)
+        .plan(&input.samples)
+        .unwrap_err();
+    assert_eq!(
+        input.explain(&e),
+        "line 3 (id 4): sample 4 has 7 loss tokens but only 6 tokens; count as loss tokens \
+         exactly the positions that carry loss (at most the sample's tokens)"
+    );
+}
+
 /// Zero-token samples and `null` optional fields read fine.
 #[test]
 fn optional_fields_and_empty_samples() {

@@ -491,7 +491,7 @@ fn costs_that_sum_beyond_f64_are_an_error() {
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("the costs of the 2 sample(s) sum beyond f64::MAX"),
+        msg.contains("the cost of 2 sample(s) together is beyond f64::MAX"),
         "{msg}"
     );
     assert!(

@@ -337,3 +337,95 @@ proptest! {
         }
     }
 }
+
+/// 1e200 for one sample, 1e200 times as much for each more sample of a
+/// group: every sample alone and any sum of them is finite, two together
+/// are beyond `f64::MAX`.
+#[derive(Clone, Copy, Debug)]
+struct Explosive;
+
+impl microbatch::cost::CostModel for Explosive {
+    fn cost(&self, group: &[&Sample]) -> microbatch::cost::Phases {
+        explode(group.len() as u32)
+    }
+}
+
+fn explode(n: u32) -> microbatch::cost::Phases {
+    let language = if n == 0 {
+        0.0
+    } else {
+        1e200 * 1e200f64.powi(n as i32 - 1)
+    };
+    microbatch::cost::Phases::new(0.0, language)
+}
+
+impl microbatch::cost::Incremental for Explosive {
+    type State = u32;
+    fn empty(&self) -> u32 {
+        0
+    }
+    fn insert(&self, n: &mut u32, _: &Sample) {
+        *n += 1;
+    }
+    fn evaluate(&self, n: &u32) -> microbatch::cost::Phases {
+        explode(*n)
+    }
+}
+
+/// A sequence's cost beyond `f64::MAX` (every sample alone and their sum
+/// finite: the model grows faster than the sum) is `CostOverflow`, never a
+/// report with infinite times.
+#[test]
+fn sequence_costs_beyond_f64_max_are_refused() {
+    let samples: Vec<StepSample> = (0..4).map(|i| text(i, 10)).collect();
+    let err = Planner::new(Explosive)
+        .ranks(1)
+        .seq_len(100)
+        .plan(&samples)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::CostOverflow { phase: Some(_), samples } if samples > 1),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("beyond f64::MAX"), "{err}");
+    // One sample a sequence plans, with finite times.
+    let plan = Planner::new(Explosive)
+        .ranks(2)
+        .seq_len(10)
+        .plan(&samples[..2])
+        .unwrap();
+    assert!(plan.report().predicted.is_finite());
+    assert!(plan.report().predicted >= plan.report().lower_bound);
+}
+
+/// Loss tokens are positions that carry loss: more than the sample's tokens
+/// is refused by id (it used to saturate the step's count at `u64::MAX` and
+/// silently break the gradient invariance).
+#[test]
+fn loss_tokens_above_the_tokens_are_refused() {
+    let samples = vec![
+        text(0, 10),
+        StepSample::new(7, Sample::new(10, [Image::new(5)])).with_loss_tokens(16),
+        text(9, 10).with_loss_tokens(u64::MAX),
+    ];
+    let err = planner(1).plan(&samples).unwrap_err();
+    assert_eq!(
+        err,
+        Error::LossTokens {
+            id: 7,
+            loss_tokens: 16,
+            tokens: 15
+        }
+    );
+    assert!(
+        err.to_string()
+            .contains("sample 7 has 16 loss tokens but only 15 tokens"),
+        "{err}"
+    );
+    // At most the tokens, image tokens included, is fine.
+    let ok = vec![
+        text(0, 10),
+        StepSample::new(7, Sample::new(10, [Image::new(5)])).with_loss_tokens(15),
+    ];
+    assert_eq!(planner(1).plan(&ok).unwrap().loss().loss_tokens, 25);
+}

@@ -65,8 +65,12 @@ fn case() -> impl Strategy<Value = Case> {
                             })
                             .collect();
                         let s = StepSample::new(id, Sample::new(text, images));
+                        // Loss tokens are positions: at most the tokens.
                         match loss {
-                            Some(l) => s.with_loss_tokens(l),
+                            Some(l) => {
+                                let tokens = s.sample().tokens();
+                                s.with_loss_tokens(l % (tokens + 1))
+                            }
                             None => s,
                         }
                     })

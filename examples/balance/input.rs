@@ -104,6 +104,9 @@ impl Input {
                 out.push_str(" raise the limit or drop the sample(s)");
                 out
             }
+            Error::LossTokens { id, .. }
+            | Error::InvalidCost { id, .. }
+            | Error::InvalidFloor { id, .. } => format!("{}: {err}", at(Some(*id))),
             other => other.to_string(),
         }
     }

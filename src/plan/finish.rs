@@ -12,8 +12,9 @@ use super::prepare::Prepared;
 use super::sample::StepSample;
 use super::shape::Shape;
 use super::sync::SyncModel;
-use crate::cost::{Incremental, Phases};
+use crate::cost::{Incremental, Phase, Phases};
 use crate::grouped::Grouped;
+use crate::Error;
 
 /// What the plan is made for: the samples as given, the model, the sync
 /// model and `L`.
@@ -38,7 +39,17 @@ pub(crate) struct Layout {
 ///
 /// O(n + slots) time besides the model and the baseline, O(n + slots)
 /// extra space.
-pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layout: Layout) -> Plan {
+///
+/// # Errors
+///
+/// [`Error::CostOverflow`] when a sequence's cost, a step time or the
+/// baseline's is beyond `f64::MAX` although every sample's cost alone and
+/// their sum are finite (a model that grows faster than the sum).
+pub(crate) fn finish<M: Incremental>(
+    prep: &Prepared,
+    cx: &Context<'_, M>,
+    layout: Layout,
+) -> Result<Plan, Error> {
     let Layout {
         shape,
         slots,
@@ -73,6 +84,14 @@ pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layou
     drop(slot_of);
     let costs: Vec<Phases> = states.iter().map(|st| cx.model.evaluate(st)).collect();
     drop(states);
+    for (slot, c) in costs.iter().enumerate() {
+        if let Some(phase) = Phase::ALL.into_iter().find(|&p| !c.get(p).is_finite()) {
+            return Err(Error::CostOverflow {
+                phase: Some(phase),
+                samples: sequences.get(slot).map_or(0, <[u64]>::len),
+            });
+        }
+    }
 
     let naive = Naive::new(prep, shape.ranks, shape.per_step);
     let loss_tokens = cx
@@ -81,6 +100,12 @@ pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layou
         .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
     let predicted = step_time(cx.sync, shape, &costs);
     let baseline = naive.step_time(prep, cx.samples, cx.model, cx.sync);
+    if !(predicted.is_finite() && baseline.is_finite()) {
+        return Err(Error::CostOverflow {
+            phase: None,
+            samples: prep.len(),
+        });
+    }
     let bound = lower_bound(cx.sync, shape.ranks, prep.floors, prep.largest_floor);
     let report = Report {
         sync: cx.sync,
@@ -98,7 +123,7 @@ pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layou
         balanced_packing: balanced,
         planning_time: None,
     };
-    Plan {
+    Ok(Plan {
         fingerprint: of_plan(shape, &sequences),
         ranks: shape.ranks,
         micro_steps: shape.steps,
@@ -107,5 +132,5 @@ pub(crate) fn finish<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>, layou
         costs,
         loss: Loss::new(loss_tokens, prep.len() as u64, shape.ranks as u64),
         report,
-    }
+    })
 }

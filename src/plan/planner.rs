@@ -452,8 +452,14 @@ impl<M: Incremental> Planner<M> {
     /// - [`Error::DuplicateId`] for a repeated id;
     /// - [`Error::Oversize`] listing every sample, by id, that exceeds
     ///   `L` or a cap;
+    /// - [`Error::LossTokens`] for a sample with more loss tokens than
+    ///   tokens;
     /// - [`Error::InvalidCost`] when the model returns a NaN, infinite or
-    ///   negative cost (only closures can);
+    ///   negative cost in a phase for a sample alone (only closures and
+    ///   models of your own can), [`Error::InvalidFloor`] for a floor that
+    ///   is not between zero and that cost;
+    /// - [`Error::CostOverflow`] when costs that are finite alone are not
+    ///   together: summed over the step, or as one sequence's cost;
     /// - [`Error::MicroStepsInfeasible`] when the given micro-steps cannot
     ///   hold the batch, naming the smallest feasible number.
     ///
@@ -500,7 +506,7 @@ impl<M: Incremental> Planner<M> {
             balanced: packed.balanced,
         };
         #[allow(unused_mut)]
-        let mut plan = finish(&prep, &self.context(samples), layout);
+        let mut plan = finish(&prep, &self.context(samples), layout)?;
         #[cfg(feature = "std")]
         {
             plan.report.planning_time = Some(start.elapsed());
@@ -544,7 +550,7 @@ impl<M: Incremental> Planner<M> {
             slots: naive.slots(),
             balanced: false,
         };
-        Ok(finish(&prep, &self.context(samples), layout))
+        finish(&prep, &self.context(samples), layout)
     }
 
     /// Deals the sequences to slots and refines them, for each row key the

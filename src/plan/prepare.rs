@@ -109,6 +109,13 @@ pub(crate) fn prepare<M: Incremental>(
         if items.last().is_some_and(|e| e.id == id) {
             return Err(Error::DuplicateId { id });
         }
+        if s.loss_tokens() > s.sample().tokens() {
+            return Err(Error::LossTokens {
+                id,
+                loss_tokens: s.loss_tokens(),
+                tokens: s.sample().tokens(),
+            });
+        }
         let size = [
             s.sample().tokens(),
             s.units(),

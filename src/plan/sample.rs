@@ -51,7 +51,10 @@ impl StepSample {
     }
 
     /// Sets the tokens that carry loss (builder style), for example the
-    /// answer's tokens of a chat sample.
+    /// answer's tokens of a chat sample: positions of the packed sequence,
+    /// so at most the sample's [`tokens`](Sample::tokens) (text and image);
+    /// [`Planner::plan`](crate::plan::Planner::plan) refuses more with
+    /// [`Error::LossTokens`](crate::Error::LossTokens).
     ///
     /// # Examples
     ///
