@@ -26,6 +26,7 @@ use crate::cost::Phase;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub enum Scalar {
     /// An unsigned integer value.
     Int(u64),

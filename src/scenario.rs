@@ -232,7 +232,9 @@ impl Scenario {
     ///
     /// # Complexity
     ///
-    /// O(n) time.
+    /// O(n) time and the O(n) of the samples returned (about 100 bytes a
+    /// sample with its images): memory follows `n`, the size of the output
+    /// asked for, as for any `Vec` of `n` elements.
     ///
     /// # Examples
     ///
