@@ -259,6 +259,26 @@ pub enum Error {
         /// The feature's index.
         feature: usize,
     },
+    /// Float sizes whose sum is beyond `f64::MAX` (about 1.8e308), in one
+    /// dimension or over all of them, so that no part's sum could be told
+    /// from another's.
+    SizeOverflow {
+        /// The dimension whose sum overflows, or `None` for the sum over
+        /// dimensions.
+        dim: Option<usize>,
+    },
+    /// A partition handed in for refinement under equal counts does not
+    /// have equal counts: refinement keeps every part's count, so it cannot
+    /// meet the constraint from there.
+    UnequalCounts {
+        /// The first part whose count is off.
+        part: usize,
+        /// Its number of items.
+        items: usize,
+        /// The fewest items a part may have (`floor(n / k)`); the most is
+        /// one more, or the same when `k` divides `n`.
+        fewest: usize,
+    },
     /// A partition into zero parts was asked for.
     ZeroParts,
     /// More parts than items, so some part would be empty, and empty parts
@@ -630,6 +650,25 @@ impl fmt::Display for Error {
                 f,
                 "calibration feature {feature} is zero in every row or a linear combination of \
                  the features before it; vary the measured groups or drop the feature"
+            ),
+            Error::SizeOverflow { dim } => {
+                f.write_str("the sizes sum beyond f64::MAX (about 1.8e308)")?;
+                match dim {
+                    Some(dim) => write!(f, " in dimension {dim}")?,
+                    None => f.write_str(" over all dimensions")?,
+                }
+                f.write_str("; express them in a larger unit (divide every size by the same factor)")
+            }
+            Error::UnequalCounts {
+                part,
+                items,
+                fewest,
+            } => write!(
+                f,
+                "part {part} of the partition to refine has {items} item(s), but equal counts \
+                 allow {fewest} or {} per part; start from a partition with equal counts (a \
+                 `Partitioner` with `equal_count(true)`) or refine without equal counts",
+                fewest + 1
             ),
             Error::ZeroParts => {
                 f.write_str("a partition into 0 parts was asked for; ask for at least 1 part")

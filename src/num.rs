@@ -22,6 +22,11 @@ use ordered_float::NotNan;
 
 use crate::error::{InvalidReason, Scalar};
 
+/// The most dimensions a capacity or an item may have: packers and
+/// partitioners keep per-dimension state, so a count claimed by an [`Item`]
+/// implementation (say `usize::MAX`) must not drive their memory or time.
+pub(crate) const MAX_DIMS: usize = 1 << 16;
+
 /// The helpers behind [`Size`] and [`Total`], crate-internal.
 ///
 /// The traits are nominally `pub` so that the public [`Size`] and [`Total`]
@@ -392,7 +397,9 @@ macro_rules! impl_size_float {
             }
             #[inline]
             fn widen(self) -> f64 {
-                f64::from(self.into_inner())
+                // `+ 0.0` turns -0.0 into 0.0, so that sums and caps
+                // compare by value under `total_cmp`.
+                f64::from(self.into_inner()) + 0.0
             }
             #[inline]
             fn to_f64(self) -> f64 {

@@ -826,3 +826,20 @@ proptest! {
         check_bound(sample_fn(|s: &Sample| Phases::new(s.images().len() as f64, 1.0)) + per_group, &samples, ranks, per_step)?;
     }
 }
+
+/// Fuzz findings: a model whose cost overflows to +inf, scaled by zero, or
+/// a tile coefficient that overflows with the training factor, gave NaN
+/// costs (inf * 0). Zero tiles or a zero factor cost zero.
+#[test]
+fn zero_times_an_overflowing_cost_is_zero() {
+    let one = Sample::text_only(7);
+    let scaled = Tokens::new(1e300).unwrap().scale(0.0).unwrap();
+    assert_eq!(scaled.cost(&[&one]), Phases::ZERO);
+    assert_eq!(scaled.floor(&one), Phases::ZERO);
+    let tile = PerTile::new(8.99e307, 2216, Training::Trained).unwrap();
+    assert_eq!(tile.cost(&[]), Phases::ZERO);
+    assert_eq!(tile.cost(&[&one]), Phases::ZERO);
+    let with_image = Sample::new(5, [Image::new(100)]);
+    let c = tile.cost(&[&with_image]).vision;
+    assert!(!c.is_nan() && c > 0.0, "{c}");
+}

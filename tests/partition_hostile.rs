@@ -250,11 +250,22 @@ fn float_caps_hold_on_the_reported_sums() {
 #[test]
 fn bounds_of_huge_and_tiny_floats_are_bounds() {
     let max = f64::MAX;
+    // A total beyond f64::MAX: no part sum could be told apart, refused.
     let sizes = not_nan(&[max, max, max / 2.0]).unwrap();
+    assert!(matches!(
+        lower_bound(&sizes, 2),
+        Err(Error::SizeOverflow { dim: Some(0) })
+    ));
+    assert!(matches!(
+        lpt(&sizes, 2),
+        Err(Error::SizeOverflow { dim: Some(0) })
+    ));
+    // Just within: the bound is the largest item, below the objective.
+    let sizes = not_nan(&[max / 2.0, max / 4.0, max / 4.0]).unwrap();
     let b = lower_bound(&sizes, 2).unwrap();
-    assert_eq!(b, max);
+    assert_eq!(b, max / 2.0);
     let p = lpt(&sizes, 2).unwrap();
-    assert!(p.lower_bound() == max && p.lower_bound() <= p.objective());
+    assert!(p.lower_bound() <= p.objective() && p.objective().is_finite());
     // A sum that rounds up: the bound stays below every part.
     let sizes = not_nan(&[1.0, 1e-17, 1e-17, 1e-17]).unwrap();
     let p = Partitioner::new(1).partition(&sizes).unwrap();
@@ -319,7 +330,13 @@ proptest! {
     fn bounds_never_exceed_results(sizes in adversarial(), k in 1usize..5) {
         let sizes = not_nan(&sizes).unwrap();
         let largest = sizes.iter().map(|x| x.into_inner()).fold(0.0, f64::max);
-        if k <= sizes.len() {
+        let total: f64 = sizes.iter().map(|x| x.into_inner()).sum();
+        if k <= sizes.len() && !total.is_finite() {
+            // Sums beyond f64::MAX are refused everywhere.
+            prop_assert_eq!(lower_bound(&sizes, k), Err(Error::SizeOverflow { dim: Some(0) }));
+            let refused = matches!(lpt(&sizes, k), Err(Error::SizeOverflow { .. }));
+            prop_assert!(refused);
+        } else if k <= sizes.len() {
             let b = lower_bound(&sizes, k).unwrap();
             prop_assert!(b.is_finite() && b >= largest, "{b}");
             for p in partitioners(k) {
@@ -482,4 +499,138 @@ fn serde_refuses_sums_that_contradict_the_parts() {
     assert!(json.contains("\"sums\":[2,0,0]"), "{json}");
     let bad = json.replace("\"sums\":[2,0,0]", "\"sums\":[2,0,1]");
     assert!(serde_json::from_str::<Partition<u128>>(&bad).is_err());
+}
+
+/// Fuzz finding: a cap of -0.0 on zero-size float items was refused as
+/// exceeded by a part of 0.0 (sums compared under `total_cmp`, where
+/// -0.0 < 0.0). Zero is zero, whatever its sign.
+#[test]
+fn a_negative_zero_cap_holds_zero_parts() {
+    let items = not_nan(&[0.0, -0.0, 0.0]).unwrap();
+    let p = Partitioner::new(1)
+        .cap(NotNan::new(-0.0).unwrap())
+        .partition(&items)
+        .unwrap();
+    assert_eq!(p.part(0).len(), 3);
+    assert_eq!(p.objective(), 0.0);
+}
+
+/// Fuzz finding: float sizes whose sum overflows gave infinite sums and a
+/// NaN `ratio()`; they are refused by dimension.
+#[test]
+fn float_sums_beyond_f64_max_are_refused() {
+    let items = not_nan(&[f64::MAX, f64::MAX]).unwrap();
+    let err = lpt(&items, 1).unwrap_err();
+    assert_eq!(err, Error::SizeOverflow { dim: Some(0) });
+    assert!(err.to_string().contains("beyond f64::MAX"), "{err}");
+    // Over two parts each sum is finite, but the total is not: still
+    // refused, since bounds and the spread need the total.
+    assert!(matches!(lpt(&items, 2), Err(Error::SizeOverflow { .. })));
+    // Each dimension finite, their sum (the combined weight) not.
+    let wide = [[
+        NotNan::new(f64::MAX).unwrap(),
+        NotNan::new(f64::MAX).unwrap(),
+    ]];
+    assert_eq!(
+        lpt(&wide, 1).unwrap_err(),
+        Error::SizeOverflow { dim: None }
+    );
+    // Large but finite sums plan, with a finite ratio.
+    let big = not_nan(&[f64::MAX / 4.0, f64::MAX / 4.0, f64::MAX / 4.0]).unwrap();
+    let p = lpt(&big, 2).unwrap();
+    assert!(p.ratio().is_finite() && p.ratio() >= 1.0, "{}", p.ratio());
+}
+
+/// Items claiming more than 65536 dimensions are refused before any
+/// allocation by that count.
+#[test]
+fn too_many_item_dimensions_are_refused() {
+    let items = vec![vec![1u32; 65_537]];
+    let err = lpt(&items, 1).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidSetting {
+                name: "item dimensions",
+                value: 65_537,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(lpt(&[vec![1u32; 65_536]], 1).unwrap().len(), 1);
+}
+
+/// Fuzz finding: refining, under equal counts, a start whose counts are not
+/// equal returned a partition that broke the constraint (with a bound above
+/// its objective). Refinement keeps counts, so such a start is an error.
+#[test]
+fn refining_unequal_counts_under_equal_counts_is_refused() {
+    let items = [[0.0, 0.0], [5.3, 0.5], [5.3, 0.5], [5.3, 95.0]]
+        .map(|r| r.map(|x| NotNan::new(x).unwrap()));
+    let start = lpt(&items, 2).unwrap();
+    let counts: Vec<usize> = start.parts().map(<[usize]>::len).collect();
+    assert!(counts.contains(&1) && counts.contains(&3), "{counts:?}");
+    let err = Partitioner::new(2)
+        .equal_count(true)
+        .dims(Dims::PerDim)
+        .refine(&items, &start)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnequalCounts { fewest: 2, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("equal counts allow 2 or 3 per part"),
+        "{err}"
+    );
+    // An equal-count start refines, and keeps equal counts.
+    let equal = Partitioner::new(2)
+        .equal_count(true)
+        .partition(&items)
+        .unwrap();
+    let r = Partitioner::new(2)
+        .equal_count(true)
+        .dims(Dims::PerDim)
+        .refine(&items, &equal)
+        .unwrap();
+    assert!(r.parts().all(|p| p.len() == 2));
+    assert!(r.lower_bound() <= r.objective());
+}
+
+/// Fuzz finding: refining an LPT result on 2-D floats raised the objective
+/// by an ulp (15.6 to 15.600000000000001). Now the result is never worse
+/// than the input evaluated the same way (`max_rounds(0)`: no step).
+#[test]
+fn refinement_is_never_worse_by_rounding() {
+    let items = [[0.0, 5.3], [0.0, 3.6], [0.5, 0.5], [50.0, 0.0]]
+        .map(|r| r.map(|x| NotNan::new(x).unwrap()));
+    let mut rng = rng::TestRng::new(10);
+    for case in 0..2000 {
+        let n = 2 + rng.below(10) as usize;
+        let k = 2 + rng.below(3) as usize;
+        let items: Vec<[NotNan<f64>; 2]> = if case == 0 {
+            items.to_vec()
+        } else {
+            (0..n)
+                .map(|_| [0, 1].map(|_| NotNan::new(rng.below(1000) as f64 / 10.0).unwrap()))
+                .collect()
+        };
+        if k > items.len() {
+            continue;
+        }
+        let start = lpt(&items, k).unwrap();
+        let same_way = Partitioner::new(k)
+            .max_rounds(0)
+            .refine(&items, &start)
+            .unwrap();
+        let refined = refine(&items, &start).unwrap();
+        assert!(
+            refined.objective() <= same_way.objective(),
+            "case {case}: {} > {}",
+            refined.objective(),
+            same_way.objective()
+        );
+    }
 }

@@ -278,7 +278,13 @@ impl<C: fmt::Debug> fmt::Debug for Scale<C> {
     }
 }
 
-impl_map!(Scale, |m, cost| cost * m.factor);
+// A zero factor is zero even on an inner cost that overflowed (inf * 0 is
+// NaN).
+impl_map!(Scale, |m, cost| if m.factor == 0.0 {
+    Phases::ZERO
+} else {
+    cost * m.factor
+});
 
 /// A cost model whose whole cost ([`Phases::total`]) is placed in one phase.
 ///

@@ -243,7 +243,9 @@ impl PerTile {
     }
 
     fn value(&self, x: &Features) -> f64 {
-        self.training.factor() * self.per_tile * f(x[0])
+        // Tiles first: a zero count stays zero even when the coefficient
+        // times the factor would overflow (inf * 0 is NaN).
+        self.per_tile * f(x[0]) * self.training.factor()
     }
 }
 

@@ -614,10 +614,7 @@ impl<T: Size> Input<T> {
     }
 }
 
-/// The most dimensions a capacity may have: the packers keep per-dimension
-/// state, so a count claimed by an [`Item`] implementation (say
-/// `usize::MAX`) must not drive their memory or time.
-pub(crate) const MAX_DIMS: usize = 1 << 16;
+use crate::num::MAX_DIMS;
 
 /// Validates a capacity: at least one and at most [`MAX_DIMS`] dimensions,
 /// every value valid and non-zero.

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 
 use crate::error::{Error, Oversize, Scalar};
-use crate::num::{Item, Size, SizeOps, Total, TotalOps};
+use crate::num::{Item, Size, SizeOps, Total, TotalOps, MAX_DIMS};
 
 use super::{Dims, Objective};
 
@@ -218,6 +218,17 @@ pub(crate) fn instance<I: Item>(
     if d == 0 {
         return Err(Error::NoDimensions);
     }
+    if d > MAX_DIMS {
+        return Err(Error::InvalidSetting {
+            name: if cap.is_some() {
+                "cap dimensions"
+            } else {
+                "item dimensions"
+            },
+            value: d as u64,
+            requirement: "at most 65536",
+        });
+    }
     if let Some(c) = cap {
         for (dim, &x) in c.iter().enumerate() {
             x.check().map_err(|reason| Error::InvalidCapacity {
@@ -230,6 +241,8 @@ pub(crate) fn instance<I: Item>(
     // One dimension: the sizes come back with the order, read sequentially.
     let mut w = Vec::with_capacity(if d == 1 { 0 } else { n * d });
     let mut oversize = Vec::new();
+    // Float sums must stay finite for the parts' sums to mean anything.
+    let mut totals = vec![<<I::Size as Size>::Total as TotalOps>::ZERO; d];
     for (index, item) in items.iter().enumerate() {
         let found = item.dims();
         if found != d {
@@ -259,6 +272,7 @@ pub(crate) fn instance<I: Item>(
                     });
                 }
             }
+            totals[dim] = totals[dim].add(x.widen());
             if d > 1 {
                 w.push(x.widen());
             }
@@ -266,6 +280,16 @@ pub(crate) fn instance<I: Item>(
     }
     if !oversize.is_empty() {
         return Err(Error::Oversize { items: oversize });
+    }
+    let mut all = <<I::Size as Size>::Total as TotalOps>::ZERO;
+    for (dim, &t) in totals.iter().enumerate() {
+        all = all.add(t);
+        if !t.to_f64().is_finite() {
+            return Err(Error::SizeOverflow { dim: Some(dim) });
+        }
+    }
+    if !all.to_f64().is_finite() {
+        return Err(Error::SizeOverflow { dim: None });
     }
     let od = if dims == Dims::PerDim { d } else { 1 };
     if d == 1 {

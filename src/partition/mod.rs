@@ -914,9 +914,11 @@ impl<S: Size> Partitioner<S> {
     ///   milliseconds);
     /// - [`Error::DimensionMismatch`] when an item has another number of
     ///   dimensions than the first item (or the cap), [`Error::NoDimensions`]
-    ///   for items (or a cap) without dimensions;
+    ///   for items (or a cap) without dimensions, [`Error::InvalidSetting`]
+    ///   for more than 65536 dimensions;
     /// - [`Error::InvalidSize`] / [`Error::InvalidCapacity`] for a negative
-    ///   or infinite float;
+    ///   or infinite float; [`Error::SizeOverflow`] for float sizes whose
+    ///   sum is beyond `f64::MAX`;
     /// - [`Error::Oversize`] listing every item larger than the cap;
     /// - [`Error::CapExceeded`] when no partition within the cap is found.
     ///
@@ -1113,8 +1115,17 @@ impl<S: Size> Partitioner<S> {
     ///
     /// # Errors
     ///
-    /// As [`Partitioner::partition`], and [`Error::NotAPartition`] when
-    /// `partition` does not hold every item exactly once.
+    /// As [`Partitioner::partition`], [`Error::NotAPartition`] when
+    /// `partition` does not hold every item exactly once, and
+    /// [`Error::UnequalCounts`] under [`equal_count`](Partitioner::equal_count)
+    /// when its parts' counts differ by more than one (refinement keeps
+    /// every part's count).
+    ///
+    /// "Never worse than its input" compares the objective of the input's
+    /// parts and of the result computed the same way (sums afresh, items in
+    /// decreasing order of size); with floats, the objective the input
+    /// reports may differ from that by rounding when it was summed in
+    /// another order.
     ///
     /// # Examples
     ///
@@ -1165,11 +1176,36 @@ impl<S: Size> Partitioner<S> {
                 times: 0,
             });
         }
+        if self.equal_count {
+            let fewest = inst.n / k;
+            let most = fewest + usize::from(inst.n % k != 0);
+            if let Some((part, p)) = partition
+                .parts()
+                .enumerate()
+                .find(|(_, p)| !(fewest..=most).contains(&p.len()))
+            {
+                return Err(Error::UnequalCounts {
+                    part,
+                    items: p.len(),
+                    fewest,
+                });
+            }
+        }
         let mut by_rank: Vec<usize> = inst.index.iter().map(|&i| part_of[i]).collect();
         let cfg = self.config(k);
+        let start = by_rank.clone();
         refine::run(&inst, &cfg, &mut by_rank, self.rounds(inst.n, k));
-        finish(&inst, &cfg, by_rank, false)
-            .map_err(|(dim, best)| self.cap_error(&inst, &cfg, dim, best, false))
+        let refined = finish(&inst, &cfg, by_rank, false);
+        // Never worse than the input, evaluated the same way: steps are
+        // taken on running sums, so a float result could be an ulp above.
+        let refined = match refined {
+            Ok(r) => match finish(&inst, &cfg, start, false) {
+                Ok(s) if instance::cmp(r.objective, s.objective) == Ordering::Greater => Ok(s),
+                _ => Ok(r),
+            },
+            Err(e) => Err(e),
+        };
+        refined.map_err(|(dim, best)| self.cap_error(&inst, &cfg, dim, best, false))
     }
 }
 
