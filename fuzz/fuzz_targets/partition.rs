@@ -406,9 +406,8 @@ where
             check!("part_error", c.is_some_and(|c| !c.valid() && c.is(value)), "{name}: {e:?} unjustified");
         }
         Error::InvalidSetting { name: setting, value, .. } => {
-            // A resource limit on a parameter beyond the input's size.
-            check!("part_error", k > n && *value as usize >= n, "{name}: {e:?} for k = {k}, n = {n}");
-            let _ = setting;
+            // The documented parts limit: with allow_empty, k > max(n, 65536).
+            check!("part_error", *setting == "parts" && allow_empty && k > n.max(1 << 16) && *value == k as u64, "{name}: {e:?} for k = {k}, n = {n}, allow_empty = {allow_empty}");
         }
         Error::Oversize { items } => {
             let c = cap.map(|c| c.0);
