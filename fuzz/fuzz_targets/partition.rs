@@ -259,7 +259,12 @@ where
                         let tol = if m.float { 1e-9 * before.f().abs() } else { 0.0 };
                         check!("part_refine_not_worse", after.f() <= before.f() + tol, "Partitioner::refine raised {objective:?}/{dims:?} from {before:?} to {after:?}");
                     }
-                    Err(e) => check!("part_error", matches!(e, Error::Oversize { .. }) || !valid, "Partitioner::refine of lpt failed: {e}"),
+                    // Errors as Partitioner::partition: a cap that the start breaks may stay
+                    // broken (CapExceeded); one it meets is kept.
+                    Err(e) => {
+                        let within = capv.is_none_or(|c| fits_cap(&start, m, c));
+                        check!("part_error", matches!(e, Error::Oversize { .. }) || (matches!(e, Error::CapExceeded { .. }) && !within) || !valid, "Partitioner::refine of lpt failed: {e}");
+                    }
                 }
             }
         }
