@@ -11,8 +11,6 @@
 # Needs the pinned nightly (FUZZ_TOOLCHAIN) and cargo-fuzz; .ci/run installs
 # both. New corpus entries go to fuzz/corpus/<target>/ next to the seeds
 # (ignored by git); a crash leaves its input in fuzz/artifacts/<target>/.
-# TODO(lead): add the target for the balance example's JSON Lines reader
-# (examples/balance/input.rs) once it is merged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +19,7 @@ SECONDS_EACH="${1:-30}"
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(pack partition plan cost serde)
+    TARGETS=(pack partition plan cost serde balance_input)
 fi
 
 cargo "+$TOOLCHAIN" fuzz build

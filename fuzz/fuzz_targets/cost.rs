@@ -31,6 +31,11 @@ fn good(x: f64) -> bool {
     x.is_finite() && x >= 0.0
 }
 
+/// Non-negative, +inf allowed, NaN not.
+fn nonneg(x: f64) -> bool {
+    x >= 0.0
+}
+
 fuzz_target!(|input: Input| {
     if input.samples.len() > 32 || input.rows.len() > 64 {
         return;
@@ -163,7 +168,33 @@ fn close(a: f64, b: f64) -> bool {
 /// phase (every built-in term is monotone).
 fn model<M: Incremental + std::fmt::Debug>(name: &str, m: &M, group: &[&Sample]) {
     let whole = m.cost(group);
-    check!("cost_finite", good(whole.vision) && good(whole.language), "{name}: cost {whole:?} on {} samples ({m:?})", group.len());
+    // src/cost/mod.rs (module docs): a built model's costs are non-negative,
+    // finite unless a coefficient times a size exceeds f64::MAX: +inf is
+    // allowed (the planner refuses it), NaN and negatives never.
+    check!("cost_finite", nonneg(whole.vision) && nonneg(whole.language), "{name}: cost {whole:?} on {} samples ({m:?})", group.len());
+    check!("cost_finite", group.len() > 0 || (whole.vision == 0.0 && whole.language == 0.0) || !microbatch_fuzz::on("cost_empty"), "{name}: the empty group costs {whole:?} ({m:?})");
+    // Past a known NaN (MICROBATCH_FUZZ_SKIP=cost_finite), its knock-ons on the
+    // checks below are the same finding.
+    let nan = |p: Phases| p.vision.is_nan() || p.language.is_nan();
+    if !microbatch_fuzz::on("cost_finite") && (nan(whole) || nan(m.evaluate(&m.empty())) || nan(m.cost(&[])) || group.iter().any(|s| nan(m.cost(&[*s])) || nan(m.floor(s)))) {
+        return;
+    }
+    // CostModel::floor: finite (where the cost alone is), non-negative, at
+    // most the cost alone, and the floors of a group sum to at most its cost
+    // (up to rounding).
+    let mut floors = Phases::ZERO;
+    for s in group {
+        let (f, alone) = (m.floor(s), m.cost(&[*s]));
+        for p in [Phase::Vision, Phase::Language] {
+            let (f, a) = (f.get(p), alone.get(p));
+            check!("cost_floor", f >= 0.0 && (f.is_finite() || !a.is_finite()) && f <= a * (1.0 + 1e-12), "{name}: floor {f} in {p:?} for a cost alone of {a} ({m:?})");
+        }
+        floors += f;
+    }
+    for p in [Phase::Vision, Phase::Language] {
+        let (f, c) = (floors.get(p), whole.get(p));
+        check!("cost_floor", !(f > c * (1.0 + 1e-9) + 1e-300), "{name}: floors sum to {f} in {p:?} above the group's cost {c} ({m:?})");
+    }
     let mut st = m.empty();
     for s in group {
         let before = m.evaluate(&st);
@@ -209,6 +240,11 @@ fn calibrate(rows: &[(Vec<f64>, f64)]) {
         Err(Error::TooFewRows { rows: m, features: k }) => check!("fit_error", m == rows.len() && m <= k, "TooFewRows {m} {k}"),
         Err(Error::InvalidSetting { .. }) => check!("fit_error", features == 0, "InvalidSetting with {features} features"),
         Err(Error::RankDeficient { feature }) => check!("fit_error", feature < features, "RankDeficient feature {feature} of {features}"),
+        Err(Error::CoefficientRange { feature, row, value, time, .. }) => {
+            // A coefficient beyond f64: the named row holds the named feature and time.
+            let ok = feature < features && rows.get(row).is_some_and(|r| r.0.get(feature) == Some(&value) && r.1 == time);
+            check!("fit_error", ok, "CoefficientRange feature {feature} row {row} value {value} time {time} unjustified");
+        }
         Err(e) => check!("fit_error", false, "fit: unexpected {e:?}"),
     }
 }

@@ -259,7 +259,12 @@ where
                         let tol = if m.float { 1e-9 * before.f().abs() } else { 0.0 };
                         check!("part_refine_not_worse", after.f() <= before.f() + tol, "Partitioner::refine raised {objective:?}/{dims:?} from {before:?} to {after:?}");
                     }
-                    Err(e) => check!("part_error", matches!(e, Error::Oversize { .. }) || !valid, "Partitioner::refine of lpt failed: {e}"),
+                    // Errors as Partitioner::partition: a cap that the start breaks may stay
+                    // broken (CapExceeded); one it meets is kept.
+                    Err(e) => {
+                        let within = capv.is_none_or(|c| fits_cap(&start, m, c));
+                        check!("part_error", matches!(e, Error::Oversize { .. }) || (matches!(e, Error::CapExceeded { .. }) && !within) || !valid, "Partitioner::refine of lpt failed: {e}");
+                    }
                 }
             }
         }
@@ -406,9 +411,8 @@ where
             check!("part_error", c.is_some_and(|c| !c.valid() && c.is(value)), "{name}: {e:?} unjustified");
         }
         Error::InvalidSetting { name: setting, value, .. } => {
-            // A resource limit on a parameter beyond the input's size.
-            check!("part_error", k > n && *value as usize >= n, "{name}: {e:?} for k = {k}, n = {n}");
-            let _ = setting;
+            // The documented parts limit: with allow_empty, k > max(n, 65536).
+            check!("part_error", *setting == "parts" && allow_empty && k > n.max(1 << 16) && *value == k as u64, "{name}: {e:?} for k = {k}, n = {n}, allow_empty = {allow_empty}");
         }
         Error::Oversize { items } => {
             let c = cap.map(|c| c.0);

@@ -189,8 +189,15 @@ fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_
     let by_id: BTreeMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
     let (r, a, s) = (plan.ranks(), plan.micro_steps(), plan.sequences_per_micro_step());
     check!("plan_shape", r == cfg.ranks && s == cfg.per_step && cfg.micro_steps.is_none_or(|m| m == a || name == "baseline"), "{name}: shape ({r}, {a}, {s}) for {cfg:?}");
-    check!("plan_shape", r.checked_mul(a).and_then(|x| x.checked_mul(s)).is_some_and(|x| x <= 4 * samples.len() + 64), "{name}: {r} x {a} x {s} slots for {} samples", samples.len());
-    if r * a * s > 4 * samples.len() + 64 {
+    // The documented limits (Planner::micro_steps, sequences_per_micro_step):
+    // R x S <= max(n, 65536); R x A x S <= max(n, 65536) when A is given,
+    // else below n + R x S (the smallest A).
+    let limit = samples.len().max(SLOTS) as u128;
+    let (r128, a128, s128) = (r as u128, a as u128, s as u128);
+    let slots_ok = r128 * s128 <= limit
+        && if cfg.micro_steps.is_some() && name != "baseline" { r128 * a128 * s128 <= limit } else { r128 * a128 * s128 < samples.len() as u128 + r128 * s128 };
+    check!("plan_shape", slots_ok, "{name}: {r} x {a} x {s} slots for {} samples", samples.len());
+    if r128 * a128 * s128 > 2 * limit {
         return;
     }
     let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
@@ -276,8 +283,15 @@ fn justify<M: Incremental + Clone>(e: &Error, samples: &[StepSample], cfg: &Cfg,
                 "max_images" => cfg.max_images == Some(0),
                 _ => false,
             };
-            // A resource limit: a parameter beyond the input's size.
-            check!("plan_error", zero || v > n, "InvalidSetting {name} = {value} unjustified ({cfg:?}, {n} samples): {e}");
+            // The documented resource limits: R x S, then R x A x S, at most max(n, 65536).
+            let limit = n.max(SLOTS) as u128;
+            let per_row = cfg.ranks as u128 * cfg.per_step as u128;
+            let over = match *name {
+                "sequences_per_micro_step" => per_row > limit && v == cfg.per_step,
+                "micro_steps" => cfg.micro_steps.is_some_and(|a| a == v && per_row <= limit && per_row * a as u128 > limit),
+                _ => false,
+            };
+            check!("plan_error", zero || over, "InvalidSetting {name} = {value} unjustified ({cfg:?}, {n} samples): {e}");
         }
         Error::TooFewSamples { ranks, samples: got } => {
             check!("plan_error", *ranks == cfg.ranks && *got == n && n < cfg.ranks, "{e:?} for {n} samples on {} ranks", cfg.ranks);
@@ -299,12 +313,26 @@ fn justify<M: Incremental + Clone>(e: &Error, samples: &[StepSample], cfg: &Cfg,
             }
             check!("plan_error", !items.is_empty(), "empty Oversize");
         }
-        Error::InvalidCost { id, value } => {
-            check!("plan_error", !value.is_finite() || *value < 0.0, "InvalidCost {{ id: {id}, value: {value} }} for a valid value");
+        Error::InvalidCost { id, phase, value } => {
+            // The value named is the sample's cost alone in that phase.
+            let alone = samples.iter().find(|s| s.id() == *id).map(|s| planner_model_cost(planner, s.sample()).get(*phase));
+            check!("plan_error", !value.is_finite() || *value < 0.0, "InvalidCost {{ id: {id}, {phase:?}, value: {value} }} for a valid value");
+            check!("plan_error", alone.is_some_and(|c| c.to_bits() == value.to_bits() || (c.is_nan() && value.is_nan())), "InvalidCost {{ id: {id}, {phase:?}, value: {value} }} but the cost alone is {alone:?}");
+        }
+        Error::CostOverflow { phase, samples: got } => {
+            // Each cost finite, their sum (in a phase, or over phases) beyond f64::MAX.
+            let mut sorted: Vec<&StepSample> = samples.iter().collect();
+            sorted.sort_by_key(|s| s.id());
+            let sum = sorted.iter().fold(Phases::ZERO, |acc, s| acc + planner_model_cost(planner, s.sample()));
+            let over = match phase {
+                Some(p) => sum.get(*p) >= 1e307,
+                None => sum.total() >= 1e307,
+            };
+            check!("plan_error", *got == n && over, "{e:?} but the costs alone sum to {sum:?}");
         }
         Error::MicroStepsInfeasible { given, smallest } => {
             check!("plan_error", cfg.micro_steps == Some(*given) && smallest > given, "{e:?} for {cfg:?}");
-            if *smallest <= 4 * n + 64 {
+            if (cfg.ranks as u128) * (*smallest as u128) * (cfg.per_step as u128) <= n.max(SLOTS) as u128 {
                 let r = planner.clone().micro_steps(*smallest).plan(samples);
                 check!("plan_smallest", r.is_ok(), "{e:?}, but {smallest} micro-steps fail too: {:?}", r.err());
             }
@@ -313,8 +341,11 @@ fn justify<M: Incremental + Clone>(e: &Error, samples: &[StepSample], cfg: &Cfg,
     }
 }
 
-/// Unused helper kept for the cost model trait import.
-#[allow(dead_code)]
-fn total<M: CostModel>(m: &M, s: &[&Sample]) -> f64 {
-    m.cost(s).total()
+/// The sequences a plan may store beyond one a sample (planner.rs `SLOTS`).
+const SLOTS: usize = 1 << 16;
+
+/// The planner's model's cost of one sample alone.
+fn planner_model_cost<M: Incremental>(planner: &Planner<M>, s: &Sample) -> Phases {
+    let m = planner.model();
+    m.evaluate_with(&m.empty(), s)
 }
