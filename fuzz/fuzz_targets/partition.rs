@@ -188,10 +188,17 @@ where
                     }
                 }
                 let refined = refine(items, p);
+                // "Never worse than its input" compares with the input
+                // evaluated the same way (no step: `max_rounds(0)`).
+                let same_way = Partitioner::<S>::new(k).max_rounds(0).refine(items, p);
                 match refined {
                     Ok(q) => {
                         check_partition("refine", &q, m, k, false, None, Objective::MaxPart, Dims::Combined);
-                        check!("part_refine_not_worse", q.objective().v() <= p.objective().v(), "refine raised the objective of {name} from {:?} to {:?}", p.objective(), q.objective());
+                        let before = same_way.as_ref().map(|s| s.objective().v());
+                        check!("part_refine_not_worse", before.as_ref().is_ok_and(|b| q.objective().v() <= *b), "refine raised the objective of {name} from {before:?} (reported {:?}) to {:?}", p.objective(), q.objective());
+                        if !m.float {
+                            check!("part_refine_not_worse", q.objective().v() <= p.objective().v(), "refine raised the integer objective of {name} from {:?} to {:?}", p.objective(), q.objective());
+                        }
                     }
                     Err(e) => check!("part_error", false, "refine of a valid {name} result failed: {e}"),
                 }
@@ -254,7 +261,8 @@ where
                 match pt.refine(items, &start) {
                     Ok(q) => {
                         let within = capv.is_none_or(|c| fits_cap(&start, m, c));
-                        check_partition("partitioner.refine", &q, m, k, o.equal_count && counts_equal(&start), if within { capv } else { None }, objective, dims);
+                        check!("part_error", !o.equal_count || counts_equal(&start), "Partitioner::refine accepted a start with unequal counts under equal_count");
+                        check_partition("partitioner.refine", &q, m, k, o.equal_count, if within { capv } else { None }, objective, dims);
                         let after = objective_of(&q, m, objective, dims);
                         let tol = if m.float { 1e-9 * before.f().abs() } else { 0.0 };
                         check!("part_refine_not_worse", after.f() <= before.f() + tol, "Partitioner::refine raised {objective:?}/{dims:?} from {before:?} to {after:?}");
@@ -263,7 +271,8 @@ where
                     // broken (CapExceeded); one it meets is kept.
                     Err(e) => {
                         let within = capv.is_none_or(|c| fits_cap(&start, m, c));
-                        check!("part_error", matches!(e, Error::Oversize { .. }) || (matches!(e, Error::CapExceeded { .. }) && !within) || !valid, "Partitioner::refine of lpt failed: {e}");
+                        let unequal = o.equal_count && !counts_equal(&start) && matches!(e, Error::UnequalCounts { .. });
+                        check!("part_error", unequal || matches!(e, Error::Oversize { .. }) || (matches!(e, Error::CapExceeded { .. }) && !within) || !valid, "Partitioner::refine of lpt failed: {e}");
                     }
                 }
             }
@@ -409,6 +418,17 @@ where
         Error::InvalidCapacity { dim, value, .. } => {
             let c = cap.and_then(|c| c.0.get(*dim).copied());
             check!("part_error", c.is_some_and(|c| !c.valid() && c.is(value)), "{name}: {e:?} unjustified");
+        }
+        Error::SizeOverflow { dim } => {
+            // Float sizes whose sum (in a dimension, in input order, or
+            // over the dimensions' sums) is beyond f64::MAX.
+            let total = |d: usize| m.items.iter().map(|s| s[d].f()).fold(0.0, |a, x| a + x);
+            let ok = m.float
+                && match dim {
+                    Some(d) => *d < m.dims && !total(*d).is_finite(),
+                    None => !(0..m.dims).map(total).fold(0.0, |a, x| a + x).is_finite(),
+                };
+            check!("part_error", ok, "{name}: {e:?} unjustified");
         }
         Error::InvalidSetting { name: setting, value, .. } => {
             // The documented parts limit: with allow_empty, k > max(n, 65536).
