@@ -252,6 +252,15 @@ pub enum Error {
         /// The coefficient's decimal exponent: about `10^exponent`.
         exponent: i32,
     },
+    /// The fitted coefficients predict a time beyond `f64::MAX` for a
+    /// calibration row: its time is so close to `f64::MAX` that the fit's
+    /// rounding overflows.
+    PredictionOverflow {
+        /// The row's index.
+        row: usize,
+        /// Its measured time.
+        time: f64,
+    },
     /// A calibration feature is zero in every row or a linear combination
     /// of the features before it (for example, rows that all have the same
     /// features), so its coefficient cannot be told apart.
@@ -586,6 +595,12 @@ impl fmt::Display for Error {
                 }
                 f.write_str("; express the cost model in a larger unit (scale it down with `CostModel::scale`)")
             }
+            Error::PredictionOverflow { row, time } => write!(
+                f,
+                "the fitted coefficients predict a time beyond f64::MAX (about 1.8e308) for \
+                 calibration row {row} (time {}); measure the times in larger units",
+                Real(*time)
+            ),
             Error::CoefficientRange {
                 feature,
                 row,

@@ -843,3 +843,20 @@ fn zero_times_an_overflowing_cost_is_zero() {
     let c = tile.cost(&[&with_image]).vision;
     assert!(!c.is_nan() && c > 0.0, "{c}");
 }
+
+/// Fuzz finding: times at `f64::MAX` gave finite coefficients whose
+/// prediction of their own row overflowed; such a fit is refused.
+#[test]
+fn fits_that_predict_beyond_f64_max_are_refused() {
+    let rows = [([9.5], f64::MAX), ([7.136598626711964e-308], 1e15)];
+    let err = fit(&rows).unwrap_err();
+    assert!(
+        matches!(err, Error::PredictionOverflow { row: 0, time } if time == f64::MAX),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("larger units"), "{err}");
+    // Large times within range fit.
+    let rows = [([9.5], 1e300), ([7.136598626711964e-308], 1e15)];
+    let f = fit(&rows).unwrap();
+    assert!(rows.iter().all(|(x, _)| f.predict(x).is_finite()));
+}

@@ -71,6 +71,7 @@ impl V {
     fn is(self, s: &Scalar) -> bool {
         match (self, s) {
             (V::I(a), Scalar::Int(b)) => a == *b as u128,
+            (V::I(a), Scalar::Wide(b)) => a == *b,
             (V::F(a), Scalar::Float(b)) => a == *b,
             _ => false,
         }
@@ -450,6 +451,7 @@ where
             check!("part_error", *parts == k && *dim < m.dims && capv[*dim].is(c), "{name}: {e:?} names the wrong parts, dimension or cap");
             let best_above = match (capv[*dim], best) {
                 (V::I(cv), Scalar::Int(b)) => u128::from(*b) > cv,
+                (V::I(cv), Scalar::Wide(b)) => *b > cv,
                 (V::F(cv), Scalar::Float(b)) => *b > cv,
                 _ => false,
             };

@@ -206,7 +206,9 @@ impl Fit {
 /// - [`Error::CoefficientRange`] if a fitted coefficient is above
 ///   `f64::MAX` or, while it matters to the fit, below the smallest normal
 ///   `f64` (features of `1e-300` for times of `1e300`): it names the
-///   feature, a row and the coefficient's order of magnitude.
+///   feature, a row and the coefficient's order of magnitude;
+/// - [`Error::PredictionOverflow`] if the fitted coefficients predict a
+///   time beyond `f64::MAX` for one of the rows (times near `f64::MAX`).
 ///
 /// # Complexity
 ///
@@ -291,13 +293,25 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
     let mut d = nnls(&scaled.columns, &vec![1.0; m]);
     let coefficients = scaled.coefficients(rows, &mut d)?;
     let (r_squared, max_relative_error, worst_row) = judge(rows, &scaled.columns, &d);
-    Ok(Fit {
+    let fit = Fit {
         coefficients,
         r_squared,
         max_relative_error,
         worst_row,
         rows: m,
-    })
+    };
+    // Coefficients in range can still predict beyond f64::MAX for times
+    // near it: the fit must be usable on the rows it was made from.
+    if let Some(row) = rows
+        .iter()
+        .position(|(x, _)| !fit.predict(x.as_ref()).is_finite())
+    {
+        return Err(Error::PredictionOverflow {
+            row,
+            time: rows[row].1,
+        });
+    }
+    Ok(fit)
 }
 
 /// The matrix of the rows divided by their times (relative least squares),

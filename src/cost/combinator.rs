@@ -207,6 +207,8 @@ impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Sum<A, B> {
 impl_pair!(Sum, |a, b| a + b, |a, b| a + b);
 
 /// A cost model with every cost multiplied by a fixed, validated factor.
+/// A zero factor costs zero, even where the inner cost overflowed to
+/// infinity.
 ///
 /// This `struct` is created by [`CostModel::scale`]. `Debug` prints
 /// `factor * (inner)`.
