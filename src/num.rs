@@ -27,6 +27,17 @@ use crate::error::{InvalidReason, Scalar};
 /// implementation (say `usize::MAX`) must not drive their memory or time.
 pub(crate) const MAX_DIMS: usize = 1 << 16;
 
+/// `|x|` without `f64::abs`, which is not in `core` on the crate's MSRV
+/// (1.81).
+#[inline]
+pub(crate) fn abs(x: f64) -> f64 {
+    if x < 0.0 {
+        -x
+    } else {
+        x
+    }
+}
+
 /// The helpers behind [`Size`] and [`Total`], crate-internal.
 ///
 /// The traits are nominally `pub` so that the public [`Size`] and [`Total`]
@@ -482,7 +493,7 @@ impl_size_float!(f32, f64);
 /// relative `2^-50` for the rounding of its own computation: `0` for a
 /// non-positive or NaN `q`, saturating at `u64::MAX`.
 pub(crate) fn ceil_lowered(q: f64) -> u64 {
-    let q = q - q.abs() * (4.0 * f64::EPSILON);
+    let q = q - abs(q) * (4.0 * f64::EPSILON);
     if !(q > 0.0) {
         return 0;
     }

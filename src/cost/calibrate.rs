@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 
 use super::{CostModel, Sample};
 use crate::error::Error;
+use crate::num::abs;
 
 /// A feature is linearly dependent on the ones before it when its residual
 /// after projection is below this fraction of its norm.
@@ -595,16 +596,6 @@ where
         });
     }
     fit(&rows)
-}
-
-/// `|x|` without `f64::abs`, which is not in `core` on the crate's MSRV.
-#[inline]
-fn abs(x: f64) -> f64 {
-    if x < 0.0 {
-        -x
-    } else {
-        x
-    }
 }
 
 #[inline]
