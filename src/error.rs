@@ -54,7 +54,7 @@ pub(crate) struct Real(pub(crate) f64);
 impl fmt::Display for Real {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let x = self.0;
-        let magnitude = crate::num::abs(x);
+        let magnitude = if x < 0.0 { -x } else { x };
         if x.is_finite() && x != 0.0 && !(1e-4..1e15).contains(&magnitude) {
             write!(f, "{x:e}")
         } else {
