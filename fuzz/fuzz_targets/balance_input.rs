@@ -22,12 +22,34 @@ fuzz_target!(|data: &[u8]| {
     let lines: Vec<&str> = text.lines().collect();
     match input::read(&text) {
         Ok(parsed) => {
-            let filled: Vec<(usize, &str)> = lines.iter().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, *l)).collect();
-            check!("input_count", parsed.samples.len() == filled.len(), "{} samples for {} non-blank lines", parsed.samples.len(), filled.len());
+            let filled: Vec<(usize, &str)> = lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(i, l)| (i + 1, *l))
+                .collect();
+            check!(
+                "input_count",
+                parsed.samples.len() == filled.len(),
+                "{} samples for {} non-blank lines",
+                parsed.samples.len(),
+                filled.len()
+            );
             let mut ids = std::collections::BTreeSet::new();
             for (s, (line, raw)) in parsed.samples.iter().zip(&filled) {
-                check!("input_unique", ids.insert(s.id()), "id {} read twice", s.id());
-                check!("input_line_of", parsed.line_of(s.id()) == Some(*line), "line_of({}) = {:?}, read on line {line}", s.id(), parsed.line_of(s.id()));
+                check!(
+                    "input_unique",
+                    ids.insert(s.id()),
+                    "id {} read twice",
+                    s.id()
+                );
+                check!(
+                    "input_line_of",
+                    parsed.line_of(s.id()) == Some(*line),
+                    "line_of({}) = {:?}, read on line {line}",
+                    s.id(),
+                    parsed.line_of(s.id())
+                );
                 // The sample is what its line says, read independently.
                 let v: Result<Value, _> = serde_json::from_str(raw);
                 let ok = v.as_ref().is_ok_and(|v| same(v, s));
@@ -40,22 +62,54 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Err(e) => {
-            check!("input_error_line", (1..=lines.len()).contains(&e.line), "error on line {} of {} lines: {e}", e.line, lines.len());
+            check!(
+                "input_error_line",
+                (1..=lines.len()).contains(&e.line),
+                "error on line {} of {} lines: {e}",
+                e.line,
+                lines.len()
+            );
             if let Some(raw) = lines.get(e.line.wrapping_sub(1)) {
-                check!("input_error_line", !raw.trim().is_empty(), "error on blank line {}: {e}", e.line);
+                check!(
+                    "input_error_line",
+                    !raw.trim().is_empty(),
+                    "error on blank line {}: {e}",
+                    e.line
+                );
                 if let Some(c) = e.column {
-                    check!("input_error_column", c >= 1 && c <= raw.len() + 1, "column {c} on a line of {} bytes: {e}", raw.len());
+                    check!(
+                        "input_error_column",
+                        c >= 1 && c <= raw.len() + 1,
+                        "column {c} on a line of {} bytes: {e}",
+                        raw.len()
+                    );
                 }
                 // The first bad line: everything before it reads.
                 let before = lines[..e.line - 1].join("\n");
                 let r = input::read(&before);
-                check!("input_first_bad", r.is_ok(), "line {} is named, but an earlier one fails: {:?}", e.line, r.err());
+                check!(
+                    "input_first_bad",
+                    r.is_ok(),
+                    "line {} is named, but an earlier one fails: {:?}",
+                    e.line,
+                    r.err()
+                );
                 // A bad line alone is bad too, unless its fault is an id used before.
                 if !e.message.contains("already used") {
-                    check!("input_error_line", input::read(raw).is_err(), "line {} named ({e}) reads alone", e.line);
+                    check!(
+                        "input_error_line",
+                        input::read(raw).is_err(),
+                        "line {} named ({e}) reads alone",
+                        e.line
+                    );
                 }
             }
-            check!("input_message", !e.message.is_empty(), "an empty message on line {}", e.line);
+            check!(
+                "input_message",
+                !e.message.is_empty(),
+                "an empty message on line {}",
+                e.line
+            );
         }
     }
 });
@@ -74,7 +128,12 @@ fn same(v: &Value, s: &microbatch::plan::StepSample) -> bool {
         None | Some(Value::Null) => text,
         Some(l) => l.as_u64(),
     };
-    let got_images: Vec<u64> = s.sample().images().iter().map(|i| u64::from(i.tokens())).collect();
+    let got_images: Vec<u64> = s
+        .sample()
+        .images()
+        .iter()
+        .map(|i| u64::from(i.tokens()))
+        .collect();
     id == Some(s.id())
         && text == Some(u64::from(s.sample().text()))
         && images.as_ref() == Some(&got_images)

@@ -9,8 +9,8 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use microbatch::cost::{
     fit, fit_terms, AttentionCount, CostModel, DocumentAttention, FullAttention, Image,
-    Incremental, LlmShape, PerGroup, PerImage, PerSample, PerTile, Phase, Phases, Sample,
-    Tokens, Training, VitScope, VitShape, Windowed,
+    Incremental, LlmShape, PerGroup, PerImage, PerSample, PerTile, Phase, Phases, Sample, Tokens,
+    Training, VitScope, VitShape, Windowed,
 };
 use microbatch::Error;
 use microbatch_fuzz::{check, F};
@@ -44,22 +44,35 @@ fuzz_target!(|input: Input| {
         .samples
         .iter()
         .map(|(t, imgs)| {
-            Sample::new(*t, imgs.iter().take(4).map(|&(tok, u)| match NonZeroU32::new(u32::from(u)) {
-                Some(units) => Image::with_units(tok, units),
-                None => Image::new(tok),
-            }))
+            Sample::new(
+                *t,
+                imgs.iter()
+                    .take(4)
+                    .map(|&(tok, u)| match NonZeroU32::new(u32::from(u)) {
+                        Some(units) => Image::with_units(tok, units),
+                        None => Image::new(tok),
+                    }),
+            )
         })
         .collect();
     let group: Vec<&Sample> = samples.iter().collect();
     let c = |i: usize| input.coef[i].0;
-    let training = if input.flags & 1 == 0 { Training::Frozen } else { Training::Trained };
+    let training = if input.flags & 1 == 0 {
+        Training::Frozen
+    } else {
+        Training::Trained
+    };
 
     // Constructors: Ok exactly for finite, non-negative coefficients.
     let ctor = |name: &str, r: Result<(), Error>, coefs: &[f64]| {
         let ok = coefs.iter().all(|&x| good(x));
         match r {
             Ok(()) => check!("cost_ctor", ok, "{name} accepted {coefs:?}"),
-            Err(Error::InvalidCoefficient { value, .. }) => check!("cost_ctor", !ok && (!good(value) || value.is_nan()), "{name} refused {coefs:?} naming {value}"),
+            Err(Error::InvalidCoefficient { value, .. }) => check!(
+                "cost_ctor",
+                !ok && (!good(value) || value.is_nan()),
+                "{name} refused {coefs:?} naming {value}"
+            ),
             Err(Error::InvalidSetting { .. }) => {}
             Err(e) => check!("cost_ctor", false, "{name}: unexpected {e:?}"),
         }
@@ -67,7 +80,11 @@ fuzz_target!(|input: Input| {
     ctor("Tokens", Tokens::new(c(0)).map(drop), &[c(0)]);
     ctor("PerSample", PerSample::new(c(1)).map(drop), &[c(1)]);
     ctor("PerGroup", PerGroup::new(c(2)).map(drop), &[c(2)]);
-    ctor("DocumentAttention", DocumentAttention::new(c(3)).map(drop), &[c(3)]);
+    ctor(
+        "DocumentAttention",
+        DocumentAttention::new(c(3)).map(drop),
+        &[c(3)],
+    );
     ctor("FullAttention", FullAttention::new(c(4)).map(drop), &[c(4)]);
 
     if let Ok(m) = Tokens::new(c(0)) {
@@ -77,13 +94,23 @@ fuzz_target!(|input: Input| {
             let (a, b) = (m.cost(&group), s.cost(&group));
             // A zero factor costs zero, even on an inner cost that overflowed.
             let want = if c(5) == 0.0 { 0.0 } else { c(5) * a.total() };
-            check!("cost_combinator", close(b.total(), want), "scale {}: {a:?} -> {b:?}", c(5));
+            check!(
+                "cost_combinator",
+                close(b.total(), want),
+                "scale {}: {a:?} -> {b:?}",
+                c(5)
+            );
         }
         if let Ok(d) = DocumentAttention::new(c(3)) {
             let sum = m.clone() + d.clone();
             model("Sum", &sum, &group);
             let want = m.cost(&group) + d.cost(&group);
-            check!("cost_combinator", close(sum.cost(&group).total(), want.total()), "sum {:?} != {want:?}", sum.cost(&group));
+            check!(
+                "cost_combinator",
+                close(sum.cost(&group).total(), want.total()),
+                "sum {:?} != {want:?}",
+                sum.cost(&group)
+            );
             let max = m.clone().max(d.clone().in_phase(Phase::Language));
             model("Max", &max, &group);
         }
@@ -103,7 +130,14 @@ fuzz_target!(|input: Input| {
     if let Ok(m) = PerImage::new(c(0), c(1), input.ints[1] % 16, training) {
         model("PerImage", &m, &group);
     }
-    if let Ok(m) = Windowed::new(c(0), c(1), input.ints[1] % 16, c(2), input.ints[2] % 128, training) {
+    if let Ok(m) = Windowed::new(
+        c(0),
+        c(1),
+        input.ints[1] % 16,
+        c(2),
+        input.ints[2] % 128,
+        training,
+    ) {
         model("Windowed", &m, &group);
     }
 
@@ -114,10 +148,18 @@ fuzz_target!(|input: Input| {
     }
 
     // Calibration.
-    let rows: Vec<(Vec<f64>, f64)> = input.rows.iter().map(|(x, t)| (x.iter().take(6).map(|f| f.0).collect(), t.0)).collect();
+    let rows: Vec<(Vec<f64>, f64)> = input
+        .rows
+        .iter()
+        .map(|(x, t)| (x.iter().take(6).map(|f| f.0).collect(), t.0))
+        .collect();
     calibrate(&rows);
     if let (Ok(a), Ok(b)) = (Tokens::new(1.0), DocumentAttention::new(1.0)) {
-        let groups: Vec<(Vec<&Sample>, f64)> = group.chunks(2).zip(&input.rows).map(|(g, r)| (g.to_vec(), r.1 .0)).collect();
+        let groups: Vec<(Vec<&Sample>, f64)> = group
+            .chunks(2)
+            .zip(&input.rows)
+            .map(|(g, r)| (g.to_vec(), r.1 .0))
+            .collect();
         let terms: [&dyn CostModel; 2] = [&a, &b];
         if let Ok(f) = fit_terms(&terms, groups.iter().map(|(g, t)| (g.iter().copied(), *t))) {
             check_fit(&f, groups.len());
@@ -135,30 +177,67 @@ fn shapes(input: &Input, group: &[&Sample], training: Training) {
         ffn: l[4],
         vocab: l[5],
         swiglu: input.flags & 2 != 0,
-        attention: if input.flags & 4 == 0 { AttentionCount::Causal } else { AttentionCount::Full },
+        attention: if input.flags & 4 == 0 {
+            AttentionCount::Causal
+        } else {
+            AttentionCount::Full
+        },
     };
-    let _ = (llm.weights(), llm.linear_flops_per_token(), llm.attention_flops_per_token_pair(), llm.training_flops(input.tokens));
+    let _ = (
+        llm.weights(),
+        llm.linear_flops_per_token(),
+        llm.attention_flops_per_token_pair(),
+        llm.training_flops(input.tokens),
+    );
     if llm.check().is_ok() {
         let f = llm.training_flops(input.tokens);
-        check!("cost_flops", good(f), "LlmShape {llm:?}: training_flops({}) = {f}", input.tokens);
+        check!(
+            "cost_flops",
+            good(f),
+            "LlmShape {llm:?}: training_flops({}) = {f}",
+            input.tokens
+        );
         if let Ok(m) = llm.cost_model() {
             model("LlmShape", &m, group);
         }
     }
     let v = &input.vit;
     let scope = match input.flags >> 4 & 3 {
-        0 => VitScope::Image { patches_per_token: v[3] % 16 },
-        1 => VitScope::Tile { tokens_per_tile: v[3], llm_tokens_per_tile: v[4] },
-        _ => VitScope::Windowed { patches_per_token: v[3] % 16, window: v[4], full_layers: v[5] % 64 },
+        0 => VitScope::Image {
+            patches_per_token: v[3] % 16,
+        },
+        1 => VitScope::Tile {
+            tokens_per_tile: v[3],
+            llm_tokens_per_tile: v[4],
+        },
+        _ => VitScope::Windowed {
+            patches_per_token: v[3] % 16,
+            window: v[4],
+            full_layers: v[5] % 64,
+        },
     };
-    let vit = VitShape { layers: v[0] % 128, hidden: v[1], mlp: v[2], swiglu: input.flags & 8 != 0, scope };
-    let _ = (vit.forward_flops(input.tokens), vit.linear_flops_per_token(), vit.attention_flops_per_token_pair());
+    let vit = VitShape {
+        layers: v[0] % 128,
+        hidden: v[1],
+        mlp: v[2],
+        swiglu: input.flags & 8 != 0,
+        scope,
+    };
+    let _ = (
+        vit.forward_flops(input.tokens),
+        vit.linear_flops_per_token(),
+        vit.attention_flops_per_token_pair(),
+    );
     if let Ok(m) = vit.cost_model(training) {
         model("VitShape", &m, group);
         let f = vit.forward_flops(input.tokens);
-        check!("cost_flops", good(f), "VitShape {vit:?}: forward_flops({}) = {f}", input.tokens);
+        check!(
+            "cost_flops",
+            good(f),
+            "VitShape {vit:?}: forward_flops({}) = {f}",
+            input.tokens
+        );
     }
-
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -173,12 +252,28 @@ fn model<M: Incremental + std::fmt::Debug>(name: &str, m: &M, group: &[&Sample])
     // src/cost/mod.rs (module docs): a built model's costs are non-negative,
     // finite unless a coefficient times a size exceeds f64::MAX: +inf is
     // allowed (the planner refuses it), NaN and negatives never.
-    check!("cost_finite", nonneg(whole.vision) && nonneg(whole.language), "{name}: cost {whole:?} on {} samples ({m:?})", group.len());
-    check!("cost_finite", group.len() > 0 || (whole.vision == 0.0 && whole.language == 0.0) || !microbatch_fuzz::on("cost_empty"), "{name}: the empty group costs {whole:?} ({m:?})");
+    check!(
+        "cost_finite",
+        nonneg(whole.vision) && nonneg(whole.language),
+        "{name}: cost {whole:?} on {} samples ({m:?})",
+        group.len()
+    );
+    check!(
+        "cost_finite",
+        group.len() > 0
+            || (whole.vision == 0.0 && whole.language == 0.0)
+            || !microbatch_fuzz::on("cost_empty"),
+        "{name}: the empty group costs {whole:?} ({m:?})"
+    );
     // Past a known NaN (MICROBATCH_FUZZ_SKIP=cost_finite), its knock-ons on the
     // checks below are the same finding.
     let nan = |p: Phases| p.vision.is_nan() || p.language.is_nan();
-    if !microbatch_fuzz::on("cost_finite") && (nan(whole) || nan(m.evaluate(&m.empty())) || nan(m.cost(&[])) || group.iter().any(|s| nan(m.cost(&[*s])) || nan(m.floor(s)))) {
+    if !microbatch_fuzz::on("cost_finite")
+        && (nan(whole)
+            || nan(m.evaluate(&m.empty()))
+            || nan(m.cost(&[]))
+            || group.iter().any(|s| nan(m.cost(&[*s])) || nan(m.floor(s))))
+    {
         return;
     }
     // CostModel::floor: finite (where the cost alone is), non-negative, at
@@ -189,13 +284,21 @@ fn model<M: Incremental + std::fmt::Debug>(name: &str, m: &M, group: &[&Sample])
         let (f, alone) = (m.floor(s), m.cost(&[*s]));
         for p in [Phase::Vision, Phase::Language] {
             let (f, a) = (f.get(p), alone.get(p));
-            check!("cost_floor", f >= 0.0 && (f.is_finite() || !a.is_finite()) && f <= a * (1.0 + 1e-12), "{name}: floor {f} in {p:?} for a cost alone of {a} ({m:?})");
+            check!(
+                "cost_floor",
+                f >= 0.0 && (f.is_finite() || !a.is_finite()) && f <= a * (1.0 + 1e-12),
+                "{name}: floor {f} in {p:?} for a cost alone of {a} ({m:?})"
+            );
         }
         floors += f;
     }
     for p in [Phase::Vision, Phase::Language] {
         let (f, c) = (floors.get(p), whole.get(p));
-        check!("cost_floor", !(f > c * (1.0 + 1e-9) + 1e-300), "{name}: floors sum to {f} in {p:?} above the group's cost {c} ({m:?})");
+        check!(
+            "cost_floor",
+            !(f > c * (1.0 + 1e-9) + 1e-300),
+            "{name}: floors sum to {f} in {p:?} above the group's cost {c} ({m:?})"
+        );
     }
     let mut st = m.empty();
     for s in group {
@@ -203,16 +306,33 @@ fn model<M: Incremental + std::fmt::Debug>(name: &str, m: &M, group: &[&Sample])
         let with = m.evaluate_with(&st, s);
         m.insert(&mut st, s);
         let after = m.evaluate(&st);
-        check!("cost_incremental", after == with, "{name}: evaluate_with {with:?} != evaluate after insert {after:?}");
-        check!("cost_monotone", after.vision >= before.vision && after.language >= before.language, "{name}: adding a sample lowered {before:?} to {after:?}");
+        check!(
+            "cost_incremental",
+            after == with,
+            "{name}: evaluate_with {with:?} != evaluate after insert {after:?}"
+        );
+        check!(
+            "cost_monotone",
+            after.vision >= before.vision && after.language >= before.language,
+            "{name}: adding a sample lowered {before:?} to {after:?}"
+        );
     }
     let inc = m.evaluate(&st);
-    check!("cost_incremental", close(inc.vision, whole.vision) && close(inc.language, whole.language), "{name}: incremental {inc:?} != cost {whole:?}");
+    check!(
+        "cost_incremental",
+        close(inc.vision, whole.vision) && close(inc.language, whole.language),
+        "{name}: incremental {inc:?} != cost {whole:?}"
+    );
     let mut rev = m.empty();
     for s in group.iter().rev() {
         m.insert(&mut rev, s);
     }
-    check!("cost_order", m.evaluate(&rev) == inc, "{name}: insertion order changes the cost: {:?} vs {inc:?}", m.evaluate(&rev));
+    check!(
+        "cost_order",
+        m.evaluate(&rev) == inc,
+        "{name}: insertion order changes the cost: {:?} vs {inc:?}",
+        m.evaluate(&rev)
+    );
     let _ = format!("{m:?}");
 }
 
@@ -221,47 +341,133 @@ fn calibrate(rows: &[(Vec<f64>, f64)]) {
     let features = rows.first().map_or(0, |r| r.0.len());
     match r {
         Ok(f) => {
-            check!("fit_error", rows.iter().all(|r| r.0.len() == features && r.0.iter().all(|&x| good(x)) && r.1.is_finite() && r.1 > 0.0) && rows.len() > features && features > 0, "fit accepted invalid rows");
+            check!(
+                "fit_error",
+                rows.iter().all(|r| r.0.len() == features
+                    && r.0.iter().all(|&x| good(x))
+                    && r.1.is_finite()
+                    && r.1 > 0.0)
+                    && rows.len() > features
+                    && features > 0,
+                "fit accepted invalid rows"
+            );
             check_fit(&f, rows.len());
-            check!("fit_coefficients", f.coefficients().len() == features, "{} coefficients for {features} features", f.coefficients().len());
+            check!(
+                "fit_coefficients",
+                f.coefficients().len() == features,
+                "{} coefficients for {features} features",
+                f.coefficients().len()
+            );
             for (x, _) in rows {
                 let p = f.predict(x);
-                check!("fit_finite", p.is_finite() && p >= 0.0, "predict({x:?}) = {p}");
+                check!(
+                    "fit_finite",
+                    p.is_finite() && p >= 0.0,
+                    "predict({x:?}) = {p}"
+                );
             }
         }
-        Err(Error::RowLength { row, expected, found }) => {
-            check!("fit_error", rows.get(row).is_some_and(|r| r.0.len() == found) && expected == features && found != expected, "RowLength {row} unjustified");
+        Err(Error::RowLength {
+            row,
+            expected,
+            found,
+        }) => {
+            check!(
+                "fit_error",
+                rows.get(row).is_some_and(|r| r.0.len() == found)
+                    && expected == features
+                    && found != expected,
+                "RowLength {row} unjustified"
+            );
         }
-        Err(Error::InvalidMeasurement { row, feature, value }) => {
+        Err(Error::InvalidMeasurement {
+            row,
+            feature,
+            value,
+        }) => {
             let ok = rows.get(row).is_some_and(|r| match feature {
-                Some(j) => r.0.get(j).is_some_and(|&x| !good(x) && (x == value || x.is_nan())),
+                Some(j) => {
+                    r.0.get(j)
+                        .is_some_and(|&x| !good(x) && (x == value || x.is_nan()))
+                }
                 None => !(r.1.is_finite() && r.1 > 0.0),
             });
-            check!("fit_error", ok, "InvalidMeasurement row {row} feature {feature:?} value {value} unjustified");
+            check!(
+                "fit_error",
+                ok,
+                "InvalidMeasurement row {row} feature {feature:?} value {value} unjustified"
+            );
         }
-        Err(Error::TooFewRows { rows: m, features: k }) => check!("fit_error", m == rows.len() && m <= k, "TooFewRows {m} {k}"),
-        Err(Error::InvalidSetting { .. }) => check!("fit_error", features == 0, "InvalidSetting with {features} features"),
-        Err(Error::RankDeficient { feature }) => check!("fit_error", feature < features, "RankDeficient feature {feature} of {features}"),
-        Err(Error::CoefficientRange { feature, row, value, time, .. }) => {
+        Err(Error::TooFewRows {
+            rows: m,
+            features: k,
+        }) => check!("fit_error", m == rows.len() && m <= k, "TooFewRows {m} {k}"),
+        Err(Error::InvalidSetting { .. }) => check!(
+            "fit_error",
+            features == 0,
+            "InvalidSetting with {features} features"
+        ),
+        Err(Error::RankDeficient { feature }) => check!(
+            "fit_error",
+            feature < features,
+            "RankDeficient feature {feature} of {features}"
+        ),
+        Err(Error::CoefficientRange {
+            feature,
+            row,
+            value,
+            time,
+            ..
+        }) => {
             // A coefficient beyond f64: the named row holds the named feature and time.
-            let ok = feature < features && rows.get(row).is_some_and(|r| r.0.get(feature) == Some(&value) && r.1 == time);
+            let ok = feature < features
+                && rows
+                    .get(row)
+                    .is_some_and(|r| r.0.get(feature) == Some(&value) && r.1 == time);
             check!("fit_error", ok, "CoefficientRange feature {feature} row {row} value {value} time {time} unjustified");
         }
         Err(Error::PredictionOverflow { row, time }) => {
             // Only times within a small factor of f64::MAX can overflow a
             // prediction of a fit that is otherwise in range.
-            let ok = rows.get(row).is_some_and(|r| r.1 == time && time > f64::MAX / 1e6);
-            check!("fit_error", ok, "PredictionOverflow row {row} time {time} unjustified");
+            let ok = rows
+                .get(row)
+                .is_some_and(|r| r.1 == time && time > f64::MAX / 1e6);
+            check!(
+                "fit_error",
+                ok,
+                "PredictionOverflow row {row} time {time} unjustified"
+            );
         }
         Err(e) => check!("fit_error", false, "fit: unexpected {e:?}"),
     }
 }
 
 fn check_fit(f: &microbatch::cost::Fit, rows: usize) {
-    check!("fit_finite", f.coefficients().iter().all(|&c| good(c)), "coefficients {:?}", f.coefficients());
-    check!("fit_finite", f.r_squared().is_finite(), "R^2 {}", f.r_squared());
-    check!("fit_finite", good(f.max_relative_error()), "max_relative_error {}", f.max_relative_error());
-    check!("fit_rows", f.rows() == rows && f.worst_row() < rows.max(1), "rows {} worst {} of {rows}", f.rows(), f.worst_row());
+    check!(
+        "fit_finite",
+        f.coefficients().iter().all(|&c| good(c)),
+        "coefficients {:?}",
+        f.coefficients()
+    );
+    check!(
+        "fit_finite",
+        f.r_squared().is_finite(),
+        "R^2 {}",
+        f.r_squared()
+    );
+    check!(
+        "fit_finite",
+        good(f.max_relative_error()),
+        "max_relative_error {}",
+        f.max_relative_error()
+    );
+    check!(
+        "fit_rows",
+        f.rows() == rows && f.worst_row() < rows.max(1),
+        "rows {} worst {} of {rows}",
+        f.rows(),
+        f.worst_row()
+    );
 }
 
 #[allow(dead_code)]

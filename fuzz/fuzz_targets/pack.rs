@@ -207,20 +207,47 @@ where
     check_result("lower_bounds", bounds.as_ref().err(), &expected, m);
     let opt = brute_force_bins(m);
     if let (Ok(b), Some(opt)) = (&bounds, opt) {
-        check!("pack_bound_opt", b.l2 as usize <= opt, "L2 {} > optimum {opt} ({m:?})", b.l2, m = m.items);
-        check!("pack_bound_order", b.l1 <= b.l2, "L1 {} > L2 {}", b.l1, b.l2);
+        check!(
+            "pack_bound_opt",
+            b.l2 as usize <= opt,
+            "L2 {} > optimum {opt} ({m:?})",
+            b.l2,
+            m = m.items
+        );
+        check!(
+            "pack_bound_order",
+            b.l1 <= b.l2,
+            "L1 {} > L2 {}",
+            b.l1,
+            b.l2
+        );
     }
     if let (Ok(b), Some(total)) = (&bounds, int_l1(m)) {
-        check!("pack_l1_exact", b.l1 as u128 == total, "L1 {} != ceil(sum / cap) = {total}", b.l1);
+        check!(
+            "pack_l1_exact",
+            b.l1 as u128 == total,
+            "L1 {} != ceil(sum / cap) = {total}",
+            b.l1
+        );
     }
     for (name, f) in algos {
         let r = f(items, cap.clone());
         check_result(name, r.as_ref().err(), &expected, m);
         let Ok(p) = r else { continue };
         check_packing(name, &p, m);
-        check!("pack_deterministic", f(items, cap.clone()).as_ref() == Ok(&p), "{name} differs on a second run");
+        check!(
+            "pack_deterministic",
+            f(items, cap.clone()).as_ref() == Ok(&p),
+            "{name} differs on a second run"
+        );
         if let Ok(b) = &bounds {
-            check!("pack_bounds_same", p.lower_bounds() == *b, "{name}: {:?} != lower_bounds() {:?}", p.lower_bounds(), b);
+            check!(
+                "pack_bounds_same",
+                p.lower_bounds() == *b,
+                "{name}: {:?} != lower_bounds() {:?}",
+                p.lower_bounds(),
+                b
+            );
         }
         if let (Some(opt), true) = (opt, m.cap.len() == 1 && m.cap[0].int().is_some()) {
             let (used, best) = (p.len(), opt);
@@ -229,14 +256,23 @@ where
                 "first_fit" | "best_fit" => 10 * used <= 17 * best,
                 _ => used <= 2 * best,
             };
-            check!("pack_ratio", ok, "{name}: {used} bins, optimum {best} ({:?})", m.items);
+            check!(
+                "pack_ratio",
+                ok,
+                "{name}: {used} bins, optimum {best} ({:?})",
+                m.items
+            );
         }
         // Decreasing orders sort by exact size: with one dimension the input
         // order does not matter.
         if name.ends_with("decreasing") && m.cap.len() == 1 {
             let rev: Vec<I> = items.iter().rev().cloned().collect();
             if let Ok(q) = f(&rev, cap.clone()) {
-                check!("pack_order", sorted_loads(&p) == sorted_loads(&q), "{name}: bin loads differ for the reversed input");
+                check!(
+                    "pack_order",
+                    sorted_loads(&p) == sorted_loads(&q),
+                    "{name}: bin loads differ for the reversed input"
+                );
             } else {
                 check!("pack_order", false, "{name}: the reversed input fails");
             }
@@ -276,7 +312,10 @@ fn expected_error<V: Num>(m: &Model<V>) -> Expected {
         return Expected::BadCapacity(d);
     }
     let dims = m.cap.len();
-    if m.items.iter().any(|s| s.len() != dims || s.iter().any(|x| !x.valid())) {
+    if m.items
+        .iter()
+        .any(|s| s.len() != dims || s.iter().any(|x| !x.valid()))
+    {
         return Expected::Malformed;
     }
     let over: Vec<(usize, usize)> = m
@@ -303,34 +342,80 @@ fn check_result<V: Num>(name: &str, r: Option<&Error>, expected: &Expected, m: &
         (Err(()), Expected::Ok) => {}
         (Ok(Error::NoDimensions), Expected::NoDimensions) => {}
         (Ok(Error::ZeroCapacity { dim }), Expected::BadCapacity(d)) => {
-            check!("pack_error", dim == d && m.cap[*d].is_zero(), "{name}: ZeroCapacity {{ dim: {dim} }} for {:?}", m.cap);
+            check!(
+                "pack_error",
+                dim == d && m.cap[*d].is_zero(),
+                "{name}: ZeroCapacity {{ dim: {dim} }} for {:?}",
+                m.cap
+            );
         }
         (Ok(Error::InvalidCapacity { dim, value, .. }), Expected::BadCapacity(d)) => {
-            check!("pack_error", dim == d && !m.cap[*d].valid() && m.cap[*d].scalar_is(value), "{name}: InvalidCapacity {{ dim: {dim} }} for {:?}", m.cap);
+            check!(
+                "pack_error",
+                dim == d && !m.cap[*d].valid() && m.cap[*d].scalar_is(value),
+                "{name}: InvalidCapacity {{ dim: {dim} }} for {:?}",
+                m.cap
+            );
         }
-        (Ok(Error::DimensionMismatch { index, expected, found }), Expected::Malformed) => {
+        (
+            Ok(Error::DimensionMismatch {
+                index,
+                expected,
+                found,
+            }),
+            Expected::Malformed,
+        ) => {
             let ok = m.items.get(*index).is_some_and(|s| s.len() == *found)
                 && *expected == m.cap.len()
                 && found != expected
-                && m.items[..*index].iter().all(|s| s.len() == m.cap.len() && s.iter().all(|x| x.valid()));
+                && m.items[..*index]
+                    .iter()
+                    .all(|s| s.len() == m.cap.len() && s.iter().all(|x| x.valid()));
             check!("pack_error", ok, "{name}: DimensionMismatch {{ index: {index}, expected: {expected}, found: {found} }} unjustified");
         }
-        (Ok(Error::InvalidSize { index, dim, value, .. }), Expected::Malformed) => {
+        (
+            Ok(Error::InvalidSize {
+                index, dim, value, ..
+            }),
+            Expected::Malformed,
+        ) => {
             let x = m.items.get(*index).and_then(|s| s.get(*dim));
             let ok = x.is_some_and(|x| !x.valid() && x.scalar_is(value));
-            check!("pack_error", ok, "{name}: InvalidSize {{ index: {index}, dim: {dim} }} unjustified");
+            check!(
+                "pack_error",
+                ok,
+                "{name}: InvalidSize {{ index: {index}, dim: {dim} }} unjustified"
+            );
         }
         (Ok(Error::Oversize { items }), Expected::Oversize(over)) => {
             let mut named: Vec<(usize, usize)> = items.iter().map(|o| (o.index, o.dim)).collect();
             named.sort();
             for o in items {
-                let ok = m.items[o.index][o.dim].scalar_is(&o.size) && m.cap[o.dim].scalar_is(&o.capacity);
-                check!("pack_error", ok, "{name}: Oversize names item {} dim {} with wrong values {:?}", o.index, o.dim, o);
+                let ok = m.items[o.index][o.dim].scalar_is(&o.size)
+                    && m.cap[o.dim].scalar_is(&o.capacity);
+                check!(
+                    "pack_error",
+                    ok,
+                    "{name}: Oversize names item {} dim {} with wrong values {:?}",
+                    o.index,
+                    o.dim,
+                    o
+                );
             }
-            check!("pack_error", &named == over, "{name}: Oversize names {named:?}, the items above the capacity are {over:?}");
+            check!(
+                "pack_error",
+                &named == over,
+                "{name}: Oversize names {named:?}, the items above the capacity are {over:?}"
+            );
         }
         (r, e) => {
-            check!("pack_error", false, "{name}: got {r:?}, expected {e:?} (capacity {:?}, items {:?})", m.cap, m.items);
+            check!(
+                "pack_error",
+                false,
+                "{name}: got {r:?}, expected {e:?} (capacity {:?}, items {:?})",
+                m.cap,
+                m.items
+            );
         }
     }
 }
@@ -338,35 +423,91 @@ fn check_result<V: Num>(name: &str, r: Option<&Error>, expected: &Expected, m: &
 fn check_packing<V: Num>(name: &str, p: &Packing<V>, m: &Model<V>) {
     let n = m.items.len();
     let dims = m.cap.len();
-    check!("pack_shape", p.item_count() == n && p.dims() == dims && p.capacity() == m.cap.as_slice(), "{name}: item_count {} dims {} capacity {:?}", p.item_count(), p.dims(), p.capacity());
-    check!("pack_shape", p.bins().len() == p.len() && p.is_empty() == (p.len() == 0), "{name}: len {} vs bins()", p.len());
+    check!(
+        "pack_shape",
+        p.item_count() == n && p.dims() == dims && p.capacity() == m.cap.as_slice(),
+        "{name}: item_count {} dims {} capacity {:?}",
+        p.item_count(),
+        p.dims(),
+        p.capacity()
+    );
+    check!(
+        "pack_shape",
+        p.bins().len() == p.len() && p.is_empty() == (p.len() == 0),
+        "{name}: len {} vs bins()",
+        p.len()
+    );
     let of = exactly_once("pack_exactly_once", n, p.bins().map(|b| b.items()));
     if microbatch_fuzz::on("pack_exactly_once") {
-        check!("pack_assignment", p.assignment() == of, "{name}: assignment() disagrees with bins()");
+        check!(
+            "pack_assignment",
+            p.assignment() == of,
+            "{name}: assignment() disagrees with bins()"
+        );
     }
     for (b, bin) in p.bins().enumerate() {
-        check!("pack_no_empty_bin", !bin.items().is_empty(), "{name}: bin {b} is empty");
-        check!("pack_shape", bin.load().len() == dims && p.get(b) == Some(bin), "{name}: bin {b} load has {} dims", bin.load().len());
+        check!(
+            "pack_no_empty_bin",
+            !bin.items().is_empty(),
+            "{name}: bin {b} is empty"
+        );
+        check!(
+            "pack_shape",
+            bin.load().len() == dims && p.get(b) == Some(bin),
+            "{name}: bin {b} load has {} dims",
+            bin.load().len()
+        );
         for d in 0..dims {
             let load = bin.load()[d];
             if let Some(c) = m.cap[d].int() {
-                let sum: u128 = bin.items().iter().map(|&i| m.items[i][d].int().unwrap()).sum();
-                check!("pack_capacity", sum <= c, "{name}: bin {b} holds {sum} > capacity {c} in dimension {d}");
-                check!("pack_load", load.int() == Some(sum), "{name}: bin {b} reports load {load:?}, its items sum to {sum}");
+                let sum: u128 = bin
+                    .items()
+                    .iter()
+                    .map(|&i| m.items[i][d].int().unwrap())
+                    .sum();
+                check!(
+                    "pack_capacity",
+                    sum <= c,
+                    "{name}: bin {b} holds {sum} > capacity {c} in dimension {d}"
+                );
+                check!(
+                    "pack_load",
+                    load.int() == Some(sum),
+                    "{name}: bin {b} reports load {load:?}, its items sum to {sum}"
+                );
             } else {
                 let sum = fresh_sum(bin.items().iter().map(|&i| m.items[i][d].f()));
                 let c = m.cap[d].f();
                 check!("pack_capacity", sum <= c, "{name}: bin {b} holds {sum:?} (summed afresh in listed order) > capacity {c:?} in dimension {d}: items {:?}", bin.items().iter().map(|&i| m.items[i][d]).collect::<Vec<_>>());
-                check!("pack_capacity", load.f() <= c, "{name}: bin {b} reports load {load:?} > capacity {c:?}");
+                check!(
+                    "pack_capacity",
+                    load.f() <= c,
+                    "{name}: bin {b} reports load {load:?} > capacity {c:?}"
+                );
             }
         }
     }
-    check!("pack_no_extra_bin", p.get(p.len()).is_none(), "{name}: get(len) is Some");
+    check!(
+        "pack_no_extra_bin",
+        p.get(p.len()).is_none(),
+        "{name}: get(len) is Some"
+    );
     let lb = p.lower_bounds();
-    check!("pack_bound_le_bins", lb.l1 <= lb.l2 && lb.l2 as usize <= p.len(), "{name}: bounds {lb:?} with {} bins ({:?} into {:?})", p.len(), m.items, m.cap);
+    check!(
+        "pack_bound_le_bins",
+        lb.l1 <= lb.l2 && lb.l2 as usize <= p.len(),
+        "{name}: bounds {lb:?} with {} bins ({:?} into {:?})",
+        p.len(),
+        m.items,
+        m.cap
+    );
     for d in 0..dims + 1 {
         let e = p.efficiency(d);
-        let ok = if d == dims { e == 0.0 } else { (0.0..=1.0 + 1e-12).contains(&e) };
+        let ok = if d == dims {
+            e == 0.0
+        } else {
+            (0.0..=1.0 + 1e-12).contains(&e)
+        };
         check!("pack_efficiency", ok, "{name}: efficiency({d}) = {e}");
     }
 }
@@ -414,64 +555,140 @@ where
     I::Capacity: Clone,
     V: Num,
 {
-    let heuristic = if input.bfd_stream { Heuristic::BestFitDecreasing } else { Heuristic::FirstFitDecreasing };
+    let heuristic = if input.bfd_stream {
+        Heuristic::BestFitDecreasing
+    } else {
+        Heuristic::FirstFitDecreasing
+    };
     let buffer = input.buffer as usize % 300;
     let packer = StreamingPacker::<I>::new(cap.clone(), buffer);
     let cap_ok = !m.cap.is_empty() && m.cap.iter().all(|c| c.valid() && !c.is_zero());
     let mut packer = match packer {
         Ok(p) => {
-            check!("stream_error", cap_ok, "new() accepted capacity {:?}", m.cap);
+            check!(
+                "stream_error",
+                cap_ok,
+                "new() accepted capacity {:?}",
+                m.cap
+            );
             p.heuristic(heuristic)
         }
         Err(e) => {
-            check!("stream_error", !cap_ok, "new() refused valid capacity {:?}: {e}", m.cap);
+            check!(
+                "stream_error",
+                !cap_ok,
+                "new() refused valid capacity {:?}: {e}",
+                m.cap
+            );
             return;
         }
     };
     let limit = packer.buffer_limit();
-    check!("stream_limit", limit == buffer.max(1), "buffer_limit {limit} for {buffer}");
+    check!(
+        "stream_limit",
+        limit == buffer.max(1),
+        "buffer_limit {limit} for {buffer}"
+    );
     let mut accepted: Vec<(usize, &I)> = Vec::new();
     let mut bins = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let s = &m.items[i];
-        let fits = s.len() == m.cap.len() && s.iter().all(|x| x.valid()) && s.iter().zip(&m.cap).all(|(x, c)| x <= c);
+        let fits = s.len() == m.cap.len()
+            && s.iter().all(|x| x.valid())
+            && s.iter().zip(&m.cap).all(|(x, c)| x <= c);
         match packer.push(item.clone()) {
             Ok(()) => {
-                check!("stream_error", fits, "push accepted item {i} {s:?} (capacity {:?})", m.cap);
+                check!(
+                    "stream_error",
+                    fits,
+                    "push accepted item {i} {s:?} (capacity {:?})",
+                    m.cap
+                );
                 accepted.push((i, item));
             }
             Err(rej) => {
-                check!("stream_error", !fits, "push refused item {i} {s:?}: {}", rej.error);
-                check!("stream_error", rej.item == *item, "push handed back another item");
+                check!(
+                    "stream_error",
+                    !fits,
+                    "push refused item {i} {s:?}: {}",
+                    rej.error
+                );
+                check!(
+                    "stream_error",
+                    rej.item == *item,
+                    "push handed back another item"
+                );
             }
         }
-        check!("stream_limit", packer.buffered() <= limit, "{} buffered over the limit {limit}", packer.buffered());
+        check!(
+            "stream_limit",
+            packer.buffered() <= limit,
+            "{} buffered over the limit {limit}",
+            packer.buffered()
+        );
         let ready = packer.ready();
         let mut popped = 0;
         while let Some(b) = packer.pop() {
             bins.push(b);
             popped += 1;
         }
-        check!("stream_ready", popped == ready, "ready() said {ready}, popped {popped}");
+        check!(
+            "stream_ready",
+            popped == ready,
+            "ready() said {ready}, popped {popped}"
+        );
     }
     bins.extend(packer.finish());
-    let groups: Vec<Vec<usize>> = bins.iter().map(|b| b.arrivals().iter().map(|&a| a as usize).collect()).collect();
-    exactly_once("stream_exactly_once", accepted.len(), groups.iter().map(|g| g.as_slice()));
+    let groups: Vec<Vec<usize>> = bins
+        .iter()
+        .map(|b| b.arrivals().iter().map(|&a| a as usize).collect())
+        .collect();
+    exactly_once(
+        "stream_exactly_once",
+        accepted.len(),
+        groups.iter().map(|g| g.as_slice()),
+    );
     for (b, bin) in bins.iter().enumerate() {
-        check!("stream_no_empty_bin", !bin.items().is_empty(), "streamed bin {b} is empty");
-        check!("stream_items", bin.items().len() == bin.arrivals().len(), "bin {b}: items and arrivals differ in length");
+        check!(
+            "stream_no_empty_bin",
+            !bin.items().is_empty(),
+            "streamed bin {b} is empty"
+        );
+        check!(
+            "stream_items",
+            bin.items().len() == bin.arrivals().len(),
+            "bin {b}: items and arrivals differ in length"
+        );
         for (item, &a) in bin.items().iter().zip(bin.arrivals()) {
             let ok = accepted.get(a as usize).is_some_and(|(_, x)| *x == item);
-            check!("stream_items", ok, "bin {b}: arrival {a} is not the item pushed then");
+            check!(
+                "stream_items",
+                ok,
+                "bin {b}: arrival {a} is not the item pushed then"
+            );
         }
         for d in 0..m.cap.len() {
-            let idx = bin.arrivals().iter().filter_map(|&a| accepted.get(a as usize)).map(|(i, _)| *i);
+            let idx = bin
+                .arrivals()
+                .iter()
+                .filter_map(|&a| accepted.get(a as usize))
+                .map(|(i, _)| *i);
             if let Some(c) = m.cap[d].int() {
                 let sum: u128 = idx.map(|i| m.items[i][d].int().unwrap()).sum();
-                check!("stream_capacity", sum <= c && bin.load()[d].int() == Some(sum), "streamed bin {b}: sum {sum}, load {:?}, capacity {c}", bin.load()[d]);
+                check!(
+                    "stream_capacity",
+                    sum <= c && bin.load()[d].int() == Some(sum),
+                    "streamed bin {b}: sum {sum}, load {:?}, capacity {c}",
+                    bin.load()[d]
+                );
             } else {
                 let sum = fresh_sum(idx.map(|i| m.items[i][d].f()));
-                check!("stream_capacity", sum <= m.cap[d].f(), "streamed bin {b}: sum {sum} > capacity {:?}", m.cap[d]);
+                check!(
+                    "stream_capacity",
+                    sum <= m.cap[d].f(),
+                    "streamed bin {b}: sum {sum} > capacity {:?}",
+                    m.cap[d]
+                );
             }
         }
     }
@@ -483,8 +700,16 @@ where
             _ => best_fit_decreasing(&batch, cap),
         };
         if let Ok(p) = r {
-            let same = p.len() == groups.len() && p.bins().zip(&groups).all(|(b, g)| b.items() == g.as_slice());
-            check!("stream_batch_equal", same, "buffer {limit} >= {} items, but the bins differ from {heuristic:?}", batch.len());
+            let same = p.len() == groups.len()
+                && p.bins()
+                    .zip(&groups)
+                    .all(|(b, g)| b.items() == g.as_slice());
+            check!(
+                "stream_batch_equal",
+                same,
+                "buffer {limit} >= {} items, but the bins differ from {heuristic:?}",
+                batch.len()
+            );
         }
     }
 }

@@ -121,37 +121,105 @@ fuzz_target!(|input: Input| {
         return;
     }
     let int = |(r, _): (u64, F), m: u64| (r % m.max(1)) as u32;
-    let flt = |(r, f): (u64, F)| if r % 3 == 0 { f.0 } else { (r % 100) as f64 / 10.0 };
+    let flt = |(r, f): (u64, F)| {
+        if r % 3 == 0 {
+            f.0
+        } else {
+            (r % 100) as f64 / 10.0
+        }
+    };
     let bound = input.opts.cap.map_or(1000, |c| c.0 % 5000 + 1);
     match input.kind {
         Kind::U32 => {
             let items: Vec<u32> = input.items.iter().map(|s| int(s[0], bound)).collect();
             let cap = input.opts.cap.map(|c| (c.0 % 6000) as u32);
-            let m = Model { float: false, dims: 1, items: items.iter().map(|&x| vec![V::I(x.into())]).collect(), cap: cap.map(|c| vec![V::I(c.into())]) };
+            let m = Model {
+                float: false,
+                dims: 1,
+                items: items.iter().map(|&x| vec![V::I(x.into())]).collect(),
+                cap: cap.map(|c| vec![V::I(c.into())]),
+            };
             run(&items, cap.map(|c| vec![c]), &m, &input);
         }
         Kind::U64 => {
-            let items: Vec<u64> = input.items.iter().map(|s| if s[0].0 % 5 == 0 { u64::MAX - s[0].0 % 7 } else { u64::from(int(s[0], bound)) }).collect();
-            let cap = input.opts.cap.map(|c| if c.0 % 2 == 0 { u64::MAX } else { c.0 % 6000 });
-            let m = Model { float: false, dims: 1, items: items.iter().map(|&x| vec![V::I(x.into())]).collect(), cap: cap.map(|c| vec![V::I(c.into())]) };
+            let items: Vec<u64> = input
+                .items
+                .iter()
+                .map(|s| {
+                    if s[0].0 % 5 == 0 {
+                        u64::MAX - s[0].0 % 7
+                    } else {
+                        u64::from(int(s[0], bound))
+                    }
+                })
+                .collect();
+            let cap = input
+                .opts
+                .cap
+                .map(|c| if c.0 % 2 == 0 { u64::MAX } else { c.0 % 6000 });
+            let m = Model {
+                float: false,
+                dims: 1,
+                items: items.iter().map(|&x| vec![V::I(x.into())]).collect(),
+                cap: cap.map(|c| vec![V::I(c.into())]),
+            };
             run(&items, cap.map(|c| vec![c]), &m, &input);
         }
         Kind::F64 => {
             let items: Vec<NotNan<f64>> = input.items.iter().map(|s| not_nan(flt(s[0]))).collect();
             let cap = input.opts.cap.map(|c| not_nan(flt(c)));
-            let m = Model { float: true, dims: 1, items: items.iter().map(|&x| vec![V::F(*x)]).collect(), cap: cap.map(|c| vec![V::F(*c)]) };
+            let m = Model {
+                float: true,
+                dims: 1,
+                items: items.iter().map(|&x| vec![V::F(*x)]).collect(),
+                cap: cap.map(|c| vec![V::F(*c)]),
+            };
             run(&items, cap.map(|c| vec![c]), &m, &input);
         }
         Kind::Arr2U32 => {
-            let items: Vec<[u32; 2]> = input.items.iter().map(|s| [int(s[0], bound), int(s[1], bound)]).collect();
-            let cap = input.opts.cap.zip(input.opts.cap2).map(|(a, b)| vec![(a.0 % 6000) as u32, (b.0 % 6000) as u32]);
-            let m = Model { float: false, dims: 2, items: items.iter().map(|x| x.iter().map(|&v| V::I(v.into())).collect()).collect(), cap: cap.as_ref().map(|c| c.iter().map(|&v| V::I(v.into())).collect()) };
+            let items: Vec<[u32; 2]> = input
+                .items
+                .iter()
+                .map(|s| [int(s[0], bound), int(s[1], bound)])
+                .collect();
+            let cap = input
+                .opts
+                .cap
+                .zip(input.opts.cap2)
+                .map(|(a, b)| vec![(a.0 % 6000) as u32, (b.0 % 6000) as u32]);
+            let m = Model {
+                float: false,
+                dims: 2,
+                items: items
+                    .iter()
+                    .map(|x| x.iter().map(|&v| V::I(v.into())).collect())
+                    .collect(),
+                cap: cap
+                    .as_ref()
+                    .map(|c| c.iter().map(|&v| V::I(v.into())).collect()),
+            };
             run(&items, cap, &m, &input);
         }
         Kind::Arr2F64 => {
-            let items: Vec<[NotNan<f64>; 2]> = input.items.iter().map(|s| [not_nan(flt(s[0])), not_nan(flt(s[1]))]).collect();
-            let cap = input.opts.cap.zip(input.opts.cap2).map(|(a, b)| vec![not_nan(flt(a)), not_nan(flt(b))]);
-            let m = Model { float: true, dims: 2, items: items.iter().map(|x| x.iter().map(|&v| V::F(*v)).collect()).collect(), cap: cap.as_ref().map(|c| c.iter().map(|&v| V::F(*v)).collect()) };
+            let items: Vec<[NotNan<f64>; 2]> = input
+                .items
+                .iter()
+                .map(|s| [not_nan(flt(s[0])), not_nan(flt(s[1]))])
+                .collect();
+            let cap = input
+                .opts
+                .cap
+                .zip(input.opts.cap2)
+                .map(|(a, b)| vec![not_nan(flt(a)), not_nan(flt(b))]);
+            let m = Model {
+                float: true,
+                dims: 2,
+                items: items
+                    .iter()
+                    .map(|x| x.iter().map(|&v| V::F(*v)).collect())
+                    .collect(),
+                cap: cap.as_ref().map(|c| c.iter().map(|&v| V::F(*v)).collect()),
+            };
             run(&items, cap, &m, &input);
         }
     }
@@ -171,21 +239,47 @@ where
     let free: [(&str, Result<Partition<S::Total>, Error>); 3] = [
         ("lpt", lpt(items, k)),
         ("karmarkar_karp", karmarkar_karp(items, k)),
-        ("exact", exact(items, k, u64::from(input.opts.node_budget % 2048))),
+        (
+            "exact",
+            exact(items, k, u64::from(input.opts.node_budget % 2048)),
+        ),
     ];
     let lb = lower_bound(items, k);
     for (name, r) in free {
         match &r {
             Ok(p) => {
-                check!("part_error", valid && k >= 1 && k <= n, "{name}: Ok for k = {k}, n = {n}, valid = {valid}");
-                check_partition(name, p, m, k, false, None, Objective::MaxPart, Dims::Combined);
+                check!(
+                    "part_error",
+                    valid && k >= 1 && k <= n,
+                    "{name}: Ok for k = {k}, n = {n}, valid = {valid}"
+                );
+                check_partition(
+                    name,
+                    p,
+                    m,
+                    k,
+                    false,
+                    None,
+                    Objective::MaxPart,
+                    Dims::Combined,
+                );
                 if let Ok(lb) = &lb {
-                    check!("part_lower_bound_fn", lb.v() <= p.objective().v(), "{name}: lower_bound() {lb:?} > objective {:?}", p.objective());
+                    check!(
+                        "part_lower_bound_fn",
+                        lb.v() <= p.objective().v(),
+                        "{name}: lower_bound() {lb:?} > objective {:?}",
+                        p.objective()
+                    );
                 }
                 if name == "lpt" && m.dims == 1 && !m.float && n <= 8 && k <= 3 {
-                    if let Some(opt) = brute(m, k, false, None, Objective::MaxPart, Dims::Combined) {
+                    if let Some(opt) = brute(m, k, false, None, Objective::MaxPart, Dims::Combined)
+                    {
                         let (o, kk) = (p.objective().v().f(), k as f64);
-                        check!("part_lpt_ratio", 3.0 * kk * o <= (4.0 * kk - 1.0) * opt.f(), "lpt {o} above 4/3 - 1/3k of the optimum {opt:?}");
+                        check!(
+                            "part_lpt_ratio",
+                            3.0 * kk * o <= (4.0 * kk - 1.0) * opt.f(),
+                            "lpt {o} above 4/3 - 1/3k of the optimum {opt:?}"
+                        );
                     }
                 }
                 let refined = refine(items, p);
@@ -194,14 +288,33 @@ where
                 let same_way = Partitioner::<S>::new(k).max_rounds(0).refine(items, p);
                 match refined {
                     Ok(q) => {
-                        check_partition("refine", &q, m, k, false, None, Objective::MaxPart, Dims::Combined);
+                        check_partition(
+                            "refine",
+                            &q,
+                            m,
+                            k,
+                            false,
+                            None,
+                            Objective::MaxPart,
+                            Dims::Combined,
+                        );
                         let before = same_way.as_ref().map(|s| s.objective().v());
                         check!("part_refine_not_worse", before.as_ref().is_ok_and(|b| q.objective().v() <= *b), "refine raised the objective of {name} from {before:?} (reported {:?}) to {:?}", p.objective(), q.objective());
                         if !m.float {
-                            check!("part_refine_not_worse", q.objective().v() <= p.objective().v(), "refine raised the integer objective of {name} from {:?} to {:?}", p.objective(), q.objective());
+                            check!(
+                                "part_refine_not_worse",
+                                q.objective().v() <= p.objective().v(),
+                                "refine raised the integer objective of {name} from {:?} to {:?}",
+                                p.objective(),
+                                q.objective()
+                            );
                         }
                     }
-                    Err(e) => check!("part_error", false, "refine of a valid {name} result failed: {e}"),
+                    Err(e) => check!(
+                        "part_error",
+                        false,
+                        "refine of a valid {name} result failed: {e}"
+                    ),
                 }
             }
             Err(e) => justify::<I, S>(name, e, m, k, false, None),
@@ -212,9 +325,17 @@ where
         if !microbatch_fuzz::on("part_huge_k") {
             return;
         }
-        let _ = Partitioner::<S>::new(k).allow_empty(true).partition(items).map(|p| {
-            check!("part_count", p.len() == k, "allow_empty with k = {k}: {} parts", p.len());
-        });
+        let _ = Partitioner::<S>::new(k)
+            .allow_empty(true)
+            .partition(items)
+            .map(|p| {
+                check!(
+                    "part_count",
+                    p.len() == k,
+                    "allow_empty with k = {k}: {} parts",
+                    p.len()
+                );
+            });
         return;
     }
     // The partitioner with options.
@@ -224,8 +345,16 @@ where
         1 => Algorithm::KarmarkarKarp,
         _ => Algorithm::Exact,
     };
-    let objective = if o.objective { Objective::Spread } else { Objective::MaxPart };
-    let dims = if o.per_dim { Dims::PerDim } else { Dims::Combined };
+    let objective = if o.objective {
+        Objective::Spread
+    } else {
+        Objective::MaxPart
+    };
+    let dims = if o.per_dim {
+        Dims::PerDim
+    } else {
+        Dims::Combined
+    };
     let mut pt = Partitioner::<S>::new(k)
         .algorithm(algorithm)
         .refinement(o.refinement)
@@ -238,21 +367,47 @@ where
         pt = pt.max_rounds(r.into());
     }
     if let Some(c) = &cap {
-        pt = if c.len() == 1 && input.free % 2 == 0 { pt.cap(c[0]) } else { pt.cap_per_dim(c) };
+        pt = if c.len() == 1 && input.free % 2 == 0 {
+            pt.cap(c[0])
+        } else {
+            pt.cap_per_dim(c)
+        };
     }
     let r = pt.partition(items);
     let capv = m.cap.as_deref();
     match &r {
         Ok(p) => {
-            check!("part_error", valid && k >= 1 && (k <= n || o.allow_empty), "partitioner: Ok for k = {k}, n = {n}");
+            check!(
+                "part_error",
+                valid && k >= 1 && (k <= n || o.allow_empty),
+                "partitioner: Ok for k = {k}, n = {n}"
+            );
             check_partition("partitioner", p, m, k, o.equal_count, capv, objective, dims);
-            check!("part_allow_empty", o.allow_empty || p.parts().all(|q| !q.is_empty()), "empty part without allow_empty");
-            check!("part_deterministic", pt.partition(items).as_ref() == Ok(p), "a second run differs");
+            check!(
+                "part_allow_empty",
+                o.allow_empty || p.parts().all(|q| !q.is_empty()),
+                "empty part without allow_empty"
+            );
+            check!(
+                "part_deterministic",
+                pt.partition(items).as_ref() == Ok(p),
+                "a second run differs"
+            );
             if n <= 7 && k <= 3 {
                 if let Some(opt) = brute(m, k, o.equal_count, capv, objective, dims) {
-                    check!("part_bound_opt", p.lower_bound().v().f() <= opt.f(), "lower bound {:?} above the optimum {opt:?} (constrained)", p.lower_bound());
+                    check!(
+                        "part_bound_opt",
+                        p.lower_bound().v().f() <= opt.f(),
+                        "lower bound {:?} above the optimum {opt:?} (constrained)",
+                        p.lower_bound()
+                    );
                     if p.proven_optimal() && !m.float {
-                        check!("part_proven", p.objective().v() == opt, "proven optimal {:?} but the optimum is {opt:?}", p.objective());
+                        check!(
+                            "part_proven",
+                            p.objective().v() == opt,
+                            "proven optimal {:?} but the optimum is {opt:?}",
+                            p.objective()
+                        );
                     }
                 }
             }
@@ -263,32 +418,64 @@ where
                     Ok(q) => {
                         let within = capv.is_none_or(|c| fits_cap(&start, m, c));
                         check!("part_error", !o.equal_count || counts_equal(&start), "Partitioner::refine accepted a start with unequal counts under equal_count");
-                        check_partition("partitioner.refine", &q, m, k, o.equal_count, if within { capv } else { None }, objective, dims);
+                        check_partition(
+                            "partitioner.refine",
+                            &q,
+                            m,
+                            k,
+                            o.equal_count,
+                            if within { capv } else { None },
+                            objective,
+                            dims,
+                        );
                         let after = objective_of(&q, m, objective, dims);
-                        let tol = if m.float { 1e-9 * before.f().abs() } else { 0.0 };
+                        let tol = if m.float {
+                            1e-9 * before.f().abs()
+                        } else {
+                            0.0
+                        };
                         check!("part_refine_not_worse", after.f() <= before.f() + tol, "Partitioner::refine raised {objective:?}/{dims:?} from {before:?} to {after:?}");
                     }
                     // Errors as Partitioner::partition: a cap that the start breaks may stay
                     // broken (CapExceeded); one it meets is kept.
                     Err(e) => {
                         let within = capv.is_none_or(|c| fits_cap(&start, m, c));
-                        let unequal = o.equal_count && !counts_equal(&start) && matches!(e, Error::UnequalCounts { .. });
-                        check!("part_error", unequal || matches!(e, Error::Oversize { .. }) || (matches!(e, Error::CapExceeded { .. }) && !within) || !valid, "Partitioner::refine of lpt failed: {e}");
+                        let unequal = o.equal_count
+                            && !counts_equal(&start)
+                            && matches!(e, Error::UnequalCounts { .. });
+                        check!(
+                            "part_error",
+                            unequal
+                                || matches!(e, Error::Oversize { .. })
+                                || (matches!(e, Error::CapExceeded { .. }) && !within)
+                                || !valid,
+                            "Partitioner::refine of lpt failed: {e}"
+                        );
                     }
                 }
             }
         }
-        Err(e) => justify("partitioner", e, m, k, o.allow_empty, capv.map(|c| (c, &pt, items, o.equal_count, objective, dims))),
+        Err(e) => justify(
+            "partitioner",
+            e,
+            m,
+            k,
+            o.allow_empty,
+            capv.map(|c| (c, &pt, items, o.equal_count, objective, dims)),
+        ),
     }
 }
 
 fn counts_equal<T: AsV>(p: &Partition<T>) -> bool {
-    let (lo, hi) = p.parts().fold((usize::MAX, 0), |(lo, hi), q| (lo.min(q.len()), hi.max(q.len())));
+    let (lo, hi) = p.parts().fold((usize::MAX, 0), |(lo, hi), q| {
+        (lo.min(q.len()), hi.max(q.len()))
+    });
     hi <= lo + 1
 }
 
 fn fits_cap<T: AsV>(p: &Partition<T>, m: &Model, cap: &[V]) -> bool {
-    p.parts().all(|q| (0..m.dims).all(|d| fresh(q, m, d) <= cap[d]))
+    p.parts()
+        .all(|q| (0..m.dims).all(|d| fresh(q, m, d) <= cap[d]))
 }
 
 fn fresh(part: &[usize], m: &Model, d: usize) -> V {
@@ -301,16 +488,25 @@ fn fresh(part: &[usize], m: &Model, d: usize) -> V {
 
 /// The objective recomputed from the parts.
 fn objective_of<T: AsV>(p: &Partition<T>, m: &Model, objective: Objective, dims: Dims) -> V {
-    let sums: Vec<Vec<V>> = p.parts().map(|q| (0..m.dims).map(|d| fresh(q, m, d)).collect()).collect();
+    let sums: Vec<Vec<V>> = p
+        .parts()
+        .map(|q| (0..m.dims).map(|d| fresh(q, m, d)).collect())
+        .collect();
     objective_of_sums(&sums, m, objective, dims)
 }
 
 fn objective_of_sums(sums: &[Vec<V>], m: &Model, objective: Objective, dims: Dims) -> V {
     let one = |vals: Vec<V>| -> V {
-        let max = vals.iter().copied().fold(zero(m.float), |a, b| if b > a { b } else { a });
+        let max = vals
+            .iter()
+            .copied()
+            .fold(zero(m.float), |a, b| if b > a { b } else { a });
         match objective {
             Objective::Spread => {
-                let min = vals.iter().copied().fold(max, |a, b| if b < a { b } else { a });
+                let min = vals
+                    .iter()
+                    .copied()
+                    .fold(max, |a, b| if b < a { b } else { a });
                 match (max, min) {
                     (V::I(a), V::I(b)) => V::I(a - b),
                     (a, b) => V::F(a.f() - b.f()),
@@ -320,31 +516,65 @@ fn objective_of_sums(sums: &[Vec<V>], m: &Model, objective: Objective, dims: Dim
         }
     };
     match dims {
-        Dims::PerDim => (0..m.dims).map(|d| one(sums.iter().map(|s| s[d]).collect())).fold(zero(m.float), add),
-        _ => one(sums.iter().map(|s| s.iter().copied().fold(zero(m.float), add)).collect()),
+        Dims::PerDim => (0..m.dims)
+            .map(|d| one(sums.iter().map(|s| s[d]).collect()))
+            .fold(zero(m.float), add),
+        _ => one(sums
+            .iter()
+            .map(|s| s.iter().copied().fold(zero(m.float), add))
+            .collect()),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check_partition<T: AsV>(name: &str, p: &Partition<T>, m: &Model, k: usize, equal: bool, cap: Option<&[V]>, objective: Objective, dims: Dims) {
+fn check_partition<T: AsV>(
+    name: &str,
+    p: &Partition<T>,
+    m: &Model,
+    k: usize,
+    equal: bool,
+    cap: Option<&[V]>,
+    objective: Objective,
+    dims: Dims,
+) {
     let n = m.items.len();
-    check!("part_count", p.len() == k && p.parts().len() == k && (p.dims() == m.dims || n == 0), "{name}: {} parts of dims {} for k = {k}, items of {} dims", p.len(), p.dims(), m.dims);
+    check!(
+        "part_count",
+        p.len() == k && p.parts().len() == k && (p.dims() == m.dims || n == 0),
+        "{name}: {} parts of dims {} for k = {k}, items of {} dims",
+        p.len(),
+        p.dims(),
+        m.dims
+    );
     if p.dims() != m.dims {
         return;
     }
     let of = exactly_once("part_exactly_once", n, p.parts());
     if microbatch_fuzz::on("part_exactly_once") {
-        check!("part_assignment", p.assignment() == of, "{name}: assignment() disagrees with parts()");
+        check!(
+            "part_assignment",
+            p.assignment() == of,
+            "{name}: assignment() disagrees with parts()"
+        );
     }
     if equal {
-        check!("part_equal_count", counts_equal(p), "{name}: counts {:?} differ by more than one", p.parts().map(|q| q.len()).collect::<Vec<_>>());
+        check!(
+            "part_equal_count",
+            counts_equal(p),
+            "{name}: counts {:?} differ by more than one",
+            p.parts().map(|q| q.len()).collect::<Vec<_>>()
+        );
     }
     let mut sums = Vec::new();
     for (i, q) in p.parts().enumerate() {
         let fresh_sums: Vec<V> = (0..m.dims).map(|d| fresh(q, m, d)).collect();
         let reported: Vec<V> = p.sum(i).iter().map(|t| t.v()).collect();
         if !m.float {
-            check!("part_sums", reported == fresh_sums, "{name}: part {i} reports {reported:?}, its items sum to {fresh_sums:?}");
+            check!(
+                "part_sums",
+                reported == fresh_sums,
+                "{name}: part {i} reports {reported:?}, its items sum to {fresh_sums:?}"
+            );
         }
         if let Some(c) = cap {
             for d in 0..m.dims {
@@ -355,16 +585,39 @@ fn check_partition<T: AsV>(name: &str, p: &Partition<T>, m: &Model, k: usize, eq
     }
     let obj = p.objective().v();
     let lb = p.lower_bound().v();
-    check!("part_bound_le_objective", lb <= obj, "{name}: lower bound {lb:?} > objective {obj:?}");
+    check!(
+        "part_bound_le_objective",
+        lb <= obj,
+        "{name}: lower bound {lb:?} > objective {obj:?}"
+    );
     let want = objective_of_sums(&sums, m, objective, dims);
-    let ok = if m.float { (obj.f() - want.f()).abs() <= 1e-9 * want.f().abs().max(1e-300) || obj == want } else { obj == want };
-    check!("part_objective", ok, "{name}: objective {obj:?}, recomputed {want:?} ({objective:?}, {dims:?})");
+    let ok = if m.float {
+        (obj.f() - want.f()).abs() <= 1e-9 * want.f().abs().max(1e-300) || obj == want
+    } else {
+        obj == want
+    };
+    check!(
+        "part_objective",
+        ok,
+        "{name}: objective {obj:?}, recomputed {want:?} ({objective:?}, {dims:?})"
+    );
     let r = p.ratio();
-    check!("part_ratio", !r.is_nan() && r >= 1.0 - 1e-12, "{name}: ratio {r}");
+    check!(
+        "part_ratio",
+        !r.is_nan() && r >= 1.0 - 1e-12,
+        "{name}: ratio {r}"
+    );
 }
 
 /// The constrained optimum of a tiny instance (`None` when infeasible).
-fn brute(m: &Model, k: usize, equal: bool, cap: Option<&[V]>, objective: Objective, dims: Dims) -> Option<V> {
+fn brute(
+    m: &Model,
+    k: usize,
+    equal: bool,
+    cap: Option<&[V]>,
+    objective: Objective,
+    dims: Dims,
+) -> Option<V> {
     let n = m.items.len();
     if k == 0 || (n < k) || m.items.iter().any(|s| s.iter().any(|x| !x.valid())) {
         return None;
@@ -400,8 +653,14 @@ fn brute(m: &Model, k: usize, equal: bool, cap: Option<&[V]>, objective: Objecti
 
 type CapCtx<'a, I, S> = (&'a [V], &'a Partitioner<S>, &'a [I], bool, Objective, Dims);
 
-fn justify<I, S>(name: &str, e: &Error, m: &Model, k: usize, allow_empty: bool, cap: Option<CapCtx<'_, I, S>>)
-where
+fn justify<I, S>(
+    name: &str,
+    e: &Error,
+    m: &Model,
+    k: usize,
+    allow_empty: bool,
+    cap: Option<CapCtx<'_, I, S>>,
+) where
     I: Item<Size = S> + Clone + Debug,
     S: microbatch::Size + Copy,
     S::Total: AsV,
@@ -410,15 +669,29 @@ where
     match e {
         Error::ZeroParts => check!("part_error", k == 0, "{name}: ZeroParts for k = {k}"),
         Error::TooManyParts { parts, items } => {
-            check!("part_error", *parts == k && *items == n && k > n && !allow_empty, "{name}: {e:?} for k = {k}, n = {n}, allow_empty = {allow_empty}");
+            check!(
+                "part_error",
+                *parts == k && *items == n && k > n && !allow_empty,
+                "{name}: {e:?} for k = {k}, n = {n}, allow_empty = {allow_empty}"
+            );
         }
-        Error::InvalidSize { index, dim, value, .. } => {
+        Error::InvalidSize {
+            index, dim, value, ..
+        } => {
             let x = m.items.get(*index).and_then(|s| s.get(*dim));
-            check!("part_error", x.is_some_and(|x| !x.valid() && x.is(value)), "{name}: {e:?} unjustified");
+            check!(
+                "part_error",
+                x.is_some_and(|x| !x.valid() && x.is(value)),
+                "{name}: {e:?} unjustified"
+            );
         }
         Error::InvalidCapacity { dim, value, .. } => {
             let c = cap.and_then(|c| c.0.get(*dim).copied());
-            check!("part_error", c.is_some_and(|c| !c.valid() && c.is(value)), "{name}: {e:?} unjustified");
+            check!(
+                "part_error",
+                c.is_some_and(|c| !c.valid() && c.is(value)),
+                "{name}: {e:?} unjustified"
+            );
         }
         Error::SizeOverflow { dim } => {
             // Float sizes whose sum (in a dimension, in input order, or
@@ -431,31 +704,65 @@ where
                 };
             check!("part_error", ok, "{name}: {e:?} unjustified");
         }
-        Error::InvalidSetting { name: setting, value, .. } => {
+        Error::InvalidSetting {
+            name: setting,
+            value,
+            ..
+        } => {
             // The documented parts limit: with allow_empty, k > max(n, 65536).
-            check!("part_error", *setting == "parts" && allow_empty && k > n.max(1 << 16) && *value == k as u64, "{name}: {e:?} for k = {k}, n = {n}, allow_empty = {allow_empty}");
+            check!(
+                "part_error",
+                *setting == "parts" && allow_empty && k > n.max(1 << 16) && *value == k as u64,
+                "{name}: {e:?} for k = {k}, n = {n}, allow_empty = {allow_empty}"
+            );
         }
         Error::Oversize { items } => {
             let c = cap.map(|c| c.0);
             for o in items {
-                let ok = c.is_some_and(|c| m.items.get(o.index).and_then(|s| s.get(o.dim)).is_some_and(|x| x.is(&o.size) && *x > c[o.dim] && c[o.dim].is(&o.capacity)));
-                check!("part_error", ok, "{name}: Oversize names item {} dim {} unjustly ({o:?})", o.index, o.dim);
+                let ok = c.is_some_and(|c| {
+                    m.items
+                        .get(o.index)
+                        .and_then(|s| s.get(o.dim))
+                        .is_some_and(|x| x.is(&o.size) && *x > c[o.dim] && c[o.dim].is(&o.capacity))
+                });
+                check!(
+                    "part_error",
+                    ok,
+                    "{name}: Oversize names item {} dim {} unjustly ({o:?})",
+                    o.index,
+                    o.dim
+                );
             }
             check!("part_error", !items.is_empty(), "{name}: empty Oversize");
         }
-        Error::CapExceeded { parts, dim, cap: c, best, proven, parts_needed } => {
+        Error::CapExceeded {
+            parts,
+            dim,
+            cap: c,
+            best,
+            proven,
+            parts_needed,
+        } => {
             let Some((capv, _pt, _items, equal, objective, dims)) = cap else {
                 check!("part_error", false, "{name}: CapExceeded without a cap");
                 return;
             };
-            check!("part_error", *parts == k && *dim < m.dims && capv[*dim].is(c), "{name}: {e:?} names the wrong parts, dimension or cap");
+            check!(
+                "part_error",
+                *parts == k && *dim < m.dims && capv[*dim].is(c),
+                "{name}: {e:?} names the wrong parts, dimension or cap"
+            );
             let best_above = match (capv[*dim], best) {
                 (V::I(cv), Scalar::Int(b)) => u128::from(*b) > cv,
                 (V::I(cv), Scalar::Wide(b)) => *b > cv,
                 (V::F(cv), Scalar::Float(b)) => *b > cv,
                 _ => false,
             };
-            check!("part_cap_best", best_above, "{name}: {e:?}: the best part found is not above the cap");
+            check!(
+                "part_cap_best",
+                best_above,
+                "{name}: {e:?}: the best part found is not above the cap"
+            );
             if n <= 7 && k <= 3 {
                 let opt = brute(m, k, equal, Some(capv), objective, dims);
                 if *proven {
@@ -463,9 +770,17 @@ where
                 }
             }
             if let Some(need) = parts_needed {
-                check!("part_cap_needed", *need > k && *need <= n, "{name}: {e:?}: parts_needed {need} for k = {k}, n = {n}");
+                check!(
+                    "part_cap_needed",
+                    *need > k && *need <= n,
+                    "{name}: {e:?}: parts_needed {need} for k = {k}, n = {n}"
+                );
             }
         }
-        _ => check!("part_error", false, "{name}: unexpected {e:?} (k = {k}, n = {n})"),
+        _ => check!(
+            "part_error",
+            false,
+            "{name}: unexpected {e:?} (k = {k}, n = {n})"
+        ),
     }
 }

@@ -10,8 +10,8 @@ use std::num::NonZeroU32;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use microbatch::cost::{
-    sample_fn, CostModel, DocumentAttention, FullAttention, Image, Incremental, PerGroup,
-    PerImage, PerSample, PerTile, Phase, Phases, Preset, Sample, Tokens, Training, Windowed,
+    sample_fn, CostModel, DocumentAttention, FullAttention, Image, Incremental, PerGroup, PerImage,
+    PerSample, PerTile, Phase, Phases, Preset, Sample, Tokens, Training, Windowed,
 };
 use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
 use microbatch::Error;
@@ -46,35 +46,52 @@ fuzz_target!(|input: Input| {
     if input.samples.len() > 96 {
         return;
     }
-    let huge = [Some(input.ranks), input.micro_steps, input.per_step].iter().flatten().filter(|c| matches!(c, Count::Huge(_))).count();
-    if (huge >= 2 && !microbatch_fuzz::on("plan_huge2")) || (huge >= 1 && !microbatch_fuzz::on("plan_huge")) {
+    let huge = [Some(input.ranks), input.micro_steps, input.per_step]
+        .iter()
+        .flatten()
+        .filter(|c| matches!(c, Count::Huge(_)))
+        .count();
+    if (huge >= 2 && !microbatch_fuzz::on("plan_huge2"))
+        || (huge >= 1 && !microbatch_fuzz::on("plan_huge"))
+    {
         return;
     }
-    let samples: Vec<StepSample> = input
-        .samples
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let images = s.images.iter().take(4).map(|&(t, u)| match NonZeroU32::new(u32::from(u % 9)) {
-                Some(units) => Image::with_units(u32::from(t), units),
-                None => Image::new(u32::from(t)),
-            });
-            let text = if s.big { u32::from(s.text) << 16 } else { u32::from(s.text % 4096) };
-            let id = if s.id % 16 == 0 { u64::from(s.id) } else { i as u64 * 1_000_003 + u64::from(s.id) };
-            let mut x = StepSample::new(id, Sample::new(text, images));
-            if let Some(l) = s.loss {
-                // Mostly at most the tokens (loss tokens are positions);
-                // now and then more, which must be `LossTokens`.
-                let tokens = x.sample().tokens();
-                x = x.with_loss_tokens(match l % 41 {
-                    0 => u64::MAX - u64::from(l),
-                    1 => tokens + 1,
-                    _ => u64::from(l) % (tokens + 1),
+    let samples: Vec<StepSample> =
+        input
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let images = s.images.iter().take(4).map(|&(t, u)| {
+                    match NonZeroU32::new(u32::from(u % 9)) {
+                        Some(units) => Image::with_units(u32::from(t), units),
+                        None => Image::new(u32::from(t)),
+                    }
                 });
-            }
-            x
-        })
-        .collect();
+                let text = if s.big {
+                    u32::from(s.text) << 16
+                } else {
+                    u32::from(s.text % 4096)
+                };
+                let id = if s.id % 16 == 0 {
+                    u64::from(s.id)
+                } else {
+                    i as u64 * 1_000_003 + u64::from(s.id)
+                };
+                let mut x = StepSample::new(id, Sample::new(text, images));
+                if let Some(l) = s.loss {
+                    // Mostly at most the tokens (loss tokens are positions);
+                    // now and then more, which must be `LossTokens`.
+                    let tokens = x.sample().tokens();
+                    x = x.with_loss_tokens(match l % 41 {
+                        0 => u64::MAX - u64::from(l),
+                        1 => tokens + 1,
+                        _ => u64::from(l) % (tokens + 1),
+                    });
+                }
+                x
+            })
+            .collect();
     let c = |i: usize| input.coef[i].0;
     match input.model % 10 {
         0 => with(Tokens::new(1.0).unwrap(), &input, &samples),
@@ -85,15 +102,29 @@ fuzz_target!(|input: Input| {
             (Ok(a), Ok(b)) => with(a + b, &input, &samples),
             _ => {}
         },
-        5 => match (DocumentAttention::new(c(0)), FullAttention::new(c(1)), PerSample::new(c(2))) {
+        5 => match (
+            DocumentAttention::new(c(0)),
+            FullAttention::new(c(1)),
+            PerSample::new(c(2)),
+        ) {
             (Ok(a), Ok(b), Ok(s)) => with((a, b.in_phase(Phase::Vision), s), &input, &samples),
             _ => {}
         },
-        6 => match (PerTile::new(c(0), 256, Training::Trained), Tokens::new(c(1))) {
-            (Ok(v), Ok(t)) => with(v.max(t.in_phase(Phase::Vision)) + PerGroup::new(1.0).unwrap(), &input, &samples),
+        6 => match (
+            PerTile::new(c(0), 256, Training::Trained),
+            Tokens::new(c(1)),
+        ) {
+            (Ok(v), Ok(t)) => with(
+                v.max(t.in_phase(Phase::Vision)) + PerGroup::new(1.0).unwrap(),
+                &input,
+                &samples,
+            ),
             _ => {}
         },
-        7 => match (PerImage::new(c(0), c(1), 4, Training::Frozen), Windowed::new(c(0), c(1), 64, c(2), 2, Training::Trained)) {
+        7 => match (
+            PerImage::new(c(0), c(1), 4, Training::Frozen),
+            Windowed::new(c(0), c(1), 64, c(2), 2, Training::Trained),
+        ) {
             (Ok(a), Ok(b)) => match a.scale(c(2)) {
                 Ok(a) => with(a + b, &input, &samples),
                 Err(_) => {}
@@ -103,9 +134,17 @@ fuzz_target!(|input: Input| {
         8 => {
             // A closure: its results are the caller's, invalid ones must be refused.
             let k = c(0);
-            with(sample_fn(move |s: &Sample| Phases::new(k, s.tokens() as f64)), &input, &samples)
+            with(
+                sample_fn(move |s: &Sample| Phases::new(k, s.tokens() as f64)),
+                &input,
+                &samples,
+            )
         }
-        _ => with(Preset::Qwen25Vl7b.cost_model().scale(1e-12).unwrap() + PerGroup::new(0.5).unwrap(), &input, &samples),
+        _ => with(
+            Preset::Qwen25Vl7b.cost_model().scale(1e-12).unwrap() + PerGroup::new(0.5).unwrap(),
+            &input,
+            &samples,
+        ),
     }
 });
 
@@ -116,8 +155,16 @@ fn with<M: Incremental + Clone>(model: M, input: &Input, samples: &[StepSample])
         _ => SyncModel::Phase,
     };
     let ranks = input.ranks.get();
-    let seq_len = if input.seq_len % 4 == 0 { input.seq_len } else { input.seq_len % 20_000 };
-    let mut planner = Planner::new(model.clone()).ranks(ranks).seq_len(seq_len).sync(sync).refinement(input.refinement);
+    let seq_len = if input.seq_len % 4 == 0 {
+        input.seq_len
+    } else {
+        input.seq_len % 20_000
+    };
+    let mut planner = Planner::new(model.clone())
+        .ranks(ranks)
+        .seq_len(seq_len)
+        .sync(sync)
+        .refinement(input.refinement);
     if let Some(a) = input.micro_steps {
         planner = planner.micro_steps(a.get());
     }
@@ -143,39 +190,88 @@ fn with<M: Incremental + Clone>(model: M, input: &Input, samples: &[StepSample])
         Ok(plan) => {
             check_plan("plan", plan, samples, &cfg, true);
             let report = plan.report();
-            check!("plan_sync", report.sync == sync, "report.sync {:?} != {sync:?}", report.sync);
-            check!("plan_bound", report.predicted >= report.lower_bound, "predicted {} < lower bound {}", report.predicted, report.lower_bound);
-            check!("plan_report_finite", report.predicted.is_finite() && report.lower_bound.is_finite() && report.lower_bound >= 0.0 && report.baseline.is_finite(), "report not finite: {report:?}");
+            check!(
+                "plan_sync",
+                report.sync == sync,
+                "report.sync {:?} != {sync:?}",
+                report.sync
+            );
+            check!(
+                "plan_bound",
+                report.predicted >= report.lower_bound,
+                "predicted {} < lower bound {}",
+                report.predicted,
+                report.lower_bound
+            );
+            check!(
+                "plan_report_finite",
+                report.predicted.is_finite()
+                    && report.lower_bound.is_finite()
+                    && report.lower_bound >= 0.0
+                    && report.baseline.is_finite(),
+                "report not finite: {report:?}"
+            );
             if cfg.micro_steps.is_none() {
                 // The default is the smallest feasible count: one fewer fails.
                 let a = plan.micro_steps();
                 if a > 1 {
                     let fewer = planner.clone().micro_steps(a - 1).plan(samples);
-                    check!("plan_smallest", fewer.is_err(), "the default chose {a} micro-steps, but {} fit", a - 1);
+                    check!(
+                        "plan_smallest",
+                        fewer.is_err(),
+                        "the default chose {a} micro-steps, but {} fit",
+                        a - 1
+                    );
                 }
             }
             match plan.predict(samples, &model, sync) {
                 Ok(t) => {
                     let tol = 1e-9 * report.predicted.abs().max(t.abs());
-                    check!("plan_predict", (t - report.predicted).abs() <= tol, "predict() {t} != report.predicted {}", report.predicted);
+                    check!(
+                        "plan_predict",
+                        (t - report.predicted).abs() <= tol,
+                        "predict() {t} != report.predicted {}",
+                        report.predicted
+                    );
                 }
-                Err(e) => check!("plan_predict", false, "predict() on the plan's own samples: {e}"),
+                Err(e) => check!(
+                    "plan_predict",
+                    false,
+                    "predict() on the plan's own samples: {e}"
+                ),
             }
             // Determinism: again, and in another order.
             let again = planner.plan(samples);
-            check!("plan_deterministic", again.as_ref() == Ok(plan), "a second run differs");
+            check!(
+                "plan_deterministic",
+                again.as_ref() == Ok(plan),
+                "a second run differs"
+            );
             let mut shuffled: Vec<StepSample> = samples.to_vec();
             shuffled.reverse();
             let rot = input.shuffle as usize % shuffled.len().max(1);
             shuffled.rotate_left(rot);
             match planner.plan(&shuffled) {
                 Ok(other) => {
-                    check!("plan_order", other.fingerprint() == plan.fingerprint() && other == *plan, "another input order gives another plan");
+                    check!(
+                        "plan_order",
+                        other.fingerprint() == plan.fingerprint() && other == *plan,
+                        "another input order gives another plan"
+                    );
                 }
                 Err(e) => check!("plan_order", false, "another input order fails: {e}"),
             }
             if let Ok(base) = planner.baseline(samples) {
-                check_plan("baseline", &base, samples, &Cfg { micro_steps: None, ..cfg }, false);
+                check_plan(
+                    "baseline",
+                    &base,
+                    samples,
+                    &Cfg {
+                        micro_steps: None,
+                        ..cfg
+                    },
+                    false,
+                );
             }
         }
         Err(e) => justify(e, samples, &cfg, &planner),
@@ -194,16 +290,35 @@ struct Cfg {
 
 fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_rank: bool) {
     let by_id: BTreeMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
-    let (r, a, s) = (plan.ranks(), plan.micro_steps(), plan.sequences_per_micro_step());
-    check!("plan_shape", r == cfg.ranks && s == cfg.per_step && cfg.micro_steps.is_none_or(|m| m == a || name == "baseline"), "{name}: shape ({r}, {a}, {s}) for {cfg:?}");
+    let (r, a, s) = (
+        plan.ranks(),
+        plan.micro_steps(),
+        plan.sequences_per_micro_step(),
+    );
+    check!(
+        "plan_shape",
+        r == cfg.ranks
+            && s == cfg.per_step
+            && cfg.micro_steps.is_none_or(|m| m == a || name == "baseline"),
+        "{name}: shape ({r}, {a}, {s}) for {cfg:?}"
+    );
     // The documented limits (Planner::micro_steps, sequences_per_micro_step):
     // R x S <= max(n, 65536); R x A x S <= max(n, 65536) when A is given,
     // else below n + R x S (the smallest A).
     let limit = samples.len().max(SLOTS) as u128;
     let (r128, a128, s128) = (r as u128, a as u128, s as u128);
     let slots_ok = r128 * s128 <= limit
-        && if cfg.micro_steps.is_some() && name != "baseline" { r128 * a128 * s128 <= limit } else { r128 * a128 * s128 < samples.len() as u128 + r128 * s128 };
-    check!("plan_shape", slots_ok, "{name}: {r} x {a} x {s} slots for {} samples", samples.len());
+        && if cfg.micro_steps.is_some() && name != "baseline" {
+            r128 * a128 * s128 <= limit
+        } else {
+            r128 * a128 * s128 < samples.len() as u128 + r128 * s128
+        };
+    check!(
+        "plan_shape",
+        slots_ok,
+        "{name}: {r} x {a} x {s} slots for {} samples",
+        samples.len()
+    );
     if r128 * a128 * s128 > 2 * limit {
         return;
     }
@@ -216,7 +331,11 @@ fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_
             let mut mb = Vec::new();
             for q in 0..s {
                 let seq = plan.sequence(rank, j, q);
-                check!("plan_sorted", seq.windows(2).all(|w| w[0] < w[1]), "{name}: sequence ({rank}, {j}, {q}) not ascending: {seq:?}");
+                check!(
+                    "plan_sorted",
+                    seq.windows(2).all(|w| w[0] < w[1]),
+                    "{name}: sequence ({rank}, {j}, {q}) not ascending: {seq:?}"
+                );
                 let (mut tokens, mut units, mut images) = (0u64, 0u64, 0u64);
                 for id in seq {
                     *seen.entry(*id).or_default() += 1;
@@ -226,57 +345,151 @@ fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_
                         images += x.sample().images().len() as u64;
                     }
                 }
-                check!("plan_seq_len", tokens <= u64::from(cfg.seq_len), "{name}: sequence ({rank}, {j}, {q}) has {tokens} tokens > {}", cfg.seq_len);
+                check!(
+                    "plan_seq_len",
+                    tokens <= u64::from(cfg.seq_len),
+                    "{name}: sequence ({rank}, {j}, {q}) has {tokens} tokens > {}",
+                    cfg.seq_len
+                );
                 if let Some(u) = cfg.max_units {
-                    check!("plan_cap", units <= u64::from(u), "{name}: sequence ({rank}, {j}, {q}) has {units} units > {u}");
+                    check!(
+                        "plan_cap",
+                        units <= u64::from(u),
+                        "{name}: sequence ({rank}, {j}, {q}) has {units} units > {u}"
+                    );
                 }
                 if let Some(i) = cfg.max_images {
-                    check!("plan_cap", images <= u64::from(i), "{name}: sequence ({rank}, {j}, {q}) has {images} images > {i}");
+                    check!(
+                        "plan_cap",
+                        images <= u64::from(i),
+                        "{name}: sequence ({rank}, {j}, {q}) has {images} images > {i}"
+                    );
                 }
                 let c = plan.sequence_cost(rank, j, q);
-                check!("plan_cost", c.vision >= 0.0 && c.language >= 0.0 && c.total().is_finite(), "{name}: sequence cost {c:?}");
+                check!(
+                    "plan_cost",
+                    c.vision >= 0.0 && c.language >= 0.0 && c.total().is_finite(),
+                    "{name}: sequence cost {c:?}"
+                );
                 mb.extend_from_slice(seq);
             }
-            check!("plan_layout", plan.micro_batch(rank, j) == mb.as_slice(), "{name}: micro_batch({rank}, {j}) is not its sequences");
-            loss_sum += mb.iter().filter_map(|id| by_id.get(id)).map(|x| u128::from(x.loss_tokens())).sum::<u128>();
+            check!(
+                "plan_layout",
+                plan.micro_batch(rank, j) == mb.as_slice(),
+                "{name}: micro_batch({rank}, {j}) is not its sequences"
+            );
+            loss_sum += mb
+                .iter()
+                .filter_map(|id| by_id.get(id))
+                .map(|x| u128::from(x.loss_tokens()))
+                .sum::<u128>();
             count_sum += mb.len() as u128;
             rank_ids.extend(mb);
         }
-        check!("plan_layout", plan.rank(rank) == rank_ids.as_slice(), "{name}: rank({rank}) is not its micro-batches");
+        check!(
+            "plan_layout",
+            plan.rank(rank) == rank_ids.as_slice(),
+            "{name}: rank({rank}) is not its micro-batches"
+        );
         if every_rank {
-            check!("plan_every_rank", !rank_ids.is_empty(), "{name}: rank {rank} gets no sample");
+            check!(
+                "plan_every_rank",
+                !rank_ids.is_empty(),
+                "{name}: rank {rank} gets no sample"
+            );
         }
     }
-    let once = seen.len() == by_id.len() && seen.iter().all(|(id, &t)| t == 1 && by_id.contains_key(id));
-    check!("plan_exactly_once", once, "{name}: the plan does not list every sample exactly once");
-    check!("plan_len", plan.len() == samples.len() && !plan.is_empty(), "{name}: len {} for {} samples", plan.len(), samples.len());
+    let once =
+        seen.len() == by_id.len() && seen.iter().all(|(id, &t)| t == 1 && by_id.contains_key(id));
+    check!(
+        "plan_exactly_once",
+        once,
+        "{name}: the plan does not list every sample exactly once"
+    );
+    check!(
+        "plan_len",
+        plan.len() == samples.len() && !plan.is_empty(),
+        "{name}: len {} for {} samples",
+        plan.len(),
+        samples.len()
+    );
     let nested = plan.to_nested();
     let seqs = plan.to_sequences();
-    check!("plan_layout", nested.len() == r && (0..r).all(|i| nested[i].len() == a && (0..a).all(|j| nested[i][j] == plan.micro_batch(i, j) && seqs[i][j].concat() == nested[i][j])), "{name}: to_nested/to_sequences disagree");
+    check!(
+        "plan_layout",
+        nested.len() == r
+            && (0..r).all(|i| nested[i].len() == a
+                && (0..a).all(|j| nested[i][j] == plan.micro_batch(i, j)
+                    && seqs[i][j].concat() == nested[i][j])),
+        "{name}: to_nested/to_sequences disagree"
+    );
     // Gradient invariance: the scaled sums over micro-batches give the normalization.
     let loss = plan.loss();
     let want_tokens: u128 = samples.iter().map(|x| u128::from(x.loss_tokens())).sum();
-    check!("plan_loss", u128::from(loss.loss_tokens) == want_tokens && loss.samples == samples.len() as u64 && loss.ranks == r as u64, "{name}: loss {loss:?}, want {want_tokens} tokens");
-    check!("plan_loss", loss_sum == want_tokens && count_sum == samples.len() as u128, "{name}: micro-batches hold {loss_sum} loss tokens of {want_tokens}");
+    check!(
+        "plan_loss",
+        u128::from(loss.loss_tokens) == want_tokens
+            && loss.samples == samples.len() as u64
+            && loss.ranks == r as u64,
+        "{name}: loss {loss:?}, want {want_tokens} tokens"
+    );
+    check!(
+        "plan_loss",
+        loss_sum == want_tokens && count_sum == samples.len() as u128,
+        "{name}: micro-batches hold {loss_sum} loss tokens of {want_tokens}"
+    );
     for norm in [Normalization::Token, Normalization::Sample] {
-        let total = if norm == Normalization::Token { want_tokens } else { count_sum };
+        let total = if norm == Normalization::Token {
+            want_tokens
+        } else {
+            count_sum
+        };
         for red in [Reduction::Sum, Reduction::Mean] {
             let (num, den) = loss.scale_ratio(norm, red);
             let want = if red == Reduction::Sum { 1 } else { r as u128 };
             // sum over micro-batches of scale x summed loss = (num / den) x total.
-            let ok = if total == 0 { num == 0 } else { u128::from(num) * total == want * u128::from(den) };
-            check!("plan_gradient_invariance", ok, "{name}: {norm:?}/{red:?}: scale {num}/{den} x {total} != {want}");
+            let ok = if total == 0 {
+                num == 0
+            } else {
+                u128::from(num) * total == want * u128::from(den)
+            };
+            check!(
+                "plan_gradient_invariance",
+                ok,
+                "{name}: {norm:?}/{red:?}: scale {num}/{den} x {total} != {want}"
+            );
             let f = loss.scale(norm, red);
-            check!("plan_gradient_invariance", f.is_finite() && f >= 0.0, "{name}: scale {f}");
+            check!(
+                "plan_gradient_invariance",
+                f.is_finite() && f >= 0.0,
+                "{name}: scale {f}"
+            );
         }
     }
     let rep = plan.report();
-    let nonempty = (0..r * a * s).filter(|&k| !plan.sequence(k / (a * s), k / s % a, k % s).is_empty()).count();
-    check!("plan_report", rep.sequences == nonempty, "{name}: report.sequences {} but {nonempty} non-empty", rep.sequences);
-    check!("plan_report", (0.0..=1.0 + 1e-12).contains(&rep.efficiency), "{name}: efficiency {}", rep.efficiency);
+    let nonempty = (0..r * a * s)
+        .filter(|&k| !plan.sequence(k / (a * s), k / s % a, k % s).is_empty())
+        .count();
+    check!(
+        "plan_report",
+        rep.sequences == nonempty,
+        "{name}: report.sequences {} but {nonempty} non-empty",
+        rep.sequences
+    );
+    check!(
+        "plan_report",
+        (0.0..=1.0 + 1e-12).contains(&rep.efficiency),
+        "{name}: efficiency {}",
+        rep.efficiency
+    );
 }
 
-fn justify<M: Incremental + Clone>(e: &Error, samples: &[StepSample], cfg: &Cfg, planner: &Planner<M>) {
+fn justify<M: Incremental + Clone>(
+    e: &Error,
+    samples: &[StepSample],
+    cfg: &Cfg,
+    planner: &Planner<M>,
+) {
     let n = samples.len();
     match e {
         Error::InvalidSetting { name, value, .. } => {
@@ -295,17 +508,35 @@ fn justify<M: Incremental + Clone>(e: &Error, samples: &[StepSample], cfg: &Cfg,
             let per_row = cfg.ranks as u128 * cfg.per_step as u128;
             let over = match *name {
                 "sequences_per_micro_step" => per_row > limit && v == cfg.per_step,
-                "micro_steps" => cfg.micro_steps.is_some_and(|a| a == v && per_row <= limit && per_row * a as u128 > limit),
+                "micro_steps" => cfg
+                    .micro_steps
+                    .is_some_and(|a| a == v && per_row <= limit && per_row * a as u128 > limit),
                 _ => false,
             };
-            check!("plan_error", zero || over, "InvalidSetting {name} = {value} unjustified ({cfg:?}, {n} samples): {e}");
+            check!(
+                "plan_error",
+                zero || over,
+                "InvalidSetting {name} = {value} unjustified ({cfg:?}, {n} samples): {e}"
+            );
         }
-        Error::TooFewSamples { ranks, samples: got } => {
-            check!("plan_error", *ranks == cfg.ranks && *got == n && n < cfg.ranks, "{e:?} for {n} samples on {} ranks", cfg.ranks);
+        Error::TooFewSamples {
+            ranks,
+            samples: got,
+        } => {
+            check!(
+                "plan_error",
+                *ranks == cfg.ranks && *got == n && n < cfg.ranks,
+                "{e:?} for {n} samples on {} ranks",
+                cfg.ranks
+            );
         }
         Error::DuplicateId { id } => {
             let times = samples.iter().filter(|s| s.id() == *id).count();
-            check!("plan_error", times > 1, "DuplicateId {id} appears {times} times");
+            check!(
+                "plan_error",
+                times > 1,
+                "DuplicateId {id} appears {times} times"
+            );
         }
         Error::Oversize { items } => {
             for o in items {
@@ -322,15 +553,27 @@ fn justify<M: Incremental + Clone>(e: &Error, samples: &[StepSample], cfg: &Cfg,
         }
         Error::InvalidCost { id, phase, value } => {
             // The value named is the sample's cost alone in that phase.
-            let alone = samples.iter().find(|s| s.id() == *id).map(|s| planner_model_cost(planner, s.sample()).get(*phase));
-            check!("plan_error", !value.is_finite() || *value < 0.0, "InvalidCost {{ id: {id}, {phase:?}, value: {value} }} for a valid value");
+            let alone = samples
+                .iter()
+                .find(|s| s.id() == *id)
+                .map(|s| planner_model_cost(planner, s.sample()).get(*phase));
+            check!(
+                "plan_error",
+                !value.is_finite() || *value < 0.0,
+                "InvalidCost {{ id: {id}, {phase:?}, value: {value} }} for a valid value"
+            );
             check!("plan_error", alone.is_some_and(|c| c.to_bits() == value.to_bits() || (c.is_nan() && value.is_nan())), "InvalidCost {{ id: {id}, {phase:?}, value: {value} }} but the cost alone is {alone:?}");
         }
-        Error::CostOverflow { phase, samples: got } => {
+        Error::CostOverflow {
+            phase,
+            samples: got,
+        } => {
             // Each cost finite, their sum (in a phase, or over phases) beyond f64::MAX.
             let mut sorted: Vec<&StepSample> = samples.iter().collect();
             sorted.sort_by_key(|s| s.id());
-            let sum = sorted.iter().fold(Phases::ZERO, |acc, s| acc + planner_model_cost(planner, s.sample()));
+            let sum = sorted.iter().fold(Phases::ZERO, |acc, s| {
+                acc + planner_model_cost(planner, s.sample())
+            });
             let over = match phase {
                 Some(p) => sum.get(*p) >= 1e307,
                 None => sum.total() >= 1e307,
@@ -343,27 +586,52 @@ fn justify<M: Incremental + Clone>(e: &Error, samples: &[StepSample], cfg: &Cfg,
                 Some(p) => sum.get(*p) >= 1e300,
                 None => sum.total() >= 1e300,
             };
-            check!("plan_error", (*got == n && over) || (*got <= n && near), "{e:?} but the costs alone sum to {sum:?}");
+            check!(
+                "plan_error",
+                (*got == n && over) || (*got <= n && near),
+                "{e:?} but the costs alone sum to {sum:?}"
+            );
         }
-        Error::LossTokens { id, loss_tokens, tokens } => {
+        Error::LossTokens {
+            id,
+            loss_tokens,
+            tokens,
+        } => {
             let s = samples.iter().find(|s| s.id() == *id);
             check!(
                 "plan_error",
-                s.is_some_and(|s| s.loss_tokens() == *loss_tokens && s.sample().tokens() == *tokens && loss_tokens > tokens),
+                s.is_some_and(|s| s.loss_tokens() == *loss_tokens
+                    && s.sample().tokens() == *tokens
+                    && loss_tokens > tokens),
                 "{e:?} unjustified"
             );
         }
         Error::MicroStepsInfeasible { given, smallest } => {
-            check!("plan_error", cfg.micro_steps == Some(*given) && smallest > given, "{e:?} for {cfg:?}");
-            if (cfg.ranks as u128) * (*smallest as u128) * (cfg.per_step as u128) <= n.max(SLOTS) as u128 {
+            check!(
+                "plan_error",
+                cfg.micro_steps == Some(*given) && smallest > given,
+                "{e:?} for {cfg:?}"
+            );
+            if (cfg.ranks as u128) * (*smallest as u128) * (cfg.per_step as u128)
+                <= n.max(SLOTS) as u128
+            {
                 // `smallest` holds the batch: planning with it succeeds, or
                 // fails for the costs (step times beyond f64::MAX), which
                 // the micro-step count does not decide.
                 let r = planner.clone().micro_steps(*smallest).plan(samples);
-                check!("plan_smallest", matches!(r, Ok(_) | Err(Error::CostOverflow { .. })), "{e:?}, but {smallest} micro-steps fail too: {:?}", r.err());
+                check!(
+                    "plan_smallest",
+                    matches!(r, Ok(_) | Err(Error::CostOverflow { .. })),
+                    "{e:?}, but {smallest} micro-steps fail too: {:?}",
+                    r.err()
+                );
             }
         }
-        _ => check!("plan_error", false, "unexpected {e:?} ({cfg:?}, {n} samples)"),
+        _ => check!(
+            "plan_error",
+            false,
+            "unexpected {e:?} ({cfg:?}, {n} samples)"
+        ),
     }
 }
 

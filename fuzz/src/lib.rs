@@ -55,17 +55,15 @@ impl<'a> Arbitrary<'a> for Count {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
         let tag: u8 = u.arbitrary()?;
         Ok(match tag % 16 {
-            0 => Count::Huge(
-                *u.choose(&[
-                    usize::MAX,
-                    usize::MAX / 2,
-                    1 << 40,
-                    u32::MAX as usize,
-                    1 << 32,
-                    100_000_000,
-                    1 << 20,
-                ])?,
-            ),
+            0 => Count::Huge(*u.choose(&[
+                usize::MAX,
+                usize::MAX / 2,
+                1 << 40,
+                u32::MAX as usize,
+                1 << 32,
+                100_000_000,
+                1 << 20,
+            ])?),
             _ => Count::Small(u.arbitrary()?),
         })
     }
@@ -148,7 +146,10 @@ pub fn exactly_once<'a>(
             if !on(key) {
                 continue;
             }
-            assert!(i < n, "invariant [{key}] broken: index {i} out of range (n = {n})");
+            assert!(
+                i < n,
+                "invariant [{key}] broken: index {i} out of range (n = {n})"
+            );
             assert!(
                 of[i] == usize::MAX,
                 "invariant [{key}] broken: index {i} in group {} and in group {g}",
