@@ -1193,17 +1193,17 @@ impl<S: Size> Partitioner<S> {
         }
         let mut by_rank: Vec<usize> = inst.index.iter().map(|&i| part_of[i]).collect();
         let cfg = self.config(k);
-        let start = by_rank.clone();
+        // Floats only: steps are taken on running sums, so a float result
+        // could be an ulp above the input evaluated the same way (integer
+        // sums are exact and steps only improve them).
+        let start = (!<S::Total as TotalOps>::INTEGER).then(|| by_rank.clone());
         refine::run(&inst, &cfg, &mut by_rank, self.rounds(inst.n, k));
-        let refined = finish(&inst, &cfg, by_rank, false);
-        // Never worse than the input, evaluated the same way: steps are
-        // taken on running sums, so a float result could be an ulp above.
-        let refined = match refined {
-            Ok(r) => match finish(&inst, &cfg, start, false) {
+        let refined = match (finish(&inst, &cfg, by_rank, false), start) {
+            (Ok(r), Some(start)) => match finish(&inst, &cfg, start, false) {
                 Ok(s) if instance::cmp(r.objective, s.objective) == Ordering::Greater => Ok(s),
                 _ => Ok(r),
             },
-            Err(e) => Err(e),
+            (refined, _) => refined,
         };
         refined.map_err(|(dim, best)| self.cap_error(&inst, &cfg, dim, best, false))
     }

@@ -8,11 +8,11 @@ use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
 use super::fingerprint::of_plan;
 use super::loss::Loss;
 use super::output::{Plan, Report};
-use super::prepare::Prepared;
+use super::prepare::{finite_phases, Prepared};
 use super::sample::StepSample;
 use super::shape::Shape;
 use super::sync::SyncModel;
-use crate::cost::{Incremental, Phase, Phases};
+use crate::cost::{Incremental, Phases};
 use crate::grouped::Grouped;
 use crate::Error;
 
@@ -84,13 +84,8 @@ pub(crate) fn finish<M: Incremental>(
     drop(slot_of);
     let costs: Vec<Phases> = states.iter().map(|st| cx.model.evaluate(st)).collect();
     drop(states);
-    for (slot, c) in costs.iter().enumerate() {
-        if let Some(phase) = Phase::ALL.into_iter().find(|&p| !c.get(p).is_finite()) {
-            return Err(Error::CostOverflow {
-                phase: Some(phase),
-                samples: sequences.get(slot).map_or(0, <[u64]>::len),
-            });
-        }
+    for (slot, &c) in costs.iter().enumerate() {
+        finite_phases(c, sequences.get(slot).map_or(0, <[u64]>::len))?;
     }
 
     let naive = Naive::new(prep, shape.ranks, shape.per_step);

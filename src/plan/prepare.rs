@@ -169,14 +169,7 @@ pub(crate) fn prepare<M: Incremental>(
     }
     // Each cost is finite; their sums (which bound every floor sum) must be
     // too, or no step time could be told from another.
-    for phase in Phase::ALL {
-        if !total.get(phase).is_finite() {
-            return Err(Error::CostOverflow {
-                phase: Some(phase),
-                samples: items.len(),
-            });
-        }
-    }
+    finite_phases(total, items.len())?;
     if !total.total().is_finite() {
         return Err(Error::CostOverflow {
             phase: None,
@@ -191,4 +184,16 @@ pub(crate) fn prepare<M: Incremental>(
         floors,
         largest_floor,
     })
+}
+
+/// `cost`, the cost of `samples` samples together, is finite in every
+/// phase; else [`Error::CostOverflow`] naming the first phase that is not.
+pub(crate) fn finite_phases(cost: Phases, samples: usize) -> Result<(), Error> {
+    match Phase::ALL.into_iter().find(|&p| !cost.get(p).is_finite()) {
+        Some(phase) => Err(Error::CostOverflow {
+            phase: Some(phase),
+            samples,
+        }),
+        None => Ok(()),
+    }
 }
