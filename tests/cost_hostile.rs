@@ -406,6 +406,15 @@ proptest! {
 
 // ------------------------------------------------------------ InvalidCost
 
+/// The planner's error for `samples` on one rank, sequences of 100 tokens.
+fn refusal<M: Incremental>(model: M, samples: &[StepSample]) -> Error {
+    Planner::new(model)
+        .ranks(1)
+        .seq_len(100)
+        .plan(samples)
+        .unwrap_err()
+}
+
 fn step(samples: &[Sample]) -> Vec<StepSample> {
     samples
         .iter()
@@ -426,11 +435,7 @@ fn invalid_cost_names_the_phase_and_its_value() {
         }
     });
     let samples = step(&[Sample::text_only(5), Sample::text_only(3)]);
-    let err = Planner::new(model)
-        .ranks(1)
-        .seq_len(100)
-        .plan(&samples)
-        .unwrap_err();
+    let err = refusal(model, &samples);
     assert_eq!(
         err,
         Error::InvalidCost {
@@ -448,20 +453,12 @@ fn invalid_cost_names_the_phase_and_its_value() {
 
     // NaN in the language phase, infinity from an overflowing coefficient.
     let nan = sample_fn(|_: &Sample| Phases::new(0.5, f64::NAN));
-    let err = Planner::new(nan)
-        .ranks(1)
-        .seq_len(100)
-        .plan(&samples)
-        .unwrap_err();
+    let err = refusal(nan, &samples);
     assert!(
         matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_nan())
     );
     let big = Tokens::new(f64::MAX).unwrap();
-    let err = Planner::new(big)
-        .ranks(1)
-        .seq_len(100)
-        .plan(&samples)
-        .unwrap_err();
+    let err = refusal(big, &samples);
     assert!(
         matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_infinite())
     );
@@ -477,11 +474,7 @@ fn costs_that_sum_beyond_f64_are_an_error() {
     // Each sample's cost is finite (0.9 * f64::MAX); two sum to infinity.
     let per_token = 0.9 * f64::MAX / 10.0;
     let samples = step(&[Sample::text_only(10), Sample::text_only(10)]);
-    let err = Planner::new(Tokens::new(per_token).unwrap())
-        .ranks(1)
-        .seq_len(100)
-        .plan(&samples)
-        .unwrap_err();
+    let err = refusal(Tokens::new(per_token).unwrap(), &samples);
     assert_eq!(
         err,
         Error::CostOverflow {
@@ -501,11 +494,7 @@ fn costs_that_sum_beyond_f64_are_an_error() {
 
     // One sample, each phase finite, the sum over phases not.
     let both = sample_fn(|_: &Sample| Phases::new(0.9 * f64::MAX, 0.9 * f64::MAX));
-    let err = Planner::new(both)
-        .ranks(1)
-        .seq_len(100)
-        .plan(&samples[..1])
-        .unwrap_err();
+    let err = refusal(both, &samples[..1]);
     assert_eq!(
         err,
         Error::CostOverflow {
@@ -545,11 +534,7 @@ impl Incremental for BadFloor {
 #[test]
 fn a_floor_above_the_cost_alone_is_an_error() {
     let samples = step(&[Sample::text_only(5), Sample::text_only(3)]);
-    let err = Planner::new(BadFloor)
-        .ranks(1)
-        .seq_len(100)
-        .plan(&samples)
-        .unwrap_err();
+    let err = refusal(BadFloor, &samples);
     assert_eq!(
         err,
         Error::InvalidFloor {
