@@ -1,0 +1,99 @@
+"""Balanced, gradient-invariant micro-batch plans for data-parallel training.
+
+``microbatch`` is the Python face of the Rust crate of the same name: bin
+packing, multiway partitioning, cost models of vision-language training, and a
+planner that turns one optimizer step's samples into micro-batches over ranks x
+micro-steps with the loss scale that keeps the gradient unchanged.
+
+Quickstart:
+
+>>> import numpy as np, microbatch
+>>> planner = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096)
+>>> plan = planner.plan(ids=np.arange(8), text_tokens=[900, 120, 300, 40, 700, 60, 80, 500],
+...                     image_tokens=[[1024], [], [256, 256], [], [], [576], [], []])
+>>> for rank in range(plan.ranks):
+...     for step in range(plan.micro_steps):
+...         ids = plan.micro_batch(rank, step)  # this rank's samples at this micro-step
+>>> scale = plan.loss_scale("token", "mean")  # times each micro-batch's summed loss
+
+The trainer's contract
+----------------------
+
+The update depends only on the sum of per-sample gradients, so the planner may
+move samples between ranks and micro-steps, provided that:
+
+1. **Multiply each micro-batch's summed loss by the plan's scale**
+   (:meth:`Plan.loss_scale`). Never divide by the micro-batch's own token count
+   or by the number of accumulation steps: a per-micro-batch mean weights each
+   sample by the size of the batch it landed in. Frameworks that divide by the
+   accumulation steps must be told not to: with Hugging Face ``Trainer``,
+   override ``compute_loss`` to return the summed loss times the scale and set
+   ``model_accepts_loss_kwargs``/``num_items_in_batch`` so that it does not
+   rescale (or run your own loop); with DeepSpeed, DeepSpeed divides the loss by
+   ``gradient_accumulation_steps`` inside ``engine.backward`` (its
+   ``scale_wrt_gas``): pass ``scale_wrt_gas=False`` to ``engine.backward``.
+   ``reduction="mean"`` is for an all-reduce that averages over ranks (DDP,
+   FSDP and DeepSpeed by default); ``"sum"`` for one that sums.
+2. **Count as loss tokens exactly the positions that carry loss**, after label
+   shifting: for a sample whose labels are masked with -100 at its first
+   position (the packed layout of :func:`microbatch.torch.collate_packed`), the
+   positions ``t >= 1`` with ``labels[t] != -100``.
+   With ``normalization="sample"``, every sample of the step counts in the
+   denominator, a sample without loss tokens too: its mean loss is taken as 0
+   (it adds nothing to the numerator and 1 to the denominator), exactly as in
+   the unsplit reference.
+3. **Every rank runs every micro-step**, even one whose micro-batch is empty
+   (possible when a step has few samples for its ranks x micro-steps, or with
+   ``sync="step"``, whose ranks may need different numbers of sequences): run
+   forward and backward on it with a zero loss connected to the parameters, so
+   that the collectives of FSDP, ZeRO and DDP stay in step.
+4. **Nothing in the model may depend on a micro-batch's composition**:
+   BatchNorm statistics, an MoE auxiliary loss computed per micro-batch or
+   in-batch negatives of a contrastive loss change when samples move, and no
+   scale fixes them.
+
+Ids are unsigned 64-bit integers; :meth:`Plan.to_json` writes them exactly,
+which Python's ``json`` reads exactly, but JavaScript and any parser that reads
+numbers as doubles round ids above ``2**53``.
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._native import __version__
+from .errors import (
+    CapacityError,
+    DtypeError,
+    DuplicateIdError,
+    Error,
+    FitError,
+    InfeasibleError,
+    InputError,
+    InternalError,
+    InvalidValueError,
+    LimitError,
+    OversizeError,
+    SettingError,
+)
+from .plan import Loss, Plan, Planner, Report
+
+__all__ = [
+    "__version__",
+    "errors",
+    "Error",
+    "InternalError",
+    "InputError",
+    "DtypeError",
+    "InvalidValueError",
+    "CapacityError",
+    "OversizeError",
+    "DuplicateIdError",
+    "SettingError",
+    "InfeasibleError",
+    "FitError",
+    "LimitError",
+    "Planner",
+    "Plan",
+    "Report",
+    "Loss",
+]

@@ -1,0 +1,337 @@
+"""The planner: one optimizer step's samples to a balanced, gradient-invariant plan over ranks and micro-steps.
+
+See :class:`Planner`, :class:`Plan` and the trainer's contract in the package
+documentation (``microbatch.__doc__``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, List, Optional, Union
+
+import numpy as np
+
+from . import _arrays, _native
+from .errors import SettingError
+
+__all__ = ["Planner", "Plan", "Report", "Loss", "SYNC_MODELS", "NORMALIZATIONS", "REDUCTIONS"]
+
+#: The sync models: one barrier per step (DDP with ``no_sync``), per micro-step
+#: (FSDP / ZeRO-3), per phase (FSDP with the vision encoder and the language
+#: model gathered separately).
+SYNC_MODELS = ("step", "micro-step", "phase")
+#: The loss normalizations: the mean over the step's loss tokens, or over its samples.
+NORMALIZATIONS = ("token", "sample")
+#: How the ranks' gradients are combined: summed, or averaged (DDP's default).
+REDUCTIONS = ("sum", "mean")
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What the planner predicts for a plan, against the lower bound and the naive plan.
+
+    Times are in the cost model's unit (FLOPs for the presets, seconds for
+    measured costs).
+
+    Attributes:
+        sync: the sync model the times are computed for.
+        predicted: the plan's predicted step time.
+        lower_bound: a lower bound of any plan's step time.
+        baseline: the predicted step time of the naive plan (the loader's
+            order, packed greedily, dealt to ranks in turn).
+        baseline_micro_steps: the micro-steps the naive plan needs.
+        imbalance_vision: the largest rank's vision time over the mean (1.0 is perfect).
+        imbalance_language: the same for the language model.
+        efficiency: real tokens over the token capacity of the non-empty sequences.
+        sequences: the non-empty packed sequences.
+        balanced_packing: whether the balanced packing fitted (``False``:
+            first-fit-decreasing packed instead).
+        planning_time: seconds spent planning, measured in Rust.
+        ratio: ``predicted / lower_bound`` (1.0 is perfect).
+        gain: ``baseline / predicted``: the speed-up over the naive plan.
+        straggler: ``predicted - lower_bound``.
+
+    Example:
+
+    >>> import microbatch
+    >>> plan = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096).plan(
+    ...     ids=[0, 1, 2, 3], text_tokens=[300, 200, 500, 100])
+    >>> r = plan.report
+    >>> r.predicted >= r.lower_bound and r.ratio >= 1.0
+    True
+    """
+
+    sync: str
+    predicted: float
+    lower_bound: float
+    baseline: float
+    baseline_micro_steps: int
+    imbalance_vision: float
+    imbalance_language: float
+    efficiency: float
+    sequences: int
+    balanced_packing: bool
+    planning_time: Optional[float]
+    ratio: float
+    gain: float
+    straggler: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Loss:
+    """The step-global loss denominators of a plan.
+
+    Attributes:
+        loss_tokens: the loss tokens of the whole step.
+        samples: the samples of the whole step (those without loss tokens included).
+        ranks: the data-parallel ranks.
+
+    Example:
+
+    >>> import microbatch
+    >>> plan = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096).plan(
+    ...     ids=[0, 1, 2], text_tokens=[30, 20, 50], loss_tokens=[10, 0, 5])
+    >>> plan.loss
+    Loss(loss_tokens=15, samples=3, ranks=2)
+    """
+
+    loss_tokens: int
+    samples: int
+    ranks: int
+
+
+def _choice(value: str, name: str, known: tuple) -> str:
+    if value not in known:
+        raise SettingError(f"unknown {name} {value!r}: use one of {', '.join(map(repr, known))}", item=name)
+    return value
+
+
+class Plan:
+    """One step's plan: for every rank and micro-step, the ids of its micro-batch.
+
+    Every sample of the step appears exactly once; every rank runs the same
+    :attr:`micro_steps` micro-steps (some micro-batches may be empty: run
+    them anyway). Multiply each micro-batch's *summed* loss by
+    :meth:`loss_scale` before backward.
+
+    Example:
+
+    >>> import microbatch
+    >>> plan = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096).plan(
+    ...     ids=[10, 11, 12, 13], text_tokens=[300, 200, 500, 100],
+    ...     image_tokens=[[576], [], [256, 256], []])
+    >>> sorted(int(i) for r in range(plan.ranks) for s in range(plan.micro_steps)
+    ...        for i in plan.micro_batch(r, s))
+    [10, 11, 12, 13]
+    """
+
+    __slots__ = ("_native", "_report")
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._report: Optional[Report] = None
+
+    @property
+    def ranks(self) -> int:
+        """The data-parallel ranks."""
+        return self._native.ranks
+
+    @property
+    def micro_steps(self) -> int:
+        """The micro-steps every rank runs (gradient accumulation steps)."""
+        return self._native.micro_steps
+
+    @property
+    def sequences_per_micro_step(self) -> int:
+        """The packed sequences in one micro-batch."""
+        return self._native.sequences_per_micro_step
+
+    def __len__(self) -> int:
+        """The samples of the step."""
+        return len(self._native)
+
+    def micro_batch(self, rank: int, micro_step: int) -> np.ndarray:
+        """The sample ids (``uint64``) of one micro-batch, sequence by sequence.
+
+        Raises :class:`IndexError` when ``rank`` or ``micro_step`` is out of range.
+        """
+        return self._native.micro_batch(rank, micro_step)
+
+    def sequences(self, rank: int, micro_step: int) -> List[np.ndarray]:
+        """The packed sequences of one micro-batch, each an array of sample ids (``uint64``)."""
+        return self._native.sequences(rank, micro_step)
+
+    @property
+    def loss(self) -> Loss:
+        """The step-global denominators."""
+        return Loss(*self._native.loss())
+
+    def loss_scale(self, normalization: str, reduction: str) -> float:
+        """The factor every micro-batch's *summed* loss is multiplied by before backward.
+
+        ``normalization``: ``"token"`` (the mean over the step's loss tokens)
+        or ``"sample"`` (the mean over its samples of each sample's mean).
+        ``reduction``: ``"mean"`` when the gradients are averaged over ranks
+        (DDP's default), ``"sum"`` when summed. ``1 / D`` for ``"sum"``,
+        ``ranks / D`` for ``"mean"``, 0 for a step without loss tokens.
+
+        >>> import microbatch
+        >>> plan = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096).plan(
+        ...     ids=[0, 1], text_tokens=[30, 20], loss_tokens=[10, 15])
+        >>> plan.loss_scale("token", "mean")
+        0.08
+        """
+        _choice(normalization, "normalization", NORMALIZATIONS)
+        _choice(reduction, "reduction", REDUCTIONS)
+        return self._native.loss_scale(normalization, reduction)
+
+    @property
+    def report(self) -> Report:
+        """The predicted step time against the lower bound and the naive plan."""
+        if self._report is None:
+            self._report = Report(**self._native.report())
+        return self._report
+
+    @property
+    def fingerprint(self) -> int:
+        """A stable 64-bit hash of the plan: equal on every rank that planned the same step."""
+        return self._native.fingerprint
+
+    def to_json(self) -> str:
+        """The plan as a JSON document (ids as exact integers: parsers that read
+        numbers as doubles, JavaScript's among them, lose ids above 2**53)."""
+        return self._native.to_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        """Reads a plan written by :meth:`to_json`, checking it (a document that
+        is not a plan raises :class:`microbatch.InputError`)."""
+        return cls(_native.Plan.from_json(text))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Plan(ranks={self.ranks}, micro_steps={self.micro_steps}, samples={len(self)}, "
+            f"fingerprint={self.fingerprint:#018x})"
+        )
+
+
+class Planner:
+    """Plans optimizer steps: balanced micro-batches over ranks and micro-steps.
+
+    Args:
+        model: a cost model preset name (``"llava-1.5-7b"``, ``"qwen2.5-vl-7b"``,
+            ``"internvl2.5-8b"``).
+        ranks: the data-parallel ranks (``R``).
+        seq_len: the packed sequence length in tokens (``L``).
+        sync: ``"phase"`` (FSDP/ZeRO-3 with the vision encoder and the LLM
+            gathered separately), ``"micro-step"`` (FSDP/ZeRO-3) or ``"step"``
+            (DDP with ``no_sync`` during accumulation).
+        micro_steps: the micro-steps per step (``A``); ``None``: the fewest
+            that fit the batch.
+        max_units: at most this many vision units (tiles) per sequence.
+        max_images: at most this many images per sequence.
+        sequences_per_micro_step: packed sequences in one micro-batch (``S``).
+        refinement: whether to refine the plan by moving and swapping samples.
+
+    The plan is a pure function of the step's samples (as a set keyed by id)
+    and these settings: every rank planning the same step gets the same plan,
+    with no communication.
+
+    Example:
+
+    >>> import numpy as np, microbatch
+    >>> planner = microbatch.Planner("qwen2.5-vl-7b", ranks=4, seq_len=8192, sync="phase")
+    >>> ids = np.arange(64)
+    >>> text = 100 + (ids * 37) % 900
+    >>> images = [np.full(i % 3, 256) for i in range(64)]
+    >>> plan = planner.plan(ids, text, images)
+    >>> plan.ranks, len(plan)
+    (4, 64)
+    """
+
+    __slots__ = ("_native", "model", "ranks", "seq_len", "sync")
+
+    def __init__(
+        self,
+        model: Union[str, Any],
+        ranks: int,
+        seq_len: int,
+        *,
+        sync: str = "phase",
+        micro_steps: Optional[int] = None,
+        max_units: Optional[int] = None,
+        max_images: Optional[int] = None,
+        sequences_per_micro_step: int = 1,
+        refinement: bool = True,
+    ) -> None:
+        self.model = model
+        self.ranks = _arrays.count(ranks, "ranks")
+        self.seq_len = _arrays.count(seq_len, "seq_len", maximum=2**32 - 1)
+        self.sync = _choice(sync, "sync model", SYNC_MODELS)
+        self._native = _native.Planner(
+            model,
+            self.ranks,
+            self.seq_len,
+            sync,
+            None if micro_steps is None else _arrays.count(micro_steps, "micro_steps"),
+            None if max_units is None else _arrays.count(max_units, "max_units", maximum=2**32 - 1),
+            None if max_images is None else _arrays.count(max_images, "max_images", maximum=2**32 - 1),
+            _arrays.count(sequences_per_micro_step, "sequences_per_micro_step"),
+            bool(refinement),
+        )
+
+    def plan(
+        self,
+        ids: Any,
+        text_tokens: Any,
+        image_tokens: _arrays.Ragged = None,
+        loss_tokens: Any = None,
+        *,
+        image_units: _arrays.Ragged = None,
+    ) -> Plan:
+        """Plans one step.
+
+        Args:
+            ids: the samples' ids (non-negative integers, unique), 1-D.
+            text_tokens: each sample's text tokens, 1-D, one per sample.
+            image_tokens: each sample's images as their token counts: a list of
+                1-D arrays (one per sample, empty for none), or a tuple
+                ``(values, offsets)`` of all images flattened with ``n + 1``
+                offsets (the fast form), or ``None`` for no images.
+            loss_tokens: each sample's tokens that carry loss (after label
+                shifting); ``None``: all its text tokens.
+            image_units: the vision units (tiles) of each image, in the same
+                form as ``image_tokens``; ``None``: 1 per image.
+
+        Raises:
+            DtypeError: an argument of the wrong dtype or length.
+            InvalidValueError: a negative value, a count past ``uint32``,
+                loss tokens above the sample's tokens.
+            DuplicateIdError: two samples with one id.
+            OversizeError: a sample longer than ``seq_len`` or the caps.
+            SettingError, InfeasibleError: settings that do not work for this batch.
+        """
+        ids_a = _arrays.integers(ids, "ids", np.uint64)
+        n = ids_a.shape[0]
+        text = _arrays.integers(text_tokens, "text_tokens", np.uint32, length=n)
+        img, offsets = _arrays.ragged(image_tokens, "image_tokens", n, np.uint32)
+        units = None
+        if image_units is not None:
+            units, unit_offsets = _arrays.ragged(image_units, "image_units", n, np.uint32)
+            if not np.array_equal(unit_offsets, offsets):
+                raise _arrays.DtypeError(
+                    "image_units must give one unit count per image, in the shape of image_tokens",
+                    item="image_units",
+                )
+        loss = None if loss_tokens is None else _arrays.integers(loss_tokens, "loss_tokens", np.uint64, length=n)
+        return Plan(self._native.plan(ids_a, text, img, units, offsets, loss))
+
+    def __repr__(self) -> str:
+        return f"Planner({self.model!r}, ranks={self.ranks}, seq_len={self.seq_len}, sync={self.sync!r})"

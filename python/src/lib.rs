@@ -1,0 +1,22 @@
+//! The native half of the `microbatch` Python package: thin PyO3 wrappers over the crate.
+//!
+//! The Python modules of `python/microbatch/` validate and convert their
+//! arguments (numpy arrays of the documented dtypes, C-contiguous) and call
+//! the functions here, which borrow the arrays, release the GIL for the
+//! work, and return numpy arrays. Every crate error becomes the exception
+//! of `microbatch.errors` that its variant maps to (`error.rs`); nothing
+//! here panics on any input, and a panic that escaped anyway would surface
+//! as `microbatch.InternalError`, never as PyO3's `PanicException`.
+
+use pyo3::prelude::*;
+
+mod error;
+mod plan;
+
+/// The module `microbatch._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    plan::register(m)?;
+    Ok(())
+}
