@@ -26,12 +26,11 @@ move samples between ranks and micro-steps, provided that:
    (:meth:`Plan.loss_scale`). Never divide by the micro-batch's own token count
    or by the number of accumulation steps: a per-micro-batch mean weights each
    sample by the size of the batch it landed in. Frameworks that divide by the
-   accumulation steps must be told not to: with Hugging Face ``Trainer``,
-   override ``compute_loss`` to return the summed loss times the scale and set
-   ``model_accepts_loss_kwargs``/``num_items_in_batch`` so that it does not
-   rescale (or run your own loop); with DeepSpeed, DeepSpeed divides the loss by
-   ``gradient_accumulation_steps`` inside ``engine.backward`` (its
-   ``scale_wrt_gas``): pass ``scale_wrt_gas=False`` to ``engine.backward``.
+   accumulation steps must be kept from it: DeepSpeed's ``engine.backward``
+   divides unless called with ``scale_wrt_gas=False``; Hugging Face's
+   ``Trainer`` divides unless it is given a ``compute_loss_func`` (or the model
+   takes ``num_items_in_batch``), so give it one that returns the summed loss
+   times the scale.
    ``reduction="mean"`` is for an all-reduce that averages over ranks (DDP,
    FSDP and DeepSpeed by default); ``"sum"`` for one that sums.
 2. **Count as loss tokens exactly the positions that carry loss**, after label
@@ -43,8 +42,8 @@ move samples between ranks and micro-steps, provided that:
    (it adds nothing to the numerator and 1 to the denominator), exactly as in
    the unsplit reference.
 3. **Every rank runs every micro-step**, even one whose micro-batch is empty
-   (possible when a step has few samples for its ranks x micro-steps, or with
-   ``sync="step"``, whose ranks may need different numbers of sequences): run
+   (possible when the step has fewer samples than its ranks x micro-steps x
+   sequences, or when ``micro_steps`` asks for more than the batch needs): run
    forward and backward on it with a zero loss connected to the parameters, so
    that the collectives of FSDP, ZeRO and DDP stay in step.
 4. **Nothing in the model may depend on a micro-batch's composition**:

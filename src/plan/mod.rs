@@ -103,6 +103,45 @@
 //! is kept: samples within a sequence, and for [`SyncModel::Step`] the
 //! micro-steps of a rank.
 //!
+//! # The trainer's contract
+//!
+//! What a training loop must do for the plan to leave the update unchanged
+//! (the same text is in the Python package's documentation, `help(microbatch)`):
+//!
+//! - **Scale the summed loss.** Multiply each micro-batch's *summed* loss by
+//!   [`Loss::scale`] and never divide by the micro-batch's own token count
+//!   or by the number of accumulation steps. Frameworks that divide by the
+//!   accumulation steps must be kept from it: DeepSpeed's `engine.backward`
+//!   divides unless called with `scale_wrt_gas=False`; Hugging Face's
+//!   `Trainer` divides unless it is given a `compute_loss_func` (or the
+//!   model takes `num_items_in_batch`), so give it one that returns the
+//!   summed loss times the scale. [`Reduction::Mean`] is for an all-reduce
+//!   that averages over ranks (DDP, FSDP, DeepSpeed by default),
+//!   [`Reduction::Sum`] for one that sums.
+//! - **Count the loss tokens that carry loss**
+//!   ([`StepSample::with_loss_tokens`]): the positions whose label is not
+//!   ignored *after* the shift of causal language modelling. For a sample
+//!   packed with its first label masked (the layout of Hugging Face's
+//!   `DataCollatorWithFlattening`), that is the positions `t >= 1` whose
+//!   label is not `-100`. By default a sample's loss tokens are its text
+//!   tokens, which overcounts by one a sample and by every masked prompt
+//!   token.
+//! - **Samples without loss tokens** add nothing to the numerator; under
+//!   [`Normalization::Token`] they add nothing to the denominator either,
+//!   under [`Normalization::Sample`] they add 1 to it (their mean loss is
+//!   taken as 0), exactly as in the unsplit step. A step without any loss
+//!   token has scale 0.
+//! - **Run every micro-step on every rank.** A micro-batch can be empty
+//!   when the step has fewer samples than the `R * A * S` sequences, or when
+//!   [`Planner::micro_steps`] asks for more micro-steps than the batch
+//!   needs; run forward and backward on it anyway (a zero loss connected to
+//!   the parameters), so that the collectives of FSDP, ZeRO or DDP stay in
+//!   step on every rank.
+//! - **Ids in JSON.** Ids are `u64` and a plan written with `serde` holds
+//!   them exactly; a reader that parses JSON numbers as doubles
+//!   (JavaScript, `jq`) rounds ids above 2^53. Keep ids below 2^53 or read
+//!   plans with a reader that keeps integers (serde_json, Python's `json`).
+//!
 //! # Determinism
 //!
 //! The plan is a pure function of the samples as a set keyed by id and of
