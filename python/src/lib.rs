@@ -12,11 +12,13 @@ use pyo3::prelude::*;
 
 mod error;
 mod plan;
+mod scenario;
 
 /// The module `microbatch._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     plan::register(m)?;
+    scenario::register(m)?;
     Ok(())
 }
