@@ -11,12 +11,16 @@
 use pyo3::prelude::*;
 
 mod error;
+mod pack;
+mod partition;
 mod plan;
 
 /// The module `microbatch._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    pack::register(m)?;
+    partition::register(m)?;
     plan::register(m)?;
     Ok(())
 }
