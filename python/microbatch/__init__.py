@@ -59,7 +59,7 @@ numbers as doubles round ids above ``2**53``.
 
 from __future__ import annotations
 
-from . import errors
+from . import errors, pack, partition
 from ._native import __version__
 from .errors import (
     CapacityError,
@@ -80,6 +80,8 @@ from .plan import Loss, Plan, Planner, Report
 __all__ = [
     "__version__",
     "errors",
+    "pack",
+    "partition",
     "Error",
     "InternalError",
     "InputError",
