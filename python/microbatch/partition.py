@@ -39,7 +39,7 @@ Example:
 17
 >>> kk = partition.karmarkar_karp([8, 7, 6, 5, 4], 2)  # {8, 6} and {7, 5, 4}
 >>> kk.objective, kk.lower_bound, kk.sums.tolist()
-(16, 15, [14, 16])
+(16, 15, [16, 14])
 >>> partition.partition([8, 7, 6, 5, 4], 2).objective  # LPT, refined
 15
 """
