@@ -201,9 +201,11 @@ def _run(
     )
     if not isinstance(sums, np.ndarray):
         sums = np.array(sums, dtype=object)
-    d = w.shape[1]
+    d, parts = w.shape[1], len(offsets) - 1
     if two_d:
-        sums = sums.reshape(-1, d) if d else sums.reshape(len(offsets) - 1, 0)
+        if sums.size != parts * d:  # no items: the crate's sums have one dimension
+            sums = np.zeros((parts, d), dtype=sums.dtype)
+        sums = sums.reshape(parts, d)
     return Partition(items, offsets, sums, obj, lb, bool(proven), w.shape[0])
 
 
