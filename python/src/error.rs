@@ -136,10 +136,13 @@ fn internal_error(py: Python<'_>, what: String) -> PyErr {
         let kwargs = PyDict::new(py);
         kwargs.set_item("kind", "Panic")?;
         kwargs.set_item("item", py.None())?;
-        let message = format!(
-            "internal error in microbatch (please report it with the input): {what}"
-        );
-        Ok(PyErr::from_value(module.getattr("InternalError")?.call((message,), Some(&kwargs))?))
+        let message =
+            format!("internal error in microbatch (please report it with the input): {what}");
+        Ok(PyErr::from_value(
+            module
+                .getattr("InternalError")?
+                .call((message,), Some(&kwargs))?,
+        ))
     };
     raise().unwrap_or_else(|e| e)
 }

@@ -61,7 +61,11 @@ impl Algorithm {
 /// `InvalidSize` (item `i / dims`, dimension `i % dims`) for sizes,
 /// `InvalidCapacity` for a capacity. The crate itself refuses negative and
 /// infinite values.
-pub(crate) fn not_nan(values: &[f64], dims: usize, capacity: bool) -> Result<Vec<NotNan<f64>>, Error> {
+pub(crate) fn not_nan(
+    values: &[f64],
+    dims: usize,
+    capacity: bool,
+) -> Result<Vec<NotNan<f64>>, Error> {
     let dims = dims.max(1);
     values
         .iter()
@@ -222,7 +226,13 @@ fn pack_lower_bounds_u64(
     capacity: PyReadonlyArray1<'_, u64>,
 ) -> PyResult<(u64, u64)> {
     let (n, dims) = (sizes.shape()[0], sizes.shape()[1]);
-    bounds(py, sizes.as_slice()?, n, dims, capacity.as_slice()?.to_vec())
+    bounds(
+        py,
+        sizes.as_slice()?,
+        n,
+        dims,
+        capacity.as_slice()?.to_vec(),
+    )
 }
 
 /// The lower bounds (L1, L2) of float sizes.
