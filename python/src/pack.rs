@@ -120,7 +120,7 @@ fn flatten<S: Size, T>(packing: &Packing<S>, value: impl Fn(S) -> T) -> Flat<T> 
 
 /// Packs `sizes` with one algorithm: the 1-D path (plain values) when the
 /// array has one column and the capacity one value, else rows as items.
-fn run<S: Size + Send + Sync, T: Send>(
+fn run<S, T: Send>(
     py: Python<'_>,
     algorithm: Algorithm,
     flat: &[S],
@@ -130,7 +130,7 @@ fn run<S: Size + Send + Sync, T: Send>(
     value: impl Fn(S) -> T + Send,
 ) -> PyResult<Flat<T>>
 where
-    S: Item<Size = S, Capacity = S>,
+    S: Size + Item<Size = S, Capacity = S> + Send + Sync,
 {
     guard(py, || {
         let packing = if dims == 1 && capacity.len() == 1 {
@@ -198,7 +198,7 @@ fn pack_f64<'py>(
     Ok(out(py, result))
 }
 
-fn bounds<S: Size + Send + Sync>(
+fn bounds<S>(
     py: Python<'_>,
     flat: &[S],
     n: usize,
@@ -206,7 +206,7 @@ fn bounds<S: Size + Send + Sync>(
     capacity: Vec<S>,
 ) -> PyResult<(u64, u64)>
 where
-    S: Item<Size = S, Capacity = S>,
+    S: Size + Item<Size = S, Capacity = S> + Send + Sync,
 {
     guard(py, || {
         let lb = if dims == 1 && capacity.len() == 1 {
