@@ -117,3 +117,44 @@ pub(crate) fn input_error(py: Python<'_>, class: &str, message: String) -> PyErr
     };
     raise().unwrap_or_else(|e| e)
 }
+
+/// Runs `f` without the GIL and converts its result: a crate error to its
+/// `microbatch.errors` class ([`to_py`]), a panic (a bug: nothing in the
+/// crate panics on any input) to `microbatch.errors.InternalError`, so that
+/// no Rust panic ever crosses into Python.
+pub(crate) fn guard<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> Result<T, Error> + Send,
+) -> PyResult<T> {
+    let result = py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(to_py(py, &err)),
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            Err(internal_error(py, what))
+        }
+    }
+}
+
+/// `microbatch.errors.InternalError` for a caught panic.
+fn internal_error(py: Python<'_>, what: String) -> PyErr {
+    let raise = || -> PyResult<PyErr> {
+        let module = py.import("microbatch.errors")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("kind", "Panic")?;
+        kwargs.set_item("item", py.None())?;
+        let message =
+            format!("internal error in microbatch (please report it with the input): {what}");
+        Ok(PyErr::from_value(
+            module
+                .getattr("InternalError")?
+                .call((message,), Some(&kwargs))?,
+        ))
+    };
+    raise().unwrap_or_else(|e| e)
+}

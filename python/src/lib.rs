@@ -11,6 +11,8 @@
 use pyo3::prelude::*;
 
 mod error;
+mod pack;
+mod partition;
 mod plan;
 mod scenario;
 
@@ -18,6 +20,8 @@ mod scenario;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    pack::register(m)?;
+    partition::register(m)?;
     plan::register(m)?;
     scenario::register(m)?;
     Ok(())

@@ -1,0 +1,372 @@
+//! Multiway partitioning over numpy arrays: `lpt`, `karmarkar_karp`, `lower_bound` and the `Partitioner` on 1-D or row-major 2-D weights.
+
+use microbatch::partition::{
+    self, Algorithm, Dims, Objective, Partition, Partitioner, DEFAULT_NODE_BUDGET,
+};
+use microbatch::{Error, Item, NotNan, Size, Total};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+
+use crate::error::{guard, input_error};
+use crate::pack::{not_nan, rows};
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(partition_u64, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_f64, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_lower_bound_u64, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_lower_bound_f64, m)?)?;
+    m.add("DEFAULT_NODE_BUDGET", DEFAULT_NODE_BUDGET)?;
+    Ok(())
+}
+
+/// What to run: a free function of the crate or the configured `Partitioner`.
+enum Method {
+    Lpt,
+    KarmarkarKarp,
+    Partitioner(Settings),
+}
+
+/// The `Partitioner`'s settings, as named by the crate (the cap is passed
+/// apart, in the size type).
+struct Settings {
+    algorithm: Algorithm,
+    refinement: bool,
+    objective: Objective,
+    dims: Dims,
+    equal_count: bool,
+    allow_empty: bool,
+    node_budget: u64,
+    max_rounds: Option<usize>,
+}
+
+fn setting_error(py: Python<'_>, name: &str, value: &str, allowed: &str) -> PyErr {
+    input_error(
+        py,
+        "SettingError",
+        format!("unknown {name} {value:?}: use {allowed}"),
+    )
+}
+
+impl Method {
+    #[allow(clippy::too_many_arguments)]
+    fn parse(
+        py: Python<'_>,
+        method: &str,
+        algorithm: &str,
+        refinement: bool,
+        objective: &str,
+        dims: &str,
+        equal_count: bool,
+        allow_empty: bool,
+        node_budget: u64,
+        max_rounds: Option<usize>,
+    ) -> PyResult<Self> {
+        Ok(match method {
+            "lpt" => Method::Lpt,
+            "karmarkar_karp" => Method::KarmarkarKarp,
+            "partition" => Method::Partitioner(Settings {
+                algorithm: match algorithm {
+                    "lpt" => Algorithm::Lpt,
+                    "karmarkar_karp" => Algorithm::KarmarkarKarp,
+                    "exact" => Algorithm::Exact,
+                    other => {
+                        return Err(setting_error(
+                            py,
+                            "algorithm",
+                            other,
+                            "\"lpt\", \"karmarkar_karp\" or \"exact\"",
+                        ))
+                    }
+                },
+                refinement,
+                objective: match objective {
+                    "max_part" => Objective::MaxPart,
+                    "spread" => Objective::Spread,
+                    other => {
+                        return Err(setting_error(
+                            py,
+                            "objective",
+                            other,
+                            "\"max_part\" or \"spread\"",
+                        ))
+                    }
+                },
+                dims: match dims {
+                    "combined" => Dims::Combined,
+                    "per_dim" => Dims::PerDim,
+                    other => {
+                        return Err(setting_error(
+                            py,
+                            "dims",
+                            other,
+                            "\"combined\" or \"per_dim\"",
+                        ))
+                    }
+                },
+                equal_count,
+                allow_empty,
+                node_budget,
+                max_rounds,
+            }),
+            other => {
+                return Err(setting_error(
+                    py,
+                    "method",
+                    other,
+                    "\"lpt\", \"karmarkar_karp\" or \"partition\"",
+                ))
+            }
+        })
+    }
+
+    fn run<I: Item>(
+        &self,
+        items: &[I],
+        k: usize,
+        cap: Option<&[I::Size]>,
+    ) -> Result<Partition<<I::Size as Size>::Total>, Error> {
+        match self {
+            Method::Lpt => partition::lpt(items, k),
+            Method::KarmarkarKarp => partition::karmarkar_karp(items, k),
+            Method::Partitioner(s) => {
+                let mut p = Partitioner::new(k)
+                    .algorithm(s.algorithm)
+                    .refinement(s.refinement)
+                    .objective(s.objective)
+                    .dims(s.dims)
+                    .equal_count(s.equal_count)
+                    .allow_empty(s.allow_empty)
+                    .node_budget(s.node_budget);
+                if let Some(rounds) = s.max_rounds {
+                    p = p.max_rounds(rounds);
+                }
+                if let Some(cap) = cap {
+                    p = p.cap_per_dim(cap);
+                }
+                p.partition(items)
+            }
+        }
+    }
+}
+
+/// A partition, flattened for Python: the items of every part (input
+/// indices) with the offsets of the parts (`k + 1` entries), the sums
+/// row-major (`k x dims`), the objective, the lower bound, whether proven
+/// optimal.
+type Flat<T> = (Vec<i64>, Vec<i64>, Vec<T>, T, T, bool);
+
+fn flatten<T: Total>(p: &Partition<T>) -> Flat<T> {
+    let n: usize = p.parts().map(<[usize]>::len).sum();
+    let mut items = Vec::with_capacity(n);
+    let mut offsets = Vec::with_capacity(p.len() + 1);
+    let mut sums = Vec::with_capacity(p.len() * p.dims());
+    offsets.push(0);
+    for (i, part) in p.parts().enumerate() {
+        items.extend(part.iter().map(|&j| j as i64));
+        offsets.push(items.len() as i64);
+        sums.extend_from_slice(p.sum(i));
+    }
+    (
+        items,
+        offsets,
+        sums,
+        p.objective(),
+        p.lower_bound(),
+        p.proven_optimal(),
+    )
+}
+
+/// Runs `method` on the 1-D path (plain values) when the array has one
+/// column, else on rows as items.
+fn run<S>(
+    py: Python<'_>,
+    method: &Method,
+    flat: &[S],
+    n: usize,
+    dims: usize,
+    k: usize,
+    cap: Option<Vec<S>>,
+) -> PyResult<Flat<S::Total>>
+where
+    S: Size + Item<Size = S> + Send + Sync,
+    S::Total: Send,
+{
+    let method_ref = method;
+    let p = guard(py, move || {
+        let cap = cap.as_deref();
+        let p = if dims == 1 {
+            method_ref.run(flat, k, cap)?
+        } else {
+            method_ref.run(&rows(flat, n, dims), k, cap)?
+        };
+        Ok(flatten(&p))
+    })?;
+    Ok(p)
+}
+
+type Out<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    bool,
+);
+
+/// Integer sums as a `uint64` array when they fit (always for sums below
+/// 2^64), else as a list of Python ints (exact).
+fn wide<'py>(py: Python<'py>, sums: Vec<u128>) -> PyResult<Bound<'py, PyAny>> {
+    let narrow: Option<Vec<u64>> = sums.iter().map(|&s| u64::try_from(s).ok()).collect();
+    match narrow {
+        Some(v) => Ok(v.into_pyarray(py).into_any()),
+        None => sums.into_bound_py_any(py),
+    }
+}
+
+/// Partitions unsigned integer weights (`n x dims`, C-contiguous) into `k`
+/// parts with `method` (`"lpt"`, `"karmarkar_karp"` or `"partition"`, the
+/// `Partitioner` with the settings that follow): returns (items, offsets,
+/// sums, objective, lower bound, proven optimal).
+#[pyfunction]
+#[pyo3(signature = (method, weights, k, cap, algorithm, refinement, objective, dims, equal_count, allow_empty, node_budget, max_rounds))]
+#[allow(clippy::too_many_arguments)]
+fn partition_u64<'py>(
+    py: Python<'py>,
+    method: &str,
+    weights: PyReadonlyArray2<'py, u64>,
+    k: usize,
+    cap: Option<PyReadonlyArray1<'py, u64>>,
+    algorithm: &str,
+    refinement: bool,
+    objective: &str,
+    dims: &str,
+    equal_count: bool,
+    allow_empty: bool,
+    node_budget: u64,
+    max_rounds: Option<usize>,
+) -> PyResult<Out<'py>> {
+    let method = Method::parse(
+        py,
+        method,
+        algorithm,
+        refinement,
+        objective,
+        dims,
+        equal_count,
+        allow_empty,
+        node_budget,
+        max_rounds,
+    )?;
+    let (n, d) = (weights.shape()[0], weights.shape()[1]);
+    let cap = match &cap {
+        Some(c) => Some(c.as_slice()?.to_vec()),
+        None => None,
+    };
+    let (items, offsets, sums, objective, bound, proven) =
+        run(py, &method, weights.as_slice()?, n, d, k, cap)?;
+    Ok((
+        items.into_pyarray(py),
+        offsets.into_pyarray(py),
+        wide(py, sums)?,
+        objective.into_bound_py_any(py)?,
+        bound.into_bound_py_any(py)?,
+        proven,
+    ))
+}
+
+/// [`partition_u64`] for float weights and cap (NaN refused, naming the
+/// item).
+#[pyfunction]
+#[pyo3(signature = (method, weights, k, cap, algorithm, refinement, objective, dims, equal_count, allow_empty, node_budget, max_rounds))]
+#[allow(clippy::too_many_arguments)]
+fn partition_f64<'py>(
+    py: Python<'py>,
+    method: &str,
+    weights: PyReadonlyArray2<'py, f64>,
+    k: usize,
+    cap: Option<PyReadonlyArray1<'py, f64>>,
+    algorithm: &str,
+    refinement: bool,
+    objective: &str,
+    dims: &str,
+    equal_count: bool,
+    allow_empty: bool,
+    node_budget: u64,
+    max_rounds: Option<usize>,
+) -> PyResult<Out<'py>> {
+    let method = Method::parse(
+        py,
+        method,
+        algorithm,
+        refinement,
+        objective,
+        dims,
+        equal_count,
+        allow_empty,
+        node_budget,
+        max_rounds,
+    )?;
+    let (n, d) = (weights.shape()[0], weights.shape()[1]);
+    let flat = weights.as_slice()?;
+    let cap = match &cap {
+        Some(c) => Some(c.as_slice()?),
+        None => None,
+    };
+    let (flat, cap) = guard(py, || {
+        let cap = match cap {
+            Some(c) => Some(not_nan(c, 1, true)?),
+            None => None,
+        };
+        Ok((not_nan(flat, d, false)?, cap))
+    })?;
+    let (items, offsets, sums, objective, bound, proven) = run(py, &method, &flat, n, d, k, cap)?;
+    Ok((
+        items.into_pyarray(py),
+        offsets.into_pyarray(py),
+        sums.into_pyarray(py).into_any(),
+        objective.into_bound_py_any(py)?,
+        bound.into_bound_py_any(py)?,
+        proven,
+    ))
+}
+
+fn bound<S>(py: Python<'_>, flat: &[S], n: usize, dims: usize, k: usize) -> PyResult<S::Total>
+where
+    S: Size + Item<Size = S> + Send + Sync,
+    S::Total: Send,
+{
+    guard(py, || {
+        if dims == 1 {
+            partition::lower_bound(flat, k)
+        } else {
+            partition::lower_bound(&rows(flat, n, dims), k)
+        }
+    })
+}
+
+/// The lower bound on the largest part of any partition of integer weights
+/// into `k` parts (a Python int).
+#[pyfunction]
+fn partition_lower_bound_u64<'py>(
+    py: Python<'py>,
+    weights: PyReadonlyArray2<'py, u64>,
+    k: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (n, d) = (weights.shape()[0], weights.shape()[1]);
+    bound(py, weights.as_slice()?, n, d, k)?.into_bound_py_any(py)
+}
+
+/// The lower bound on the largest part of any partition of float weights
+/// into `k` parts.
+#[pyfunction]
+fn partition_lower_bound_f64<'py>(
+    py: Python<'py>,
+    weights: PyReadonlyArray2<'py, f64>,
+    k: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (n, d) = (weights.shape()[0], weights.shape()[1]);
+    let flat = weights.as_slice()?;
+    let flat: Vec<NotNan<f64>> = guard(py, || not_nan(flat, d, false))?;
+    bound(py, &flat, n, d, k)?.into_bound_py_any(py)
+}
