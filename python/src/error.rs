@@ -17,7 +17,9 @@ fn classify(err: &Error) -> (&'static str, &'static str, Option<Item>) {
         Error::DimensionMismatch { index, .. } => {
             ("CapacityError", "DimensionMismatch", Some(Index(*index)))
         }
-        Error::InvalidSize { index, .. } => ("InvalidValueError", "InvalidSize", Some(Index(*index))),
+        Error::InvalidSize { index, .. } => {
+            ("InvalidValueError", "InvalidSize", Some(Index(*index)))
+        }
         Error::Oversize { items } => {
             let item = items.first().map(|o| match o.id {
                 Some(id) => Id(id),
@@ -30,18 +32,24 @@ fn classify(err: &Error) -> (&'static str, &'static str, Option<Item>) {
         }
         Error::TooFewRows { .. } => ("FitError", "TooFewRows", None),
         Error::RowLength { row, .. } => ("FitError", "RowLength", Some(Index(*row))),
-        Error::InvalidMeasurement { row, .. } => ("FitError", "InvalidMeasurement", Some(Index(*row))),
+        Error::InvalidMeasurement { row, .. } => {
+            ("FitError", "InvalidMeasurement", Some(Index(*row)))
+        }
         Error::CoefficientRange { feature, .. } => {
             ("FitError", "CoefficientRange", Some(Index(*feature)))
         }
-        Error::PredictionOverflow { row, .. } => ("FitError", "PredictionOverflow", Some(Index(*row))),
+        Error::PredictionOverflow { row, .. } => {
+            ("FitError", "PredictionOverflow", Some(Index(*row)))
+        }
         Error::RankDeficient { feature } => ("FitError", "RankDeficient", Some(Index(*feature))),
         Error::SizeOverflow { dim } => ("LimitError", "SizeOverflow", dim.map(Index)),
         Error::UnequalCounts { part, .. } => ("SettingError", "UnequalCounts", Some(Index(*part))),
         Error::ZeroParts => ("SettingError", "ZeroParts", None),
         Error::TooManyParts { .. } => ("SettingError", "TooManyParts", None),
         Error::CapExceeded { dim, .. } => ("InfeasibleError", "CapExceeded", Some(Index(*dim))),
-        Error::NotAPartition { index, .. } => ("SettingError", "NotAPartition", Some(Index(*index))),
+        Error::NotAPartition { index, .. } => {
+            ("SettingError", "NotAPartition", Some(Index(*index)))
+        }
         Error::InvalidSetting { name, .. } => ("SettingError", "InvalidSetting", Some(Name(name))),
         Error::TooFewSamples { .. } => ("SettingError", "TooFewSamples", None),
         Error::DuplicateId { id } => ("DuplicateIdError", "DuplicateId", Some(Id(*id))),
@@ -82,7 +90,9 @@ pub(crate) fn to_py(py: Python<'_>, err: &Error) -> PyErr {
             Some(Item::Name(name)) => kwargs.set_item("item", name)?,
             None => kwargs.set_item("item", py.None())?,
         }
-        let exc = module.getattr(class)?.call((err.to_string(),), Some(&kwargs))?;
+        let exc = module
+            .getattr(class)?
+            .call((err.to_string(),), Some(&kwargs))?;
         Ok(PyErr::from_value(exc))
     };
     raise().unwrap_or_else(|e| e)
@@ -101,7 +111,9 @@ pub(crate) fn input_error(py: Python<'_>, class: &str, message: String) -> PyErr
         let kwargs = PyDict::new(py);
         kwargs.set_item("kind", "Binding")?;
         kwargs.set_item("item", py.None())?;
-        Ok(PyErr::from_value(module.getattr(class)?.call((message,), Some(&kwargs))?))
+        Ok(PyErr::from_value(
+            module.getattr(class)?.call((message,), Some(&kwargs))?,
+        ))
     };
     raise().unwrap_or_else(|e| e)
 }

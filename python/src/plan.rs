@@ -103,7 +103,14 @@ impl NativePlanner {
             None => None,
         };
         let result = py.detach(|| {
-            let samples = samples(ids, text, image_tokens, image_units, image_offsets, loss_tokens)?;
+            let samples = samples(
+                ids,
+                text,
+                image_tokens,
+                image_units,
+                image_offsets,
+                loss_tokens,
+            )?;
             match &self.inner {
                 AnyPlanner::Preset(p) => p.plan(&samples).map_err(Build::Crate),
             }
@@ -127,7 +134,9 @@ fn samples(
 ) -> Result<Vec<StepSample>, Build> {
     let n = ids.len();
     let length = |what: &str, len: usize, want: usize| {
-        Build::Input(format!("{what} has {len} entries, expected {want} (one per sample)"))
+        Build::Input(format!(
+            "{what} has {len} entries, expected {want} (one per sample)"
+        ))
     };
     if text.len() != n {
         return Err(length("text_tokens", text.len(), n));
@@ -308,8 +317,13 @@ impl NativePlan {
     }
 
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        serde_json::to_string(&self.plan)
-            .map_err(|e| input_error(py, "InputError", format!("the plan could not be written: {e}")))
+        serde_json::to_string(&self.plan).map_err(|e| {
+            input_error(
+                py,
+                "InputError",
+                format!("the plan could not be written: {e}"),
+            )
+        })
     }
 
     #[staticmethod]
