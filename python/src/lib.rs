@@ -10,6 +10,7 @@
 
 use pyo3::prelude::*;
 
+mod cost;
 mod error;
 mod plan;
 
@@ -17,6 +18,7 @@ mod plan;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    cost::register(m)?;
     plan::register(m)?;
     Ok(())
 }
