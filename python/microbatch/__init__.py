@@ -59,7 +59,7 @@ numbers as doubles round ids above ``2**53``.
 
 from __future__ import annotations
 
-from . import errors
+from . import cost, errors
 from ._native import __version__
 from .errors import (
     CapacityError,
@@ -79,6 +79,7 @@ from .plan import Loss, Plan, Planner, Report
 
 __all__ = [
     "__version__",
+    "cost",
     "errors",
     "Error",
     "InternalError",
