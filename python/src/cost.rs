@@ -861,10 +861,15 @@ fn fit_rows(
             shape.get(1).copied().unwrap_or(0),
         );
         if m != times.len() {
-            return Err(Failure::shape(format!(
-                "features have {m} rows but there are {} times: one time per row",
-                times.len()
-            )));
+            return Err(Failure::Input {
+                class: "DtypeError",
+                kind: "Binding",
+                item: Some(Item::Name("times")),
+                message: format!(
+                    "features have {m} rows but there are {} times: one time per row",
+                    times.len()
+                ),
+            });
         }
         let rows: Vec<(&[f64], f64)> = (0..m)
             .map(|r| (values.get(r * k..(r + 1) * k).unwrap_or(&[]), times[r]))
