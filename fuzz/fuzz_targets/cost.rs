@@ -8,7 +8,7 @@ use std::num::NonZeroU32;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use microbatch::cost::{
-    fit, fit_terms, AttentionCount, CostModel, DocumentAttention, FullAttention, Image,
+    fit, fit_terms, AttentionCount, CostModel, DocumentAttention, FullAttention, Given, Image,
     Incremental, LlmShape, PerGroup, PerImage, PerSample, PerTile, Phase, Phases, Sample, Tokens,
     Training, VitScope, VitShape, Windowed,
 };
@@ -86,6 +86,22 @@ fuzz_target!(|input: Input| {
         &[c(3)],
     );
     ctor("FullAttention", FullAttention::new(c(4)).map(drop), &[c(4)]);
+
+    // Given costs: accepted exactly when both phases are finite and
+    // non-negative; `Given` sums them under every law of `model`.
+    let cost = Phases::new(c(1), c(2));
+    ctor(
+        "with_cost",
+        Sample::text_only(1).with_cost(cost).map(drop),
+        &[c(1), c(2)],
+    );
+    let costly: Vec<Sample> = samples
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.clone().with_cost(cost * (i as f64)).ok())
+        .collect();
+    let costly_group: Vec<&Sample> = costly.iter().collect();
+    model("Given", &Given, &costly_group);
 
     if let Ok(m) = Tokens::new(c(0)) {
         model("Tokens", &m, &group);

@@ -10,8 +10,8 @@ use std::num::NonZeroU32;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use microbatch::cost::{
-    sample_fn, CostModel, DocumentAttention, FullAttention, Image, Incremental, PerGroup, PerImage,
-    PerSample, PerTile, Phase, Phases, Preset, Sample, Tokens, Training, Windowed,
+    sample_fn, CostModel, DocumentAttention, FullAttention, Given, Image, Incremental, PerGroup,
+    PerImage, PerSample, PerTile, Phase, Phases, Preset, Sample, Tokens, Training, Windowed,
 };
 use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
 use microbatch::Error;
@@ -93,7 +93,7 @@ fuzz_target!(|input: Input| {
             })
             .collect();
     let c = |i: usize| input.coef[i].0;
-    match input.model % 10 {
+    match input.model % 11 {
         0 => with(Tokens::new(1.0).unwrap(), &input, &samples),
         1 => with(Preset::Qwen25Vl7b.cost_model(), &input, &samples),
         2 => with(Preset::InternVl25_8b.cost_model(), &input, &samples),
@@ -140,11 +140,25 @@ fuzz_target!(|input: Input| {
                 &samples,
             )
         }
-        _ => with(
+        9 => with(
             Preset::Qwen25Vl7b.cost_model().scale(1e-12).unwrap() + PerGroup::new(0.5).unwrap(),
             &input,
             &samples,
         ),
+        _ => {
+            // Given costs (valid ones: `with_cost` refuses the others), the
+            // language cost growing with the sample's tokens.
+            let given: Vec<StepSample> = samples
+                .iter()
+                .map(|s| {
+                    let cost = Phases::new(c(0), c(1) * s.sample().tokens() as f64);
+                    let sample = s.sample().clone();
+                    let sample = sample.clone().with_cost(cost).unwrap_or(sample);
+                    StepSample::new(s.id(), sample).with_loss_tokens(s.loss_tokens())
+                })
+                .collect();
+            with(Given, &input, &given)
+        }
     }
 });
 

@@ -58,7 +58,7 @@ numbers as doubles round ids above ``2**53``.
 
 from __future__ import annotations
 
-from . import errors, pack, partition, scenario
+from . import cost, errors, pack, partition, scenario
 from ._native import __version__
 from .errors import (
     CapacityError,
@@ -78,6 +78,7 @@ from .plan import Loss, Plan, Planner, Report
 
 __all__ = [
     "__version__",
+    "cost",
     "errors",
     "pack",
     "partition",

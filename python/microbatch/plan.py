@@ -12,7 +12,8 @@ from typing import Any, List, Optional, Union
 import numpy as np
 
 from . import _arrays, _native
-from .errors import SettingError
+from .cost import CostModel, Costs, _costs, _sample_arrays
+from .errors import DtypeError, SettingError
 
 __all__ = ["Planner", "Plan", "Report", "Loss", "SYNC_MODELS", "NORMALIZATIONS", "REDUCTIONS"]
 
@@ -227,7 +228,11 @@ class Planner:
 
     Args:
         model: a cost model preset name (``"llava-1.5-7b"``, ``"qwen2.5-vl-7b"``,
-            ``"internvl2.5-8b"``).
+            ``"internvl2.5-8b"``), ``"costs"`` (bring your own costs: the
+            :class:`microbatch.cost.Given` model, ``costs=`` required by
+            :meth:`plan`), or a model of :mod:`microbatch.cost`. Presets and
+            ``Given`` plan with the crate's static types; compositions through
+            a small tree evaluated per sample.
         ranks: the data-parallel ranks (``R``).
         seq_len: the packed sequence length in tokens (``L``).
         sync: ``"phase"`` (FSDP/ZeRO-3 with the vision encoder and the LLM
@@ -271,12 +276,21 @@ class Planner:
         sequences_per_micro_step: int = 1,
         refinement: bool = True,
     ) -> None:
+        if isinstance(model, CostModel):
+            native_model: Any = model._native
+        elif isinstance(model, str):
+            native_model = model
+        else:
+            raise DtypeError(
+                f"model must be a preset name, 'costs' or a microbatch.cost model, got {type(model).__name__}",
+                item="model",
+            )
         self.model = model
         self.ranks = _arrays.count(ranks, "ranks")
         self.seq_len = _arrays.count(seq_len, "seq_len", maximum=2**32 - 1)
         self.sync = _choice(sync, "sync model", SYNC_MODELS)
         self._native = _native.Planner(
-            model,
+            native_model,
             self.ranks,
             self.seq_len,
             sync,
@@ -295,6 +309,7 @@ class Planner:
         loss_tokens: Any = None,
         *,
         image_units: _arrays.Ragged = None,
+        costs: Costs = None,
     ) -> Plan:
         """Plans one step.
 
@@ -309,29 +324,71 @@ class Planner:
                 shifting); ``None``: all its text tokens.
             image_units: the vision units (tiles) of each image, in the same
                 form as ``image_tokens``; ``None``: 1 per image.
+            costs: each sample's own cost, for the ``Given`` model only (and
+                required by it): an ``(n, 2)`` array of (vision, language), or
+                a dict ``{"vision": a, "language": b}`` of 1-D arrays (a
+                missing phase costs 0). Finite and non-negative.
 
         Raises:
             DtypeError: an argument of the wrong dtype or length.
             InvalidValueError: a negative value, a count past ``uint32``,
-                loss tokens above the sample's tokens.
+                loss tokens above the sample's tokens, a NaN, infinite or
+                negative cost (``item``: the sample's id).
             DuplicateIdError: two samples with one id.
             OversizeError: a sample longer than ``seq_len`` or the caps.
-            SettingError, InfeasibleError: settings that do not work for this batch.
+            SettingError, InfeasibleError: settings that do not work for this
+                batch; ``costs`` missing for ``Given`` or given to another model.
+
+        Example (bring your own costs):
+
+        >>> import numpy as np, microbatch
+        >>> planner = microbatch.Planner("costs", ranks=2, seq_len=4096, sync="step")
+        >>> plan = planner.plan(ids=[0, 1, 2, 3], text_tokens=[100, 100, 100, 100],
+        ...                     costs={"language": [4.0, 3.0, 2.0, 1.0]})
+        >>> plan.report.predicted
+        5.0
         """
+        return Plan(self._native.plan(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs)))
+
+    def baseline(
+        self,
+        ids: Any,
+        text_tokens: Any,
+        image_tokens: _arrays.Ragged = None,
+        loss_tokens: Any = None,
+        *,
+        image_units: _arrays.Ragged = None,
+        costs: Costs = None,
+    ) -> Plan:
+        """The naive plan of the same step (the loader's order, packed greedily,
+        dealt to ranks in turn), with the same arguments as :meth:`plan`: what
+        the report's ``baseline`` predicts.
+
+        >>> import microbatch
+        >>> planner = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096)
+        >>> args = dict(ids=[0, 1, 2, 3], text_tokens=[3000, 200, 2500, 100])
+        >>> naive, plan = planner.baseline(**args), planner.plan(**args)
+        >>> bool(naive.report.predicted >= plan.report.predicted)
+        True
+        """
+        return Plan(
+            self._native.baseline(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs))
+        )
+
+    def _arguments(
+        self,
+        ids: Any,
+        text_tokens: Any,
+        image_tokens: _arrays.Ragged,
+        loss_tokens: Any,
+        image_units: _arrays.Ragged,
+        costs: Costs,
+    ) -> tuple:
         ids_a = _arrays.integers(ids, "ids", np.uint64)
         n = ids_a.shape[0]
-        text = _arrays.integers(text_tokens, "text_tokens", np.uint32, length=n)
-        img, offsets = _arrays.ragged(image_tokens, "image_tokens", n, np.uint32)
-        units = None
-        if image_units is not None:
-            units, unit_offsets = _arrays.ragged(image_units, "image_units", n, np.uint32)
-            if not np.array_equal(unit_offsets, offsets):
-                raise _arrays.DtypeError(
-                    "image_units must give one unit count per image, in the shape of image_tokens",
-                    item="image_units",
-                )
+        text, img, units, offsets = _sample_arrays(text_tokens, image_tokens, image_units, n)
         loss = None if loss_tokens is None else _arrays.integers(loss_tokens, "loss_tokens", np.uint64, length=n)
-        return Plan(self._native.plan(ids_a, text, img, units, offsets, loss))
+        return ids_a, text, img, units, offsets, loss, _costs(costs, n)
 
     def __repr__(self) -> str:
         return f"Planner({self.model!r}, ranks={self.ranks}, seq_len={self.seq_len}, sync={self.sync!r})"

@@ -1,4 +1,7 @@
-//! Crate errors to Python exceptions: each variant to its class of `microbatch.errors`, with the offending item.
+//! Crate errors to Python exceptions: each variant to its class of `microbatch.errors`, with the offending item; `guard` keeps panics from crossing.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use microbatch::Error;
 use pyo3::prelude::*;
@@ -67,7 +70,7 @@ fn classify(err: &Error) -> (&'static str, &'static str, Option<Item>) {
 }
 
 /// The offending item of an error.
-enum Item {
+pub(crate) enum Item {
     /// An index into the input (item, dimension, row, part).
     Index(usize),
     /// A sample id.
@@ -80,7 +83,12 @@ enum Item {
 /// variant name) and `item` attributes and the crate's message.
 pub(crate) fn to_py(py: Python<'_>, err: &Error) -> PyErr {
     let (class, kind, item) = classify(err);
-    let raise = || -> PyResult<PyErr> {
+    raise(py, class, kind, item, err.to_string())
+}
+
+/// The exception `microbatch.errors.<class>(message, kind=kind, item=item)`.
+fn raise(py: Python<'_>, class: &str, kind: &str, item: Option<Item>, message: String) -> PyErr {
+    let build = || -> PyResult<PyErr> {
         let module = py.import("microbatch.errors")?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("kind", kind)?;
@@ -90,15 +98,94 @@ pub(crate) fn to_py(py: Python<'_>, err: &Error) -> PyErr {
             Some(Item::Name(name)) => kwargs.set_item("item", name)?,
             None => kwargs.set_item("item", py.None())?,
         }
-        let exc = module
-            .getattr(class)?
-            .call((err.to_string(),), Some(&kwargs))?;
+        let exc = module.getattr(class)?.call((message,), Some(&kwargs))?;
         Ok(PyErr::from_value(exc))
     };
-    raise().unwrap_or_else(|e| e)
+    build().unwrap_or_else(|e| e)
 }
 
-/// Converts a crate result, mapping its error with [`to_py`].
+/// Why a native call failed, built without the GIL and raised with it.
+pub(crate) enum Failure {
+    /// A crate error, raised as its class by [`to_py`].
+    Crate(Error),
+    /// A check of the binding's own (an array's length, a sample's cost):
+    /// the class of `microbatch.errors`, the `kind` and `item` to set, and
+    /// the message.
+    Input {
+        class: &'static str,
+        kind: &'static str,
+        item: Option<Item>,
+        message: String,
+    },
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Crate(e)
+    }
+}
+
+impl Failure {
+    /// A `DtypeError` of kind `"Binding"`: an array of the wrong length or shape.
+    pub(crate) fn shape(message: String) -> Self {
+        Failure::Input {
+            class: "DtypeError",
+            kind: "Binding",
+            item: None,
+            message,
+        }
+    }
+
+    /// The exception to raise.
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyErr {
+        match self {
+            Failure::Crate(e) => to_py(py, &e),
+            Failure::Input {
+                class,
+                kind,
+                item,
+                message,
+            } => raise(py, class, kind, item, message),
+        }
+    }
+}
+
+/// Runs `f` with the GIL released, catching a panic: a crate error or a
+/// [`Failure`] becomes its `microbatch.errors` class, a panic (a bug)
+/// `microbatch.errors.InternalError` with the panic's message, never PyO3's
+/// `PanicException`. Every native entry point that does work on its input
+/// runs that work through here.
+pub(crate) fn guard<T, E, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> Result<T, E> + Send,
+    T: Send,
+    E: Into<Failure> + Send,
+{
+    match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(e.into().into_py(py)),
+        Err(panic) => Err(internal(py, panic.as_ref())),
+    }
+}
+
+/// `microbatch.errors.InternalError` for a caught panic.
+fn internal(py: Python<'_>, panic: &(dyn Any + Send)) -> PyErr {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    raise(
+        py,
+        "InternalError",
+        "Panic",
+        None,
+        format!("internal error in microbatch (please report it): {what}"),
+    )
+}
+
+/// Converts a crate result, mapping its error with [`to_py`] (for calls
+/// that hold the GIL; [`guard`] for work on input).
 pub(crate) fn check<T>(py: Python<'_>, result: Result<T, Error>) -> PyResult<T> {
     result.map_err(|e| to_py(py, &e))
 }
@@ -106,55 +193,5 @@ pub(crate) fn check<T>(py: Python<'_>, result: Result<T, Error>) -> PyResult<T> 
 /// An input error raised from the binding itself (a shape or length the
 /// crate never sees), as `microbatch.errors.<class>`.
 pub(crate) fn input_error(py: Python<'_>, class: &str, message: String) -> PyErr {
-    let raise = || -> PyResult<PyErr> {
-        let module = py.import("microbatch.errors")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("kind", "Binding")?;
-        kwargs.set_item("item", py.None())?;
-        Ok(PyErr::from_value(
-            module.getattr(class)?.call((message,), Some(&kwargs))?,
-        ))
-    };
-    raise().unwrap_or_else(|e| e)
-}
-
-/// Runs `f` without the GIL and converts its result: a crate error to its
-/// `microbatch.errors` class ([`to_py`]), a panic (a bug: nothing in the
-/// crate panics on any input) to `microbatch.errors.InternalError`, so that
-/// no Rust panic ever crosses into Python.
-pub(crate) fn guard<T: Send>(
-    py: Python<'_>,
-    f: impl FnOnce() -> Result<T, Error> + Send,
-) -> PyResult<T> {
-    let result = py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
-    match result {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(to_py(py, &err)),
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".to_string());
-            Err(internal_error(py, what))
-        }
-    }
-}
-
-/// `microbatch.errors.InternalError` for a caught panic.
-fn internal_error(py: Python<'_>, what: String) -> PyErr {
-    let raise = || -> PyResult<PyErr> {
-        let module = py.import("microbatch.errors")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("kind", "Panic")?;
-        kwargs.set_item("item", py.None())?;
-        let message =
-            format!("internal error in microbatch (please report it with the input): {what}");
-        Ok(PyErr::from_value(
-            module
-                .getattr("InternalError")?
-                .call((message,), Some(&kwargs))?,
-        ))
-    };
-    raise().unwrap_or_else(|e| e)
+    raise(py, class, "Binding", None, message)
 }

@@ -10,6 +10,7 @@
 
 use pyo3::prelude::*;
 
+mod cost;
 mod error;
 mod pack;
 mod partition;
@@ -20,6 +21,7 @@ mod scenario;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    cost::register(m)?;
     pack::register(m)?;
     partition::register(m)?;
     plan::register(m)?;

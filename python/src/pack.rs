@@ -138,7 +138,7 @@ where
         } else {
             algorithm.run(&rows(flat, n, dims), capacity)?
         };
-        Ok(flatten(&packing, value))
+        Ok::<_, microbatch::Error>(flatten(&packing, value))
     })
 }
 
@@ -192,7 +192,7 @@ fn pack_f64<'py>(
     let flat = sizes.as_slice()?;
     let capacity = capacity.as_slice()?;
     let (flat, capacity) = guard(py, || {
-        Ok((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
+        Ok::<_, microbatch::Error>((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
     })?;
     let result = run(py, algorithm, &flat, n, dims, capacity, |l| l.into_inner())?;
     Ok(out(py, result))
@@ -214,7 +214,7 @@ where
         } else {
             pack::lower_bounds(&rows(flat, n, dims), capacity)?
         };
-        Ok((lb.l1, lb.l2))
+        Ok::<_, microbatch::Error>((lb.l1, lb.l2))
     })
 }
 
@@ -246,7 +246,7 @@ fn pack_lower_bounds_f64(
     let flat = sizes.as_slice()?;
     let capacity = capacity.as_slice()?;
     let (flat, capacity) = guard(py, || {
-        Ok((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
+        Ok::<_, microbatch::Error>((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
     })?;
     bounds(py, &flat, n, dims, capacity)
 }

@@ -200,7 +200,7 @@ where
         } else {
             method_ref.run(&rows(flat, n, dims), k, cap)?
         };
-        Ok(flatten(&p))
+        Ok::<_, microbatch::Error>(flatten(&p))
     })?;
     Ok(p)
 }
@@ -318,7 +318,7 @@ fn partition_f64<'py>(
             Some(c) => Some(not_nan(c, 1, true)?),
             None => None,
         };
-        Ok((not_nan(flat, d, false)?, cap))
+        Ok::<_, microbatch::Error>((not_nan(flat, d, false)?, cap))
     })?;
     let (items, offsets, sums, objective, bound, proven) = run(py, &method, &flat, n, d, k, cap)?;
     Ok((

@@ -1,15 +1,14 @@
 //! `Planner` and `Plan`: the crate's planner over numpy arrays of ids, text tokens, ragged images and loss tokens.
 
-use core::num::NonZeroU32;
-
-use microbatch::cost::{Image, Preset, PresetModel, Sample};
+use microbatch::cost::{Given, Incremental, Preset};
 use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
-use numpy::{PyArray1, PyReadonlyArray1, ToPyArray};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::error::{check, input_error};
+use crate::cost::{costs_match, Arrays, Custom, NativeCostModel, Resolved};
+use crate::error::{guard, input_error, Failure, Item};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativePlanner>()?;
@@ -17,32 +16,80 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// A planner for one model; a closed set of models so that each plans with
-/// its static type (no dynamic dispatch per sample).
+/// A planner for one model; presets and `Given` with their static types (no
+/// dynamic dispatch per sample), compositions as a [`Custom`] tree.
 enum AnyPlanner {
-    Preset(Planner<PresetModel>),
+    Preset(Planner<microbatch::cost::PresetModel>),
+    Given(Planner<Given>),
+    Custom(Planner<Custom>),
+}
+
+/// Runs `$body` with `$p` bound to the planner, whatever its model.
+macro_rules! with_planner {
+    ($any:expr, $p:ident => $body:expr) => {
+        match $any {
+            AnyPlanner::Preset($p) => $body,
+            AnyPlanner::Given($p) => $body,
+            AnyPlanner::Custom($p) => $body,
+        }
+    };
+}
+
+/// The planner's settings other than the model.
+struct Settings {
+    ranks: usize,
+    seq_len: u32,
+    sync: SyncModel,
+    micro_steps: Option<usize>,
+    max_units: Option<u32>,
+    max_images: Option<u32>,
+    sequences_per_micro_step: usize,
+    refinement: bool,
+}
+
+fn configure<M: Incremental>(model: M, s: &Settings) -> Planner<M> {
+    let mut planner = Planner::new(model)
+        .ranks(s.ranks)
+        .seq_len(s.seq_len)
+        .sync(s.sync)
+        .sequences_per_micro_step(s.sequences_per_micro_step)
+        .refinement(s.refinement);
+    if let Some(a) = s.micro_steps {
+        planner = planner.micro_steps(a);
+    }
+    if let Some(u) = s.max_units {
+        planner = planner.max_units(u);
+    }
+    if let Some(i) = s.max_images {
+        planner = planner.max_images(i);
+    }
+    planner
 }
 
 /// The crate's `Planner`, configured once (see `microbatch.Planner`).
 #[pyclass(module = "microbatch._native", name = "Planner", frozen)]
 pub(crate) struct NativePlanner {
     inner: AnyPlanner,
+    needs_costs: bool,
 }
 
-/// Why building the samples failed (reported after the GIL is back).
-enum Build {
-    Input(String),
-    Crate(microbatch::Error),
+/// Which of `plan` and `baseline`.
+#[derive(Clone, Copy)]
+enum Mode {
+    Plan,
+    Baseline,
 }
 
 #[pymethods]
 impl NativePlanner {
+    /// `model`: a preset name, `"costs"` (the `Given` model), or a
+    /// `_native.CostModel`.
     #[new]
     #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, max_units, max_images, sequences_per_micro_step, refinement))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        model: &str,
+        model: &Bound<'_, PyAny>,
         ranks: usize,
         seq_len: u32,
         sync: &str,
@@ -52,33 +99,67 @@ impl NativePlanner {
         sequences_per_micro_step: usize,
         refinement: bool,
     ) -> PyResult<Self> {
-        let preset: Preset = check(py, model.parse())?;
-        let sync: SyncModel = check(py, sync.parse())?;
-        let mut planner = Planner::new(preset.cost_model())
-            .ranks(ranks)
-            .seq_len(seq_len)
-            .sync(sync)
-            .sequences_per_micro_step(sequences_per_micro_step)
-            .refinement(refinement);
-        if let Some(a) = micro_steps {
-            planner = planner.micro_steps(a);
-        }
-        if let Some(u) = max_units {
-            planner = planner.max_units(u);
-        }
-        if let Some(i) = max_images {
-            planner = planner.max_images(i);
-        }
-        Ok(NativePlanner {
-            inner: AnyPlanner::Preset(planner),
+        let resolved = if let Ok(native) = model.cast::<NativeCostModel>() {
+            native.get().resolve()
+        } else {
+            let name: String = model.extract().map_err(|_| {
+                input_error(
+                    py,
+                    "DtypeError",
+                    "model must be a preset name, \"costs\" or a microbatch.cost model".to_owned(),
+                )
+            })?;
+            if name == "costs" {
+                Resolved::Given
+            } else {
+                let preset = guard(py, || name.parse::<Preset>())?;
+                Resolved::Preset(preset.cost_model())
+            }
+        };
+        let sync = sync.to_owned();
+        guard(py, move || {
+            let settings = Settings {
+                ranks,
+                seq_len,
+                sync: sync.parse()?,
+                micro_steps,
+                max_units,
+                max_images,
+                sequences_per_micro_step,
+                refinement,
+            };
+            let (inner, needs_costs) = match resolved {
+                Resolved::Preset(m) => (AnyPlanner::Preset(configure(m, &settings)), false),
+                Resolved::Given => (AnyPlanner::Given(configure(Given, &settings)), true),
+                Resolved::Custom(m) => {
+                    let needs = m.needs_costs();
+                    (AnyPlanner::Custom(configure(m, &settings)), needs)
+                }
+            };
+            Ok::<_, Failure>(NativePlanner { inner, needs_costs })
         })
+    }
+
+    /// Which static path the planner takes: `"preset"`, `"given"` or `"custom"`.
+    #[getter]
+    fn path(&self) -> &'static str {
+        match self.inner {
+            AnyPlanner::Preset(_) => "preset",
+            AnyPlanner::Given(_) => "given",
+            AnyPlanner::Custom(_) => "custom",
+        }
+    }
+
+    #[getter]
+    fn needs_costs(&self) -> bool {
+        self.needs_costs
     }
 
     /// Plans one step. Arrays: `ids` (u64), `text` (u32), the images of all
     /// samples flattened (`image_tokens`, u32; `image_units`, u32 >= 1 or
     /// None) with `image_offsets` (u64, n + 1 entries, CSR), `loss_tokens`
-    /// (u64 or None).
-    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens))]
+    /// (u64 or None), `costs` ((n, 2) f64 or None).
+    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens, costs))]
     #[allow(clippy::too_many_arguments)]
     fn plan(
         &self,
@@ -89,108 +170,127 @@ impl NativePlanner {
         image_units: Option<PyReadonlyArray1<'_, u32>>,
         image_offsets: PyReadonlyArray1<'_, u64>,
         loss_tokens: Option<PyReadonlyArray1<'_, u64>>,
+        costs: Option<PyReadonlyArray2<'_, f64>>,
+    ) -> PyResult<NativePlan> {
+        self.run(
+            py,
+            Mode::Plan,
+            ids,
+            text,
+            image_tokens,
+            image_units,
+            image_offsets,
+            loss_tokens,
+            costs,
+        )
+    }
+
+    /// The naive plan of the same step (the loader's order, packed
+    /// greedily, dealt to ranks in turn); same arguments as `plan`.
+    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens, costs))]
+    #[allow(clippy::too_many_arguments)]
+    fn baseline(
+        &self,
+        py: Python<'_>,
+        ids: PyReadonlyArray1<'_, u64>,
+        text: PyReadonlyArray1<'_, u32>,
+        image_tokens: PyReadonlyArray1<'_, u32>,
+        image_units: Option<PyReadonlyArray1<'_, u32>>,
+        image_offsets: PyReadonlyArray1<'_, u64>,
+        loss_tokens: Option<PyReadonlyArray1<'_, u64>>,
+        costs: Option<PyReadonlyArray2<'_, f64>>,
+    ) -> PyResult<NativePlan> {
+        self.run(
+            py,
+            Mode::Baseline,
+            ids,
+            text,
+            image_tokens,
+            image_units,
+            image_offsets,
+            loss_tokens,
+            costs,
+        )
+    }
+}
+
+impl NativePlanner {
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        py: Python<'_>,
+        mode: Mode,
+        ids: PyReadonlyArray1<'_, u64>,
+        text: PyReadonlyArray1<'_, u32>,
+        image_tokens: PyReadonlyArray1<'_, u32>,
+        image_units: Option<PyReadonlyArray1<'_, u32>>,
+        image_offsets: PyReadonlyArray1<'_, u64>,
+        loss_tokens: Option<PyReadonlyArray1<'_, u64>>,
+        costs: Option<PyReadonlyArray2<'_, f64>>,
     ) -> PyResult<NativePlan> {
         let ids = ids.as_slice()?;
-        let text = text.as_slice()?;
-        let image_tokens = image_tokens.as_slice()?;
-        let image_units = match &image_units {
-            Some(u) => Some(u.as_slice()?),
-            None => None,
+        let arrays = Arrays {
+            text: text.as_slice()?,
+            image_tokens: image_tokens.as_slice()?,
+            image_units: match &image_units {
+                Some(u) => Some(u.as_slice()?),
+                None => None,
+            },
+            offsets: image_offsets.as_slice()?,
+            costs: match &costs {
+                Some(c) => Some(c.as_slice()?),
+                None => None,
+            },
         };
-        let image_offsets = image_offsets.as_slice()?;
         let loss_tokens = match &loss_tokens {
             Some(l) => Some(l.as_slice()?),
             None => None,
         };
-        let result = py.detach(|| {
-            let samples = samples(
-                ids,
-                text,
-                image_tokens,
-                image_units,
-                image_offsets,
-                loss_tokens,
-            )?;
-            match &self.inner {
-                AnyPlanner::Preset(p) => p.plan(&samples).map_err(Build::Crate),
-            }
-        });
-        match result {
-            Ok(plan) => Ok(NativePlan { plan }),
-            Err(Build::Input(message)) => Err(input_error(py, "InputError", message)),
-            Err(Build::Crate(e)) => Err(crate::error::to_py(py, &e)),
-        }
+        let plan = guard(py, || {
+            costs_match(self.needs_costs, arrays.costs.is_some())?;
+            let samples = samples(ids, &arrays, loss_tokens)?;
+            let plan = with_planner!(&self.inner, p => match mode {
+                Mode::Plan => p.plan(&samples),
+                Mode::Baseline => p.baseline(&samples),
+            })?;
+            Ok::<_, Failure>(plan)
+        })?;
+        Ok(NativePlan { plan })
     }
 }
 
 /// The step's samples from the arrays, checking their lengths and offsets.
 fn samples(
     ids: &[u64],
-    text: &[u32],
-    image_tokens: &[u32],
-    image_units: Option<&[u32]>,
-    image_offsets: &[u64],
+    arrays: &Arrays<'_>,
     loss_tokens: Option<&[u64]>,
-) -> Result<Vec<StepSample>, Build> {
+) -> Result<Vec<StepSample>, Failure> {
     let n = ids.len();
-    let length = |what: &str, len: usize, want: usize| {
-        Build::Input(format!(
-            "{what} has {len} entries, expected {want} (one per sample)"
+    let length = |what: &str, len: usize| {
+        Failure::shape(format!(
+            "{what} has {len} entries, expected {n} (one per sample)"
         ))
     };
-    if text.len() != n {
-        return Err(length("text_tokens", text.len(), n));
+    if arrays.text.len() != n {
+        return Err(length("text_tokens", arrays.text.len()));
     }
     if let Some(l) = loss_tokens {
         if l.len() != n {
-            return Err(length("loss_tokens", l.len(), n));
+            return Err(length("loss_tokens", l.len()));
         }
     }
-    if image_offsets.len() != n + 1 {
-        return Err(Build::Input(format!(
-            "image offsets have {} entries, expected {} (one per sample and one more)",
-            image_offsets.len(),
-            n + 1
-        )));
-    }
-    if let Some(u) = image_units {
-        if u.len() != image_tokens.len() {
-            return Err(Build::Input(format!(
-                "image_units has {} entries, image_tokens {}: give one unit count per image",
-                u.len(),
-                image_tokens.len()
-            )));
-        }
-    }
+    let name = |i: usize| {
+        let id = ids.get(i).copied().unwrap_or(0);
+        (format!("sample {i} (id {id})"), Item::Id(id))
+    };
+    arrays.check(&name)?;
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let (lo, hi) = (image_offsets[i], image_offsets[i + 1]);
-        if lo > hi || hi > image_tokens.len() as u64 {
-            return Err(Build::Input(format!(
-                "image offsets of sample {i} (id {}) are [{lo}, {hi}), not an increasing range within the {} image values",
-                ids[i],
-                image_tokens.len()
-            )));
-        }
-        let (lo, hi) = (lo as usize, hi as usize);
-        let images = (lo..hi).map(|k| match image_units.map(|u| u[k]) {
-            None => Ok(Image::new(image_tokens[k])),
-            Some(u) => NonZeroU32::new(u)
-                .map(|u| Image::with_units(image_tokens[k], u))
-                .ok_or_else(|| {
-                    Build::Input(format!(
-                        "image {} of sample {i} (id {}) has 0 units: every image has at least 1",
-                        k - lo,
-                        ids[i]
-                    ))
-                }),
+    for (i, &id) in ids.iter().enumerate() {
+        let s = StepSample::new(id, arrays.sample(i, &name)?);
+        out.push(match loss_tokens.and_then(|l| l.get(i)) {
+            Some(&l) => s.with_loss_tokens(l),
+            None => s,
         });
-        let images: Result<Vec<Image>, Build> = images.collect();
-        let mut s = StepSample::new(ids[i], Sample::new(text[i], images?));
-        if let Some(l) = loss_tokens {
-            s = s.with_loss_tokens(l[i]);
-        }
-        out.push(s);
     }
     Ok(out)
 }
@@ -317,19 +417,27 @@ impl NativePlan {
     }
 
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        serde_json::to_string(&self.plan).map_err(|e| {
-            input_error(
-                py,
-                "InputError",
-                format!("the plan could not be written: {e}"),
-            )
+        guard(py, || {
+            serde_json::to_string(&self.plan).map_err(|e| Failure::Input {
+                class: "InputError",
+                kind: "Binding",
+                item: None,
+                message: format!("the plan could not be written: {e}"),
+            })
         })
     }
 
     #[staticmethod]
     fn from_json(py: Python<'_>, text: &str) -> PyResult<NativePlan> {
-        serde_json::from_str::<Plan>(text)
-            .map(|plan| NativePlan { plan })
-            .map_err(|e| input_error(py, "InputError", format!("not a valid plan document: {e}")))
+        guard(py, || {
+            serde_json::from_str::<Plan>(text)
+                .map(|plan| NativePlan { plan })
+                .map_err(|e| Failure::Input {
+                    class: "InputError",
+                    kind: "Binding",
+                    item: None,
+                    message: format!("not a valid plan document: {e}"),
+                })
+        })
     }
 }

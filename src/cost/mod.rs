@@ -26,6 +26,8 @@
 //!   [`InternVl25_8b`](Preset::InternVl25_8b);
 //! - coefficients from measured timings: [`fit`] and [`fit_terms`]
 //!   (non-negative least squares, with R^2 and the worst relative error);
+//! - costs you measured or estimated yourself, per sample: [`Given`] over
+//!   the costs attached by [`Sample::with_cost`];
 //! - combinators: [`CostModel::plus`] (also `+`), [`CostModel::scale`],
 //!   [`CostModel::in_phase`], [`CostModel::max`], the closures [`cost_fn`] and
 //!   [`sample_fn`], the identity [`Zero`], and tuples `(A, B, ...)`, which
@@ -130,6 +132,7 @@ mod attention;
 mod calibrate;
 mod combinator;
 mod flops;
+mod given;
 mod tokens;
 mod vision;
 
@@ -137,6 +140,7 @@ pub use self::attention::{DocumentAttention, FullAttention};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
 pub use self::flops::{AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape};
+pub use self::given::Given;
 pub use self::tokens::{PerGroup, PerSample, Tokens};
 pub use self::vision::{PerImage, PerTile, Training, Vision, Windowed};
 
@@ -276,6 +280,78 @@ impl Image {
 pub struct Sample {
     text: u32,
     images: SmallVec<[Image; 1]>,
+    /// The cost given by the caller ([`Sample::with_cost`]), read by
+    /// [`Given`]; absent from a document when zero, so that documents
+    /// written before it read the same.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "GivenCost::is_zero")
+    )]
+    cost: GivenCost,
+}
+
+/// A sample's given cost: finite, non-negative, `-0.0` stored as `0.0`, so
+/// that equality and hashing by bits are exact (`Sample` is `Eq + Hash`).
+#[derive(Clone, Copy, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "Phases", into = "Phases")
+)]
+struct GivenCost(Phases);
+
+impl GivenCost {
+    /// Checks both phases: finite and non-negative, naming the phase.
+    fn new(cost: Phases) -> Result<Self, Error> {
+        // `+ 0.0` turns `-0.0` into `0.0` and keeps every other value.
+        let vision = coefficient("vision cost", cost.vision)? + 0.0;
+        let language = coefficient("language cost", cost.language)? + 0.0;
+        Ok(GivenCost(Phases::new(vision, language)))
+    }
+
+    /// Whether both phases are zero (the field is then left out of a
+    /// serialized sample).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    fn is_zero(&self) -> bool {
+        self.0 == Phases::ZERO
+    }
+
+    fn bits(&self) -> (u64, u64) {
+        (self.0.vision.to_bits(), self.0.language.to_bits())
+    }
+}
+
+impl PartialEq for GivenCost {
+    fn eq(&self, other: &Self) -> bool {
+        self.bits() == other.bits()
+    }
+}
+
+impl Eq for GivenCost {}
+
+impl core::hash::Hash for GivenCost {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.bits().hash(state);
+    }
+}
+
+impl fmt::Debug for GivenCost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl TryFrom<Phases> for GivenCost {
+    type Error = Error;
+    fn try_from(cost: Phases) -> Result<Self, Error> {
+        GivenCost::new(cost)
+    }
+}
+
+impl From<GivenCost> for Phases {
+    fn from(cost: GivenCost) -> Phases {
+        cost.0
+    }
 }
 
 impl Sample {
@@ -293,6 +369,7 @@ impl Sample {
         Sample {
             text,
             images: images.into_iter().collect(),
+            cost: GivenCost::default(),
         }
     }
 
@@ -312,6 +389,7 @@ impl Sample {
         Sample {
             text,
             images: SmallVec::new(),
+            cost: GivenCost::default(),
         }
     }
 
@@ -330,6 +408,54 @@ impl Sample {
     pub fn with_image(mut self, image: Image) -> Self {
         self.images.push(image);
         self
+    }
+
+    /// Attaches the sample's own cost per phase, measured or estimated by the
+    /// caller (a profiler, a model of your own), for the [`Given`] cost
+    /// model; other models ignore it.
+    ///
+    /// `-0.0` is stored as `0.0`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCoefficient`] naming `"vision cost"` or `"language
+    /// cost"` if that phase's cost is NaN, infinite or negative.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Phases, Sample};
+    /// use microbatch::Error;
+    ///
+    /// let sample = Sample::text_only(700).with_cost(Phases::new(0.0, 0.25))?;
+    /// assert_eq!(sample.given_cost(), Phases::new(0.0, 0.25));
+    /// assert!(matches!(
+    ///     Sample::text_only(1).with_cost(Phases::new(f64::NAN, 1.0)),
+    ///     Err(Error::InvalidCoefficient { name: "vision cost", .. })
+    /// ));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub fn with_cost(mut self, cost: Phases) -> Result<Self, Error> {
+        self.cost = GivenCost::new(cost)?;
+        Ok(self)
+    }
+
+    /// The cost attached by [`with_cost`](Sample::with_cost);
+    /// [`Phases::ZERO`] when none was given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Phases, Sample};
+    ///
+    /// assert_eq!(Sample::text_only(10).given_cost(), Phases::ZERO);
+    /// let sample = Sample::text_only(10).with_cost(Phases::new(1.0, 2.0))?;
+    /// assert_eq!(sample.given_cost().total(), 3.0);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn given_cost(&self) -> Phases {
+        self.cost.0
     }
 
     /// The text tokens.

@@ -1,0 +1,550 @@
+"""Cost models: how long a sample or a group of samples takes to train, per phase (vision, language).
+
+The planner balances *time*. A model maps a group of samples (a packed
+sequence, a micro-batch) to a cost in the vision encoder's phase and in the
+language model's phase, in the model's unit (FLOPs for the presets, seconds for
+fitted or measured costs). Models are built from the Rust crate's terms and
+compose:
+
+- terms: :class:`Tokens`, :class:`PerSample`, :class:`PerGroup`,
+  :class:`DocumentAttention`, :class:`FullAttention`, the vision encoders
+  :class:`PerTile`, :class:`PerImage` and :class:`Windowed`, the FLOPs presets
+  :func:`preset` (names in :data:`PRESETS`);
+- bring your own costs: :class:`Given`, the cost of each sample measured or
+  estimated by you, passed as ``costs=`` (an ``(n, 2)`` array of vision and
+  language costs, or a dict ``{"vision": a, "language": b}``);
+- combinators: ``a + b``, ``a.scale(f)``, ``a.in_phase("vision")``, ``a.max(b)``;
+- coefficients from measured timings: :func:`fit`.
+
+Every constructor checks its coefficients: NaN, infinite or negative raises
+:class:`~microbatch.errors.InvalidValueError` with ``item`` the parameter name.
+
+Example:
+
+>>> import microbatch.cost as mc
+>>> model = mc.Tokens(2e-5) + mc.DocumentAttention(3e-10) + mc.PerSample(1e-3)
+>>> costs = model.cost(text_tokens=[1000, 200], image_tokens=[[], [512]])
+>>> costs.shape
+(2, 2)
+>>> round(float(costs[0, 1]), 6)  # language: 2e-5 * 1000 + 3e-10 * 1000**2 + 1e-3
+0.0213
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Dict, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _arrays, _native
+from .errors import DtypeError, SettingError
+
+__all__ = [
+    "CostModel",
+    "Tokens",
+    "PerSample",
+    "PerGroup",
+    "DocumentAttention",
+    "FullAttention",
+    "PerTile",
+    "PerImage",
+    "Windowed",
+    "Given",
+    "preset",
+    "fit",
+    "Fit",
+    "PRESETS",
+    "PHASES",
+    "TRAINING",
+]
+
+#: The FLOPs presets: named vision-language model pairs.
+PRESETS = ("llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b")
+#: The phases of a training step with their own barrier under FSDP/ZeRO-3.
+PHASES = ("vision", "language")
+#: A vision encoder is frozen (forward only) or trained (forward + backward, 3x).
+TRAINING = ("frozen", "trained")
+
+Costs = Union[None, Any, Dict[str, Any]]
+
+
+def _coefficient(value: Any, name: str) -> float:
+    """A real number (Python or numpy), not a bool; the crate checks its range."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise DtypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}", item=name)
+    return float(value)
+
+
+def _training(value: str) -> bool:
+    if value not in TRAINING:
+        raise SettingError(f"unknown training {value!r}: use 'frozen' or 'trained'", item="training")
+    return value == "trained"
+
+
+def _sample_arrays(
+    text_tokens: Any, image_tokens: _arrays.Ragged, image_units: _arrays.Ragged, n: Optional[int] = None
+) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]:
+    """``(text, image_values, image_units or None, offsets)`` as the native module takes them."""
+    text = _arrays.integers(text_tokens, "text_tokens", np.uint32, length=n)
+    n = text.shape[0]
+    img, offsets = _arrays.ragged(image_tokens, "image_tokens", n, np.uint32)
+    units = None
+    if image_units is not None:
+        units, unit_offsets = _arrays.ragged(image_units, "image_units", n, np.uint32)
+        if not np.array_equal(unit_offsets, offsets):
+            raise DtypeError(
+                "image_units must give one unit count per image, in the shape of image_tokens",
+                item="image_units",
+            )
+    return text, img, units, offsets
+
+
+def _costs(costs: Costs, n: int) -> Optional[np.ndarray]:
+    """Per-sample costs as a C-contiguous ``(n, 2)`` float64 array (vision, language).
+
+    Accepts ``None``, an ``(n, 2)`` array of numbers, or a dict with the keys
+    ``"vision"`` and/or ``"language"`` (a missing phase costs 0). The values'
+    range (NaN, infinite, negative) is checked by the crate, naming the sample.
+    """
+    if costs is None:
+        return None
+    if isinstance(costs, dict):
+        unknown = sorted(set(costs) - set(PHASES), key=str)
+        if unknown:
+            raise DtypeError(
+                f"costs has the key {unknown[0]!r}: use 'vision' and/or 'language'", item="costs"
+            )
+        out = np.zeros((n, 2), dtype=np.float64)
+        for j, phase in enumerate(PHASES):
+            if phase in costs:
+                out[:, j] = _float_column(costs[phase], f"costs[{phase!r}]", n)
+        return out
+    a = np.asarray(costs)
+    if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
+        raise DtypeError(f"costs must be an array of numbers, got dtype {a.dtype}", item="costs")
+    if a.shape != (n, 2):
+        raise DtypeError(
+            f"costs must have shape ({n}, 2): (vision, language) per sample, got {a.shape}",
+            item="costs",
+        )
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _float_column(x: Any, name: str, n: int) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
+        raise DtypeError(f"{name} must be an array of numbers, got dtype {a.dtype}", item="costs")
+    if a.shape != (n,):
+        raise DtypeError(f"{name} must have shape ({n},): one cost per sample, got {a.shape}", item="costs")
+    return a.astype(np.float64)
+
+
+class CostModel:
+    """A cost model: the cost of a group of samples per phase (vision, language).
+
+    Build one from the terms of this module and combine them with ``+``,
+    :meth:`scale`, :meth:`in_phase` and :meth:`max`; pass it to
+    :class:`microbatch.Planner`. ``repr`` shows how it was built,
+    :attr:`formula` the crate's formula.
+
+    Example:
+
+    >>> import microbatch.cost as mc
+    >>> m = (mc.Tokens(1.0) + mc.PerGroup(5.0)).max(mc.PerSample(100.0))
+    >>> m
+    (Tokens(1.0) + PerGroup(5.0)).max(PerSample(100.0))
+    >>> m.group_cost(text_tokens=[10, 20])  # max(30 + 5, 2 * 100) in the language phase
+    (0.0, 200.0)
+    """
+
+    __slots__ = ("_native", "_repr")
+
+    def __init__(self, native: Any, text: str) -> None:
+        self._native = native
+        self._repr = text
+
+    @classmethod
+    def _wrap(cls, native: Any, text: str) -> "CostModel":
+        model = CostModel.__new__(CostModel)
+        CostModel.__init__(model, native, text)
+        return model
+
+    def __add__(self, other: "CostModel") -> "CostModel":
+        """The sum of two models, phase by phase."""
+        if not isinstance(other, CostModel):
+            return NotImplemented
+        return CostModel._wrap(self._native.plus(other._native), f"{self._repr} + {other._repr}")
+
+    def __radd__(self, other: Any) -> "CostModel":
+        # ``sum(models)`` starts from 0.
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
+            return self
+        return NotImplemented
+
+    def _operand(self) -> str:
+        return f"({self._repr})" if " + " in self._repr else self._repr
+
+    def scale(self, factor: float) -> "CostModel":
+        """The model times ``factor`` (finite, non-negative), e.g. FLOPs to seconds.
+
+        >>> import microbatch.cost as mc
+        >>> mc.Tokens(2.0).scale(0.5).cost([10])[0].tolist()
+        [0.0, 10.0]
+        """
+        f = _coefficient(factor, "factor")
+        return CostModel._wrap(self._native.scale(f), f"{self._operand()}.scale({f!r})")
+
+    def in_phase(self, phase: str) -> "CostModel":
+        """The model's total cost moved into ``phase`` (``"vision"`` or ``"language"``).
+
+        >>> import microbatch.cost as mc
+        >>> mc.PerSample(1.0).in_phase("vision").cost([5])[0].tolist()
+        [1.0, 0.0]
+        """
+        if phase not in PHASES:
+            raise SettingError(f"unknown phase {phase!r}: use 'vision' or 'language'", item="phase")
+        return CostModel._wrap(self._native.in_phase(phase), f"{self._operand()}.in_phase({phase!r})")
+
+    def max(self, other: "CostModel") -> "CostModel":
+        """The phase-wise maximum of two models (work that overlaps).
+
+        >>> import microbatch.cost as mc
+        >>> mc.Tokens(1.0).max(mc.PerSample(50.0)).cost([10, 80])[:, 1].tolist()
+        [50.0, 80.0]
+        """
+        if not isinstance(other, CostModel):
+            raise DtypeError(f"max takes a cost model, got {type(other).__name__}", item="other")
+        return CostModel._wrap(self._native.max(other._native), f"{self._operand()}.max({other._repr})")
+
+    @property
+    def formula(self) -> str:
+        """The model as the Rust crate prints it (its ``Debug`` formula)."""
+        return self._native.formula()
+
+    @property
+    def needs_costs(self) -> bool:
+        """Whether the model reads given costs (it contains :class:`Given`): ``costs=`` is then required."""
+        return self._native.needs_costs
+
+    def cost(
+        self,
+        text_tokens: Any,
+        image_tokens: _arrays.Ragged = None,
+        *,
+        image_units: _arrays.Ragged = None,
+        costs: Costs = None,
+    ) -> np.ndarray:
+        """Each sample's own cost: an ``(n, 2)`` float64 array of (vision, language).
+
+        Arguments as in :meth:`microbatch.Planner.plan`; ``costs`` only for
+        models with :class:`Given`.
+
+        >>> import microbatch.cost as mc
+        >>> mc.Tokens(2.0).cost(text_tokens=[10], image_tokens=[[5]]).tolist()
+        [[0.0, 30.0]]
+        """
+        text, img, units, offsets = _sample_arrays(text_tokens, image_tokens, image_units)
+        return self._native.cost(text, img, units, offsets, _costs(costs, text.shape[0]))
+
+    def group_cost(
+        self,
+        text_tokens: Any,
+        image_tokens: _arrays.Ragged = None,
+        *,
+        image_units: _arrays.Ragged = None,
+        costs: Costs = None,
+    ) -> Tuple[float, float]:
+        """The cost of all the samples as one group (one packed sequence): ``(vision, language)``.
+
+        >>> import microbatch.cost as mc
+        >>> mc.FullAttention(1.0).group_cost(text_tokens=[3, 4])  # (3 + 4) ** 2
+        (0.0, 49.0)
+        """
+        text, img, units, offsets = _sample_arrays(text_tokens, image_tokens, image_units)
+        return self._native.group_cost(text, img, units, offsets, _costs(costs, text.shape[0]))
+
+    def __repr__(self) -> str:
+        return self._repr
+
+
+class Tokens(CostModel):
+    """``per_token * sum(T)`` in the language phase, ``T`` a sample's text + image tokens.
+
+    >>> import microbatch.cost as mc
+    >>> mc.Tokens(2.0).cost([10]).tolist()
+    [[0.0, 20.0]]
+    """
+
+    __slots__ = ()
+
+    def __init__(self, per_token: float) -> None:
+        c = _coefficient(per_token, "per_token")
+        super().__init__(_native.CostModel.tokens(c), f"Tokens({c!r})")
+
+
+class PerSample(CostModel):
+    """``cost * n`` in the language phase for a group of ``n`` samples.
+
+    >>> import microbatch.cost as mc
+    >>> mc.PerSample(0.25).group_cost([1, 9])
+    (0.0, 0.5)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, cost: float) -> None:
+        c = _coefficient(cost, "cost")
+        super().__init__(_native.CostModel.per_sample(c), f"PerSample({c!r})")
+
+
+class PerGroup(CostModel):
+    """``cost`` per non-empty group (packed sequence or micro-batch), in the language phase.
+
+    >>> import microbatch.cost as mc
+    >>> mc.PerGroup(5.0).group_cost([1, 2, 3])
+    (0.0, 5.0)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, cost: float) -> None:
+        c = _coefficient(cost, "cost")
+        super().__init__(_native.CostModel.per_group(c), f"PerGroup({c!r})")
+
+
+class DocumentAttention(CostModel):
+    """``per_token_pair * sum(T**2)``: attention under a document mask, in the language phase.
+
+    >>> import microbatch.cost as mc
+    >>> mc.DocumentAttention(1.0).group_cost([3, 4])  # 9 + 16
+    (0.0, 25.0)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, per_token_pair: float) -> None:
+        c = _coefficient(per_token_pair, "per_token_pair")
+        super().__init__(_native.CostModel.document_attention(c), f"DocumentAttention({c!r})")
+
+
+class FullAttention(CostModel):
+    """``per_token_pair * L**2`` over the packed length ``L`` of a group, in the language phase.
+
+    >>> import microbatch.cost as mc
+    >>> mc.FullAttention(1.0).group_cost([3, 4])
+    (0.0, 49.0)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, per_token_pair: float) -> None:
+        c = _coefficient(per_token_pair, "per_token_pair")
+        super().__init__(_native.CostModel.full_attention(c), f"FullAttention({c!r})")
+
+
+class PerTile(CostModel):
+    """A tiled vision encoder (CLIP, SigLIP, InternViT): ``per_tile`` per tile of
+    ``tokens_per_tile`` tokens, times 3 when trained, in the vision phase.
+
+    >>> import microbatch.cost as mc
+    >>> mc.PerTile(4.0, 256, training="frozen").cost([0], [[512]]).tolist()
+    [[8.0, 0.0]]
+    """
+
+    __slots__ = ()
+
+    def __init__(self, per_tile: float, tokens_per_tile: int, *, training: str = "trained") -> None:
+        c = _coefficient(per_tile, "per_tile")
+        t = _arrays.count(tokens_per_tile, "tokens_per_tile", maximum=2**32 - 1)
+        super().__init__(
+            _native.CostModel.per_tile(c, t, _training(training)),
+            f"PerTile({c!r}, {t}, training={training!r})",
+        )
+
+
+class PerImage(CostModel):
+    """A vision encoder with full attention per image (Qwen2-VL): ``per_patch * P +
+    per_patch_pair * P**2`` per image of ``P = patches_per_token * tokens`` patches,
+    times 3 when trained, in the vision phase.
+
+    >>> import microbatch.cost as mc
+    >>> mc.PerImage(1.0, 0.0, 4, training="frozen").cost([0], [[10]]).tolist()
+    [[40.0, 0.0]]
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self, per_patch: float, per_patch_pair: float, patches_per_token: int, *, training: str = "trained"
+    ) -> None:
+        a = _coefficient(per_patch, "per_patch")
+        b = _coefficient(per_patch_pair, "per_patch_pair")
+        p = _arrays.count(patches_per_token, "patches_per_token", maximum=2**32 - 1)
+        super().__init__(
+            _native.CostModel.per_image(a, b, p, _training(training)),
+            f"PerImage({a!r}, {b!r}, {p}, training={training!r})",
+        )
+
+
+class Windowed(CostModel):
+    """A windowed vision encoder with some full-attention layers (Qwen2.5-VL), in the vision phase.
+
+    Arguments as the crate's ``Windowed::new``: ``per_patch``, ``per_window_pair``
+    (per squared patch within windows of ``window`` patches), ``per_patch_pair``
+    (the full-attention layers, per squared patch of an image),
+    ``patches_per_token``.
+
+    >>> import microbatch.cost as mc
+    >>> mc.Windowed(1.0, 0.0, 64, 0.0, 4, training="frozen").cost([0], [[10]]).tolist()
+    [[40.0, 0.0]]
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        per_patch: float,
+        per_window_pair: float,
+        window: int,
+        per_patch_pair: float,
+        patches_per_token: int,
+        *,
+        training: str = "trained",
+    ) -> None:
+        a = _coefficient(per_patch, "per_patch")
+        b = _coefficient(per_window_pair, "per_window_pair")
+        w = _arrays.count(window, "window", maximum=2**32 - 1)
+        c = _coefficient(per_patch_pair, "per_patch_pair")
+        p = _arrays.count(patches_per_token, "patches_per_token", maximum=2**32 - 1)
+        super().__init__(
+            _native.CostModel.windowed(a, b, w, c, p, _training(training)),
+            f"Windowed({a!r}, {b!r}, {w}, {c!r}, {p}, training={training!r})",
+        )
+
+
+class Given(CostModel):
+    """Bring your own costs: each sample costs what you pass as ``costs=`` (per phase);
+    a group costs the sum of its samples' costs.
+
+    >>> import numpy as np, microbatch.cost as mc
+    >>> mc.Given().group_cost([10, 20], costs={"language": [0.5, 1.25]})
+    (0.0, 1.75)
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(_native.CostModel.given(), "Given()")
+
+
+def preset(name: str) -> CostModel:
+    """The FLOPs model of a named vision-language model pair (see :data:`PRESETS`).
+
+    >>> import microbatch.cost as mc
+    >>> m = mc.preset("llava-1.5-7b")
+    >>> v, l = m.cost([300], [[576]])[0]
+    >>> bool(v / (v + l) < 0.02)  # frozen CLIP: forward only
+    True
+    """
+    if not isinstance(name, str):
+        raise DtypeError(f"a preset name is a str, got {type(name).__name__}", item="name")
+    return CostModel._wrap(_native.CostModel.preset(name), f"preset({name!r})")
+
+
+class Fit:
+    """Coefficients fitted to measured times by non-negative least squares (see :func:`fit`).
+
+    Attributes:
+        coefficients: the fitted coefficients, one per feature column (non-negative).
+        r_squared: the coefficient of determination of the fit.
+        max_relative_error: the largest relative error over the rows.
+        rows: the rows fitted.
+        worst_row: the row of the largest relative error.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """The fitted coefficients, one per feature column."""
+        return self._native.coefficients
+
+    @property
+    def r_squared(self) -> float:
+        """R^2 of the fit (1.0 is perfect)."""
+        return self._native.r_squared
+
+    @property
+    def max_relative_error(self) -> float:
+        """The largest ``|predicted - measured| / measured`` over the rows."""
+        return self._native.max_relative_error
+
+    @property
+    def rows(self) -> int:
+        """The number of rows fitted."""
+        return self._native.rows
+
+    @property
+    def worst_row(self) -> int:
+        """The index of the row with the largest relative error."""
+        return self._native.worst_row
+
+    def predict(self, features: Any) -> Union[float, np.ndarray]:
+        """The predicted time of one row of features (1-D: a float) or of each row (2-D: an array).
+
+        >>> import microbatch.cost as mc
+        >>> f = mc.fit([[1.0, 1.0], [2.0, 1.0], [3.0, 1.0]], [3.0, 5.0, 7.0])
+        >>> round(f.predict([4.0, 1.0]), 9)
+        9.0
+        """
+        a = np.asarray(features)
+        if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
+            raise DtypeError(f"features must be numbers, got dtype {a.dtype}", item="features")
+        if a.ndim == 1:
+            return float(self._native.predict(np.ascontiguousarray(a[None, :], dtype=np.float64))[0])
+        if a.ndim != 2:
+            raise DtypeError(f"features must be 1-D or 2-D, got shape {a.shape}", item="features")
+        return self._native.predict(np.ascontiguousarray(a, dtype=np.float64))
+
+    def __repr__(self) -> str:
+        return (
+            f"Fit(coefficients={self.coefficients.tolist()}, r_squared={self.r_squared:.6g}, "
+            f"max_relative_error={self.max_relative_error:.3g}, rows={self.rows})"
+        )
+
+
+def fit(features: Any, times: Any) -> Fit:
+    """Fits non-negative coefficients ``c`` so that ``features @ c`` predicts ``times``,
+    minimizing the squared relative errors (the crate's ``fit``).
+
+    Args:
+        features: an ``(m, k)`` array: one row per measurement, one column per
+            term (e.g. ``sum(T)``, ``sum(T**2)``, ``n``).
+        times: the ``m`` measured times (positive).
+
+    Raises:
+        FitError: too few rows, a bad measurement, a rank-deficient column (``item``: the row or column).
+        DtypeError: arrays of the wrong dtype or shape.
+
+    >>> import numpy as np, microbatch.cost as mc
+    >>> T = np.array([100.0, 200.0, 400.0, 800.0])
+    >>> f = mc.fit(np.stack([T, T**2], axis=1), 2e-5 * T + 3e-10 * T**2)
+    >>> bool(f.r_squared > 0.999999), f.rows
+    (True, 4)
+    """
+    x = np.asarray(features)
+    t = np.asarray(times)
+    for a, name in ((x, "features"), (t, "times")):
+        if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
+            raise DtypeError(f"{name} must be numbers, got dtype {a.dtype}", item=name)
+    if x.ndim != 2:
+        raise DtypeError(f"features must be 2-D (rows, terms), got shape {x.shape}", item="features")
+    if t.ndim != 1:
+        raise DtypeError(f"times must be 1-D, got shape {t.shape}", item="times")
+    return Fit(
+        _native.fit(np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(t, dtype=np.float64))
+    )
