@@ -496,3 +496,44 @@ fn pack_errors_say_what_to_fix() {
         }
     ));
 }
+
+/// Found through the Python binding's hostile-input test: vector items under
+/// a capacity of `u64::MAX` in every dimension (a secondary dimension
+/// without a real limit) made best-fit-decreasing index a group past its
+/// end; every packer must put them all in one bin.
+#[test]
+fn best_fit_decreasing_vectors_under_a_capacity_of_u64_max() {
+    let items: Vec<[u64; 2]> = vec![
+        [106, 3917],
+        [2978, 3492],
+        [4676, 1699],
+        [2501, 218],
+        [4431, 1766],
+        [2056, 2766],
+        [823, 1804],
+        [3461, 2907],
+        [1076, 1985],
+        [3325, 3476],
+        [3380, 4682],
+        [3970, 75],
+        [2534, 3094],
+        [4691, 4053],
+        [1639, 120],
+        [2239, 2293],
+        [1231, 4034],
+        [4282, 3421],
+        [1290, 1916],
+        [1849, 1707],
+        [4936, 162],
+        [4438, 2502],
+        [3554, 4103],
+        [2711, 4125],
+        [1795, 3568],
+    ];
+    let total = items.iter().fold([0, 0], |a, i| [a[0] + i[0], a[1] + i[1]]);
+    for (name, f) in packers::<[u64; 2]>() {
+        let packing = f(&items, [u64::MAX, u64::MAX]).unwrap();
+        assert_eq!(packing.len(), 1, "{name}");
+        assert_eq!(packing.bin(0).load(), total, "{name}");
+    }
+}

@@ -409,7 +409,7 @@ impl Groups {
         let mut count = 1u64;
         for c in &capacity[1..] {
             let Some(c) = c.to_index() else { return none };
-            count = count.saturating_mul(c as u64 + 1);
+            count = count.saturating_mul((c as u64).saturating_add(1));
             if count > GROUPS_MAX {
                 return none;
             }
