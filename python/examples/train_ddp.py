@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import os
 import socket
+import sys
 
 import numpy as np
 import torch
@@ -118,8 +119,14 @@ def _spawned(rank: int, world: int, port: int, args) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         train(args)
+        dist.barrier()  # no rank tears gloo down while another still talks to it
     finally:
         dist.destroy_process_group()
+    # Torch's gloo backend sometimes aborts in its C++ destructors at interpreter
+    # exit ("terminate called without an active exception"), after all work is
+    # done; leave without running them, so that mp.spawn sees a clean exit.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def main() -> None:
@@ -139,6 +146,7 @@ def main() -> None:
         dist.init_process_group("gloo")
         try:
             train(args)
+            dist.barrier()
         finally:
             dist.destroy_process_group()
         return
