@@ -558,7 +558,7 @@ def _tensor(x: Any, name: str, item: int) -> torch.Tensor:
     t = torch.as_tensor(x)
     if t.dim() != 1:
         raise DtypeError(f"sample {item}: {name} must be 1-D, got shape {tuple(t.shape)}", item=item)
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+    if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
         raise DtypeError(f"sample {item}: {name} must hold integers, got {t.dtype}", item=item)
     return t.long()
 
