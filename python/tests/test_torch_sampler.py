@@ -274,3 +274,15 @@ def test_import_microbatch_does_not_import_torch():
 
     code = "import sys, microbatch; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_plan_mismatch_error_is_a_microbatch_error_and_pickles():
+    import pickle
+
+    from microbatch.torch import PlanMismatchError, verify_plans
+
+    e = pickle.loads(pickle.dumps(PlanMismatchError("ranks 1, 3 differ", ranks=[1, 3])))
+    assert isinstance(e, microbatch.Error) and e.ranks == [1, 3] and e.item == 1 and e.kind == "PlanMismatch"
+    verify_plans([1, 2, 3])  # without a process group there is nothing to compare
+    s = samplers(30, 2, verify=True)[0]
+    assert len(s.steps()) == 2  # verify=True without a process group: no collective, no error
