@@ -1,0 +1,714 @@
+"""PyTorch integration: a balanced batch sampler, a packed-sequence collate and the summed loss.
+
+``microbatch.torch`` needs PyTorch (``pip install "microbatch[torch]"``);
+``import microbatch`` alone does not import it.
+
+- :class:`BalancedBatchSampler` replaces ``DistributedSampler`` +
+  ``BatchSampler``: it shuffles the dataset per epoch, cuts it into global
+  batches (optimizer steps), plans each step with :class:`microbatch.Planner`
+  on every rank (the plan is a pure function of the step, so no communication
+  is needed) and yields this rank's micro-batches as lists of dataset indices,
+  so ``DataLoader(dataset, batch_sampler=sampler, num_workers=N)`` just works.
+  :meth:`BalancedBatchSampler.steps` gives the training loop each step's
+  micro-step count and loss scale.
+- :func:`collate_packed` concatenates a micro-batch's samples into one packed
+  row (the layout of Hugging Face's ``DataCollatorWithFlattening``):
+  ``position_ids`` restarting at every sample, ``cu_seqlens`` for varlen
+  attention kernels, labels masked at sample boundaries.
+- :func:`summed_loss` is the micro-batch's *summed* loss under either
+  normalization; :func:`loss_tokens` counts what the planner's ``loss_tokens``
+  must hold for one sample.
+- :class:`PlanMismatchError` is raised when ranks planned different steps
+  (:meth:`BalancedBatchSampler.verify`).
+
+A complete DDP training loop
+----------------------------
+
+The trainer's contract (``microbatch.__doc__``) in code: each micro-batch's
+*summed* loss times the step's scale, gradients synchronized only at the last
+micro-step (``no_sync`` before), never divided by the accumulation steps, and
+every micro-step run on every rank, an empty micro-batch included (its loss is
+a zero still connected to the parameters, so DDP's all-reduce stays in step)::
+
+    import contextlib
+    import torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader
+    from microbatch.torch import BalancedBatchSampler, collate_packed, loss_tokens, summed_loss
+
+    dist.init_process_group("gloo")                # or "nccl"; torchrun sets the rest
+    # Per-sample metadata, one entry per dataset index (or a callable, see the class).
+    text = [len(s["input_ids"]) for s in dataset]   # tokens of the model input
+    images = [s["image_tokens"] for s in dataset]   # each sample's images' token counts
+    loss = [loss_tokens(s["labels"]) for s in dataset]
+    sampler = BalancedBatchSampler(text, images, loss_tokens=loss, global_batch_size=256,
+                                   model="qwen2.5-vl-7b", seq_len=8192, sync="step",
+                                   seed=0, verify=True)
+    loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_packed,
+                        num_workers=2)
+    model = DDP(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        batches = iter(loader)
+        for step in sampler.steps():              # one optimizer step each
+            scale = step.loss_scale("token", "mean")   # DDP averages over ranks
+            for j in range(step.micro_steps):
+                batch = next(batches)             # may be empty: run it anyway
+                last = j == step.micro_steps - 1
+                with contextlib.nullcontext() if last else model.no_sync():
+                    logits = model(batch["input_ids"], position_ids=batch["position_ids"])
+                    loss = summed_loss(logits, batch["labels"], batch["cu_seqlens"], "token")
+                    (loss * scale).backward()     # never divide by step.micro_steps
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+With ``normalization="sample"`` use ``step.loss_scale("sample", "mean")`` and
+``summed_loss(..., "sample")`` (the sum over the micro-batch's samples of each
+sample's mean token loss). A model that cannot run on an empty input
+(``T = 0``) may instead be fed one padding token with its loss multiplied by
+0: what matters is that every rank runs the same forward and backward count.
+With FSDP or ZeRO-3 (``sync="micro-step"`` or ``"phase"``) there is no
+``no_sync``: every micro-step's backward synchronizes, and the scale is the same.
+Hugging Face ``Trainer`` and DeepSpeed divide the loss by the accumulation
+steps by default; ``microbatch.__doc__`` says how to turn that off.
+
+``python/examples/train_ddp.py`` runs this loop on a tiny model with 2
+processes on the CPU.
+
+Example (one process, no process group: rank 0 of 1):
+
+>>> import numpy as np
+>>> from microbatch.torch import BalancedBatchSampler
+>>> text = 20 + (np.arange(40) * 37) % 200
+>>> sampler = BalancedBatchSampler(text, global_batch_size=16, model="qwen2.5-vl-7b",
+...                                seq_len=512, num_replicas=2, rank=0, seed=1)
+>>> [step.micro_steps for step in sampler.steps()] == [s.micro_steps for s in sampler.steps()]
+True
+>>> len(sampler) == sum(step.micro_steps for step in sampler.steps()) == len(list(sampler))
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import _arrays
+from .errors import DtypeError, Error, InputError, SettingError
+from .plan import NORMALIZATIONS, Plan, Planner
+
+__all__ = [
+    "BalancedBatchSampler",
+    "Step",
+    "PlanMismatchError",
+    "collate_packed",
+    "loss_tokens",
+    "summed_loss",
+    "verify_plans",
+]
+
+#: The label value that carries no loss (PyTorch's and Hugging Face's ``ignore_index``).
+IGNORE_INDEX = -100
+
+
+class PlanMismatchError(Error):
+    """Ranks planned different steps: their plans' fingerprints differ.
+
+    Raised on every rank by :meth:`BalancedBatchSampler.verify` and
+    :func:`verify_plans`; :attr:`ranks` lists the ranks whose fingerprints
+    differ from rank 0's, :attr:`Error.item` is the first of them.
+    Every rank must build its sampler from the same metadata, global batch
+    size, seed, epoch and planner settings.
+
+    >>> e = PlanMismatchError("ranks differ", ranks=[1, 3])
+    >>> e.item, e.ranks, isinstance(e, Error)
+    (1, [1, 3], True)
+    """
+
+    def __init__(self, message: str, *, ranks: Sequence[int] = (), kind: str = "PlanMismatch", item: Any = None) -> None:
+        ranks = [int(r) for r in ranks]
+        super().__init__(message, kind=kind, item=ranks[0] if item is None and ranks else item)
+        self.ranks: List[int] = ranks
+
+    def __reduce__(self):
+        return (_rebuild_mismatch, (str(self), self.ranks, self.kind, self.item))
+
+
+def _rebuild_mismatch(message: str, ranks: List[int], kind: str, item: Any) -> PlanMismatchError:
+    return PlanMismatchError(message, ranks=ranks, kind=kind, item=item)
+
+
+def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
+    """Checks that every rank of ``group`` holds the same plan fingerprints.
+
+    All-gathers ``fingerprints`` (one per step, in order: the values of
+    :attr:`microbatch.Plan.fingerprint`) through ``torch.distributed`` and
+    raises :class:`PlanMismatchError` on every rank when any rank's list
+    differs from rank 0's, naming the ranks that differ and the first step
+    where they do. Does nothing when ``torch.distributed`` is not initialized.
+    A collective: every rank of ``group`` must call it.
+
+    >>> verify_plans([0x1234, 0x5678])  # no process group: nothing to compare
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    mine = [int(f) for f in fingerprints]
+    world = dist.get_world_size(group)
+    gathered: List[Any] = [None] * world
+    dist.all_gather_object(gathered, mine, group=group)
+    reference = gathered[0]
+    differ = [r for r in range(world) if gathered[r] != reference]
+    if not differ:
+        return
+    r = differ[0]
+    other = gathered[r]
+    if len(other) != len(reference):
+        where = f"rank {r} planned {len(other)} steps where rank 0 planned {len(reference)}"
+    else:
+        s = next(i for i, (a, b) in enumerate(zip(reference, other)) if a != b)
+        where = f"at step {s}, rank {r} has fingerprint {other[s]:#018x} where rank 0 has {reference[s]:#018x}"
+    raise PlanMismatchError(
+        f"the plans differ between ranks (ranks {differ} differ from rank 0; {where}): every rank must "
+        "build its sampler from the same metadata, global batch size, seed, epoch and planner settings",
+        ranks=differ,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One optimizer step of an epoch, as seen from one rank.
+
+    The sampler yields the step's :attr:`micro_steps` micro-batches in order;
+    the training loop runs forward and backward on each (an empty one too),
+    multiplies each micro-batch's summed loss by :meth:`loss_scale`, and steps
+    the optimizer after the last.
+
+    Attributes:
+        index: the step's position in the epoch (0, 1, ...).
+        epoch: the epoch the step belongs to.
+        rank: the rank this record is for.
+        plan: the step's whole plan (every rank's micro-batches).
+
+    >>> import microbatch
+    >>> from microbatch.torch import Step
+    >>> plan = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=512).plan(
+    ...     ids=[0, 1, 2, 3], text_tokens=[100, 200, 300, 50], loss_tokens=[10, 20, 30, 0])
+    >>> step = Step(index=0, epoch=0, rank=1, plan=plan)
+    >>> step.loss_scale("token", "mean") == 2 / 60 and step.loss_scale("sample", "sum") == 1 / 4
+    True
+    >>> sorted(i for r in (0, 1) for j in range(step.micro_steps)
+    ...        for i in Step(0, 0, r, plan).micro_batch(j))
+    [0, 1, 2, 3]
+    """
+
+    index: int
+    epoch: int
+    rank: int
+    plan: Plan
+
+    @property
+    def micro_steps(self) -> int:
+        """The micro-steps of this step (the same on every rank)."""
+        return self.plan.micro_steps
+
+    @property
+    def fingerprint(self) -> int:
+        """The plan's fingerprint (equal on every rank that planned the same step)."""
+        return self.plan.fingerprint
+
+    @property
+    def samples(self) -> int:
+        """The samples of the whole step (all ranks)."""
+        return len(self.plan)
+
+    def loss_scale(self, normalization: str, reduction: str) -> float:
+        """The factor each micro-batch's summed loss is multiplied by: see :meth:`microbatch.Plan.loss_scale`."""
+        return self.plan.loss_scale(normalization, reduction)
+
+    def micro_batch(self, micro_step: int) -> List[int]:
+        """This rank's dataset indices at ``micro_step`` (possibly none)."""
+        return self.plan.micro_batch(self.rank, micro_step).tolist()
+
+
+Metadata = Callable[[int], Tuple[Any, ...]]
+
+
+class BalancedBatchSampler(torch.utils.data.Sampler):
+    """A batch sampler that yields this rank's balanced micro-batches: the drop-in for ``DistributedSampler`` + ``BatchSampler``.
+
+    Args:
+        text_tokens: each dataset index's text tokens (1-D integers), or a
+            callable ``meta(index) -> (text_tokens, image_tokens[, loss_tokens])``
+            (``image_tokens`` a list of per-image token counts, possibly
+            empty), evaluated once per index on first use; it then needs
+            ``num_samples`` and replaces ``image_tokens`` and ``loss_tokens``.
+        image_tokens: each index's images as token counts (a list of 1-D
+            arrays, or ``(values, offsets)``: see :meth:`microbatch.Planner.plan`);
+            ``None``: no images.
+        global_batch_size: the samples of one optimizer step over all ranks
+            (at least ``num_replicas``).
+        loss_tokens: each index's loss tokens (see :func:`loss_tokens`);
+            ``None``: all its text tokens.
+        image_units: each image's vision units (tiles), shaped like ``image_tokens``.
+        costs: per-sample costs for a planner whose cost model takes them
+            (passed on, gathered per step, as ``costs=`` to ``Planner.plan``):
+            an ``(n, 2)`` array or a dict of 1-D arrays.
+        num_samples: the dataset's length, required with a callable.
+        planner: a ready :class:`microbatch.Planner` (or any object with
+            ``ranks`` and ``plan(ids, text_tokens, image_tokens, loss_tokens, **kw)``)
+            whose ``ranks`` equal ``num_replicas``; ``None``: one is built from
+            ``model``, ``seq_len`` and ``planner_settings``.
+        model, seq_len: the planner's cost model and packed sequence length.
+        num_replicas, rank: the data-parallel world size and this rank;
+            ``None``: ``torch.distributed``'s when it is initialized, else 1 and 0.
+        shuffle: a new random order per epoch (``torch.Generator`` seeded
+            with ``seed + epoch``, like ``DistributedSampler``); else index order.
+        seed: the shuffling seed; must be the same on every rank.
+        drop_last: drop the last global batch when it is smaller than
+            ``global_batch_size``. Otherwise it is planned as a smaller step;
+            if it has fewer than ``num_replicas`` samples (too few for every
+            rank to get one) it is merged into the step before instead, so
+            every sample is used exactly once per epoch.
+        verify: check, in :meth:`steps`, that every rank planned the same
+            epoch (:meth:`verify`; a collective over ``torch.distributed``).
+        planner_settings: other keyword arguments of :class:`microbatch.Planner`
+            (``sync``, ``micro_steps``, ``max_units``, ``max_images``,
+            ``sequences_per_micro_step``, ``refinement``, ...).
+
+    Iterating yields this rank's micro-batches as lists of dataset indices:
+    micro-steps 0 to ``A - 1`` of step 0, then those of step 1, and so on. A
+    micro-batch may be an empty list (run it anyway: :func:`collate_packed`
+    makes an empty batch of it). ``len(sampler)`` is the number of micro-batches
+    this rank yields in the epoch, the same on every rank. Every epoch is
+    planned once, on first use, and cached until :meth:`set_epoch` changes it.
+
+    Raises:
+        SettingError: ``global_batch_size`` below ``num_replicas``, a planner
+            for another number of ranks, a rank out of range, a dataset with
+            fewer samples than ranks, missing planner settings.
+        DtypeError, InvalidValueError: metadata of the wrong shape or values.
+
+    >>> import numpy as np
+    >>> from microbatch.torch import BalancedBatchSampler
+    >>> text = 20 + (np.arange(30) * 37) % 200
+    >>> images = [[256] if i % 3 == 0 else [] for i in range(30)]
+    >>> ranks = [BalancedBatchSampler(text, images, global_batch_size=8, model="qwen2.5-vl-7b",
+    ...                               seq_len=1024, num_replicas=2, rank=r) for r in (0, 1)]
+    >>> len(ranks[0]) == len(ranks[1])
+    True
+    >>> sorted(i for s in ranks for batch in s for i in batch) == list(range(30))
+    True
+    """
+
+    def __init__(
+        self,
+        text_tokens: Union[Any, Metadata],
+        image_tokens: _arrays.Ragged = None,
+        *,
+        global_batch_size: int,
+        loss_tokens: Any = None,
+        image_units: _arrays.Ragged = None,
+        costs: Any = None,
+        num_samples: Optional[int] = None,
+        planner: Optional[Any] = None,
+        model: Optional[Any] = None,
+        seq_len: Optional[int] = None,
+        num_replicas: Optional[int] = None,
+        rank: Optional[int] = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        verify: bool = False,
+        **planner_settings: Any,
+    ) -> None:
+        if num_replicas is None or rank is None:
+            import torch.distributed as dist
+
+            initialized = dist.is_available() and dist.is_initialized()
+            if num_replicas is None:
+                num_replicas = dist.get_world_size() if initialized else 1
+            if rank is None:
+                rank = dist.get_rank() if initialized else 0
+        self.num_replicas = _arrays.count(num_replicas, "num_replicas", minimum=1)
+        self.rank = _arrays.count(rank, "rank", maximum=self.num_replicas - 1)
+        self.global_batch_size = _arrays.count(global_batch_size, "global_batch_size", minimum=1)
+        if self.global_batch_size < self.num_replicas:
+            raise SettingError(
+                f"global_batch_size {self.global_batch_size} is below num_replicas {self.num_replicas}: "
+                "every rank needs at least one sample per step",
+                item="global_batch_size",
+            )
+        self.seed = _arrays.count(seed, "seed", minimum=-(2**63), maximum=2**63 - 1)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.verify_plans = bool(verify)
+        self.epoch = 0
+
+        if planner is None:
+            if model is None or seq_len is None:
+                raise SettingError(
+                    "give either planner= (a microbatch.Planner) or model= and seq_len= to build one",
+                    item="model" if model is None else "seq_len",
+                )
+            planner = Planner(model, self.num_replicas, seq_len, **planner_settings)
+        elif model is not None or seq_len is not None or planner_settings:
+            names = [n for n, v in (("model", model), ("seq_len", seq_len)) if v is not None] + sorted(planner_settings)
+            raise SettingError(
+                f"planner= is given, so the planner settings {names} would be ignored: set them on the planner",
+                item=names[0],
+            )
+        if getattr(planner, "ranks", None) != self.num_replicas:
+            raise SettingError(
+                f"the planner plans for {getattr(planner, 'ranks', None)} ranks but num_replicas is "
+                f"{self.num_replicas}: build the planner with ranks equal to the world size",
+                item="planner",
+            )
+        self.planner = planner
+
+        if callable(text_tokens):
+            if image_tokens is not None or loss_tokens is not None:
+                raise SettingError(
+                    "with a metadata callable, return image and loss tokens from it instead of "
+                    "passing image_tokens= or loss_tokens=",
+                    item="image_tokens" if image_tokens is not None else "loss_tokens",
+                )
+            if num_samples is None:
+                raise SettingError("a metadata callable needs num_samples= (the dataset's length)", item="num_samples")
+            self._n = _arrays.count(num_samples, "num_samples")
+            self._meta: Optional[Metadata] = text_tokens
+            self._text = self._images = self._loss = None
+        else:
+            self._meta = None
+            self._set_arrays(text_tokens, image_tokens, loss_tokens)
+            if num_samples is not None and _arrays.count(num_samples, "num_samples") != self._n:
+                raise DtypeError(
+                    f"num_samples is {num_samples} but text_tokens has {self._n} entries", item="num_samples"
+                )
+        self._units = image_units
+        self._costs = costs
+        self._units_checked = False
+        self._cache: Optional[Tuple[int, List[Step]]] = None
+        self._verified_epoch: Optional[int] = None
+
+    # --- metadata ---------------------------------------------------------
+
+    def _set_arrays(self, text: Any, images: _arrays.Ragged, loss: Any) -> None:
+        self._text = _arrays.integers(text, "text_tokens", np.uint32)
+        self._n = n = self._text.shape[0]
+        self._images = _arrays.ragged(images, "image_tokens", n, np.uint32)
+        self._loss = None if loss is None else _arrays.integers(loss, "loss_tokens", np.uint64, length=n)
+
+    def _metadata(self) -> None:
+        if self._meta is None:
+            return
+        meta, self._meta = self._meta, None
+        text = np.zeros(self._n, dtype=np.int64)
+        images: List[Any] = []
+        loss: List[Any] = []
+        for i in range(self._n):
+            row = meta(i)
+            if not isinstance(row, (tuple, list)) or len(row) not in (2, 3):
+                self._meta = meta
+                raise DtypeError(
+                    f"the metadata callable returned {type(row).__name__} for index {i}: return a tuple "
+                    "(text_tokens, image_tokens[, loss_tokens])",
+                    item=i,
+                )
+            try:
+                text[i] = operator.index(row[0])
+                if len(row) == 3:
+                    loss.append(operator.index(row[2]))
+            except TypeError:
+                self._meta = meta
+                raise DtypeError(
+                    f"the metadata callable returned a non-integer token count for index {i}: {row!r}", item=i
+                ) from None
+            images.append(() if row[1] is None else row[1])
+        if loss and len(loss) != self._n:
+            self._meta = meta
+            raise DtypeError("the metadata callable returned loss tokens for some indices only", item="loss_tokens")
+        self._set_arrays(text, images, loss or None)
+
+    def __len__(self) -> int:
+        """The micro-batches this rank yields in the current epoch (the same on every rank)."""
+        return sum(step.micro_steps for step in self._steps())
+
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch: with ``shuffle``, every epoch gets another order (call it on every rank)."""
+        self.epoch = _arrays.count(epoch, "epoch")
+
+    # --- planning ---------------------------------------------------------
+
+    def batches(self) -> List[np.ndarray]:
+        """The current epoch's global batches as arrays of dataset indices (every rank's).
+
+        The order follows the epoch's permutation; the last batch is
+        dropped, kept or merged into the one before as ``drop_last`` says.
+        """
+        self._metadata()
+        n, b = self._n, self.global_batch_size
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            order = torch.randperm(n, generator=g).numpy().astype(np.int64)
+        else:
+            order = np.arange(n, dtype=np.int64)
+        full, rest = divmod(n, b)
+        cuts = [order[k * b : (k + 1) * b] for k in range(full)]
+        if rest and not self.drop_last:
+            tail = order[full * b :]
+            if rest >= self.num_replicas:
+                cuts.append(tail)
+            elif cuts:
+                cuts[-1] = np.concatenate([cuts[-1], tail])
+            else:
+                raise SettingError(
+                    f"the dataset has {n} samples, fewer than num_replicas {self.num_replicas}: "
+                    "every rank needs at least one sample per step",
+                    item="num_samples",
+                )
+        return cuts
+
+    def _plan(self, idx: np.ndarray) -> Plan:
+        text = self._text[idx]
+        values, offsets = self._images
+        img = _gather_ragged(values, offsets, idx)
+        loss = None if self._loss is None else self._loss[idx]
+        kw: Dict[str, Any] = {}
+        if self._units is not None:
+            if not self._units_checked:
+                self._units = _arrays.ragged(self._units, "image_units", self._n, np.uint32)
+                if not np.array_equal(self._units[1], offsets):
+                    raise DtypeError(
+                        "image_units must give one unit count per image, in the shape of image_tokens",
+                        item="image_units",
+                    )
+                self._units_checked = True
+            kw["image_units"] = _gather_ragged(self._units[0], offsets, idx)
+        if self._costs is not None:
+            if isinstance(self._costs, dict):
+                kw["costs"] = {k: np.asarray(v)[idx] for k, v in self._costs.items()}
+            else:
+                kw["costs"] = np.asarray(self._costs)[idx]
+        return self.planner.plan(idx.astype(np.uint64), text, img, loss, **kw)
+
+    def _steps(self) -> List[Step]:
+        if self._cache is None or self._cache[0] != self.epoch:
+            epoch = self.epoch
+            steps = [Step(k, epoch, self.rank, self._plan(idx)) for k, idx in enumerate(self.batches())]
+            self._cache = (epoch, steps)
+        return self._cache[1]
+
+    def steps(self) -> List[Step]:
+        """The current epoch's steps for this rank, in the order the micro-batches are yielded.
+
+        Zip them with the loader: step ``k`` owns the next ``step.micro_steps``
+        batches. With ``verify=True``, the first call per epoch checks that
+        every rank planned the same epoch (:meth:`verify`).
+        """
+        steps = self._steps()
+        if self.verify_plans and self._verified_epoch != self.epoch:
+            self.verify()
+        return steps
+
+    def verify(self, *, group: Any = None) -> None:
+        """Checks that every rank planned the same epoch; raises :class:`PlanMismatchError` if not.
+
+        One ``all_gather_object`` of the epoch's fingerprints; every rank of
+        ``group`` must call it. Does nothing without an initialized process group.
+        """
+        verify_plans([s.fingerprint for s in self._steps()], group=group)
+        self._verified_epoch = self.epoch
+
+    def __iter__(self) -> Iterator[List[int]]:
+        for step in self._steps():
+            for j in range(step.micro_steps):
+                yield step.micro_batch(j)
+
+    def __repr__(self) -> str:
+        return (
+            f"BalancedBatchSampler(samples={self._n}, global_batch_size={self.global_batch_size}, "
+            f"rank={self.rank}/{self.num_replicas}, epoch={self.epoch}, planner={self.planner!r})"
+        )
+
+
+def _gather_ragged(values: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The rows ``idx`` of a CSR ragged array, as ``(values, offsets)`` (vectorized)."""
+    off = offsets.astype(np.int64)
+    starts = off[idx]
+    lengths = off[idx + 1] - starts
+    new = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new[1:])
+    pos = np.repeat(starts - new[:-1], lengths) + np.arange(new[-1], dtype=np.int64)
+    return values[pos], new.astype(np.uint64)
+
+
+# --- packed sequences --------------------------------------------------------
+
+
+def _tensor(x: Any, name: str, item: int) -> torch.Tensor:
+    t = torch.as_tensor(x)
+    if t.dim() != 1:
+        raise DtypeError(f"sample {item}: {name} must be 1-D, got shape {tuple(t.shape)}", item=item)
+    if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
+        raise DtypeError(f"sample {item}: {name} must hold integers, got {t.dtype}", item=item)
+    return t.long()
+
+
+def collate_packed(samples: Sequence[Dict[str, Any]], *, label_pad: int = IGNORE_INDEX) -> Dict[str, Any]:
+    """Packs a micro-batch's samples into one row, in the layout of Hugging Face's ``DataCollatorWithFlattening``.
+
+    Args:
+        samples: dicts with ``input_ids`` (a 1-D tensor, array or list of
+            ints) and optionally ``labels`` (the same length; when absent, the
+            ``input_ids`` serve as labels).
+        label_pad: the label put at the first position of every sample, so
+            that the shifted loss never predicts one sample from another.
+
+    Returns a dict with:
+
+    - ``input_ids``: ``(1, T)`` int64, the samples concatenated;
+    - ``labels``: ``(1, T)`` int64, each sample's labels with its first
+      position set to ``label_pad``;
+    - ``position_ids``: ``(1, T)`` int64, ``0, 1, ...`` restarting at every sample;
+    - ``cu_seqlens``: ``(n + 1,)`` int32, the cumulative sample lengths
+      (``cu_seq_lens_q``/``cu_seq_lens_k`` of flash-attention's varlen kernels);
+    - ``max_length``: the longest sample's length (an int);
+    - every other key: tensors (and arrays) concatenated along dim 0 over the
+      samples that have the key (``pixel_values``, ``image_grid_thw``, ...),
+      anything else gathered into a list.
+
+    An empty micro-batch gives ``T = 0`` (and ``cu_seqlens == [0]``): run it anyway.
+
+    >>> from microbatch.torch import collate_packed
+    >>> b = collate_packed([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9], "labels": [-100, 4]}])
+    >>> b["input_ids"].tolist(), b["labels"].tolist(), b["position_ids"].tolist()
+    ([[5, 6, 7, 8, 9]], [[-100, 6, 7, -100, 4]], [[0, 1, 2, 0, 1]])
+    >>> b["cu_seqlens"].tolist(), b["max_length"]
+    ([0, 3, 5], 3)
+    >>> collate_packed([])["input_ids"].shape
+    torch.Size([1, 0])
+    """
+    ids: List[torch.Tensor] = []
+    labels: List[torch.Tensor] = []
+    extra: Dict[str, List[Any]] = {}
+    for i, s in enumerate(samples):
+        if not isinstance(s, dict) or "input_ids" not in s:
+            raise InputError(f"sample {i} is not a dict with 'input_ids': got {type(s).__name__}", item=i)
+        x = _tensor(s["input_ids"], "input_ids", i)
+        y = x.clone() if s.get("labels") is None else _tensor(s["labels"], "labels", i).clone()
+        if y.shape != x.shape:
+            raise DtypeError(
+                f"sample {i}: labels has {y.shape[0]} positions but input_ids has {x.shape[0]}", item=i
+            )
+        if y.numel():
+            y[0] = label_pad
+        ids.append(x)
+        labels.append(y)
+        for k, v in s.items():
+            if k not in ("input_ids", "labels"):
+                extra.setdefault(k, []).append(v)
+    lengths = torch.tensor([t.shape[0] for t in ids], dtype=torch.int64)
+    cu = torch.zeros(len(ids) + 1, dtype=torch.int32)
+    if len(ids):
+        cu[1:] = torch.cumsum(lengths, 0)
+    total = int(cu[-1])
+    starts = torch.repeat_interleave(cu[:-1].long(), lengths)
+    out: Dict[str, Any] = {
+        "input_ids": (torch.cat(ids) if ids else torch.zeros(0, dtype=torch.int64)).unsqueeze(0),
+        "labels": (torch.cat(labels) if labels else torch.zeros(0, dtype=torch.int64)).unsqueeze(0),
+        "position_ids": (torch.arange(total, dtype=torch.int64) - starts).unsqueeze(0),
+        "cu_seqlens": cu,
+        "max_length": int(lengths.max()) if len(ids) else 0,
+    }
+    for k, vs in extra.items():
+        if all(isinstance(v, (torch.Tensor, np.ndarray)) for v in vs):
+            ts = [torch.as_tensor(v) for v in vs]
+            try:
+                out[k] = torch.cat([t.reshape(1) if t.dim() == 0 else t for t in ts])
+            except RuntimeError as e:
+                raise DtypeError(f"the samples' {k!r} tensors cannot be concatenated along dim 0: {e}", item=k) from None
+        else:
+            out[k] = vs
+    return out
+
+
+def loss_tokens(labels: Any, *, ignore_index: int = IGNORE_INDEX) -> int:
+    """The loss tokens of one sample: what the planner's ``loss_tokens`` must hold for it.
+
+    The positions ``t >= 1`` with ``labels[t] != ignore_index``: after the
+    label shift (logits at ``t - 1`` predict ``labels[t]``) these are the
+    positions a cross-entropy with ``ignore_index`` counts. Position 0 never
+    carries loss: :func:`collate_packed` masks it so that no sample is
+    predicted from the one packed before it.
+
+    >>> from microbatch.torch import loss_tokens
+    >>> loss_tokens([-100, -100, 7, 8, -100, 9])
+    3
+    >>> loss_tokens([4, 5])  # position 0 is masked when packed
+    1
+    """
+    t = torch.as_tensor(labels)
+    if t.dim() != 1:
+        raise DtypeError(f"labels must be 1-D (one sample), got shape {tuple(t.shape)}", item="labels")
+    return int((t[1:] != ignore_index).sum())
+
+
+def summed_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    normalization: str = "token",
+    *,
+    ignore_index: int = IGNORE_INDEX,
+) -> torch.Tensor:
+    """A packed micro-batch's *summed* loss: multiply it by the step's loss scale before backward.
+
+    Args:
+        logits: ``(1, T, V)`` or ``(T, V)``, the model's output for the packed row.
+        labels: ``(1, T)`` or ``(T,)`` from :func:`collate_packed` (first position
+            of every sample already ``ignore_index``).
+        cu_seqlens: the samples' cumulative lengths from :func:`collate_packed`.
+        normalization: ``"token"``: the sum of the cross-entropies of every
+            loss token; ``"sample"``: the sum over samples of each sample's
+            mean cross-entropy (a sample without loss tokens adds 0).
+
+    The result stays connected to ``logits`` even when the micro-batch is
+    empty or carries no loss token (a zero with a gradient of zeros), so the
+    backward runs on every rank.
+
+    >>> import torch
+    >>> from microbatch.torch import collate_packed, summed_loss
+    >>> b = collate_packed([{"input_ids": [1, 2, 3]}, {"input_ids": [1, 2]}])
+    >>> logits = torch.zeros(1, 5, 4, requires_grad=True)  # uniform: each token costs log 4
+    >>> round(summed_loss(logits, b["labels"], b["cu_seqlens"], "token").item(), 4)  # 3 loss tokens
+    4.1589
+    >>> round(summed_loss(logits, b["labels"], b["cu_seqlens"], "sample").item(), 4)  # 2 samples
+    2.7726
+    """
+    if normalization not in NORMALIZATIONS:
+        raise SettingError(
+            f"unknown normalization {normalization!r}: use 'token' or 'sample'", item="normalization"
+        )
+    z = logits.reshape(-1, logits.shape[-1])
+    y = labels.reshape(-1).to(z.device)
+    if y.shape[0] != z.shape[0]:
+        raise DtypeError(f"labels has {y.shape[0]} positions but logits has {z.shape[0]}", item="labels")
+    per = F.cross_entropy(z[:-1], y[1:], ignore_index=ignore_index, reduction="none")
+    if normalization == "token" or per.numel() == 0:
+        return per.sum()
+    # The sample of each shifted position t (label t, t >= 1) and its loss-token count.
+    cu = cu_seqlens.to(device=z.device, dtype=torch.int64)
+    t = torch.arange(1, y.shape[0], device=z.device)
+    sample = torch.searchsorted(cu[1:], t, right=True)
+    carries = (y[1:] != ignore_index).to(per.dtype)
+    counts = torch.zeros(cu.shape[0] - 1, dtype=per.dtype, device=z.device).index_add_(0, sample, carries)
+    return (per * carries / counts[sample].clamp(min=1)).sum()
