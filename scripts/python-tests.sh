@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds and installs the Python package from this clone (`pip install ./python`,
 # as the README says) into a virtual environment, then runs its tests: the
-# binding against the crate, the doctests, the README's quickstart, and the
-# PyTorch sampler in real torch.distributed processes over loopback.
+# binding against the crate, the type hints (mypy), the doctests, the README's
+# quickstart, and the PyTorch sampler in real torch.distributed processes over
+# loopback.
 #
 #     scripts/python-tests.sh [PYTEST ARGS...]
 #
@@ -20,6 +21,8 @@ fi
 "$venv/bin/python" -m pip install -q -r python/requirements-test.txt
 # A release build of the extension (maturin, from python/pyproject.toml).
 "$venv/bin/python" -m pip install -q --force-reinstall --no-deps ./python
+# The package's type hints and the native module's stubs agree.
+(cd python && "../$venv/bin/python" -m mypy --ignore-missing-imports microbatch)
 # From python/tests, so that `import microbatch` is the installed package,
 # never the source folder.
 cd python/tests

@@ -132,7 +132,7 @@ def ragged(x: Ragged, name: str, n: int, dtype: type) -> Tuple[np.ndarray, np.nd
         values = integers(values, name, dtype)
     except InvalidValueError as e:
         # Name the sample, not the position in the flattened values.
-        k = int(e.item)
+        k = int(e.item) if isinstance(e.item, int) else 0
         i = int(np.searchsorted(offsets, k, side="right")) - 1
         raise InvalidValueError(
             f"{name}[{i}][{k - int(offsets[i])}] is {values[k]}: it must be non-negative"

@@ -210,3 +210,14 @@ class Plan:
     @staticmethod
     def from_json(text: str) -> Plan: ...
 # --- end plan ---
+
+# --- scenario ---
+SCENARIO_NAMES: List[str]
+
+def scenario(name: str, samples: int, seed: int) -> dict:
+    """One step's samples of a scenario: ``ids`` (uint64), ``text_tokens`` (uint32),
+    ``image_tokens``/``image_units`` (uint32, flattened), ``image_offsets`` (uint64,
+    n + 1), ``loss_tokens`` (uint64), and ``model``, ``seq_len``, ``max_units``."""
+    ...
+
+# --- end scenario ---

@@ -384,7 +384,9 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
                 raise SettingError("a metadata callable needs num_samples= (the dataset's length)", item="num_samples")
             self._n = _arrays.count(num_samples, "num_samples")
             self._meta: Optional[Metadata] = text_tokens
-            self._text = self._images = self._loss = None
+            self._text: Optional[np.ndarray] = None
+            self._images: Optional[Tuple[np.ndarray, np.ndarray]] = None
+            self._loss: Optional[np.ndarray] = None
         else:
             self._meta = None
             self._set_arrays(text_tokens, image_tokens, loss_tokens)
@@ -392,7 +394,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
                 raise DtypeError(
                     f"num_samples is {num_samples} but text_tokens has {self._n} entries", item="num_samples"
                 )
-        self._units = image_units
+        self._units: Any = image_units
         self._costs = costs
         self._units_checked = False
         self._cache: Optional[Tuple[int, List[Step]]] = None
@@ -478,6 +480,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         return cuts
 
     def _plan(self, idx: np.ndarray) -> Plan:
+        assert self._text is not None and self._images is not None, "metadata read by batches()"
         text = self._text[idx]
         values, offsets = self._images
         img = _gather_ragged(values, offsets, idx)
