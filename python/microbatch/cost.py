@@ -33,7 +33,7 @@ Example:
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -53,6 +53,7 @@ __all__ = [
     "Given",
     "preset",
     "fit",
+    "fit_terms",
     "Fit",
     "PRESETS",
     "PHASES",
@@ -548,3 +549,66 @@ def fit(features: Any, times: Any) -> Fit:
     return Fit(
         _native.fit(np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(t, dtype=np.float64))
     )
+
+
+def fit_terms(terms: Sequence["CostModel"], groups: Sequence[Any], times: Any) -> Tuple["CostModel", Fit]:
+    """Fits one coefficient per term to measured group times and returns the fitted model.
+
+    The crate's ``fit_terms``: each measured group (a packed sequence or a
+    micro-batch) is one row whose features are every term's cost of the group
+    (summed over phases); :func:`fit` finds non-negative coefficients ``c``
+    minimizing the squared relative errors, and the model returned is
+    ``terms[0].scale(c[0]) + terms[1].scale(c[1]) + ...``, ready for
+    :class:`microbatch.Planner`. Give each term a unit coefficient (for
+    example ``Tokens(1.0)``, ``DocumentAttention(1.0)``, ``PerGroup(1.0)``) so
+    that the fitted coefficients read as seconds per unit.
+
+    Args:
+        terms: the models whose coefficients to fit (at least one).
+        groups: one entry per measurement: a dict of the keyword arguments of
+            :meth:`CostModel.group_cost` (``text_tokens``, optionally
+            ``image_tokens``, ``image_units``), or a tuple
+            ``(text_tokens, image_tokens)``.
+        times: the measured time of each group (positive).
+
+    Raises:
+        FitError: fewer groups than terms plus one, a term that no group
+            exercises or that repeats another (rank-deficient), a bad time.
+        DtypeError: groups or times of the wrong form.
+
+    Complexity: one evaluation of every term on every group (a Python loop
+    over groups and terms; calibration sets are small), then the fit.
+
+    >>> import microbatch.cost as mc
+    >>> groups = [([800], None), ([300, 500], None), ([100, 200, 300], None), ([2000], None)]
+    >>> times = [2e-6 * sum(t) + 1e-9 * sum(x * x for x in t) for t, _ in groups]
+    >>> model, f = mc.fit_terms([mc.Tokens(1.0), mc.DocumentAttention(1.0)], groups, times)
+    >>> [round(float(c / e), 6) for c, e in zip(f.coefficients, (2e-6, 1e-9))]
+    [1.0, 1.0]
+    >>> round(model.group_cost(text_tokens=[1000])[1] / (2e-6 * 1000 + 1e-9 * 1000**2), 6)
+    1.0
+    """
+    terms = list(terms)
+    if not terms or not all(isinstance(t, CostModel) for t in terms):
+        raise DtypeError("terms must be a non-empty list of microbatch.cost models", item="terms")
+    if isinstance(groups, (str, bytes)) or not hasattr(groups, "__len__"):
+        raise DtypeError("groups must be a list, one entry per measured group", item="groups")
+    rows = np.zeros((len(groups), len(terms)), dtype=np.float64)
+    for i, g in enumerate(groups):
+        if isinstance(g, dict):
+            kwargs = g
+        elif isinstance(g, (tuple, list)) and len(g) == 2:
+            kwargs = {"text_tokens": g[0], "image_tokens": g[1]}
+        else:
+            raise DtypeError(
+                f"groups[{i}] must be a dict of group_cost's arguments or a tuple (text_tokens, image_tokens)",
+                item=i,
+            )
+        for j, term in enumerate(terms):
+            vision, language = term.group_cost(**kwargs)
+            rows[i, j] = vision + language
+    f = fit(rows, times)
+    model = terms[0].scale(float(f.coefficients[0]))
+    for term, c in zip(terms[1:], f.coefficients[1:]):
+        model = model + term.scale(float(c))
+    return model, f

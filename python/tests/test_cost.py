@@ -146,3 +146,35 @@ def test_errors_pickle():
     back = pickle.loads(pickle.dumps(e.value))
     assert type(back) is microbatch.InvalidValueError
     assert (back.kind, back.item, str(back)) == (e.value.kind, e.value.item, str(e.value))
+
+
+def test_fit_terms_recovers_known_coefficients_and_plans():
+    """Times generated from known coefficients over the same terms: fit_terms
+    recovers them, and the fitted model equals the hand-built one."""
+    rng = np.random.default_rng(11)
+    truth = {"tokens": 3e-6, "attention": 2e-10, "group": 4e-3}
+    groups, times = [], []
+    for _ in range(40):
+        text = rng.integers(50, 3000, int(rng.integers(1, 6)))
+        groups.append({"text_tokens": text})
+        times.append(truth["tokens"] * text.sum() + truth["attention"] * (text.astype(float) ** 2).sum()
+                     + truth["group"])
+    terms = [mc.Tokens(1.0), mc.DocumentAttention(1.0), mc.PerGroup(1.0)]
+    model, f = mc.fit_terms(terms, groups, times)
+    np.testing.assert_allclose(f.coefficients, list(truth.values()), rtol=1e-6)
+    assert f.rows == 40 and f.r_squared > 0.999999
+    by_hand = mc.Tokens(truth["tokens"]) + mc.DocumentAttention(truth["attention"]) + mc.PerGroup(truth["group"])
+    probe = {"text_tokens": [700, 1200]}
+    np.testing.assert_allclose(model.group_cost(**probe), by_hand.group_cost(**probe), rtol=1e-6)
+    plan = microbatch.Planner(model, ranks=2, seq_len=4096).plan(ids=[0, 1, 2, 3], text_tokens=[900, 100, 500, 500])
+    assert len(plan) == 4
+
+
+def test_fit_terms_refuses_what_it_cannot_fit():
+    with pytest.raises(microbatch.FitError):  # fewer rows than terms + 1
+        mc.fit_terms([mc.Tokens(1.0), mc.PerGroup(1.0)], [([10], None), ([20], None)], [1.0, 2.0])
+    with pytest.raises(microbatch.DtypeError) as e:
+        mc.fit_terms([mc.Tokens(1.0)], [[1, 2, 3]], [1.0])
+    assert e.value.item == 0
+    with pytest.raises(microbatch.DtypeError):
+        mc.fit_terms([], [([10], None)], [1.0])
