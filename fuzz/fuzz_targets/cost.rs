@@ -343,11 +343,19 @@ fn model<M: Incremental + std::fmt::Debug>(name: &str, m: &M, group: &[&Sample])
     for s in group.iter().rev() {
         m.insert(&mut rev, s);
     }
+    // Integer states (every built-in term) are exactly order-free; `Given`
+    // sums floats, whose last bits follow the order of insertion (its docs;
+    // the planner fixes the order, by id), so it is held to rounding.
+    let rev = m.evaluate(&rev);
+    let order_free = if name == "Given" {
+        close(rev.vision, inc.vision) && close(rev.language, inc.language)
+    } else {
+        rev == inc
+    };
     check!(
         "cost_order",
-        m.evaluate(&rev) == inc,
-        "{name}: insertion order changes the cost: {:?} vs {inc:?}",
-        m.evaluate(&rev)
+        order_free,
+        "{name}: insertion order changes the cost: {rev:?} vs {inc:?}"
     );
     let _ = format!("{m:?}");
 }

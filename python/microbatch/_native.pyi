@@ -179,16 +179,7 @@ class Planner:
         image_offsets: npt.NDArray[np.uint64],
         loss_tokens: Optional[npt.NDArray[np.uint64]],
         costs: Optional[npt.NDArray[np.float64]],
-    ) -> Plan: ...
-    def baseline(
-        self,
-        ids: npt.NDArray[np.uint64],
-        text: npt.NDArray[np.uint32],
-        image_tokens: npt.NDArray[np.uint32],
-        image_units: Optional[npt.NDArray[np.uint32]],
-        image_offsets: npt.NDArray[np.uint64],
-        loss_tokens: Optional[npt.NDArray[np.uint64]],
-        costs: Optional[npt.NDArray[np.float64]],
+        baseline: bool,
     ) -> Plan: ...
 
 class Plan:

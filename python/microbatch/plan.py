@@ -7,7 +7,7 @@ documentation (``microbatch.__doc__``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -348,7 +348,7 @@ class Planner:
         >>> plan.report.predicted
         5.0
         """
-        return Plan(self._native.plan(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs)))
+        return Plan(self._native.plan(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs), baseline=False))
 
     def baseline(
         self,
@@ -372,7 +372,7 @@ class Planner:
         True
         """
         return Plan(
-            self._native.baseline(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs))
+            self._native.plan(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs), baseline=True)
         )
 
     def _arguments(
@@ -383,7 +383,9 @@ class Planner:
         loss_tokens: Any,
         image_units: _arrays.Ragged,
         costs: Costs,
-    ) -> tuple:
+    ) -> Tuple[
+        np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray, Optional[np.ndarray], Optional[np.ndarray]
+    ]:
         ids_a = _arrays.integers(ids, "ids", np.uint64)
         n = ids_a.shape[0]
         text, img, units, offsets = _sample_arrays(text_tokens, image_tokens, image_units, n)

@@ -155,11 +155,13 @@ impl NativePlanner {
         self.needs_costs
     }
 
-    /// Plans one step. Arrays: `ids` (u64), `text` (u32), the images of all
-    /// samples flattened (`image_tokens`, u32; `image_units`, u32 >= 1 or
-    /// None) with `image_offsets` (u64, n + 1 entries, CSR), `loss_tokens`
-    /// (u64 or None), `costs` ((n, 2) f64 or None).
-    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens, costs))]
+    /// Plans one step, or makes its naive plan with `baseline` (the
+    /// loader's order, packed greedily, dealt to ranks in turn). Arrays:
+    /// `ids` (u64), `text` (u32), the images of all samples flattened
+    /// (`image_tokens`, u32; `image_units`, u32 >= 1 or None) with
+    /// `image_offsets` (u64, n + 1 entries, CSR), `loss_tokens` (u64 or
+    /// None), `costs` ((n, 2) f64 or None).
+    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens, costs, baseline))]
     #[allow(clippy::too_many_arguments)]
     fn plan(
         &self,
@@ -171,38 +173,12 @@ impl NativePlanner {
         image_offsets: PyReadonlyArray1<'_, u64>,
         loss_tokens: Option<PyReadonlyArray1<'_, u64>>,
         costs: Option<PyReadonlyArray2<'_, f64>>,
+        baseline: bool,
     ) -> PyResult<NativePlan> {
+        let mode = if baseline { Mode::Baseline } else { Mode::Plan };
         self.run(
             py,
-            Mode::Plan,
-            ids,
-            text,
-            image_tokens,
-            image_units,
-            image_offsets,
-            loss_tokens,
-            costs,
-        )
-    }
-
-    /// The naive plan of the same step (the loader's order, packed
-    /// greedily, dealt to ranks in turn); same arguments as `plan`.
-    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens, costs))]
-    #[allow(clippy::too_many_arguments)]
-    fn baseline(
-        &self,
-        py: Python<'_>,
-        ids: PyReadonlyArray1<'_, u64>,
-        text: PyReadonlyArray1<'_, u32>,
-        image_tokens: PyReadonlyArray1<'_, u32>,
-        image_units: Option<PyReadonlyArray1<'_, u32>>,
-        image_offsets: PyReadonlyArray1<'_, u64>,
-        loss_tokens: Option<PyReadonlyArray1<'_, u64>>,
-        costs: Option<PyReadonlyArray2<'_, f64>>,
-    ) -> PyResult<NativePlan> {
-        self.run(
-            py,
-            Mode::Baseline,
+            mode,
             ids,
             text,
             image_tokens,
