@@ -221,5 +221,5 @@ mod sync;
 pub use self::loss::{Loss, Normalization, Reduction};
 pub use self::output::{Plan, Report};
 pub use self::planner::Planner;
-pub use self::sample::StepSample;
+pub use self::sample::{StepSample, BYTES_PER_IMAGE_TOKEN};
 pub use self::sync::SyncModel;

@@ -1,9 +1,11 @@
-//! The planner's input: one sample of an optimizer step, with its id and the tokens that carry loss.
+//! The planner's input: one sample of an optimizer step, with its id, the tokens that carry loss, and where it is and what it belongs to.
 
 use crate::cost::Sample;
 
 /// One sample of an optimizer step: an id, the sample (text tokens and
-/// images) and the tokens that carry loss.
+/// images), the tokens that carry loss, and optionally the rank that already
+/// holds it (its *origin*, for [locality](crate::plan::Locality)), the group
+/// it must stay with, and the bytes it takes to move it.
 ///
 /// Ids must be unique within a step; they are the data loader's order, and
 /// the plan lists samples by id.
@@ -26,7 +28,23 @@ pub struct StepSample {
     sample: Sample,
     /// The tokens that carry loss; `None` means all text tokens.
     loss_tokens: Option<u64>,
+    /// The rank whose data loader holds the sample; `None`: nowhere yet.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    origin: Option<u64>,
+    /// The group the sample must stay with; `None`: none.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    group: Option<u64>,
+    /// The bytes to move it; `None`: derived from its image tokens.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    bytes: Option<u64>,
 }
+
+/// The bytes a sample takes to move per image token when no size is given
+/// ([`StepSample::with_bytes`]): the RGB pixels of one image token of
+/// Qwen2-VL and its successors (a 28 x 28 patch, 2 x 2 patches of 14 x 14
+/// merged, 3 bytes a pixel: 2,352 bytes). Text tokens count nothing: their ids
+/// are a few bytes against thousands.
+pub const BYTES_PER_IMAGE_TOKEN: u64 = 2352;
 
 impl StepSample {
     /// A sample whose loss tokens are its text tokens.
@@ -47,6 +65,9 @@ impl StepSample {
             id,
             sample,
             loss_tokens: None,
+            origin: None,
+            group: None,
+            bytes: None,
         }
     }
 
@@ -125,6 +146,119 @@ impl StepSample {
     pub fn loss_tokens(&self) -> u64 {
         self.loss_tokens
             .unwrap_or_else(|| u64::from(self.sample.text()))
+    }
+
+    /// Sets the rank whose data loader already holds the sample (builder
+    /// style): with [`Planner::locality`](crate::plan::Planner::locality)
+    /// the planner keeps it there where it can, and the plan's
+    /// [`Exchange`](crate::plan::Exchange) says what moves. The planner
+    /// refuses an origin that is not below its ranks
+    /// ([`Error::InvalidOrigin`](crate::Error::InvalidOrigin)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Sample;
+    /// use microbatch::plan::StepSample;
+    ///
+    /// let s = StepSample::new(3, Sample::text_only(100));
+    /// assert_eq!(s.origin(), None);
+    /// assert_eq!(s.with_origin(5).origin(), Some(5));
+    /// ```
+    #[must_use]
+    pub fn with_origin(mut self, rank: usize) -> Self {
+        self.origin = Some(rank as u64);
+        self
+    }
+
+    /// The rank that holds the sample before the step, if known.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Sample;
+    /// use microbatch::plan::StepSample;
+    ///
+    /// assert_eq!(StepSample::new(0, Sample::text_only(1)).with_origin(2).origin(), Some(2));
+    /// ```
+    #[must_use]
+    pub fn origin(&self) -> Option<usize> {
+        self.origin.map(|r| usize::try_from(r).unwrap_or(usize::MAX))
+    }
+
+    /// Puts the sample in group `group` (builder style): every sample of a
+    /// group lands in the same micro-batch (or, with
+    /// [`GroupScope::Rank`](crate::plan::GroupScope::Rank), on the same
+    /// rank): the responses of one prompt, the pieces of one conversation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Sample;
+    /// use microbatch::plan::StepSample;
+    ///
+    /// assert_eq!(StepSample::new(0, Sample::text_only(1)).with_group(9).group(), Some(9));
+    /// ```
+    #[must_use]
+    pub fn with_group(mut self, group: u64) -> Self {
+        self.group = Some(group);
+        self
+    }
+
+    /// The sample's group, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Sample;
+    /// use microbatch::plan::StepSample;
+    ///
+    /// assert_eq!(StepSample::new(0, Sample::text_only(1)).group(), None);
+    /// ```
+    #[must_use]
+    pub fn group(&self) -> Option<u64> {
+        self.group
+    }
+
+    /// Sets the bytes it takes to move the sample to another rank (builder
+    /// style): its pixels or vision features as the data loader holds them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    /// use microbatch::plan::StepSample;
+    ///
+    /// let s = StepSample::new(0, Sample::new(10, [Image::new(256)]));
+    /// assert_eq!(s.clone().with_bytes(1 << 20).bytes(), 1 << 20);
+    /// ```
+    #[must_use]
+    pub fn with_bytes(mut self, bytes: u64) -> Self {
+        self.bytes = Some(bytes);
+        self
+    }
+
+    /// The bytes it takes to move the sample: as set with
+    /// [`with_bytes`](StepSample::with_bytes), or
+    /// [`BYTES_PER_IMAGE_TOKEN`] per image token (saturating).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Image, Sample};
+    /// use microbatch::plan::{StepSample, BYTES_PER_IMAGE_TOKEN};
+    ///
+    /// let s = StepSample::new(0, Sample::new(10, [Image::new(256)]));
+    /// assert_eq!(s.bytes(), 256 * BYTES_PER_IMAGE_TOKEN);
+    /// assert_eq!(StepSample::new(1, Sample::text_only(900)).bytes(), 0);
+    /// ```
+    #[must_use]
+    pub fn bytes(&self) -> u64 {
+        self.bytes.unwrap_or_else(|| {
+            self.sample
+                .image_tokens()
+                .saturating_mul(BYTES_PER_IMAGE_TOKEN)
+        })
     }
 
     /// The ViT units (tiles or frame groups) of all images.
