@@ -135,7 +135,10 @@ fn places(plan: &Plan) -> HashMap<u64, (usize, usize, usize)> {
 /// whose samples exceed `L` or the units cap, with its first dimension over.
 fn too_large(c: &Case) -> Option<(u64, usize, u64, u64)> {
     let by_id: HashMap<u64, &StepSample> = c.samples.iter().map(|s| (s.id(), s)).collect();
-    let caps = [u64::from(c.seq_len), c.max_units.map_or(u64::MAX, u64::from)];
+    let caps = [
+        u64::from(c.seq_len),
+        c.max_units.map_or(u64::MAX, u64::from),
+    ];
     groups(&c.samples).into_iter().find_map(|(g, ids)| {
         let mut sum = [0u64; 2];
         for id in &ids {
@@ -287,8 +290,14 @@ fn the_error_names_the_group_and_the_fix() {
         }
     );
     let text = err.to_string();
-    assert!(text.starts_with("group 40 (4 samples) has 1200 tokens together"), "{text}");
-    assert!(text.contains("`seq_len`") && text.contains("GroupScope::Rank"), "{text}");
+    assert!(
+        text.starts_with("group 40 (4 samples) has 1200 tokens together"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`seq_len`") && text.contains("GroupScope::Rank"),
+        "{text}"
+    );
     // Rank scope: the group spans two sequences of one rank; with one
     // micro-step a rank holds one sequence.
     let rank = planner.group_scope(GroupScope::Rank);
@@ -368,7 +377,11 @@ fn balance_with_groups_stays_near_the_bound() {
             // Under the micro-batch scope groups cost little; under the
             // rank scope on this step nearly every sample is in a chunk
             // pinned to its rank, so per-micro-step barriers lose more.
-            let limit = if scope == GroupScope::MicroBatch { 1.06 } else { 1.3 };
+            let limit = if scope == GroupScope::MicroBatch {
+                1.06
+            } else {
+                1.3
+            };
             assert!(worst <= limit, "{sync} {scope}: groups cost {worst}");
         }
     }
