@@ -350,6 +350,28 @@ pub enum Error {
         /// The data-parallel ranks.
         ranks: usize,
     },
+    /// A group of samples that must stay together
+    /// ([`StepSample::with_group`](crate::plan::StepSample::with_group))
+    /// cannot: under [`GroupScope::MicroBatch`](crate::plan::GroupScope::MicroBatch)
+    /// its samples together exceed one packed sequence's length or a cap
+    /// (`dim` is `tokens`, `units` or `images`); under
+    /// [`GroupScope::Rank`](crate::plan::GroupScope::Rank) it needs more
+    /// packed sequences than one rank holds (`dim` is `sequences`, the cap
+    /// `micro_steps * sequences_per_micro_step`).
+    GroupTooLarge {
+        /// The group's id.
+        group: u64,
+        /// The samples of the group.
+        samples: usize,
+        /// The dimension over its cap: `tokens`, `units`, `images` or
+        /// `sequences`.
+        dim: &'static str,
+        /// The group's size in `dim`: its samples' sum, or the sequences it
+        /// needs.
+        size: u64,
+        /// The cap it exceeds.
+        cap: u64,
+    },
     /// Two samples of a step have the same id.
     DuplicateId {
         /// The repeated id.
@@ -557,6 +579,37 @@ impl fmt::Display for Error {
                 f,
                 "{samples} sample(s) for {ranks} ranks: every rank needs at least one sample \
                  (plan a larger step or fewer ranks)"
+            ),
+            Error::GroupTooLarge {
+                group,
+                samples,
+                dim: "sequences",
+                size,
+                cap,
+            } => write!(
+                f,
+                "group {group} ({samples} samples) needs {size} packed sequences, more than the \
+                 {cap} one rank holds; every sample of a group lands on one rank: give more \
+                 micro-steps (`Planner::micro_steps`), a longer `seq_len` or larger caps, or \
+                 split the group"
+            ),
+            Error::GroupTooLarge {
+                group,
+                samples,
+                dim,
+                size,
+                cap,
+            } => write!(
+                f,
+                "group {group} ({samples} samples) has {size} {dim} together, more than the {cap} \
+                 one packed sequence holds; every sample of a group lands in one sequence: raise \
+                 {}, or plan with `GroupScope::Rank` to spread the group over the sequences of \
+                 one rank",
+                match *dim {
+                    "units" => "`max_units`",
+                    "images" => "`max_images`",
+                    _ => "`seq_len`",
+                }
             ),
             Error::DuplicateId { id } => write!(
                 f,

@@ -202,8 +202,13 @@ fn by_row(sync: SyncModel, row_key: RowKey, shape: Shape, seqs: &Sequences) -> V
 
 /// Moves single samples from ranks with several to ranks with none, so that
 /// no rank idles at the collective (a sample alone always fits a sequence).
-/// `slots` lists each slot's positions.
-pub(crate) fn give_every_rank_work(slots: &mut [Vec<u32>], shape: Shape) {
+/// `slots` lists each slot's positions; only those `movable` accepts move
+/// (the last such of the donor sequence).
+pub(crate) fn give_every_rank_work(
+    slots: &mut [Vec<u32>],
+    shape: Shape,
+    movable: impl Fn(u32) -> bool,
+) {
     let per_rank = shape.per_rank();
     let count = |slots: &[Vec<u32>], r: usize| -> usize {
         slots[r * per_rank..(r + 1) * per_rank]
@@ -217,10 +222,11 @@ pub(crate) fn give_every_rank_work(slots: &mut [Vec<u32>], shape: Shape) {
         }
         // The fullest sequence of any rank with at least two samples.
         let donor = (0..slots.len())
-            .filter(|&k| count(slots, k / per_rank) >= 2 && !slots[k].is_empty())
+            .filter(|&k| count(slots, k / per_rank) >= 2 && slots[k].iter().any(|&p| movable(p)))
             .max_by_key(|&k| (slots[k].len(), Reverse(k)));
         if let Some(k) = donor {
-            if let Some(p) = slots[k].pop() {
+            if let Some(i) = slots[k].iter().rposition(|&p| movable(p)) {
+                let p = slots[k].remove(i);
                 // Into the empty first slot of the rank: still in order.
                 slots[r * per_rank].push(p);
             }

@@ -208,6 +208,7 @@ mod deal;
 mod evaluate;
 mod fingerprint;
 mod finish;
+mod group;
 mod loss;
 mod output;
 mod pack;
@@ -218,6 +219,7 @@ mod sample;
 mod shape;
 mod sync;
 
+pub use self::group::GroupScope;
 pub use self::loss::{Loss, Normalization, Reduction};
 pub use self::output::{Plan, Report};
 pub use self::planner::Planner;

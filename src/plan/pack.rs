@@ -17,6 +17,9 @@ pub(crate) struct Request {
     pub(crate) per_step: usize,
     /// `A`, or `None` for the smallest the planner fits.
     pub(crate) micro_steps: Option<usize>,
+    /// The fewest micro-steps the plan may have (1 unless groups under
+    /// [`GroupScope::Rank`](super::GroupScope::Rank) need more).
+    pub(crate) min_steps: usize,
 }
 
 /// The packed sequences.
@@ -35,7 +38,8 @@ pub(crate) struct Packed {
 /// `A`, the balanced packing ([`vector_lpt`] over the samples' costs, with
 /// the tokens as the primary size) if it fits, else first-fit-decreasing if
 /// that fits; without one, the smallest `A` of the two, starting from the
-/// bound `ceil(max over dimensions of sum / cap / (R * S))`.
+/// bound `ceil(max over dimensions of sum / cap / (R * S))` (at least
+/// `request.min_steps`).
 ///
 /// # Errors
 ///
@@ -64,7 +68,7 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
         .map(|d| sums[d].div_ceil(prep.caps[d]))
         .max()
         .unwrap_or(0);
-    let lb = steps_for(l1);
+    let lb = steps_for(l1).max(request.min_steps);
     let try_balanced = |steps: usize| {
         balanced(prep, steps * per_row).map(|sequences| Packed {
             shape: shape(steps),

@@ -6,6 +6,7 @@ use super::baseline::Naive;
 use super::deal::{deal, give_every_rank_work, RowKey, Sequences};
 use super::evaluate::step_time;
 use super::finish::{finish, Context, Layout};
+use super::group::{units, GroupScope, Units};
 use super::output::Plan;
 use super::pack::{pack, Request};
 use super::prepare::{prepare, Caps, Prepared};
@@ -79,6 +80,7 @@ pub struct Planner<M> {
     micro_steps: Option<usize>,
     per_step: usize,
     refine: bool,
+    group_scope: GroupScope,
 }
 
 impl<M: Incremental> Planner<M> {
@@ -122,6 +124,7 @@ impl<M: Incremental> Planner<M> {
             micro_steps: None,
             per_step: 1,
             refine: true,
+            group_scope: GroupScope::MicroBatch,
         }
     }
 
@@ -332,6 +335,44 @@ impl<M: Incremental> Planner<M> {
         self
     }
 
+    /// Where the samples of a group
+    /// ([`StepSample::with_group`]) land together: one micro-batch (the
+    /// default, [`GroupScope::MicroBatch`]; the planner keeps the group in
+    /// one packed sequence) or one rank ([`GroupScope::Rank`]; a group may
+    /// then span sequences and micro-steps). Samples without a group are
+    /// free; without groups the setting changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{GroupScope, Planner, StepSample};
+    /// use microbatch::Error;
+    ///
+    /// // Two prompts of three 400-token responses each, and two loose samples.
+    /// let mut samples: Vec<_> = (0..6)
+    ///     .map(|i| StepSample::new(i, Sample::text_only(400)).with_group(i / 3))
+    ///     .collect();
+    /// samples.extend((6..8).map(|i| StepSample::new(i, Sample::text_only(400))));
+    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1200);
+    /// let rank_of = |plan: &microbatch::plan::Plan, id| (0..2).find(|&r| plan.rank(r).contains(&id));
+    /// let plan = planner.plan(&samples)?;
+    /// assert_eq!(rank_of(&plan, 0), rank_of(&plan, 2)); // group 0 together
+    ///
+    /// // A sequence of 800 tokens cannot hold a group of 1200.
+    /// let err = planner.clone().seq_len(800).plan(&samples).unwrap_err();
+    /// assert!(matches!(err, Error::GroupTooLarge { group: 0, samples: 3, size: 1200, cap: 800, .. }));
+    /// // On one rank, a group may span sequences.
+    /// let plan = planner.seq_len(800).group_scope(GroupScope::Rank).plan(&samples)?;
+    /// assert_eq!(rank_of(&plan, 3), rank_of(&plan, 5));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn group_scope(mut self, scope: GroupScope) -> Self {
+        self.group_scope = scope;
+        self
+    }
+
     /// The cost model.
     ///
     /// # Examples
@@ -490,16 +531,31 @@ impl<M: Incremental> Planner<M> {
         let start = std::time::Instant::now();
         self.check(samples.len())?;
         let prep = prepare(samples, &self.model, self.caps())?;
+        // With groups, the stages run on units (groups and chunks as one
+        // item each), expanded back to samples before finishing.
+        let units = units(&prep, samples, self.group_scope, self.ranks)?;
+        let work = units.as_ref().map_or(&prep, |u| &u.prep);
+        let min_steps = match &units {
+            Some(u) => u.min_steps(self.per_step, self.micro_steps)?,
+            None => 1,
+        };
         let request = Request {
             ranks: self.ranks,
             per_step: self.per_step,
             micro_steps: self.micro_steps,
+            min_steps,
         };
-        let packed = pack(&prep, request)?;
+        let packed = pack(work, request)?;
         let shape = packed.shape;
-        let sequences = Sequences::new(&prep, packed.sequences);
-        let mut slots = self.deal_and_refine(&prep, shape, sequences);
-        give_every_rank_work(&mut slots, shape);
+        let sequences = Sequences::new(work, packed.sequences);
+        let mut slots = self.deal_and_refine(work, shape, sequences, units.as_ref());
+        match &units {
+            Some(u) => {
+                give_every_rank_work(&mut slots, shape, |p| !u.pinned(p));
+                slots = u.expand(slots);
+            }
+            None => give_every_rank_work(&mut slots, shape, |_| true),
+        }
         let layout = Layout {
             shape,
             slots,
@@ -556,7 +612,16 @@ impl<M: Incremental> Planner<M> {
     /// Deals the sequences to slots and refines them, for each row key the
     /// sync model tries, keeping the layout of least predicted step time:
     /// `slots[k]` lists the positions of slot `k` in ascending order.
-    fn deal_and_refine(&self, prep: &Prepared, shape: Shape, mut seqs: Sequences) -> Vec<Vec<u32>> {
+    /// With `units`, `prep` is theirs: chunks of groups go to their home
+    /// rank after dealing and never move in the refinement.
+    fn deal_and_refine(
+        &self,
+        prep: &Prepared,
+        shape: Shape,
+        mut seqs: Sequences,
+        units: Option<&Units>,
+    ) -> Vec<Vec<u32>> {
+        let pins = units.map_or_else(Vec::new, Units::pins);
         let keys: &[RowKey] = match self.sync {
             SyncModel::Phase => &RowKey::ALL,
             _ => &RowKey::ALL[..1],
@@ -570,8 +635,11 @@ impl<M: Incremental> Planner<M> {
                 seqs.clone()
             };
             let mut order = deal(self.sync, key, shape, &trial);
+            if let Some(u) = units {
+                u.gather(self.sync, shape, &mut order, &trial);
+            }
             if self.refine {
-                refine(prep, self.sync, shape, &order, &mut trial);
+                refine(prep, &pins, self.sync, shape, &order, &mut trial);
                 for b in trial.members.iter_mut() {
                     b.sort_unstable();
                 }

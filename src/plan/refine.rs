@@ -80,6 +80,9 @@ fn key(c: Phases, d: usize) -> f64 {
 
 struct Contest<'a> {
     prep: &'a Prepared,
+    /// Positions that never move (chunks of groups on their home rank);
+    /// empty when none is pinned.
+    pinned: &'a [bool],
     /// The sequences of each group.
     groups: Vec<&'a [u32]>,
     cost: Vec<Phases>,
@@ -91,6 +94,11 @@ struct Contest<'a> {
 impl Contest<'_> {
     /// Spends `units` of work; `false` (and nothing left) when the budget
     /// does not hold them.
+    #[inline]
+    fn pinned(&self, p: u32) -> bool {
+        self.pinned.get(p as usize).copied().unwrap_or(false)
+    }
+
     #[inline]
     fn spend(&self, units: u64) -> bool {
         let left = self.left.get();
@@ -124,9 +132,11 @@ struct Change {
 
 /// Refines the sequences `seqs` laid out by `slots` (`slot -> sequence`)
 /// for `sync` (their sizes are kept up to date; their costs are read as
-/// the groups' starting costs).
+/// the groups' starting costs). Positions marked in `pinned` (empty: none)
+/// never move.
 pub(crate) fn refine(
     prep: &Prepared,
+    pinned: &[bool],
     sync: SyncModel,
     shape: Shape,
     slots: &[u32],
@@ -163,6 +173,7 @@ pub(crate) fn refine(
         let n = groups.len();
         let mut contest = Contest {
             prep,
+            pinned,
             groups,
             cost,
             version: vec![0; n],
@@ -289,7 +300,9 @@ impl Contest<'_> {
             pool.clear();
             for &by in self.groups[y] {
                 for (ib, &pb) in bins[by as usize].iter().enumerate() {
-                    pool.push((prep.cost(pb as usize).total(), by, ib));
+                    if !self.pinned(pb) {
+                        pool.push((prep.cost(pb as usize).total(), by, ib));
+                    }
                 }
             }
             pool.sort_unstable_by(|a, b| {
@@ -338,6 +351,9 @@ impl Contest<'_> {
                 };
             for &bx in self.groups[x] {
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
+                    if self.pinned(pa) {
+                        continue;
+                    }
                     // A move and at most 2 * NEAR swaps.
                     if !self.spend(1 + 2 * NEAR as u64) {
                         return best;
@@ -390,6 +406,9 @@ impl Contest<'_> {
             for &bx in self.groups[x] {
                 let lx = loads[bx as usize];
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
+                    if self.pinned(pa) {
+                        continue;
+                    }
                     let ca = prep.cost(pa as usize);
                     let sa = prep.size(pa as usize);
                     for &by in self.groups[y] {
@@ -403,8 +422,11 @@ impl Contest<'_> {
                             let (cb, sb) = match ib {
                                 None => (Phases::ZERO, [0u64; 3]),
                                 Some(ib) => {
-                                    let pb = bins[by as usize][ib] as usize;
-                                    (prep.cost(pb), prep.size(pb))
+                                    let pb = bins[by as usize][ib];
+                                    if self.pinned(pb) {
+                                        continue;
+                                    }
+                                    (prep.cost(pb as usize), prep.size(pb as usize))
                                 }
                             };
                             let nx = gx - ca + cb;
