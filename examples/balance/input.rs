@@ -117,6 +117,20 @@ impl Input {
             Error::LossTokens { id, .. }
             | Error::InvalidCost { id, .. }
             | Error::InvalidFloor { id, .. } => format!("{}: {err}", at(Some(*id))),
+            Error::GroupTooLarge { group, .. } => {
+                let lines: Vec<String> = self
+                    .samples
+                    .iter()
+                    .filter(|s| s.group() == Some(*group))
+                    .filter_map(|s| self.line_of(s.id()))
+                    .map(|l| l.to_string())
+                    .collect();
+                match lines.len() {
+                    0 => err.to_string(),
+                    n if n <= 8 => format!("lines {}: {err}", lines.join(", ")),
+                    n => format!("lines {}, ... ({n} lines): {err}", lines[..8].join(", ")),
+                }
+            }
             other => other.to_string(),
         }
     }
