@@ -206,8 +206,10 @@
 mod baseline;
 mod deal;
 mod evaluate;
+mod exchange;
 mod fingerprint;
 mod finish;
+mod locality;
 mod loss;
 mod output;
 mod pack;
@@ -218,6 +220,8 @@ mod sample;
 mod shape;
 mod sync;
 
+pub use self::exchange::{Exchange, Move, Traffic};
+pub use self::locality::Locality;
 pub use self::loss::{Loss, Normalization, Reduction};
 pub use self::output::{Plan, Report};
 pub use self::planner::Planner;

@@ -29,13 +29,22 @@ pub struct StepSample {
     /// The tokens that carry loss; `None` means all text tokens.
     loss_tokens: Option<u64>,
     /// The rank whose data loader holds the sample; `None`: nowhere yet.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     origin: Option<u64>,
     /// The group the sample must stay with; `None`: none.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     group: Option<u64>,
     /// The bytes to move it; `None`: derived from its image tokens.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     bytes: Option<u64>,
 }
 
@@ -183,7 +192,8 @@ impl StepSample {
     /// ```
     #[must_use]
     pub fn origin(&self) -> Option<usize> {
-        self.origin.map(|r| usize::try_from(r).unwrap_or(usize::MAX))
+        self.origin
+            .map(|r| usize::try_from(r).unwrap_or(usize::MAX))
     }
 
     /// Puts the sample in group `group` (builder style): every sample of a
