@@ -115,6 +115,7 @@ impl Input {
                 out
             }
             Error::LossTokens { id, .. }
+            | Error::InvalidOrigin { id, .. }
             | Error::InvalidCost { id, .. }
             | Error::InvalidFloor { id, .. } => format!("{}: {err}", at(Some(*id))),
             Error::GroupTooLarge { group, .. } => {

@@ -154,9 +154,10 @@ fn parse_args() -> Result<Args, String> {
 
 /// A tolerance: a finite fraction from 0 to 1 (0.005 is 0.5%).
 fn fraction(flag: &str, value: &str) -> Result<f64, String> {
-    let x = value.trim().parse::<f64>().map_err(|e| {
-        format!("{flag} {value:?}: not a number ({e}); a fraction, 0.005 for 0.5%")
-    })?;
+    let x = value
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("{flag} {value:?}: not a number ({e}); a fraction, 0.005 for 0.5%"))?;
     // NaN fails the range test too.
     if !(0.0..=1.0).contains(&x) {
         return Err(format!(
@@ -557,7 +558,10 @@ fn run(args: &Args) -> Result<(), String> {
             .ok()
             .and_then(|p| p.report().traffic.as_ref().map(|t| t.bytes_moved));
         let cost = if free > 0.0 {
-            format!(" (locality: {:+.3}% step time)", 100.0 * (r.predicted / free - 1.0))
+            format!(
+                " (locality: {:+.3}% step time)",
+                100.0 * (r.predicted / free - 1.0)
+            )
         } else {
             String::new()
         };

@@ -562,7 +562,11 @@ pub(crate) struct NativeExchange {
 
 impl NativeExchange {
     /// `f(rank)` for every rank, as a u64 array.
-    fn per_rank<'py>(&self, py: Python<'py>, f: impl Fn(usize) -> u64) -> Bound<'py, PyArray1<u64>> {
+    fn per_rank<'py>(
+        &self,
+        py: Python<'py>,
+        f: impl Fn(usize) -> u64,
+    ) -> Bound<'py, PyArray1<u64>> {
         let v: Vec<u64> = (0..self.ranks).map(f).collect();
         v.to_pyarray(py)
     }

@@ -184,7 +184,13 @@ impl Units {
     /// holds no chunk at home there, of the same micro-step if one does.
     /// For [`SyncModel::Step`] each rank's sequences then follow the
     /// loader's order again.
-    pub(crate) fn gather(&self, sync: SyncModel, shape: Shape, order: &mut [u32], seqs: &Sequences) {
+    pub(crate) fn gather(
+        &self,
+        sync: SyncModel,
+        shape: Shape,
+        order: &mut [u32],
+        seqs: &Sequences,
+    ) {
         if self.most_chunks == 0 {
             return;
         }

@@ -206,9 +206,11 @@
 mod baseline;
 mod deal;
 mod evaluate;
+mod exchange;
 mod fingerprint;
 mod finish;
 mod group;
+mod locality;
 mod loss;
 mod output;
 mod pack;
@@ -219,7 +221,9 @@ mod sample;
 mod shape;
 mod sync;
 
+pub use self::exchange::{Exchange, Move, Traffic};
 pub use self::group::GroupScope;
+pub use self::locality::Locality;
 pub use self::loss::{Loss, Normalization, Reduction};
 pub use self::output::{Plan, Report};
 pub use self::planner::Planner;
