@@ -207,6 +207,51 @@ fn origin_group_and_bytes_are_read() {
     assert!(e.message.starts_with("duplicate field `origin`"), "{e}");
 }
 
+/// An origin past the ranks is the planner's to refuse, by id; `explain`
+/// names the line. A group too large for one sequence names its lines.
+#[test]
+fn origins_and_groups_the_planner_refuses_are_named_by_line() {
+    let text = "{\"id\": 1, \"text_tokens\": 5, \"origin\": 0}\n\n\
+                {\"id\": 4, \"text_tokens\": 6, \"origin\": 2}\n";
+    let input = read(text).unwrap();
+    let e = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(2)
+        .seq_len(64)
+        .plan(&input.samples)
+        .unwrap_err();
+    assert!(
+        matches!(e, microbatch::Error::InvalidOrigin { id: 4, .. }),
+        "{e:?}"
+    );
+    assert!(
+        input
+            .explain(&e)
+            .starts_with("line 3 (id 4): sample id 4 has origin rank 2"),
+        "{}",
+        input.explain(&e)
+    );
+    let text = "{\"id\": 1, \"text_tokens\": 40, \"group\": 9}\n\
+                {\"id\": 2, \"text_tokens\": 5}\n\
+                {\"id\": 3, \"text_tokens\": 40, \"group\": 9}\n";
+    let input = read(text).unwrap();
+    let e = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(1)
+        .seq_len(64)
+        .plan(&input.samples)
+        .unwrap_err();
+    assert!(
+        matches!(e, microbatch::Error::GroupTooLarge { group: 9, .. }),
+        "{e:?}"
+    );
+    assert!(
+        input
+            .explain(&e)
+            .starts_with("lines 1, 3: group 9 (2 samples) has 80 tokens"),
+        "{}",
+        input.explain(&e)
+    );
+}
+
 /// A bad line among good ones, and the blank lines around them.
 #[derive(Clone, Debug)]
 struct Doc {
