@@ -568,6 +568,11 @@ fn check_exchange(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg) {
 }
 
 fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_rank: bool) {
+    // A group stays on one rank: every rank gets work when the step has at
+    // least R units (groups and samples without one).
+    let groups: std::collections::BTreeSet<u64> = samples.iter().filter_map(StepSample::group).collect();
+    let units = groups.len() + samples.iter().filter(|s| s.group().is_none()).count();
+    let every_rank = every_rank && units >= cfg.ranks;
     let by_id: BTreeMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
     let (r, a, s) = (
         plan.ranks(),
