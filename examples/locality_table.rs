@@ -24,7 +24,10 @@ const TOLERANCES: [f64; 5] = [0.0, 0.005, 0.01, 0.02, 0.05];
 
 fn moved(plan: &Plan) -> (f64, f64) {
     let t = plan.report().traffic.expect("origins give a traffic");
-    (t.samples_moved as f64 / plan.len() as f64, t.moved_fraction())
+    (
+        t.samples_moved as f64 / plan.len() as f64,
+        t.moved_fraction(),
+    )
 }
 
 fn best_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
@@ -33,9 +36,9 @@ fn best_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let ranks: Vec<usize> = args
-        .next()
-        .map_or(vec![64, 1024], |s| s.split(',').map(|x| x.parse().expect("ranks")).collect());
+    let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
+        s.split(',').map(|x| x.parse().expect("ranks")).collect()
+    });
     let seed: u64 = args.next().map_or(42, |s| s.parse().expect("seed"));
 
     println!("| scenario | R | sync | free: samples moved | free: bytes moved | free: time / bound | 0.5%: samples moved | 0.5%: bytes moved | 0.5%: time / bound | 0.5%: time / free |");

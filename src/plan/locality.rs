@@ -30,7 +30,8 @@ use crate::error::Error;
 /// 1. *Relabel*: the micro-batches of each micro-step (whole ranks for
 ///    [`SyncModel::Step`]) are matched to ranks, greedily on the bytes that
 ///    stay home (edges by decreasing bytes, then samples, then index): the
-///    same micro-batches on other ranks, so exactly `T0`.
+///    same micro-batches on other ranks, so exactly `T0`; `P0` itself is
+///    kept where it moves fewer bytes than the greedy matching.
 /// 2. *Bring home*: from the relabelled plan, every sample away from home,
 ///    in decreasing bytes, is moved to its origin rank (or, with nodes, to
 ///    a rank of its node) or swapped with a sample there, the change that
@@ -279,8 +280,17 @@ pub(crate) fn localize<M: Incremental>(
 ) -> Result<(Vec<Vec<u32>>, f64), Error> {
     let t0 = exact_time(prep, cx, shape, &slots)?;
     let limit = (1.0 + loc.tolerance) * t0;
-    let relabeled = relabel(homes, cx.sync, shape, slots);
-    let base = homes.cost(shape, &relabeled);
+    // The relabelled plan, unless the greedy matching keeps less home
+    // than `P0` as it is.
+    let before = homes.cost(shape, &slots);
+    let relabeled = relabel(homes, cx.sync, shape, slots.clone());
+    let mut base = homes.cost(shape, &relabeled);
+    let relabeled = if base <= before {
+        relabeled
+    } else {
+        base = before;
+        slots
+    };
     if base.0 == 0 && base.1 == 0 {
         return Ok((relabeled, t0));
     }
@@ -581,7 +591,8 @@ impl<'a> Search<'a> {
         let (cp, sp) = (self.prep.cost(p), self.prep.size(p));
         let node = self.homes.node.unwrap_or(1);
         let first = o / node * node;
-        let mates = (first..first.saturating_add(node).min(self.shape.ranks)).filter(move |&q| q != o);
+        let mates =
+            (first..first.saturating_add(node).min(self.shape.ranks)).filter(move |&q| q != o);
         // (gain, room, slot, partner or NONE)
         let mut best: Option<(u64, f64, usize, u32)> = None;
         let mut better = |gain: u64, room: f64, b: usize, t: u32| {
@@ -699,7 +710,9 @@ impl<'a> Search<'a> {
         if let Ok(i) = self.by_cost[ra].binary_search_by(order) {
             self.by_cost[ra].remove(i);
         }
-        let i = self.by_cost[rb].binary_search_by(order).unwrap_or_else(|i| i);
+        let i = self.by_cost[rb]
+            .binary_search_by(order)
+            .unwrap_or_else(|i| i);
         self.by_cost[rb].insert(i, key);
     }
 
