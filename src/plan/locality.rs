@@ -17,9 +17,9 @@ use crate::error::Error;
 /// Samples have an origin ([`StepSample::with_origin`](crate::plan::StepSample::with_origin)),
 /// the rank whose data loader holds them, and a size in bytes
 /// ([`StepSample::bytes`](crate::plan::StepSample::bytes)). With
-/// [`ranks_per_node`](Locality::ranks_per_node) `n`, ranks `k * n .. (k +
-/// 1) * n` form node `k` and a move inside a node weighs 1/8 of a move
-/// between nodes.
+/// [`ranks_per_node`](Locality::ranks_per_node) `n`, ranks `k * n` to
+/// `(k + 1) * n - 1` form node `k` and a move inside a node weighs 1/8 of a
+/// move between nodes.
 ///
 /// # Algorithm
 ///
@@ -108,8 +108,8 @@ impl Locality {
         })
     }
 
-    /// `n` ranks a node (builder style): ranks `k * n .. (k + 1) * n` form
-    /// node `k`, moves inside a node weigh 1/8 of moves between nodes, and
+    /// `n` ranks a node (builder style): ranks `k * n` to `(k + 1) * n - 1`
+    /// form node `k`, moves inside a node weigh 1/8 of moves between nodes, and
     /// the report counts the bytes between nodes. `0` is refused by
     /// [`Planner::plan`](crate::plan::Planner::plan) with
     /// [`Error::InvalidSetting`].
