@@ -340,7 +340,7 @@ pub struct Traffic {
     pub max_bytes_out: u64,
     /// The bytes moved between nodes, given
     /// [`Locality::ranks_per_node`](crate::plan::Locality::ranks_per_node)
-    /// (ranks `k * n .. (k + 1) * n` form node `k`).
+    /// (ranks `k * n` to `(k + 1) * n - 1` form node `k`).
     pub inter_node_bytes: Option<u64>,
 }
 

@@ -17,9 +17,9 @@ use crate::error::Error;
 /// Samples have an origin ([`StepSample::with_origin`](crate::plan::StepSample::with_origin)),
 /// the rank whose data loader holds them, and a size in bytes
 /// ([`StepSample::bytes`](crate::plan::StepSample::bytes)). With
-/// [`ranks_per_node`](Locality::ranks_per_node) `n`, ranks `k * n .. (k +
-/// 1) * n` form node `k` and a move inside a node weighs 1/8 of a move
-/// between nodes.
+/// [`ranks_per_node`](Locality::ranks_per_node) `n`, ranks `k * n` to
+/// `(k + 1) * n - 1` form node `k` and a move inside a node weighs 1/8 of a
+/// move between nodes.
 ///
 /// # Algorithm
 ///
@@ -30,7 +30,8 @@ use crate::error::Error;
 /// 1. *Relabel*: the micro-batches of each micro-step (whole ranks for
 ///    [`SyncModel::Step`]) are matched to ranks, greedily on the bytes that
 ///    stay home (edges by decreasing bytes, then samples, then index): the
-///    same micro-batches on other ranks, so exactly `T0`.
+///    same micro-batches on other ranks, so exactly `T0`; `P0` itself is
+///    kept where it moves fewer bytes than the greedy matching.
 /// 2. *Bring home*: from the relabelled plan, every sample away from home,
 ///    in decreasing bytes, is moved to its origin rank (or, with nodes, to
 ///    a rank of its node) or swapped with a sample there, the change that
@@ -107,8 +108,8 @@ impl Locality {
         })
     }
 
-    /// `n` ranks a node (builder style): ranks `k * n .. (k + 1) * n` form
-    /// node `k`, moves inside a node weigh 1/8 of moves between nodes, and
+    /// `n` ranks a node (builder style): ranks `k * n` to `(k + 1) * n - 1`
+    /// form node `k`, moves inside a node weigh 1/8 of moves between nodes, and
     /// the report counts the bytes between nodes. `0` is refused by
     /// [`Planner::plan`](crate::plan::Planner::plan) with
     /// [`Error::InvalidSetting`].
@@ -170,7 +171,11 @@ const INSIDE_NODE: u64 = 1;
 const BETWEEN_NODES: u64 = 8;
 
 /// Candidate changes weighed a sample in one pass of step 2.
-const CANDIDATES: usize = 128;
+const CANDIDATES: usize = 64;
+/// Plain moves weighed a sample and candidate rank.
+const MOVES: usize = 4;
+/// Swaps weighed a sample and candidate rank: the samples of nearest cost.
+const WINDOW: usize = 12;
 
 /// Every sample's origin (`NONE` for none) and bytes, by position, and the
 /// node size: what a placement costs.
@@ -229,6 +234,19 @@ impl Homes {
         }
     }
 
+    /// [`Homes::weight`] of a sample's record.
+    #[inline]
+    fn weight_of(&self, i: &Info, rank: usize) -> u64 {
+        if i.origin == NONE || i.origin as usize == rank {
+            return 0;
+        }
+        match self.node {
+            None => i.bytes,
+            Some(n) if i.origin as usize / n == rank / n => i.bytes.saturating_mul(INSIDE_NODE),
+            Some(_) => i.bytes.saturating_mul(BETWEEN_NODES),
+        }
+    }
+
     /// The weighted bytes and the samples moved of a layout.
     fn cost(&self, shape: Shape, slots: &[Vec<u32>]) -> (u128, usize) {
         let mut total = (0u128, 0usize);
@@ -262,8 +280,17 @@ pub(crate) fn localize<M: Incremental>(
 ) -> Result<(Vec<Vec<u32>>, f64), Error> {
     let t0 = exact_time(prep, cx, shape, &slots)?;
     let limit = (1.0 + loc.tolerance) * t0;
-    let relabeled = relabel(homes, cx.sync, shape, slots);
-    let base = homes.cost(shape, &relabeled);
+    // The relabelled plan, unless the greedy matching keeps less home
+    // than `P0` as it is.
+    let before = homes.cost(shape, &slots);
+    let relabeled = relabel(homes, cx.sync, shape, slots.clone());
+    let mut base = homes.cost(shape, &relabeled);
+    let relabeled = if base <= before {
+        relabeled
+    } else {
+        base = before;
+        slots
+    };
     if base.0 == 0 && base.1 == 0 {
         return Ok((relabeled, t0));
     }
@@ -378,8 +405,19 @@ fn relabel(homes: &Homes, sync: SyncModel, shape: Shape, slots: Vec<Vec<u32>>) -
     out
 }
 
+/// What the search reads of a sample, in one place (one cache line).
+#[derive(Clone, Copy)]
+struct Info {
+    cost: Phases,
+    size: [u32; 3],
+    origin: u32,
+    bytes: u64,
+}
+
 /// Step 2: moves and swaps that bring samples home under per-group budgets.
 struct Search<'a> {
+    /// Every sample's cost, size, origin and bytes, by position.
+    info: Vec<Info>,
     prep: &'a Prepared,
     homes: &'a Homes,
     sync: SyncModel,
@@ -390,6 +428,8 @@ struct Search<'a> {
     size: Vec<[u64; 3]>,
     /// Samples of every rank (a rank is never emptied).
     count: Vec<usize>,
+    /// Every rank's samples by (total cost, position).
+    by_cost: Vec<Vec<(f64, u32)>>,
     /// The cost of every group (rank for Step, micro-batch otherwise).
     load: Vec<Phases>,
     /// The budget of every column (one for Step, one a micro-step
@@ -414,7 +454,19 @@ impl<'a> Search<'a> {
             _ => shape.ranks * shape.steps,
         };
         let mut load = vec![Phases::ZERO; groups];
+        let info = prep
+            .items
+            .iter()
+            .enumerate()
+            .map(|(p, e)| Info {
+                cost: e.cost,
+                size: e.sizes,
+                origin: homes.origin[p],
+                bytes: homes.bytes[p],
+            })
+            .collect();
         let mut search = Search {
+            info,
             prep,
             homes,
             sync,
@@ -423,6 +475,7 @@ impl<'a> Search<'a> {
             slot_of: Vec::new(),
             size: Vec::new(),
             count: Vec::new(),
+            by_cost: Vec::new(),
             load: Vec::new(),
             budget: Vec::new(),
         };
@@ -453,6 +506,14 @@ impl<'a> Search<'a> {
         for b in &mut budget {
             *b = Phases::new(b.vision * (1.0 + tol), b.language * (1.0 + tol));
         }
+        let mut by_cost = vec![Vec::new(); shape.ranks];
+        for (rank, list) in by_cost.iter_mut().enumerate() {
+            for members in &slots[rank * shape.per_rank()..(rank + 1) * shape.per_rank()] {
+                list.extend(members.iter().map(|&p| (prep.cost(p as usize).total(), p)));
+            }
+            list.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        }
+        search.by_cost = by_cost;
         search.slots = slots;
         search.slot_of = slot_of;
         search.size = size;
@@ -504,18 +565,19 @@ impl<'a> Search<'a> {
             .collect();
         order.sort_unstable_by_key(|&p| (core::cmp::Reverse(self.homes.bytes[p as usize]), p));
         for _ in 0..2 {
-            let mut changed = false;
-            for &p in &order {
-                changed |= self.bring_home(p as usize);
-            }
-            if !changed {
+            let before = order.len();
+            // Those that did not move are tried once more.
+            order.retain(|&p| !self.bring_home(p as usize));
+            if order.len() == before {
                 break;
             }
         }
     }
 
     /// The best change bringing `p` home (or nearer), applied; whether
-    /// there was one.
+    /// there was one. Weighs plain moves into the first `MOVES` slots of
+    /// each candidate rank and swaps with the `WINDOW` samples there of
+    /// nearest cost.
     fn bring_home(&mut self, p: usize) -> bool {
         let a = self.slot_of[p] as usize;
         let per_rank = self.shape.per_rank();
@@ -528,10 +590,16 @@ impl<'a> Search<'a> {
         let ga = self.group(a);
         let (cp, sp) = (self.prep.cost(p), self.prep.size(p));
         let node = self.homes.node.unwrap_or(1);
-        let mates = (o / node * node..(o / node * node).saturating_add(node).min(self.shape.ranks))
-            .filter(move |&q| q != o);
+        let first = o / node * node;
+        let mates =
+            (first..first.saturating_add(node).min(self.shape.ranks)).filter(move |&q| q != o);
         // (gain, room, slot, partner or NONE)
         let mut best: Option<(u64, f64, usize, u32)> = None;
+        let mut better = |gain: u64, room: f64, b: usize, t: u32| {
+            if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
+                best = Some((gain, room, b, t));
+            }
+        };
         let mut budget = CANDIDATES;
         for q in core::iter::once(o).chain(mates) {
             if q == r || budget == 0 {
@@ -541,47 +609,71 @@ impl<'a> Search<'a> {
             if there >= here {
                 continue;
             }
-            for b in q * per_rank..(q + 1) * per_rank {
-                if budget == 0 {
-                    break;
+            // Plain moves, unless they empty rank r.
+            if self.count[r] > 1 {
+                for b in (q * per_rank..(q + 1) * per_rank).take(MOVES.min(budget)) {
+                    budget -= 1;
+                    let gb = self.group(b);
+                    if self.fits(add(self.size[b], sp)) {
+                        let rb = self.room(gb, self.load[gb] + cp);
+                        if rb >= 0.0 {
+                            let ra = self.room(ga, sub(self.load[ga], cp));
+                            better(here - there, rb.min(ra), b, NONE);
+                        }
+                    }
                 }
+            }
+            // Swaps with the samples of nearest cost.
+            let list = &self.by_cost[q];
+            let key = cp.total();
+            let mid = list.partition_point(|e| e.0 < key);
+            let (mut lo, mut hi) = (mid, mid);
+            let mut window = WINDOW.min(budget);
+            while window > 0 && (lo > 0 || hi < list.len()) {
+                window -= 1;
                 budget -= 1;
-                let gb = self.group(b);
-                let mut better = |gain: u64, room: f64, t: u32| {
-                    if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
-                        best = Some((gain, room, b, t));
+                let below = lo.checked_sub(1).map(|i| key - list[i].0);
+                let above = list.get(hi).map(|e| e.0 - key);
+                let i = match (below, above) {
+                    (Some(x), Some(y)) if x <= y => {
+                        lo -= 1;
+                        lo
+                    }
+                    (Some(_), None) => {
+                        lo -= 1;
+                        lo
+                    }
+                    _ => {
+                        hi += 1;
+                        hi - 1
                     }
                 };
-                // A plain move, unless it empties rank r.
-                let moved = add(self.size[b], sp);
-                if self.count[r] > 1 && self.fits(moved) {
-                    let rb = self.room(gb, self.load[gb] + cp);
-                    if rb >= 0.0 {
-                        let ra = self.room(ga, sub(self.load[ga], cp));
-                        better(here - there, rb.min(ra), NONE);
-                    }
+                let t = list[i].1 as usize;
+                let it = self.info[t];
+                let before = here + self.homes.weight_of(&it, q);
+                let after = there + self.homes.weight_of(&it, r);
+                if after >= before {
+                    continue;
                 }
-                for i in 0..self.slots[b].len() {
-                    if budget == 0 {
+                let b = self.slot_of[t] as usize;
+                let gb = self.group(b);
+                let (ct, st) = (it.cost, it.size.map(u64::from));
+                if after >= before {
+                    continue;
+                }
+                if !(self.fits(sub3(add(self.size[b], sp), st))
+                    && self.fits(sub3(add(self.size[a], st), sp)))
+                {
+                    continue;
+                }
+                let rb = self.room(gb, sub(self.load[gb] + cp, ct));
+                let ra = self.room(ga, sub(self.load[ga] + ct, cp));
+                if rb >= 0.0 && ra >= 0.0 {
+                    better(before - after, rb.min(ra), b, t as u32);
+                    if before - after >= here - there {
+                        // The nearest feasible cost: the most room of
+                        // the swaps that save as much.
                         break;
-                    }
-                    budget -= 1;
-                    let t = self.slots[b][i] as usize;
-                    let (ct, st) = (self.prep.cost(t), self.prep.size(t));
-                    let before = here + self.homes.weight(t, q);
-                    let after = there + self.homes.weight(t, r);
-                    if after >= before {
-                        continue;
-                    }
-                    if !(self.fits(sub3(add(self.size[b], sp), st))
-                        && self.fits(sub3(add(self.size[a], st), sp)))
-                    {
-                        continue;
-                    }
-                    let rb = self.room(gb, sub(self.load[gb] + cp, ct));
-                    let ra = self.room(ga, sub(self.load[ga] + ct, cp));
-                    if rb >= 0.0 && ra >= 0.0 {
-                        better(before - after, rb.min(ra), t as u32);
                     }
                 }
             }
@@ -610,8 +702,18 @@ impl<'a> Search<'a> {
         self.load[ga] = sub(self.load[ga], c);
         self.load[gb] += c;
         let per_rank = self.shape.per_rank();
-        self.count[a / per_rank] -= 1;
-        self.count[b / per_rank] += 1;
+        let (ra, rb) = (a / per_rank, b / per_rank);
+        self.count[ra] -= 1;
+        self.count[rb] += 1;
+        let key = (c.total(), p as u32);
+        let order = |x: &(f64, u32)| x.0.total_cmp(&key.0).then(x.1.cmp(&key.1));
+        if let Ok(i) = self.by_cost[ra].binary_search_by(order) {
+            self.by_cost[ra].remove(i);
+        }
+        let i = self.by_cost[rb]
+            .binary_search_by(order)
+            .unwrap_or_else(|i| i);
+        self.by_cost[rb].insert(i, key);
     }
 
     /// The layout: every slot ascending; for [`SyncModel::Step`] each
