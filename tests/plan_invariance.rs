@@ -15,7 +15,9 @@
 //! Only loss tokens carry gradient.
 
 use microbatch::cost::{Image, Sample, Tokens};
-use microbatch::plan::{Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
+use microbatch::plan::{
+    GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
+};
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -234,6 +236,27 @@ proptest! {
             .plan(&samples)
             .unwrap();
         prop_assert!(plan.exchange().is_some());
+        let planned = planned_int(&plan, &samples, norm, red);
+        let naive = naive_int(&samples, norm);
+        prop_assert!(planned.eq(naive), "{planned:?} != {naive:?}");
+    }
+
+    /// The same with groups (three consecutive ids a group), in either
+    /// scope: keeping samples together does not change the update.
+    #[test]
+    fn integer_gradient_with_groups_equals_the_unbalanced_one(
+        (n, seed, ranks, sync, norm, red) in settings(),
+        scope in prop::sample::select(GroupScope::ALL.to_vec()),
+    ) {
+        let samples: Vec<StepSample> =
+            batch(n, seed).into_iter().map(|s| { let g = s.id() / 9; s.with_group(g) }).collect();
+        let plan = Planner::new(Tokens::new(1.0).unwrap())
+            .ranks(ranks.min(n.div_ceil(3)))
+            .seq_len(3000) // a group of three fits one sequence
+            .sync(sync)
+            .group_scope(scope)
+            .plan(&samples)
+            .unwrap();
         let planned = planned_int(&plan, &samples, norm, red);
         let naive = naive_int(&samples, norm);
         prop_assert!(planned.eq(naive), "{planned:?} != {naive:?}");

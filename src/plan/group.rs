@@ -25,7 +25,9 @@
 //!   micro-step when there is one, so that the micro-step's costs stay the
 //!   same), and the refinement never moves a chunk. A home rank holds at
 //!   least as many sequences as chunks, so a sequence to trade with always
-//!   exists.
+//!   exists. Under per-micro-step barriers each rank's micro-batches are
+//!   then put in decreasing cost, so that the costliest of every rank share
+//!   a micro-step.
 //!
 //! Without groups none of this runs and plans are those of the planner
 //! without groups, bit for bit.
@@ -35,7 +37,8 @@
 //! Building the units: O(n log n) time (the sort by group, and the
 //! first-fit-decreasing of the large groups), O(n) extra space. Homes:
 //! O(G log R) for G large groups. The trades: O(C + K) for C chunks in K
-//! sequences (a cursor per rank over its sequences).
+//! sequences (a cursor per rank over its sequences), and O(K log K) for the
+//! order of the micro-batches.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -249,6 +252,27 @@ impl Units {
         if sync == SyncModel::Step {
             for rank in order.chunks_mut(per_rank) {
                 rank.sort_unstable_by_key(|&b| (seqs.first(b), b));
+            }
+            return;
+        }
+        // Per-micro-step barriers: the trades mixed the micro-steps, so each
+        // rank's micro-batches go in decreasing cost (the j-th costliest of
+        // every rank wait for each other, which for one sequence a
+        // micro-batch minimizes the sum of the maxima), ties by position.
+        let s = shape.per_step;
+        let mut batches: Vec<(f64, usize)> = Vec::with_capacity(shape.steps);
+        let mut copy: Vec<u32> = Vec::with_capacity(per_rank);
+        for rank in order.chunks_mut(per_rank) {
+            batches.clear();
+            batches.extend(rank.chunks(s).enumerate().map(|(j, mb)| {
+                let cost: f64 = mb.iter().map(|&b| seqs.costs[b as usize].total()).sum();
+                (cost, j)
+            }));
+            batches.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            copy.clear();
+            copy.extend_from_slice(rank);
+            for (to, &(_, from)) in batches.iter().enumerate() {
+                rank[to * s..(to + 1) * s].copy_from_slice(&copy[from * s..(from + 1) * s]);
             }
         }
     }
