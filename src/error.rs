@@ -443,6 +443,16 @@ pub enum Error {
         /// The samples given.
         given: usize,
     },
+    /// A sample's origin rank ([`StepSample::with_origin`](crate::plan::StepSample::with_origin))
+    /// is not below the planner's ranks.
+    InvalidOrigin {
+        /// The sample's id (the smallest such id).
+        id: u64,
+        /// Its origin.
+        origin: u64,
+        /// The planner's ranks `R`.
+        ranks: usize,
+    },
     /// A name (of a cost model preset, a scenario or a sync model) that is
     /// not known.
     UnknownName {
@@ -685,6 +695,12 @@ impl fmt::Display for Error {
                 f,
                 "sample {id} has {loss_tokens} loss tokens but only {tokens} tokens; count as loss \
                  tokens exactly the positions that carry loss (at most the sample's tokens)"
+            ),
+            Error::InvalidOrigin { id, origin, ranks } => write!(
+                f,
+                "sample id {id} has origin rank {origin} but the plan has {ranks} ranks \
+                 (0 to {}); give each sample the rank whose data loader holds it",
+                ranks.saturating_sub(1)
             ),
             Error::PlanMismatch {
                 id: Some(id),

@@ -50,7 +50,8 @@ fn an_unknown_field_is_refused() {
     let e = err("{\"id\": 1, \"text_tokens\": 5, \"colour\": 1}");
     assert_eq!(
         e.message,
-        "unknown field `colour`, expected one of `id`, `text_tokens`, `image_tokens`, `loss_tokens`"
+        "unknown field `colour`, expected one of `id`, `text_tokens`, `image_tokens`, \
+         `loss_tokens`, `origin`, `group`, `bytes`"
     );
 }
 
@@ -72,6 +73,30 @@ fn wrong_types_and_ranges_are_refused() {
         (
             "{\"id\": 1.5, \"text_tokens\": 5}",
             "invalid type: floating point `1.5`, expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"origin\": -2}",
+            "invalid value: integer `-2`, expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"origin\": \"3\"}",
+            "invalid type: string \"3\", expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"group\": 1.5}",
+            "invalid type: floating point `1.5`, expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"group\": [1]}",
+            "invalid type: sequence, expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"bytes\": true}",
+            "invalid type: boolean `true`, expected u64",
+        ),
+        (
+            "{\"id\": 1, \"text_tokens\": 5, \"bytes\": 18446744073709551616}",
+            "invalid type: floating point `1.8446744073709552e+19`, expected u64",
         ),
         ("[1, 2]", "expected a JSON object with `id`, `text_tokens`"),
         ("  7", "expected a JSON object"),
@@ -152,6 +177,79 @@ fn optional_fields_and_empty_samples() {
     assert_eq!(input.samples[1].sample().tokens(), 583);
     assert_eq!(input.samples[1].loss_tokens(), 2);
     assert!(read("").unwrap().samples.is_empty());
+}
+
+/// `origin`, `group` and `bytes` read into the sample; absent or `null`,
+/// they are absent (bytes then derived from the image tokens).
+#[test]
+fn origin_group_and_bytes_are_read() {
+    let input = read(
+        "{\"id\": 1, \"text_tokens\": 5, \"image_tokens\": [576], \"origin\": 3, \"group\": 12, \"bytes\": 999}\n\
+         {\"id\": 2, \"text_tokens\": 5, \"image_tokens\": [576], \"origin\": null, \"group\": null, \"bytes\": null}\n\
+         {\"id\": 3, \"text_tokens\": 5, \"bytes\": 0, \"group\": 18446744073709551615}\n",
+    )
+    .unwrap();
+    let s = &input.samples;
+    assert_eq!(
+        (s[0].origin(), s[0].group(), s[0].bytes()),
+        (Some(3), Some(12), 999)
+    );
+    assert_eq!(
+        (s[1].origin(), s[1].group(), s[1].bytes()),
+        (None, None, 576 * microbatch::plan::BYTES_PER_IMAGE_TOKEN)
+    );
+    assert_eq!(
+        (s[2].origin(), s[2].group(), s[2].bytes()),
+        (None, Some(u64::MAX), 0)
+    );
+    // Each at most once a line.
+    let e = err("{\"id\": 1, \"text_tokens\": 5, \"origin\": 1, \"origin\": 1}");
+    assert!(e.message.starts_with("duplicate field `origin`"), "{e}");
+}
+
+/// An origin past the ranks is the planner's to refuse, by id; `explain`
+/// names the line. A group too large for one sequence names its lines.
+#[test]
+fn origins_and_groups_the_planner_refuses_are_named_by_line() {
+    let text = "{\"id\": 1, \"text_tokens\": 5, \"origin\": 0}\n\n\
+                {\"id\": 4, \"text_tokens\": 6, \"origin\": 2}\n";
+    let input = read(text).unwrap();
+    let e = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(2)
+        .seq_len(64)
+        .plan(&input.samples)
+        .unwrap_err();
+    assert!(
+        matches!(e, microbatch::Error::InvalidOrigin { id: 4, .. }),
+        "{e:?}"
+    );
+    assert!(
+        input
+            .explain(&e)
+            .starts_with("line 3 (id 4): sample id 4 has origin rank 2"),
+        "{}",
+        input.explain(&e)
+    );
+    let text = "{\"id\": 1, \"text_tokens\": 40, \"group\": 9}\n\
+                {\"id\": 2, \"text_tokens\": 5}\n\
+                {\"id\": 3, \"text_tokens\": 40, \"group\": 9}\n";
+    let input = read(text).unwrap();
+    let e = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(1)
+        .seq_len(64)
+        .plan(&input.samples)
+        .unwrap_err();
+    assert!(
+        matches!(e, microbatch::Error::GroupTooLarge { group: 9, .. }),
+        "{e:?}"
+    );
+    assert!(
+        input
+            .explain(&e)
+            .starts_with("lines 1, 3: group 9 (2 samples) has 80 tokens"),
+        "{}",
+        input.explain(&e)
+    );
 }
 
 /// A bad line among good ones, and the blank lines around them.

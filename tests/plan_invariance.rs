@@ -16,7 +16,7 @@
 
 use microbatch::cost::{Image, Sample, Tokens};
 use microbatch::plan::{
-    GroupScope, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
+    GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -212,6 +212,30 @@ proptest! {
     fn integer_gradient_equals_the_unbalanced_one((n, seed, ranks, sync, norm, red) in settings()) {
         let samples = batch(n, seed);
         let plan = plan_of(&samples, ranks.min(n), sync);
+        let planned = planned_int(&plan, &samples, norm, red);
+        let naive = naive_int(&samples, norm);
+        prop_assert!(planned.eq(naive), "{planned:?} != {naive:?}");
+    }
+
+    /// With origins (round robin, or all on one rank) and locality, the
+    /// plan moves samples elsewhere and the update is still the unbalanced
+    /// one, exactly.
+    #[test]
+    fn integer_gradient_with_origins_and_locality((n, seed, ranks, sync, norm, red) in settings(), skew in any::<bool>()) {
+        let ranks = ranks.min(n);
+        let samples: Vec<StepSample> = batch(n, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| s.with_origin(if skew { 0 } else { i % ranks }))
+            .collect();
+        let plan = Planner::new(Tokens::new(1.0).unwrap())
+            .ranks(ranks)
+            .seq_len(1500)
+            .sync(sync)
+            .locality(Locality::new(0.02).unwrap())
+            .plan(&samples)
+            .unwrap();
+        prop_assert!(plan.exchange().is_some());
         let planned = planned_int(&plan, &samples, norm, red);
         let naive = naive_int(&samples, norm);
         prop_assert!(planned.eq(naive), "{planned:?} != {naive:?}");

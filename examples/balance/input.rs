@@ -5,9 +5,12 @@
 //! `#[path = "../examples/balance/input.rs"] mod input;`.
 //!
 //! A line is one JSON object, `{"id": 7, "text_tokens": 312,
-//! "image_tokens": [576, 576], "loss_tokens": 40}`: `id` (unique) and
-//! `text_tokens` required, `image_tokens` (one entry a single-unit image) and
-//! `loss_tokens` (default: the text tokens) optional, `null` the same as
+//! "image_tokens": [576, 576], "loss_tokens": 40, "origin": 3, "group": 12,
+//! "bytes": 2709504}`: `id` (unique) and `text_tokens` required,
+//! `image_tokens` (one entry a single-unit image), `loss_tokens` (default:
+//! the text tokens), `origin` (the rank whose data loader holds the sample),
+//! `group` (the samples that must stay together) and `bytes` (to move it;
+//! default: derived from its image tokens) optional, `null` the same as
 //! absent. Blank lines are skipped. An unknown field, a field given twice, a
 //! value of the wrong type or range, and an id already used are errors
 //! naming the line (1-based, as an editor counts them). Memory and time are
@@ -31,10 +34,17 @@ struct Line {
     image_tokens: Option<Vec<u32>>,
     #[serde(default)]
     loss_tokens: Option<u64>,
+    #[serde(default)]
+    origin: Option<u64>,
+    #[serde(default)]
+    group: Option<u64>,
+    #[serde(default)]
+    bytes: Option<u64>,
 }
 
 /// What a line holds, for the messages of unknown fields.
-const FIELDS: &str = "`id`, `text_tokens`, `image_tokens`, `loss_tokens`";
+const FIELDS: &str =
+    "`id`, `text_tokens`, `image_tokens`, `loss_tokens`, `origin`, `group`, `bytes`";
 
 /// An error of the input: its 1-based line and what is wrong there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,8 +115,23 @@ impl Input {
                 out
             }
             Error::LossTokens { id, .. }
+            | Error::InvalidOrigin { id, .. }
             | Error::InvalidCost { id, .. }
             | Error::InvalidFloor { id, .. } => format!("{}: {err}", at(Some(*id))),
+            Error::GroupTooLarge { group, .. } => {
+                let lines: Vec<String> = self
+                    .samples
+                    .iter()
+                    .filter(|s| s.group() == Some(*group))
+                    .filter_map(|s| self.line_of(s.id()))
+                    .map(|l| l.to_string())
+                    .collect();
+                match lines.len() {
+                    0 => err.to_string(),
+                    n if n <= 8 => format!("lines {}: {err}", lines.join(", ")),
+                    n => format!("lines {}, ... ({n} lines): {err}", lines[..8].join(", ")),
+                }
+            }
             other => other.to_string(),
         }
     }
@@ -130,8 +155,11 @@ fn without_position(e: &serde_json::Error) -> String {
 /// The first bad line, by its 1-based number: not JSON, not an object, an
 /// unknown or repeated field, a missing `id` or `text_tokens`, a value of
 /// the wrong type or out of range (`text_tokens` and each image's tokens at
-/// most 2^32 - 1), or an id already used on an earlier line (both lines
-/// named).
+/// most 2^32 - 1; `origin`, `group`, `bytes` and `loss_tokens` at most
+/// 2^64 - 1, and an origin at most the platform's largest index), or an id
+/// already used on an earlier line (both lines named). An origin not below
+/// the ranks is the planner's to refuse (`Error::InvalidOrigin`, mapped to
+/// its line by [`Input::explain`]).
 ///
 /// # Complexity
 ///
@@ -195,6 +223,22 @@ pub fn read(text: &str) -> Result<Input, InputError> {
         let mut sample = StepSample::new(parsed.id, Sample::new(parsed.text_tokens, images));
         if let Some(l) = parsed.loss_tokens {
             sample = sample.with_loss_tokens(l);
+        }
+        if let Some(o) = parsed.origin {
+            let rank = usize::try_from(o).map_err(|_| {
+                bad(format!(
+                    "origin {o} is past this platform's largest rank ({}); an origin is a rank \
+                     below --ranks",
+                    usize::MAX
+                ))
+            })?;
+            sample = sample.with_origin(rank);
+        }
+        if let Some(g) = parsed.group {
+            sample = sample.with_group(g);
+        }
+        if let Some(b) = parsed.bytes {
+            sample = sample.with_bytes(b);
         }
         samples.push(sample);
     }

@@ -10,19 +10,31 @@
 //! cargo run --release --example balance
 //! cargo run --release --example balance -- --scenario interleaved --ranks 64 --sync step
 //! cargo run --release --example balance -- --input batch.jsonl --ranks 8 --seq-len 8192 --json
+//! cargo run --release --example balance -- --ranks 64 --locality 0.005 --ranks-per-node 8
 //! ```
 //!
 //! `--input FILE` reads JSON Lines, one sample a line:
-//! `{"id": 7, "text_tokens": 312, "image_tokens": [576, 576], "loss_tokens": 40}`
-//! (`image_tokens` and `loss_tokens` optional; the reader is `input.rs`). A
-//! bad line is an error that names the line, and nothing is planned; so is a
-//! sample the planner refuses (a repeated id, a sample over the sequence
-//! length or a cap). `--json` prints one JSON object (documented in the
-//! README) instead of the chart.
+//! `{"id": 7, "text_tokens": 312, "image_tokens": [576, 576], "loss_tokens": 40,
+//! "origin": 3, "group": 12, "bytes": 2709504}` (all but `id` and
+//! `text_tokens` optional; the reader is `input.rs`). A bad line is an error
+//! that names the line, and nothing is planned; so is a sample the planner
+//! refuses (a repeated id, a sample over the sequence length or a cap, an
+//! origin not below `--ranks`, a group that fits no sequence). `--json`
+//! prints one JSON object (documented in the README) instead of the chart.
+//!
+//! `--locality TOL` keeps samples on the rank that holds them (their
+//! `origin`) where the step time stays within `TOL` (a fraction: 0.005 is
+//! 0.5%) of the plan without locality; `--ranks-per-node N` counts moves
+//! inside a node as cheap. A generated batch then gets the data loader's
+//! round-robin origins (sample i on rank i mod R). With origins, the chart
+//! shows each rank's bytes in and out next to its load, and `--json` the
+//! exchange schedule. `--group-scope micro-batch|rank` says where the
+//! samples of one `group` stay together.
 //!
 //! Every number on the command line is checked, and an error names its
-//! flag: `--ranks`, `--samples-per-rank`, `--seq-len`, `--max-units` and
-//! `--micro-steps` are at least 1, and a generated batch (`--ranks` x
+//! flag: `--ranks`, `--samples-per-rank`, `--seq-len`, `--max-units`,
+//! `--micro-steps` and `--ranks-per-node` are at least 1, `--locality` is a
+//! finite fraction from 0 to 1, and a generated batch (`--ranks` x
 //! `--samples-per-rank`) has at most 2^20 = 1,048,576 samples.
 
 mod input;
@@ -30,7 +42,9 @@ mod input;
 use std::process::ExitCode;
 
 use microbatch::cost::{Incremental, Preset, PresetModel, Tokens};
-use microbatch::plan::{Normalization, Plan, Planner, Reduction, SyncModel};
+use microbatch::plan::{
+    GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
+};
 use microbatch::scenario::{Scenario, SCENARIO_NAMES};
 use serde_json::{json, Value};
 
@@ -41,7 +55,8 @@ const MAX_GENERATED: u64 = 1 << 20;
 
 const USAGE: &str = "usage: balance [--scenario NAME] [--ranks R] [--samples-per-rank N] \
 [--seq-len L] [--max-units U] [--micro-steps A] [--sync step|micro-step|phase] \
-[--model PRESET] [--seed S] [--input FILE.jsonl] [--json]";
+[--model PRESET] [--seed S] [--input FILE.jsonl] [--locality TOL] [--ranks-per-node N] \
+[--group-scope micro-batch|rank] [--json]";
 
 struct Args {
     scenario: Scenario,
@@ -54,6 +69,10 @@ struct Args {
     model: Option<String>,
     seed: u64,
     input: Option<String>,
+    /// The tolerance of `--locality`, a fraction of the locality-free step time.
+    locality: Option<f64>,
+    ranks_per_node: Option<usize>,
+    group_scope: GroupScope,
     json: bool,
 }
 
@@ -69,6 +88,9 @@ fn parse_args() -> Result<Args, String> {
         model: None,
         seed: 42,
         input: None,
+        locality: None,
+        ranks_per_node: None,
+        group_scope: GroupScope::default(),
         json: false,
     };
     let mut it = std::env::args().skip(1);
@@ -112,10 +134,37 @@ fn parse_args() -> Result<Args, String> {
             }
             "--seed" => args.seed = int(0, u64::MAX)?,
             "--input" => args.input = Some(value),
+            "--locality" => args.locality = Some(fraction(&flag, &value)?),
+            "--ranks-per-node" => args.ranks_per_node = Some(int(1, usize_max)? as usize),
+            "--group-scope" => {
+                args.group_scope = value.parse().map_err(|e| format!("--group-scope: {e}"))?
+            }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
+    if args.ranks_per_node.is_some() && args.locality.is_none() {
+        return Err(
+            "--ranks-per-node weighs the moves of --locality: give --locality TOL too \
+             (--locality 0 keeps the step time of the plan without locality)"
+                .to_string(),
+        );
+    }
     Ok(args)
+}
+
+/// A tolerance: a finite fraction from 0 to 1 (0.005 is 0.5%).
+fn fraction(flag: &str, value: &str) -> Result<f64, String> {
+    let x = value
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("{flag} {value:?}: not a number ({e}); a fraction, 0.005 for 0.5%"))?;
+    // NaN fails the range test too.
+    if !(0.0..=1.0).contains(&x) {
+        return Err(format!(
+            "{flag} {value}: must be a fraction from 0 to 1 (0.005 for 0.5%)"
+        ));
+    }
+    Ok(x)
 }
 
 /// The size of the generated batch, `--ranks` x `--samples-per-rank`,
@@ -157,9 +206,37 @@ fn rank_loads(plan: &Plan) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Each rank's bytes (in, out) under the plan's exchange, if its samples
+/// have origins.
+fn rank_traffic(plan: &Plan) -> Option<Vec<(u64, u64)>> {
+    let ex = plan.exchange()?;
+    Some(
+        (0..plan.ranks())
+            .map(|r| (ex.bytes_in(r), ex.bytes_out(r)))
+            .collect(),
+    )
+}
+
+/// `bytes` for a reader: B, kB, MB, GB, TB (powers of 1000).
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut x = bytes as f64;
+    let mut u = 0;
+    while x >= 1000.0 && u + 1 < UNITS.len() {
+        x /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{x:.1} {}", UNITS[u])
+    }
+}
+
 /// A bar chart of per-rank loads: `▒` vision, `█` language, scaled to `max`
-/// (positive: the caller says instead when the batch has no cost).
-fn chart(title: &str, loads: &[(f64, f64)], max: f64) {
+/// (positive: the caller says instead when the batch has no cost), with
+/// each rank's bytes in and out when `traffic` is given.
+fn chart(title: &str, loads: &[(f64, f64)], max: f64, traffic: Option<&[(u64, u64)]>) {
     const WIDTH: f64 = 56.0;
     println!("{title}");
     let mean = loads.iter().map(|l| l.0 + l.1).sum::<f64>() / loads.len() as f64;
@@ -179,8 +256,12 @@ fn chart(title: &str, loads: &[(f64, f64)], max: f64) {
         let cv = (v / max * WIDTH).round() as usize;
         let cl = ((v + l) / max * WIDTH).round() as usize
             - cv.min(((v + l) / max * WIDTH).round() as usize);
+        let moved = match traffic.and_then(|t| t.get(r)) {
+            Some(&(i, o)) => format!("  in {:>9} out {:>9}", human(i), human(o)),
+            None => String::new(),
+        };
         println!(
-            "  rank {r:>4} {}{}{} {:>6.3}",
+            "  rank {r:>4} {}{}{} {:>6.3}{moved}",
             "▒".repeat(cv),
             "█".repeat(cl),
             " ".repeat((WIDTH as usize + 1).saturating_sub(cv + cl)),
@@ -189,8 +270,55 @@ fn chart(title: &str, loads: &[(f64, f64)], max: f64) {
     }
 }
 
+/// The exchange schedule: per ordered pair of ranks that trade samples,
+/// the ids sent (ascending), and per rank the counts and bytes; `null`
+/// without origins. Memory follows the moves, never R^2.
+fn exchange_json(plan: &Plan) -> Value {
+    let Some(ex) = plan.exchange() else {
+        return Value::Null;
+    };
+    let mut pairs: Vec<Value> = Vec::new();
+    let mut current: Option<(usize, usize, Vec<u64>, u64)> = None;
+    for m in ex.moves() {
+        match &mut current {
+            Some((f, t, ids, bytes)) if *f == m.from && *t == m.to => {
+                ids.push(m.id);
+                *bytes = bytes.saturating_add(m.bytes);
+            }
+            _ => {
+                if let Some((f, t, ids, bytes)) = current.take() {
+                    pairs.push(json!({ "from": f, "to": t, "ids": ids, "bytes": bytes }));
+                }
+                current = Some((m.from, m.to, vec![m.id], m.bytes));
+            }
+        }
+    }
+    if let Some((f, t, ids, bytes)) = current {
+        pairs.push(json!({ "from": f, "to": t, "ids": ids, "bytes": bytes }));
+    }
+    let per_rank = |f: &dyn Fn(usize) -> u64| -> Vec<u64> { (0..plan.ranks()).map(f).collect() };
+    json!({
+        "pairs": pairs,
+        "sent": per_rank(&|r| ex.sent(r) as u64),
+        "received": per_rank(&|r| ex.received(r) as u64),
+        "bytes_out": per_rank(&|r| ex.bytes_out(r)),
+        "bytes_in": per_rank(&|r| ex.bytes_in(r)),
+    })
+}
+
 fn report_json(plan: &Plan) -> Value {
     let r = plan.report();
+    let traffic = match &r.traffic {
+        Some(t) => json!({
+            "samples_moved": t.samples_moved,
+            "bytes_moved": t.bytes_moved,
+            "bytes_total": t.bytes_total,
+            "max_bytes_in": t.max_bytes_in,
+            "max_bytes_out": t.max_bytes_out,
+            "inter_node_bytes": t.inter_node_bytes,
+        }),
+        None => Value::Null,
+    };
     let loss = plan.loss();
     let scale = |n, red| loss.scale(n, red);
     json!({
@@ -223,14 +351,17 @@ fn report_json(plan: &Plan) -> Value {
             "sequences": r.sequences,
             "balanced_packing": r.balanced_packing,
             "planning_ms": r.planning_time.map(|t| t.as_secs_f64() * 1e3),
+            "traffic": traffic,
+            "locality_free": r.locality_free,
         },
+        "exchange": exchange_json(plan),
         "fingerprint": format!("{:016x}", plan.fingerprint()),
     })
 }
 
-/// The command line's planner settings.
+/// The command line's planner settings, locality aside.
 fn configure<M: Incremental>(p: Planner<M>, args: &Args, max_units: Option<u32>) -> Planner<M> {
-    let p = p.sync(args.sync);
+    let p = p.sync(args.sync).group_scope(args.group_scope);
     let p = match max_units {
         Some(u) => p.max_units(u),
         None => p,
@@ -257,9 +388,32 @@ fn run(args: &Args) -> Result<(), String> {
         Some(path) => (Some(read_input(path)?), path.clone()),
         None => (None, format!("{} (seed {})", args.scenario, args.seed)),
     };
-    let samples = match &input {
+    let samples: Vec<StepSample> = match &input {
         Some(input) => input.samples.clone(),
-        None => args.scenario.generate(generated(args)?, args.seed),
+        None => {
+            let generated = args.scenario.generate(generated(args)?, args.seed);
+            if args.locality.is_some() {
+                // The data loader's round-robin placement: sample i on rank i mod R.
+                let ranks = args.ranks;
+                generated
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| s.with_origin(i % ranks))
+                    .collect()
+            } else {
+                generated
+            }
+        }
+    };
+    let locality = match args.locality {
+        Some(tol) => {
+            let l = Locality::new(tol).map_err(|e| format!("--locality: {e}"))?;
+            Some(match args.ranks_per_node {
+                Some(n) => l.ranks_per_node(n),
+                None => l,
+            })
+        }
+        None => None,
     };
     // The planner's errors, with the line of every sample named by id.
     let explain = |e: microbatch::Error| match &input {
@@ -281,7 +435,11 @@ fn run(args: &Args) -> Result<(), String> {
         args,
         max_units,
     );
-    let plan = planner.plan(&samples).map_err(explain)?;
+    let plan = match locality {
+        Some(l) => planner.clone().locality(l).plan(&samples),
+        None => planner.plan(&samples),
+    }
+    .map_err(explain)?;
     if args.json {
         println!("{}", report_json(&plan));
         return Ok(());
@@ -309,6 +467,7 @@ fn run(args: &Args) -> Result<(), String> {
     );
     println!();
     let (lb, la) = (rank_loads(&before), rank_loads(&plan));
+    let (tb, ta) = (rank_traffic(&before), rank_traffic(&plan));
     let max = lb.iter().chain(&la).map(|l| l.0 + l.1).fold(0.0, f64::max);
     if max <= 0.0 {
         // Zero-token samples cost nothing: no bars, no ratios (`max` is a
@@ -326,12 +485,14 @@ fn run(args: &Args) -> Result<(), String> {
         ),
         &lb,
         max,
+        tb.as_deref(),
     );
     println!();
     chart(
         &format!("After: microbatch ({} micro-steps)", plan.micro_steps()),
         &la,
         max,
+        ta.as_deref(),
     );
     println!();
     let unit = |x: f64| format!("{:.3} TFLOP", x / 1e12);
@@ -368,6 +529,49 @@ fn run(args: &Args) -> Result<(), String> {
         100.0 * r.efficiency,
         r.sequences
     );
+    if let Some(t) = &r.traffic {
+        let share = |x: u64| {
+            if t.bytes_total > 0 {
+                format!(" ({:.1}%)", 100.0 * x as f64 / t.bytes_total as f64)
+            } else {
+                String::new()
+            }
+        };
+        println!(
+            "bytes moved           {} of {}{}, {} of {} samples; all-to-all critical path: max in {}, max out {}",
+            human(t.bytes_moved),
+            human(t.bytes_total),
+            share(t.bytes_moved),
+            t.samples_moved,
+            samples.len(),
+            human(t.max_bytes_in),
+            human(t.max_bytes_out)
+        );
+        if let Some(b) = t.inter_node_bytes {
+            println!("  across nodes        {}{}", human(b), share(b));
+        }
+    }
+    if let Some(free) = r.locality_free {
+        // What locality costs and saves: the same planner without it.
+        let moved = planner
+            .plan(&samples)
+            .ok()
+            .and_then(|p| p.report().traffic.as_ref().map(|t| t.bytes_moved));
+        let cost = if free > 0.0 {
+            format!(
+                " (locality: {:+.3}% step time)",
+                100.0 * (r.predicted / free - 1.0)
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "without locality      {}{}{}",
+            unit(free),
+            cost,
+            moved.map_or(String::new(), |b| format!(", {} moved", human(b)))
+        );
+    }
     if let Some(t) = r.planning_time {
         println!("planning time         {:.2} ms", t.as_secs_f64() * 1e3);
     }

@@ -2,7 +2,9 @@
 //! (examples/balance/input.rs) on arbitrary text. Either every non-blank
 //! line becomes exactly one sample, equal to what the line says, with
 //! unique ids mapped back to their lines, or the error names a line of the
-//! text (the first bad one); never a panic (see fuzz/README.md).
+//! text (the first bad one); never a panic (see fuzz/README.md). The
+//! optional `origin`, `group` and `bytes` are read exactly (`bytes` absent:
+//! derived from the image tokens).
 #![no_main]
 
 #[allow(dead_code)]
@@ -10,6 +12,7 @@
 mod input;
 
 use libfuzzer_sys::fuzz_target;
+use microbatch::plan::BYTES_PER_IMAGE_TOKEN;
 use microbatch::Error;
 use microbatch_fuzz::check;
 use serde_json::Value;
@@ -128,6 +131,19 @@ fn same(v: &Value, s: &microbatch::plan::StepSample) -> bool {
         None | Some(Value::Null) => text,
         Some(l) => l.as_u64(),
     };
+    // `origin`, `group` and `bytes`: absent or null is None (bytes then
+    // derived from the image tokens), else the number itself.
+    let opt = |k: &str| match o.get(k) {
+        None | Some(Value::Null) => Some(None),
+        Some(x) => x.as_u64().map(Some),
+    };
+    let (Some(origin), Some(group), Some(bytes)) = (opt("origin"), opt("group"), opt("bytes"))
+    else {
+        return false;
+    };
+    let derived = images
+        .as_ref()
+        .map(|i| i.iter().sum::<u64>().saturating_mul(BYTES_PER_IMAGE_TOKEN));
     let got_images: Vec<u64> = s
         .sample()
         .images()
@@ -139,4 +155,7 @@ fn same(v: &Value, s: &microbatch::plan::StepSample) -> bool {
         && images.as_ref() == Some(&got_images)
         && s.sample().images().iter().all(|i| i.units() == 1)
         && loss == Some(s.loss_tokens())
+        && origin == s.origin().map(|r| r as u64)
+        && group == s.group()
+        && bytes.or(derived) == Some(s.bytes())
 }

@@ -1,7 +1,10 @@
 //! Fuzz target `plan`: the `Planner` with every option (ranks, sequence
 //! length, micro-steps, sequences per micro-step, caps, sync models, loss
-//! tokens) over presets and composed cost models, checking every promise of
-//! `microbatch::plan` (see fuzz/README.md).
+//! tokens, origins, groups, bytes, locality, group scope) over presets and
+//! composed cost models, checking every promise of `microbatch::plan` (see
+//! fuzz/README.md): with origins, the exchange equals the moves recomputed
+//! from the origins and the plan; with locality, the step time within the
+//! tolerance of the plan without it; groups together.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -13,7 +16,9 @@ use microbatch::cost::{
     sample_fn, CostModel, DocumentAttention, FullAttention, Given, Image, Incremental, PerGroup,
     PerImage, PerSample, PerTile, Phase, Phases, Preset, Sample, Tokens, Training, Windowed,
 };
-use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
+use microbatch::plan::{
+    GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
+};
 use microbatch::Error;
 use microbatch_fuzz::{check, Count, F};
 
@@ -40,6 +45,55 @@ struct Input {
     model: u8,
     coef: [F; 3],
     shuffle: u8,
+    /// Last, so that the seeds from before it read as `None`.
+    place: Option<Place>,
+}
+
+/// Where the samples are and what they belong to, and the locality settings.
+#[derive(Arbitrary, Debug)]
+struct Place {
+    /// 0: no origins; 1: round robin; 2: by id modulo R + 1 (some past the
+    /// ranks); 3: all on rank 0; 4: every other sample round robin.
+    origins: u8,
+    /// Groups of `groups % 5` consecutive samples (0: none); every
+    /// seventh sample left out.
+    groups: u8,
+    /// Bytes per sample: `b * (index + 1)`, else derived.
+    bytes: Option<u16>,
+    /// Tolerance in thousandths (0 to 0.255).
+    locality: Option<u8>,
+    /// Ranks per node, `n % 9` (0 refused).
+    node: Option<u8>,
+    rank_scope: bool,
+}
+
+/// `samples` with the origins, groups and bytes of `place`.
+fn placed(samples: Vec<StepSample>, place: &Place, ranks: usize) -> Vec<StepSample> {
+    let k = usize::from(place.groups % 5);
+    samples
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut s)| {
+            let r = ranks.max(1);
+            let origin = match place.origins % 5 {
+                1 => Some(i % r),
+                2 => Some((s.id() % (r as u64).saturating_add(1)) as usize),
+                3 => Some(0),
+                4 if i % 2 == 0 => Some(i % r),
+                _ => None,
+            };
+            if let Some(o) = origin {
+                s = s.with_origin(o);
+            }
+            if k > 0 && i % 7 != 3 {
+                s = s.with_group((i / k) as u64);
+            }
+            if let Some(b) = place.bytes {
+                s = s.with_bytes(u64::from(b).saturating_mul(i as u64 + 1));
+            }
+            s
+        })
+        .collect()
 }
 
 fuzz_target!(|input: Input| {
@@ -92,6 +146,10 @@ fuzz_target!(|input: Input| {
                 x
             })
             .collect();
+    let samples = match &input.place {
+        Some(p) => placed(samples, p, input.ranks.get()),
+        None => samples,
+    };
     let c = |i: usize| input.coef[i].0;
     match input.model % 11 {
         0 => with(Tokens::new(1.0).unwrap(), &input, &samples),
@@ -154,7 +212,14 @@ fuzz_target!(|input: Input| {
                     let cost = Phases::new(c(0), c(1) * s.sample().tokens() as f64);
                     let sample = s.sample().clone();
                     let sample = sample.clone().with_cost(cost).unwrap_or(sample);
-                    StepSample::new(s.id(), sample).with_loss_tokens(s.loss_tokens())
+                    let mut x = StepSample::new(s.id(), sample).with_loss_tokens(s.loss_tokens());
+                    if let Some(o) = s.origin() {
+                        x = x.with_origin(o);
+                    }
+                    if let Some(g) = s.group() {
+                        x = x.with_group(g);
+                    }
+                    x.with_bytes(s.bytes())
                 })
                 .collect();
             with(Given, &input, &given)
@@ -191,6 +256,24 @@ fn with<M: Incremental + Clone>(model: M, input: &Input, samples: &[StepSample])
     if let Some(i) = input.max_images {
         planner = planner.max_images(u32::from(i % 8));
     }
+    let scope = match &input.place {
+        Some(p) if p.rank_scope => GroupScope::Rank,
+        _ => GroupScope::MicroBatch,
+    };
+    planner = planner.group_scope(scope);
+    // The planner without locality, the reference of the tolerance.
+    let free_planner = planner.clone();
+    let mut locality = None;
+    if let Some(l) = input.place.as_ref().and_then(|p| p.locality) {
+        let tol = f64::from(l) / 1000.0;
+        let mut loc = Locality::new(tol).unwrap();
+        let node = input.place.as_ref().and_then(|p| p.node).map(|n| usize::from(n % 9));
+        if let Some(n) = node {
+            loc = loc.ranks_per_node(n);
+        }
+        locality = Some((tol, node));
+        planner = planner.locality(loc);
+    }
     let cfg = Cfg {
         ranks,
         seq_len,
@@ -198,11 +281,45 @@ fn with<M: Incremental + Clone>(model: M, input: &Input, samples: &[StepSample])
         per_step: input.per_step.map_or(1, Count::get),
         max_units: input.max_units.map(|u| u32::from(u % 64)),
         max_images: input.max_images.map(|i| u32::from(i % 8)),
+        scope,
+        node: locality.and_then(|l| l.1),
     };
     let r = planner.plan(samples);
     match &r {
         Ok(plan) => {
             check_plan("plan", plan, samples, &cfg, true);
+            check_groups(plan, samples, scope);
+            if let Some((tol, _)) = locality {
+                let report = plan.report();
+                match (free_planner.plan(samples), report.locality_free) {
+                    (Ok(free), Some(t0)) => {
+                        let p0 = free.report().predicted;
+                        check!(
+                            "plan_locality_free",
+                            t0 == p0 || (t0 - p0).abs() <= 1e-9 * p0.abs(),
+                            "report.locality_free {t0} but the plan without locality predicts {p0}"
+                        );
+                        check!(
+                            "plan_locality_tolerance",
+                            report.predicted <= (1.0 + tol) * t0 * (1.0 + 1e-12),
+                            "predicted {} > (1 + {tol}) x {t0}",
+                            report.predicted
+                        );
+                    }
+                    (free, t0) => check!(
+                        "plan_locality_free",
+                        false,
+                        "with locality: locality_free {t0:?}, without: {:?}",
+                        free.err()
+                    ),
+                }
+            } else {
+                check!(
+                    "plan_locality_free",
+                    plan.report().locality_free.is_none(),
+                    "locality_free without locality"
+                );
+            }
             let report = plan.report();
             check!(
                 "plan_sync",
@@ -300,9 +417,162 @@ struct Cfg {
     per_step: usize,
     max_units: Option<u32>,
     max_images: Option<u32>,
+    scope: GroupScope,
+    node: Option<usize>,
+}
+
+/// Every group in one micro-batch (`MicroBatch`) or on one rank (`Rank`).
+fn check_groups(plan: &Plan, samples: &[StepSample], scope: GroupScope) {
+    let (r, a) = (plan.ranks(), plan.micro_steps());
+    if samples.iter().all(|s| s.group().is_none()) || (r as u128) * (a as u128) > 1 << 20 {
+        return;
+    }
+    let group: BTreeMap<u64, u64> = samples
+        .iter()
+        .filter_map(|s| s.group().map(|g| (s.id(), g)))
+        .collect();
+    let mut at: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+    for rank in 0..r {
+        for j in 0..a {
+            for id in plan.micro_batch(rank, j) {
+                let Some(&g) = group.get(id) else { continue };
+                let here = match scope {
+                    GroupScope::Rank => (rank, 0),
+                    _ => (rank, j),
+                };
+                let first = *at.entry(g).or_insert(here);
+                check!(
+                    "plan_groups_together",
+                    first == here,
+                    "group {g} split: sample {id} at {here:?}, another at {first:?} ({scope:?})"
+                );
+            }
+        }
+    }
+}
+
+/// The exchange of `plan` against the moves recomputed from the origins
+/// and the plan, and the report's traffic against them.
+fn check_exchange(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg) {
+    let with_origin: Vec<&StepSample> = samples.iter().filter(|s| s.origin().is_some()).collect();
+    let report = plan.report();
+    let Some(ex) = plan.exchange() else {
+        check!(
+            "plan_exchange",
+            with_origin.is_empty() && report.traffic.is_none(),
+            "{name}: no exchange, but {} samples have an origin (traffic {:?})",
+            with_origin.len(),
+            report.traffic
+        );
+        return;
+    };
+    check!(
+        "plan_exchange",
+        !with_origin.is_empty(),
+        "{name}: an exchange without origins"
+    );
+    let mut rank_of: BTreeMap<u64, usize> = BTreeMap::new();
+    for rank in 0..plan.ranks() {
+        for id in plan.rank(rank) {
+            rank_of.insert(*id, rank);
+        }
+    }
+    // (from, to, id, bytes), sorted as the exchange lists them.
+    let mut want: Vec<(usize, usize, u64, u64)> = Vec::new();
+    let mut total = 0u64;
+    for s in &with_origin {
+        let from = s.origin().unwrap_or(usize::MAX);
+        total = total.saturating_add(s.bytes());
+        if let Some(&to) = rank_of.get(&s.id()) {
+            if to != from {
+                want.push((from, to, s.id(), s.bytes()));
+            }
+        }
+    }
+    want.sort_unstable();
+    let got: Vec<(usize, usize, u64, u64)> =
+        ex.moves().map(|m| (m.from, m.to, m.id, m.bytes)).collect();
+    check!(
+        "plan_exchange_moves",
+        got == want,
+        "{name}: the exchange's moves {got:?} are not the plan's {want:?}"
+    );
+    check!("plan_exchange_moves", ex.len() == want.len(), "{name}: len {}", ex.len());
+    let (mut out, mut inn) = (
+        BTreeMap::<usize, (usize, u64)>::new(),
+        BTreeMap::<usize, (usize, u64)>::new(),
+    );
+    let mut pairs: BTreeMap<(usize, usize), Vec<u64>> = BTreeMap::new();
+    let (mut moved, mut inter) = (0u64, 0u64);
+    for &(f, t, id, b) in &want {
+        let o = out.entry(f).or_default();
+        *o = (o.0 + 1, o.1.saturating_add(b));
+        let i = inn.entry(t).or_default();
+        *i = (i.0 + 1, i.1.saturating_add(b));
+        pairs.entry((f, t)).or_default().push(id);
+        moved = moved.saturating_add(b);
+        if let Some(n) = cfg.node.filter(|&n| n > 0) {
+            if f / n != t / n {
+                inter = inter.saturating_add(b);
+            }
+        }
+    }
+    for ((f, t), ids) in &pairs {
+        check!(
+            "plan_exchange_sends",
+            ex.sends(*f, *t) == ids.as_slice(),
+            "{name}: sends({f}, {t}) = {:?}, want {ids:?}",
+            ex.sends(*f, *t)
+        );
+    }
+    let probe = [0, 1, plan.ranks().saturating_sub(1), plan.ranks(), usize::MAX];
+    for r in out.keys().chain(inn.keys()).chain(probe.iter()) {
+        let (so, bo) = out.get(r).copied().unwrap_or_default();
+        let (si, bi) = inn.get(r).copied().unwrap_or_default();
+        check!(
+            "plan_exchange_counts",
+            ex.sent(*r) == so && ex.bytes_out(*r) == bo && ex.received(*r) == si && ex.bytes_in(*r) == bi,
+            "{name}: rank {r}: sent {} ({} B), received {} ({} B); want {so} ({bo} B), {si} ({bi} B)",
+            ex.sent(*r),
+            ex.bytes_out(*r),
+            ex.received(*r),
+            ex.bytes_in(*r)
+        );
+    }
+    match &report.traffic {
+        Some(t) => {
+            let max_out = out.values().map(|v| v.1).max().unwrap_or(0);
+            let max_in = inn.values().map(|v| v.1).max().unwrap_or(0);
+            check!(
+                "plan_traffic",
+                t.samples_moved == want.len()
+                    && t.bytes_moved == moved
+                    && t.bytes_total == total
+                    && t.max_bytes_in == max_in
+                    && t.max_bytes_out == max_out,
+                "{name}: traffic {t:?}; want {} samples, {moved} of {total} B, max in {max_in}, out {max_out}",
+                want.len()
+            );
+            if name == "plan" {
+                let want_inter = cfg.node.filter(|&n| n > 0).map(|_| inter);
+                check!(
+                    "plan_traffic",
+                    t.inter_node_bytes == want_inter,
+                    "{name}: inter-node bytes {:?}, want {want_inter:?}",
+                    t.inter_node_bytes
+                );
+            }
+        }
+        None => check!("plan_traffic", false, "{name}: an exchange without traffic"),
+    }
 }
 
 fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_rank: bool) {
+    // A group stays on one rank: every rank gets work when the step has at
+    // least R units (groups and samples without one).
+    let groups: std::collections::BTreeSet<u64> = samples.iter().filter_map(StepSample::group).collect();
+    let units = groups.len() + samples.iter().filter(|s| s.group().is_none()).count();
+    let every_rank = every_rank && units >= cfg.ranks;
     let by_id: BTreeMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
     let (r, a, s) = (
         plan.ranks(),
@@ -318,12 +588,16 @@ fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_
     );
     // The documented limits (Planner::micro_steps, sequences_per_micro_step):
     // R x S <= max(n, 65536); R x A x S <= max(n, 65536) when A is given,
-    // else below n + R x S (the smallest A).
+    // else below n + R x S (the smallest A; with groups on one rank, A
+    // holds the largest group's sequences, at most one a sample: A <= n).
     let limit = samples.len().max(SLOTS) as u128;
     let (r128, a128, s128) = (r as u128, a as u128, s as u128);
+    let rank_groups = cfg.scope == GroupScope::Rank && samples.iter().any(|x| x.group().is_some());
     let slots_ok = r128 * s128 <= limit
         && if cfg.micro_steps.is_some() && name != "baseline" {
             r128 * a128 * s128 <= limit
+        } else if rank_groups && name != "baseline" {
+            a128 <= (samples.len() as u128).max(1)
         } else {
             r128 * a128 * s128 < samples.len() as u128 + r128 * s128
         };
@@ -496,6 +770,7 @@ fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_
         "{name}: efficiency {}",
         rep.efficiency
     );
+    check_exchange(name, plan, samples, cfg);
 }
 
 fn justify<M: Incremental + Clone>(
@@ -515,6 +790,7 @@ fn justify<M: Incremental + Clone>(
                 "sequences_per_micro_step" => cfg.per_step == 0,
                 "max_units" => cfg.max_units == Some(0),
                 "max_images" => cfg.max_images == Some(0),
+                "ranks_per_node" => cfg.node == Some(0),
                 _ => false,
             };
             // The documented resource limits: R x S, then R x A x S, at most max(n, 65536).
@@ -635,11 +911,51 @@ fn justify<M: Incremental + Clone>(
                 let r = planner.clone().micro_steps(*smallest).plan(samples);
                 check!(
                     "plan_smallest",
-                    matches!(r, Ok(_) | Err(Error::CostOverflow { .. })),
+                    // (or for an origin, which the planner checks after packing)
+                    matches!(
+                        r,
+                        Ok(_) | Err(Error::CostOverflow { .. } | Error::InvalidOrigin { .. })
+                    ),
                     "{e:?}, but {smallest} micro-steps fail too: {:?}",
                     r.err()
                 );
             }
+        }
+        Error::InvalidOrigin { id, origin, ranks } => {
+            let s = samples.iter().find(|s| s.id() == *id);
+            check!(
+                "plan_error",
+                *ranks == cfg.ranks
+                    && *origin >= *ranks as u64
+                    && s.is_some_and(|s| s.origin().map(|o| o as u64) == Some(*origin)),
+                "{e:?} unjustified"
+            );
+        }
+        Error::GroupTooLarge {
+            group,
+            samples: count,
+            dim,
+            size,
+            cap,
+        } => {
+            let members: Vec<&StepSample> =
+                samples.iter().filter(|s| s.group() == Some(*group)).collect();
+            let sum = |f: &dyn Fn(&StepSample) -> u64| members.iter().map(|s| f(s)).sum::<u64>();
+            let ok = members.len() == *count
+                && size > cap
+                && match *dim {
+                    "tokens" => {
+                        *size == sum(&|s| s.sample().tokens()) && *cap == u64::from(cfg.seq_len)
+                    }
+                    "units" => *size == sum(&|s| s.units()) && Some(*cap) == cfg.max_units.map(u64::from),
+                    "images" => {
+                        *size == sum(&|s| s.sample().images().len() as u64)
+                            && Some(*cap) == cfg.max_images.map(u64::from)
+                    }
+                    "sequences" => cfg.scope == GroupScope::Rank,
+                    _ => false,
+                };
+            check!("plan_error", ok, "{e:?} unjustified ({cfg:?})");
         }
         _ => check!(
             "plan_error",

@@ -7,15 +7,28 @@ documentation (``microbatch.__doc__``).
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _arrays, _native
 from .cost import CostModel, Costs, _costs, _sample_arrays
-from .errors import DtypeError, SettingError
+from .errors import DtypeError, InvalidValueError, SettingError
 
-__all__ = ["Planner", "Plan", "Report", "Loss", "SYNC_MODELS", "NORMALIZATIONS", "REDUCTIONS"]
+__all__ = [
+    "Planner",
+    "Plan",
+    "Report",
+    "Loss",
+    "Exchange",
+    "Moves",
+    "SYNC_MODELS",
+    "NORMALIZATIONS",
+    "REDUCTIONS",
+    "GROUP_SCOPES",
+]
 
 #: The sync models: one barrier per step (DDP with ``no_sync``), per micro-step
 #: (FSDP / ZeRO-3), per phase (FSDP with the vision encoder and the language
@@ -25,6 +38,8 @@ SYNC_MODELS = ("step", "micro-step", "phase")
 NORMALIZATIONS = ("token", "sample")
 #: How the ranks' gradients are combined: summed, or averaged (DDP's default).
 REDUCTIONS = ("sum", "mean")
+#: Where the samples of one group stay together: in one micro-batch, or on one rank.
+GROUP_SCOPES = ("micro-batch", "rank")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +66,16 @@ class Report:
         ratio: ``predicted / lower_bound`` (1.0 is perfect).
         gain: ``baseline / predicted``: the speed-up over the naive plan.
         straggler: ``predicted - lower_bound``.
+        samples_moved: the samples with an origin planned on another rank
+            (``None`` when no sample has an origin; so are the traffic fields below).
+        bytes_moved: the bytes those samples take to move.
+        bytes_total: the bytes of all samples with an origin.
+        max_bytes_in: the most bytes any rank receives (with
+            :attr:`max_bytes_out`, the all-to-all's critical path).
+        max_bytes_out: the most bytes any rank sends.
+        inter_node_bytes: the bytes moved between nodes (with ``ranks_per_node``).
+        locality_free: the predicted step time of the plan without locality
+            (with ``locality``; ``None`` otherwise).
 
     Example:
 
@@ -76,6 +101,13 @@ class Report:
     ratio: float
     gain: float
     straggler: float
+    samples_moved: Optional[int] = None
+    bytes_moved: Optional[int] = None
+    bytes_total: Optional[int] = None
+    max_bytes_in: Optional[int] = None
+    max_bytes_out: Optional[int] = None
+    inter_node_bytes: Optional[int] = None
+    locality_free: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +131,103 @@ class Loss:
     loss_tokens: int
     samples: int
     ranks: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Moves:
+    """The samples that change rank, as four arrays of one entry a move, sorted
+    by (source, destination, id).
+
+    Attributes:
+        ids: the sample ids (``uint64``).
+        src: the rank that holds each sample (its origin, ``uint64``).
+        dst: the rank it is planned on (``uint64``).
+        bytes: the bytes it takes to move (``uint64``).
+    """
+
+    ids: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    bytes: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+class Exchange:
+    """The all-to-all a plan needs: which samples each rank sends to which.
+
+    Only samples with an origin (``origins=`` of :meth:`Planner.plan`) are
+    in it, and only those planned on another rank. Memory follows the moves,
+    never ``ranks ** 2``.
+
+    Example:
+
+    >>> import microbatch
+    >>> plan = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096).plan(
+    ...     ids=[0, 1, 2, 3], text_tokens=[300, 200, 500, 100], origins=[0, 0, 0, 0])
+    >>> ex = plan.exchange
+    >>> int(ex.sent[0]) == len(ex) == int(ex.received[1])
+    True
+    >>> sorted(int(i) for i in ex.sends(0, 1)) == sorted(int(i) for i in plan.rank(1))
+    True
+    """
+
+    __slots__ = ("_native", "_ranks", "_cache")
+
+    def __init__(self, native: Any, ranks: int) -> None:
+        self._native = native
+        self._ranks = ranks
+        self._cache: dict = {}
+
+    def __len__(self) -> int:
+        """The samples that move."""
+        return len(self._native)
+
+    def sends(self, src: int, dst: int) -> np.ndarray:
+        """The ids (``uint64``, ascending) rank ``src`` sends to rank ``dst``.
+
+        Raises :class:`IndexError` when a rank is out of range.
+        """
+        for r in (src, dst):
+            if not 0 <= r < self._ranks:
+                raise IndexError(f"rank {r} is out of range: the plan has {self._ranks} ranks")
+        return self._native.sends(src, dst)
+
+    def _get(self, name: str) -> Any:
+        if name not in self._cache:
+            self._cache[name] = getattr(self._native, name)()
+        return self._cache[name]
+
+    @property
+    def sent(self) -> np.ndarray:
+        """The samples each rank sends (``uint64``, one entry a rank)."""
+        return self._get("sent")
+
+    @property
+    def received(self) -> np.ndarray:
+        """The samples each rank receives (``uint64``, one entry a rank)."""
+        return self._get("received")
+
+    @property
+    def bytes_out(self) -> np.ndarray:
+        """The bytes each rank sends (``uint64``, one entry a rank)."""
+        return self._get("bytes_out")
+
+    @property
+    def bytes_in(self) -> np.ndarray:
+        """The bytes each rank receives (``uint64``, one entry a rank)."""
+        return self._get("bytes_in")
+
+    @property
+    def moves(self) -> Moves:
+        """Every move, as arrays sorted by (source, destination, id)."""
+        if "moves" not in self._cache:
+            self._cache["moves"] = Moves(*self._native.moves())
+        return self._cache["moves"]
+
+    def __repr__(self) -> str:
+        return f"Exchange(ranks={self._ranks}, moves={len(self)}, bytes={int(self.bytes_out.sum())})"
 
 
 def _choice(value: str, name: str, known: tuple) -> str:
@@ -126,11 +255,12 @@ class Plan:
     [10, 11, 12, 13]
     """
 
-    __slots__ = ("_native", "_report")
+    __slots__ = ("_native", "_report", "_exchange")
 
     def __init__(self, native: Any) -> None:
         self._native = native
         self._report: Optional[Report] = None
+        self._exchange: Optional[Exchange] = None
 
     @property
     def ranks(self) -> int:
@@ -161,6 +291,27 @@ class Plan:
     def sequences(self, rank: int, micro_step: int) -> List[np.ndarray]:
         """The packed sequences of one micro-batch, each an array of sample ids (``uint64``)."""
         return self._native.sequences(rank, micro_step)
+
+    def rank(self, rank: int) -> np.ndarray:
+        """The sample ids (``uint64``) of one rank, micro-step by micro-step.
+
+        Raises :class:`IndexError` when ``rank`` is out of range.
+        """
+        if not 0 <= rank < self.ranks:
+            raise IndexError(f"rank {rank} is out of range: the plan has {self.ranks} ranks")
+        parts = [self.micro_batch(rank, j) for j in range(self.micro_steps)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
+    @property
+    def exchange(self) -> Optional[Exchange]:
+        """The samples to ship before the step (an :class:`Exchange`), or ``None``
+        when no sample has an origin."""
+        if self._exchange is None:
+            native = self._native.exchange()
+            if native is None:
+                return None
+            self._exchange = Exchange(native, self.ranks)
+        return self._exchange
 
     @property
     def loss(self) -> Loss:
@@ -244,6 +395,15 @@ class Planner:
         max_images: at most this many images per sequence.
         sequences_per_micro_step: packed sequences in one micro-batch (``S``).
         refinement: whether to refine the plan by moving and swapping samples.
+        locality: a tolerance (a fraction: ``0.005`` is 0.5%): keep samples on
+            their origin rank (``origins=`` of :meth:`plan`) where the step
+            time stays within ``(1 + locality)`` times the plan without
+            locality; ``None``: no locality (the plan still says, in
+            :attr:`Plan.exchange`, what moves).
+        ranks_per_node: with ``locality``, the ranks of one node: moves inside
+            a node count as cheap, moves across nodes as expensive.
+        group_scope: where the samples of one group (``groups=`` of
+            :meth:`plan`) stay together: ``"micro-batch"`` or ``"rank"``.
 
     The plan is a pure function of the step's samples (as a set keyed by id)
     and these settings: every rank planning the same step gets the same plan,
@@ -261,7 +421,7 @@ class Planner:
     (4, 64)
     """
 
-    __slots__ = ("_native", "model", "ranks", "seq_len", "sync")
+    __slots__ = ("_native", "model", "ranks", "seq_len", "sync", "locality", "ranks_per_node", "group_scope")
 
     def __init__(
         self,
@@ -275,6 +435,9 @@ class Planner:
         max_images: Optional[int] = None,
         sequences_per_micro_step: int = 1,
         refinement: bool = True,
+        locality: Optional[float] = None,
+        ranks_per_node: Optional[int] = None,
+        group_scope: str = "micro-batch",
     ) -> None:
         if isinstance(model, CostModel):
             native_model: Any = model._native
@@ -289,6 +452,17 @@ class Planner:
         self.ranks = _arrays.count(ranks, "ranks")
         self.seq_len = _arrays.count(seq_len, "seq_len", maximum=2**32 - 1)
         self.sync = _choice(sync, "sync model", SYNC_MODELS)
+        self.locality = None if locality is None else _tolerance(locality)
+        if ranks_per_node is not None and locality is None:
+            raise SettingError(
+                "ranks_per_node weighs the moves of locality: give locality= too "
+                "(locality=0.0 keeps the step time of the plan without locality)",
+                item="ranks_per_node",
+            )
+        self.ranks_per_node = (
+            None if ranks_per_node is None else _arrays.count(ranks_per_node, "ranks_per_node", minimum=1)
+        )
+        self.group_scope = _choice(group_scope, "group scope", GROUP_SCOPES)
         self._native = _native.Planner(
             native_model,
             self.ranks,
@@ -299,6 +473,9 @@ class Planner:
             None if max_images is None else _arrays.count(max_images, "max_images", maximum=2**32 - 1),
             _arrays.count(sequences_per_micro_step, "sequences_per_micro_step"),
             bool(refinement),
+            self.locality,
+            self.ranks_per_node,
+            self.group_scope,
         )
 
     def plan(
@@ -310,6 +487,9 @@ class Planner:
         *,
         image_units: _arrays.Ragged = None,
         costs: Costs = None,
+        origins: Any = None,
+        groups: Any = None,
+        bytes: Any = None,
     ) -> Plan:
         """Plans one step.
 
@@ -328,14 +508,24 @@ class Planner:
                 required by it): an ``(n, 2)`` array of (vision, language), or
                 a dict ``{"vision": a, "language": b}`` of 1-D arrays (a
                 missing phase costs 0). Finite and non-negative.
+            origins: the rank whose data loader holds each sample, 1-D, one per
+                sample, ``-1`` for a sample held nowhere yet; with origins the
+                plan has an :attr:`Plan.exchange`, and ``locality`` keeps
+                samples home.
+            groups: each sample's group id, 1-D, ``-1`` for none: the samples
+                of one group stay together (``group_scope``).
+            bytes: the bytes to move each sample, 1-D; ``None``: 2,352 per
+                image token (its RGB pixels), 0 for text.
 
         Raises:
             DtypeError: an argument of the wrong dtype or length.
             InvalidValueError: a negative value, a count past ``uint32``,
                 loss tokens above the sample's tokens, a NaN, infinite or
-                negative cost (``item``: the sample's id).
+                negative cost, an origin not below ``ranks`` (``item``: the
+                sample's id), an origin or group below ``-1`` (``item``: its index).
             DuplicateIdError: two samples with one id.
-            OversizeError: a sample longer than ``seq_len`` or the caps.
+            OversizeError: a sample longer than ``seq_len`` or the caps, a
+                group that fits no sequence (``item``: the group id).
             SettingError, InfeasibleError: settings that do not work for this
                 batch; ``costs`` missing for ``Given`` or given to another model.
 
@@ -348,7 +538,13 @@ class Planner:
         >>> plan.report.predicted
         5.0
         """
-        return Plan(self._native.plan(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs), baseline=False))
+        return Plan(
+            self._native.plan(
+                *self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs),
+                *_placement(origins, groups, bytes, _count(ids)),
+                baseline=False,
+            )
+        )
 
     def baseline(
         self,
@@ -359,6 +555,9 @@ class Planner:
         *,
         image_units: _arrays.Ragged = None,
         costs: Costs = None,
+        origins: Any = None,
+        groups: Any = None,
+        bytes: Any = None,
     ) -> Plan:
         """The naive plan of the same step (the loader's order, packed greedily,
         dealt to ranks in turn), with the same arguments as :meth:`plan`: what
@@ -372,7 +571,11 @@ class Planner:
         True
         """
         return Plan(
-            self._native.plan(*self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs), baseline=True)
+            self._native.plan(
+                *self._arguments(ids, text_tokens, image_tokens, loss_tokens, image_units, costs),
+                *_placement(origins, groups, bytes, _count(ids)),
+                baseline=True,
+            )
         )
 
     def _arguments(
@@ -393,4 +596,59 @@ class Planner:
         return ids_a, text, img, units, offsets, loss, _costs(costs, n)
 
     def __repr__(self) -> str:
-        return f"Planner({self.model!r}, ranks={self.ranks}, seq_len={self.seq_len}, sync={self.sync!r})"
+        extra = ""
+        if self.locality is not None:
+            extra += f", locality={self.locality!r}"
+        if self.ranks_per_node is not None:
+            extra += f", ranks_per_node={self.ranks_per_node}"
+        if self.group_scope != "micro-batch":
+            extra += f", group_scope={self.group_scope!r}"
+        return f"Planner({self.model!r}, ranks={self.ranks}, seq_len={self.seq_len}, sync={self.sync!r}{extra})"
+
+
+def _tolerance(value: Any) -> float:
+    """``locality``: a finite, non-negative fraction (a float or an int, not a bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise DtypeError(
+            f"locality must be a number (a fraction: 0.005 for 0.5%), got {type(value).__name__} {value!r}",
+            item="locality",
+        )
+    v = float(value)
+    if not (math.isfinite(v) and v >= 0.0):
+        raise InvalidValueError(f"locality is {v}: it must be a finite fraction >= 0 (0.005 for 0.5%)", item="locality")
+    return v
+
+
+def _count(ids: Any) -> int:
+    """The samples of ``ids`` (its checks come with the other arguments)."""
+    return int(np.asarray(ids).reshape(-1).shape[0])
+
+
+def _optional_ids(x: Any, name: str, n: int) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """``origins`` or ``groups``: ``(values, present)`` as ``uint64`` and ``bool`` arrays;
+    ``-1`` marks a sample without one (``present`` is ``None`` when every sample has one)."""
+    if x is None:
+        return None, None
+    a = np.asarray(x)
+    if a.ndim == 1 and a.size and a.dtype.kind == "i":
+        bad = np.flatnonzero(a < -1)
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidValueError(f"{name}[{i}] is {a[i]}: it must be non-negative, or -1 for none", item=i)
+        present = a >= 0
+        values = _arrays.integers(np.where(present, a, 0), name, np.uint64, length=n)
+        return values, (None if bool(present.all()) else np.ascontiguousarray(present))
+    return _arrays.integers(a, name, np.uint64, length=n), None
+
+
+_Placement = Tuple[
+    Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]
+]
+
+
+def _placement(origins: Any, groups: Any, bytes_: Any, n: int) -> _Placement:
+    """The native arguments of ``origins=``, ``groups=`` and ``bytes=``."""
+    o, o_present = _optional_ids(origins, "origins", n)
+    g, g_present = _optional_ids(groups, "groups", n)
+    b = None if bytes_ is None else _arrays.integers(bytes_, "bytes", np.uint64, length=n)
+    return o, o_present, g, g_present, b

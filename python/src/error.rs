@@ -63,6 +63,11 @@ fn classify(err: &Error) -> (&'static str, &'static str, Option<Item>) {
         Error::LossTokens { id, .. } => ("InvalidValueError", "LossTokens", Some(Id(*id))),
         Error::PlanMismatch { id, .. } => ("SettingError", "PlanMismatch", id.map(Id)),
         Error::UnknownName { .. } => ("SettingError", "UnknownName", None),
+        // A sample's value (its origin), like a bad cost: named by id.
+        Error::InvalidOrigin { id, .. } => ("InvalidValueError", "InvalidOrigin", Some(Id(*id))),
+        // A group too large for one sequence or micro-batch: like an
+        // oversize sample, named by its group id.
+        Error::GroupTooLarge { group, .. } => ("OversizeError", "GroupTooLarge", Some(Id(*group))),
         // `Error` is non-exhaustive: a variant added later still reaches
         // Python as an input error with its message.
         _ => ("InputError", "Other", None),

@@ -1,7 +1,9 @@
-//! `Planner` and `Plan`: the crate's planner over numpy arrays of ids, text tokens, ragged images and loss tokens.
+//! `Planner`, `Plan` and `Exchange`: the crate's planner over numpy arrays of ids, text tokens, ragged images, loss tokens, origins, groups and bytes.
 
 use microbatch::cost::{Given, Incremental, Preset};
-use microbatch::plan::{Normalization, Plan, Planner, Reduction, StepSample, SyncModel};
+use microbatch::plan::{
+    Exchange, GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
+};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
@@ -13,6 +15,7 @@ use crate::error::{guard, input_error, Failure, Item};
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativePlanner>()?;
     m.add_class::<NativePlan>()?;
+    m.add_class::<NativeExchange>()?;
     Ok(())
 }
 
@@ -45,6 +48,8 @@ struct Settings {
     max_images: Option<u32>,
     sequences_per_micro_step: usize,
     refinement: bool,
+    locality: Option<Locality>,
+    group_scope: GroupScope,
 }
 
 fn configure<M: Incremental>(model: M, s: &Settings) -> Planner<M> {
@@ -53,7 +58,11 @@ fn configure<M: Incremental>(model: M, s: &Settings) -> Planner<M> {
         .seq_len(s.seq_len)
         .sync(s.sync)
         .sequences_per_micro_step(s.sequences_per_micro_step)
-        .refinement(s.refinement);
+        .refinement(s.refinement)
+        .group_scope(s.group_scope);
+    if let Some(l) = s.locality {
+        planner = planner.locality(l);
+    }
     if let Some(a) = s.micro_steps {
         planner = planner.micro_steps(a);
     }
@@ -85,7 +94,7 @@ impl NativePlanner {
     /// `model`: a preset name, `"costs"` (the `Given` model), or a
     /// `_native.CostModel`.
     #[new]
-    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, max_units, max_images, sequences_per_micro_step, refinement))]
+    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -98,6 +107,9 @@ impl NativePlanner {
         max_images: Option<u32>,
         sequences_per_micro_step: usize,
         refinement: bool,
+        locality: Option<f64>,
+        ranks_per_node: Option<usize>,
+        group_scope: &str,
     ) -> PyResult<Self> {
         let resolved = if let Ok(native) = model.cast::<NativeCostModel>() {
             native.get().resolve()
@@ -117,7 +129,18 @@ impl NativePlanner {
             }
         };
         let sync = sync.to_owned();
+        let group_scope = group_scope.to_owned();
         guard(py, move || {
+            let locality = match locality {
+                Some(tol) => {
+                    let l = Locality::new(tol)?;
+                    Some(match ranks_per_node {
+                        Some(n) => l.ranks_per_node(n),
+                        None => l,
+                    })
+                }
+                None => None,
+            };
             let settings = Settings {
                 ranks,
                 seq_len,
@@ -127,6 +150,8 @@ impl NativePlanner {
                 max_images,
                 sequences_per_micro_step,
                 refinement,
+                locality,
+                group_scope: group_scope.parse()?,
             };
             let (inner, needs_costs) = match resolved {
                 Resolved::Preset(m) => (AnyPlanner::Preset(configure(m, &settings)), false),
@@ -160,8 +185,10 @@ impl NativePlanner {
     /// `ids` (u64), `text` (u32), the images of all samples flattened
     /// (`image_tokens`, u32; `image_units`, u32 >= 1 or None) with
     /// `image_offsets` (u64, n + 1 entries, CSR), `loss_tokens` (u64 or
-    /// None), `costs` ((n, 2) f64 or None).
-    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens, costs, baseline))]
+    /// None), `costs` ((n, 2) f64 or None), `origins` and `groups` (u64 or
+    /// None, each with a bool mask of the samples that have one, None: all)
+    /// and `bytes` (u64 or None).
+    #[pyo3(signature = (ids, text, image_tokens, image_units, image_offsets, loss_tokens, costs, origins, origins_present, groups, groups_present, bytes, baseline))]
     #[allow(clippy::too_many_arguments)]
     fn plan(
         &self,
@@ -173,9 +200,22 @@ impl NativePlanner {
         image_offsets: PyReadonlyArray1<'_, u64>,
         loss_tokens: Option<PyReadonlyArray1<'_, u64>>,
         costs: Option<PyReadonlyArray2<'_, f64>>,
+        origins: Option<PyReadonlyArray1<'_, u64>>,
+        origins_present: Option<PyReadonlyArray1<'_, bool>>,
+        groups: Option<PyReadonlyArray1<'_, u64>>,
+        groups_present: Option<PyReadonlyArray1<'_, bool>>,
+        bytes: Option<PyReadonlyArray1<'_, u64>>,
         baseline: bool,
     ) -> PyResult<NativePlan> {
         let mode = if baseline { Mode::Baseline } else { Mode::Plan };
+        let placement = Placement {
+            origins: Masked::new(origins.as_ref(), origins_present.as_ref())?,
+            groups: Masked::new(groups.as_ref(), groups_present.as_ref())?,
+            bytes: match &bytes {
+                Some(b) => Some(b.as_slice()?),
+                None => None,
+            },
+        };
         self.run(
             py,
             mode,
@@ -186,6 +226,7 @@ impl NativePlanner {
             image_offsets,
             loss_tokens,
             costs,
+            &placement,
         )
     }
 }
@@ -203,6 +244,7 @@ impl NativePlanner {
         image_offsets: PyReadonlyArray1<'_, u64>,
         loss_tokens: Option<PyReadonlyArray1<'_, u64>>,
         costs: Option<PyReadonlyArray2<'_, f64>>,
+        placement: &Placement<'_>,
     ) -> PyResult<NativePlan> {
         let ids = ids.as_slice()?;
         let arrays = Arrays {
@@ -224,7 +266,7 @@ impl NativePlanner {
         };
         let plan = guard(py, || {
             costs_match(self.needs_costs, arrays.costs.is_some())?;
-            let samples = samples(ids, &arrays, loss_tokens)?;
+            let samples = samples(ids, &arrays, loss_tokens, placement)?;
             let plan = with_planner!(&self.inner, p => match mode {
                 Mode::Plan => p.plan(&samples),
                 Mode::Baseline => p.baseline(&samples),
@@ -235,11 +277,70 @@ impl NativePlanner {
     }
 }
 
+/// Per-sample values of which some may be absent: the values and, if not
+/// every sample has one, the mask of those that do.
+#[derive(Clone, Copy, Default)]
+struct Masked<'a> {
+    values: Option<&'a [u64]>,
+    present: Option<&'a [bool]>,
+}
+
+impl<'a> Masked<'a> {
+    fn new(
+        values: Option<&'a PyReadonlyArray1<'_, u64>>,
+        present: Option<&'a PyReadonlyArray1<'_, bool>>,
+    ) -> PyResult<Self> {
+        Ok(Masked {
+            values: match values {
+                Some(v) => Some(v.as_slice()?),
+                None => None,
+            },
+            present: match present {
+                Some(p) => Some(p.as_slice()?),
+                None => None,
+            },
+        })
+    }
+
+    /// Sample `i`'s value, if it has one.
+    fn get(&self, i: usize) -> Option<u64> {
+        let v = self.values?.get(i).copied()?;
+        match self.present {
+            Some(p) if !p.get(i).copied().unwrap_or(false) => None,
+            _ => Some(v),
+        }
+    }
+
+    /// Checks both lengths against `n`.
+    fn check(&self, what: &str, n: usize) -> Result<(), Failure> {
+        for (name, len) in [
+            (what.to_owned(), self.values.map(<[u64]>::len)),
+            (format!("{what} mask"), self.present.map(<[bool]>::len)),
+        ] {
+            if let Some(len) = len.filter(|&l| l != n) {
+                return Err(Failure::shape(format!(
+                    "{name} has {len} entries, expected {n} (one per sample)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the samples are and what they belong to: `origins=`, `groups=`,
+/// `bytes=`.
+struct Placement<'a> {
+    origins: Masked<'a>,
+    groups: Masked<'a>,
+    bytes: Option<&'a [u64]>,
+}
+
 /// The step's samples from the arrays, checking their lengths and offsets.
 fn samples(
     ids: &[u64],
     arrays: &Arrays<'_>,
     loss_tokens: Option<&[u64]>,
+    placement: &Placement<'_>,
 ) -> Result<Vec<StepSample>, Failure> {
     let n = ids.len();
     let length = |what: &str, len: usize| {
@@ -255,6 +356,13 @@ fn samples(
             return Err(length("loss_tokens", l.len()));
         }
     }
+    if let Some(b) = placement.bytes {
+        if b.len() != n {
+            return Err(length("bytes", b.len()));
+        }
+    }
+    placement.origins.check("origins", n)?;
+    placement.groups.check("groups", n)?;
     let name = |i: usize| {
         let id = ids.get(i).copied().unwrap_or(0);
         (format!("sample {i} (id {id})"), Item::Id(id))
@@ -262,11 +370,22 @@ fn samples(
     arrays.check(&name)?;
     let mut out = Vec::with_capacity(n);
     for (i, &id) in ids.iter().enumerate() {
-        let s = StepSample::new(id, arrays.sample(i, &name)?);
-        out.push(match loss_tokens.and_then(|l| l.get(i)) {
-            Some(&l) => s.with_loss_tokens(l),
-            None => s,
-        });
+        let mut s = StepSample::new(id, arrays.sample(i, &name)?);
+        if let Some(&l) = loss_tokens.and_then(|l| l.get(i)) {
+            s = s.with_loss_tokens(l);
+        }
+        if let Some(o) = placement.origins.get(i) {
+            // An origin past usize is past every rank: the planner's
+            // `InvalidOrigin` names it (usize::MAX is never below R).
+            s = s.with_origin(usize::try_from(o).unwrap_or(usize::MAX));
+        }
+        if let Some(g) = placement.groups.get(i) {
+            s = s.with_group(g);
+        }
+        if let Some(&b) = placement.bytes.and_then(|b| b.get(i)) {
+            s = s.with_bytes(b);
+        }
+        out.push(s);
     }
     Ok(out)
 }
@@ -389,7 +508,23 @@ impl NativePlan {
         d.set_item("ratio", r.ratio())?;
         d.set_item("gain", r.gain())?;
         d.set_item("straggler", r.straggler())?;
+        let t = r.traffic.as_ref();
+        d.set_item("samples_moved", t.map(|t| t.samples_moved))?;
+        d.set_item("bytes_moved", t.map(|t| t.bytes_moved))?;
+        d.set_item("bytes_total", t.map(|t| t.bytes_total))?;
+        d.set_item("max_bytes_in", t.map(|t| t.max_bytes_in))?;
+        d.set_item("max_bytes_out", t.map(|t| t.max_bytes_out))?;
+        d.set_item("inter_node_bytes", t.and_then(|t| t.inter_node_bytes))?;
+        d.set_item("locality_free", r.locality_free)?;
         Ok(d)
+    }
+
+    /// The exchange schedule, or None when no sample has an origin.
+    fn exchange(&self) -> Option<NativeExchange> {
+        self.plan.exchange().map(|e| NativeExchange {
+            exchange: e.clone(),
+            ranks: self.plan.ranks(),
+        })
     }
 
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
@@ -415,5 +550,84 @@ impl NativePlan {
                     message: format!("not a valid plan document: {e}"),
                 })
         })
+    }
+}
+
+/// The crate's `Exchange` of a plan (see `microbatch.plan.Exchange`).
+#[pyclass(module = "microbatch._native", name = "Exchange", frozen)]
+pub(crate) struct NativeExchange {
+    exchange: Exchange,
+    ranks: usize,
+}
+
+impl NativeExchange {
+    /// `f(rank)` for every rank, as a u64 array.
+    fn per_rank<'py>(
+        &self,
+        py: Python<'py>,
+        f: impl Fn(usize) -> u64,
+    ) -> Bound<'py, PyArray1<u64>> {
+        let v: Vec<u64> = (0..self.ranks).map(f).collect();
+        v.to_pyarray(py)
+    }
+}
+
+#[pymethods]
+impl NativeExchange {
+    fn __len__(&self) -> usize {
+        self.exchange.len()
+    }
+
+    /// The ids `src` sends to `dst` (ascending; empty when either is out of range).
+    fn sends<'py>(&self, py: Python<'py>, src: usize, dst: usize) -> Bound<'py, PyArray1<u64>> {
+        self.exchange.sends(src, dst).to_pyarray(py)
+    }
+
+    fn sent<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.per_rank(py, |r| self.exchange.sent(r) as u64)
+    }
+
+    fn received<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.per_rank(py, |r| self.exchange.received(r) as u64)
+    }
+
+    fn bytes_out<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.per_rank(py, |r| self.exchange.bytes_out(r))
+    }
+
+    fn bytes_in<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.per_rank(py, |r| self.exchange.bytes_in(r))
+    }
+
+    /// `(ids, src, dst, bytes)`, one entry a move, sorted by (src, dst, id).
+    #[allow(clippy::type_complexity)]
+    fn moves<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> (
+        Bound<'py, PyArray1<u64>>,
+        Bound<'py, PyArray1<u64>>,
+        Bound<'py, PyArray1<u64>>,
+        Bound<'py, PyArray1<u64>>,
+    ) {
+        let n = self.exchange.len();
+        let (mut ids, mut src, mut dst, mut bytes) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for m in self.exchange.moves() {
+            ids.push(m.id);
+            src.push(m.from as u64);
+            dst.push(m.to as u64);
+            bytes.push(m.bytes);
+        }
+        (
+            ids.to_pyarray(py),
+            src.to_pyarray(py),
+            dst.to_pyarray(py),
+            bytes.to_pyarray(py),
+        )
     }
 }

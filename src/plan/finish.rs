@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 
 use super::baseline::Naive;
 use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
+use super::exchange::{Exchange, Move, Traffic};
 use super::fingerprint::of_plan;
 use super::loss::Loss;
 use super::output::{Plan, Report};
@@ -23,6 +24,8 @@ pub(crate) struct Context<'a, M> {
     pub(crate) model: &'a M,
     pub(crate) sync: SyncModel,
     pub(crate) seq_len: u32,
+    /// The ranks a node, for the traffic between nodes.
+    pub(crate) ranks_per_node: Option<usize>,
 }
 
 /// The layout to finish: the shape, each slot's positions in ascending
@@ -70,20 +73,16 @@ pub(crate) fn finish<M: Incremental>(
     }
     drop(slots);
     let sequences = Grouped::from_trusted(ids, offsets);
-    // One pass over the samples in id order (sequential reads of `samples`
-    // when they come in id order) fills every slot's cost state.
-    let mut states = vec![cx.model.empty(); shape.slots()];
-    let mut tokens = 0u64;
-    for (e, &slot) in prep.items.iter().zip(&slot_of) {
-        tokens += u64::from(e.sizes[0]);
-        cx.model.insert(
-            &mut states[slot as usize],
-            cx.samples[e.input as usize].sample(),
-        );
-    }
+    let tokens = prep
+        .items
+        .iter()
+        .fold(0u64, |acc, e| acc + u64::from(e.sizes[0]));
+    let costs = slot_costs(prep, cx, &slot_of, shape.slots());
+    let (exchange, traffic) = match exchange(prep, cx, shape, &slot_of) {
+        Some((x, t)) => (Some(x), Some(t)),
+        None => (None, None),
+    };
     drop(slot_of);
-    let costs: Vec<Phases> = states.iter().map(|st| cx.model.evaluate(st)).collect();
-    drop(states);
     for (slot, &c) in costs.iter().enumerate() {
         finite_phases(c, sequences.get(slot).map_or(0, <[u64]>::len))?;
     }
@@ -117,6 +116,8 @@ pub(crate) fn finish<M: Incremental>(
         sequences: used,
         balanced_packing: balanced,
         planning_time: None,
+        traffic,
+        locality_free: None,
     };
     Ok(Plan {
         fingerprint: of_plan(shape, &sequences),
@@ -127,5 +128,99 @@ pub(crate) fn finish<M: Incremental>(
         costs,
         loss: Loss::new(loss_tokens, prep.len() as u64, shape.ranks as u64),
         report,
+        exchange,
     })
+}
+
+/// Every slot's cost, each slot evaluated as a group with the model, from
+/// the slot of every position.
+///
+/// One pass over the samples in id order (sequential reads of `samples`
+/// when they come in id order) fills every slot's cost state. O(n + slots)
+/// time besides the model, O(slots) extra space.
+fn slot_costs<M: Incremental>(
+    prep: &Prepared,
+    cx: &Context<'_, M>,
+    slot_of: &[u32],
+    slots: usize,
+) -> Vec<Phases> {
+    let mut states = vec![cx.model.empty(); slots];
+    for (e, &slot) in prep.items.iter().zip(slot_of) {
+        cx.model.insert(
+            &mut states[slot as usize],
+            cx.samples[e.input as usize].sample(),
+        );
+    }
+    states.iter().map(|st| cx.model.evaluate(st)).collect()
+}
+
+/// The exact predicted step time of a layout (each slot's positions), as
+/// the finished plan would report it.
+///
+/// # Errors
+///
+/// [`Error::CostOverflow`] when a sequence's cost or the step time is not
+/// finite.
+pub(crate) fn exact_time<M: Incremental>(
+    prep: &Prepared,
+    cx: &Context<'_, M>,
+    shape: Shape,
+    slots: &[Vec<u32>],
+) -> Result<f64, Error> {
+    let mut slot_of = vec![0u32; prep.len()];
+    for (k, members) in slots.iter().enumerate() {
+        for &p in members {
+            slot_of[p as usize] = k as u32;
+        }
+    }
+    let costs = slot_costs(prep, cx, &slot_of, shape.slots());
+    for (slot, &c) in costs.iter().enumerate() {
+        finite_phases(c, slots.get(slot).map_or(0, Vec::len))?;
+    }
+    let time = step_time(cx.sync, shape, &costs);
+    if time.is_finite() {
+        Ok(time)
+    } else {
+        Err(Error::CostOverflow {
+            phase: None,
+            samples: prep.len(),
+        })
+    }
+}
+
+/// The exchange of the plan and its traffic: every sample with an origin
+/// that lands on another rank. `None` when no sample has an origin.
+/// O(n + m log m) for m moves.
+fn exchange<M>(
+    prep: &Prepared,
+    cx: &Context<'_, M>,
+    shape: Shape,
+    slot_of: &[u32],
+) -> Option<(Exchange, Traffic)> {
+    let mut any = false;
+    let mut total = 0u64;
+    let mut moves = Vec::new();
+    for (e, &slot) in prep.items.iter().zip(slot_of) {
+        let s = &cx.samples[e.input as usize];
+        let Some(from) = s.origin() else {
+            continue;
+        };
+        any = true;
+        total = total.saturating_add(s.bytes());
+        let to = slot as usize / shape.per_rank();
+        if from != to {
+            moves.push(Move {
+                id: e.id,
+                from,
+                to,
+                bytes: s.bytes(),
+            });
+        }
+    }
+    if !any {
+        return None;
+    }
+    let x = Exchange::new(moves);
+    let t = x.traffic(total, cx.ranks_per_node);
+    Some((x, t))
 }

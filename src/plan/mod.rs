@@ -61,8 +61,13 @@
 //!    the fastest ones, keeping every cap, while that lowers the slowest
 //!    (phase by phase for [`SyncModel::Phase`], never raising the other
 //!    phase's maximum).
-//! 5. `finish`: the plan's ids slot by slot, every sequence evaluated as a
-//!    group, and the [`Report`] against the bound and the naive baseline.
+//! 5. `locality` (with [`Planner::locality`] and samples with an origin):
+//!    the plan relabelled and samples swapped home, so that the fewest
+//!    bytes move while the predicted step time stays within the tolerance
+//!    of the plan so far ([`Locality`]).
+//! 6. `finish`: the plan's ids slot by slot, every sequence evaluated as a
+//!    group, the [`Report`] against the bound and the naive baseline, and
+//!    the [`Exchange`] (with its [`Traffic`]) when samples have origins.
 //!
 //! `A` is either given ([`Planner::micro_steps`]) or the smallest value the
 //! planner can fit the batch into: the token (and cap) bound
@@ -228,9 +233,11 @@
 mod baseline;
 mod deal;
 mod evaluate;
+mod exchange;
 mod fingerprint;
 mod finish;
 mod group;
+mod locality;
 mod loss;
 mod output;
 mod pack;
@@ -241,7 +248,9 @@ mod sample;
 mod shape;
 mod sync;
 
+pub use self::exchange::{Exchange, Move, Traffic};
 pub use self::group::GroupScope;
+pub use self::locality::Locality;
 pub use self::loss::{Loss, Normalization, Reduction};
 pub use self::output::{Plan, Report};
 pub use self::planner::Planner;

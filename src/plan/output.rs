@@ -4,6 +4,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::evaluate::step_time;
+use super::exchange::{Exchange, Traffic};
 use super::loss::Loss;
 use super::sample::StepSample;
 use super::shape::Shape;
@@ -80,6 +81,23 @@ pub struct Report {
     pub balanced_packing: bool,
     /// The time spent planning (with the `std` feature; `None` without).
     pub planning_time: Option<Duration>,
+    /// What the plan moves between ranks, when some sample has an origin
+    /// ([`StepSample::with_origin`]); the moves themselves are
+    /// [`Plan::exchange`].
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub traffic: Option<Traffic>,
+    /// The predicted step time of the plan without locality, when
+    /// [`Planner::locality`](crate::plan::Planner::locality) was asked for:
+    /// [`predicted`](Report::predicted) is at most `(1 + tolerance)` times
+    /// this.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub locality_free: Option<f64>,
 }
 
 impl PartialEq for Report {
@@ -94,6 +112,8 @@ impl PartialEq for Report {
             && self.efficiency == other.efficiency
             && self.sequences == other.sequences
             && self.balanced_packing == other.balanced_packing
+            && self.traffic == other.traffic
+            && self.locality_free == other.locality_free
     }
 }
 
@@ -246,6 +266,8 @@ pub struct Plan {
     pub(crate) loss: Loss,
     pub(crate) report: Report,
     pub(crate) fingerprint: u64,
+    /// The moves, when some sample has an origin.
+    pub(crate) exchange: Option<Exchange>,
 }
 
 impl Plan {
@@ -584,6 +606,30 @@ impl Plan {
         &self.report
     }
 
+    /// The exchange schedule: which samples move from which rank to which
+    /// (every sample with an origin that the plan puts on another rank).
+    /// `None` when no sample has an origin; with origins it is there with
+    /// or without [`Planner::locality`](crate::plan::Planner::locality).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000);
+    /// let samples: Vec<_> = (0..4).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// assert!(planner.plan(&samples)?.exchange().is_none());
+    /// let held: Vec<_> = samples.into_iter().map(|s| s.with_origin(0)).collect();
+    /// let plan = planner.plan(&held)?;
+    /// assert_eq!(plan.exchange().unwrap().sends(0, 1), plan.rank(1));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn exchange(&self) -> Option<&Exchange> {
+        self.exchange.as_ref()
+    }
+
     /// A stable 64-bit fingerprint of the plan: FNV-1a (64 bit) over the
     /// little-endian bytes of a version tag, `R`, `A` and `S`, then for every
     /// sequence (rank by rank, micro-step by micro-step) its sample count and
@@ -693,7 +739,7 @@ mod wire {
     use serde::ser::{SerializeStruct, Serializer};
     use serde::Serialize;
 
-    use super::{Loss, Phases, Report};
+    use super::{Exchange, Loss, Phases, Report};
     use crate::grouped::{invalid, Grouped, Invalid, Raw};
     use crate::plan::fingerprint::of_plan;
     use crate::plan::shape::Shape;
@@ -710,6 +756,8 @@ mod wire {
         loss: Loss,
         report: Report,
         fingerprint: u64,
+        #[serde(default)]
+        exchange: Option<Exchange>,
     }
 
     impl TryFrom<Plan> for super::Plan {
@@ -798,6 +846,7 @@ mod wire {
                     p.fingerprint
                 ));
             }
+            check_exchange(shape, &sequences, p.exchange.as_ref(), &p.report)?;
             Ok(super::Plan {
                 ranks: shape.ranks,
                 micro_steps: shape.steps,
@@ -807,8 +856,87 @@ mod wire {
                 loss: p.loss,
                 report: p.report,
                 fingerprint,
+                exchange: p.exchange,
             })
         }
+    }
+
+    /// The exchange against the plan: every move's id is in the plan on
+    /// rank `to`, `from` is another rank below `R` (the order and repeats
+    /// are checked on reading the exchange), and the report's traffic
+    /// agrees with the moves; an exchange goes with a traffic and back.
+    /// O(n log n + m log m).
+    fn check_exchange(
+        shape: Shape,
+        sequences: &Grouped<u64>,
+        exchange: Option<&Exchange>,
+        report: &Report,
+    ) -> Result<(), Invalid> {
+        let (x, t) = match (exchange, report.traffic) {
+            (None, None) => return Ok(()),
+            (Some(x), Some(t)) => (x, t),
+            (Some(_), None) => {
+                return Err(invalid!(
+                    "the plan has an exchange but its report no traffic"
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid!(
+                    "the report has a traffic but the plan no exchange"
+                ))
+            }
+        };
+        let mut rank_of: Vec<(u64, usize)> = sequences
+            .iter()
+            .enumerate()
+            .flat_map(|(k, ids)| ids.iter().map(move |&id| (id, k / shape.per_rank())))
+            .collect();
+        rank_of.sort_unstable();
+        for m in x.moves() {
+            if m.from >= shape.ranks {
+                return Err(invalid!(
+                    "id {} moves from rank {} but the plan has {} ranks",
+                    m.id,
+                    m.from,
+                    shape.ranks
+                ));
+            }
+            let Ok(i) = rank_of.binary_search_by_key(&m.id, |e| e.0) else {
+                return Err(invalid!("id {} moves but is not in the plan", m.id));
+            };
+            if rank_of[i].1 != m.to {
+                return Err(invalid!(
+                    "id {} moves to rank {} but the plan puts it on rank {}",
+                    m.id,
+                    m.to,
+                    rank_of[i].1
+                ));
+            }
+        }
+        let again = x.traffic(t.bytes_total, None);
+        let agrees = t.samples_moved == again.samples_moved
+            && t.bytes_moved == again.bytes_moved
+            && t.max_bytes_in == again.max_bytes_in
+            && t.max_bytes_out == again.max_bytes_out
+            && t.bytes_total >= t.bytes_moved
+            && t.inter_node_bytes.map_or(true, |b| b <= t.bytes_moved);
+        if !agrees {
+            return Err(invalid!(
+                "the report's traffic ({} samples, {} bytes moved, at most {} in and {} out of a \
+                 rank, {} bytes in all) disagrees with the exchange's moves ({} samples, {} \
+                 bytes, {} in, {} out)",
+                t.samples_moved,
+                t.bytes_moved,
+                t.max_bytes_in,
+                t.max_bytes_out,
+                t.bytes_total,
+                again.samples_moved,
+                again.bytes_moved,
+                again.max_bytes_in,
+                again.max_bytes_out
+            ));
+        }
+        Ok(())
     }
 
     /// `R * A * S`, each factor at least 1 and the product in range.
@@ -847,7 +975,8 @@ mod wire {
     impl Serialize for super::Plan {
         fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
             let (ids, offsets) = (self.sequences.items(), self.sequences.offsets());
-            let mut s = serializer.serialize_struct("Plan", 9)?;
+            let fields = 9 + usize::from(self.exchange.is_some());
+            let mut s = serializer.serialize_struct("Plan", fields)?;
             s.serialize_field("ranks", &self.ranks)?;
             s.serialize_field("micro_steps", &self.micro_steps)?;
             s.serialize_field("per_step", &self.per_step)?;
@@ -857,6 +986,9 @@ mod wire {
             s.serialize_field("loss", &self.loss)?;
             s.serialize_field("report", &self.report)?;
             s.serialize_field("fingerprint", &self.fingerprint)?;
+            if let Some(x) = &self.exchange {
+                s.serialize_field("exchange", x)?;
+            }
             s.end()
         }
     }

@@ -7,6 +7,7 @@ use super::deal::{deal, give_every_rank_work, RowKey, Sequences};
 use super::evaluate::step_time;
 use super::finish::{finish, Context, Layout};
 use super::group::{units, GroupScope, Units};
+use super::locality::{check_origins, localize, Homes, Locality};
 use super::output::Plan;
 use super::pack::{pack, Request};
 use super::prepare::{prepare, Caps, Prepared};
@@ -81,6 +82,7 @@ pub struct Planner<M> {
     per_step: usize,
     refine: bool,
     group_scope: GroupScope,
+    locality: Option<Locality>,
 }
 
 impl<M: Incremental> Planner<M> {
@@ -125,6 +127,7 @@ impl<M: Incremental> Planner<M> {
             per_step: 1,
             refine: true,
             group_scope: GroupScope::MicroBatch,
+            locality: None,
         }
     }
 
@@ -373,6 +376,38 @@ impl<M: Incremental> Planner<M> {
         self
     }
 
+    /// Keeps samples on the rank that holds them ([`StepSample::with_origin`])
+    /// where the step time allows: the plan of least bytes moved
+    /// ([`StepSample::bytes`]) whose predicted step time is at most `(1 +
+    /// tolerance)` times the plan's without locality
+    /// ([`Report::locality_free`](crate::plan::Report::locality_free)); see
+    /// [`Locality`] for the algorithm. Without origins the plan is the same
+    /// as without locality. Whatever the setting, a plan of samples with
+    /// origins has an [`Exchange`](crate::plan::Exchange).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Locality, Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..64u64)
+    ///     .map(|i| StepSample::new(i, Sample::text_only(100 + (i as u32 * 37) % 200)).with_origin(i as usize % 4).with_bytes(1 << 20))
+    ///     .collect();
+    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(4).seq_len(8192);
+    /// let free = planner.plan(&samples)?;
+    /// let local = planner.locality(Locality::new(0.01)?).plan(&samples)?;
+    /// let moved = |p: &microbatch::plan::Plan| p.report().traffic.unwrap().bytes_moved;
+    /// assert!(moved(&local) < moved(&free));
+    /// assert!(local.report().predicted <= 1.01 * free.report().predicted);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn locality(mut self, locality: Locality) -> Self {
+        self.locality = Some(locality);
+        self
+    }
+
     /// The cost model.
     ///
     /// # Examples
@@ -416,6 +451,9 @@ impl<M: Incremental> Planner<M> {
         }
         if self.per_step == 0 {
             return Err(bad("sequences_per_micro_step", 0, "at least 1"));
+        }
+        if self.locality.and_then(|l| l.node_size()) == Some(0) {
+            return Err(bad("ranks_per_node", 0, "at least 1"));
         }
         if n > MAX_SAMPLES {
             return Err(bad(
@@ -474,6 +512,7 @@ impl<M: Incremental> Planner<M> {
             model: &self.model,
             sync: self.sync,
             seq_len: self.seq_len,
+            ranks_per_node: self.locality.and_then(|l| l.node_size()),
         }
     }
 
@@ -556,13 +595,29 @@ impl<M: Incremental> Planner<M> {
             }
             None => give_every_rank_work(&mut slots, shape, |_| true),
         }
+        let cx = self.context(samples);
+        check_origins(&prep, &cx, self.ranks)?;
+        let mut locality_free = None;
+        // INTEGRATION (merge of `group` and `loc` in branch `ex`, for the
+        // lead to settle): locality moves single samples, which would split
+        // groups; with groups the plan keeps its groups and locality does
+        // nothing (locality_free = predicted).
+        if let (Some(loc), None) = (self.locality, &units) {
+            if let Some(homes) = Homes::new(&prep, &cx, loc.node_size()) {
+                let (local, t0) = localize(&prep, &cx, shape, slots, &homes, loc)?;
+                slots = local;
+                locality_free = Some(t0);
+            }
+        }
         let layout = Layout {
             shape,
             slots,
             balanced: packed.balanced,
         };
-        #[allow(unused_mut)]
-        let mut plan = finish(&prep, &self.context(samples), layout)?;
+        let mut plan = finish(&prep, &cx, layout)?;
+        if self.locality.is_some() {
+            plan.report.locality_free = Some(locality_free.unwrap_or(plan.report.predicted));
+        }
         #[cfg(feature = "std")]
         {
             plan.report.planning_time = Some(start.elapsed());
@@ -600,6 +655,7 @@ impl<M: Incremental> Planner<M> {
     pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
         self.check(samples.len())?;
         let prep = prepare(samples, &self.model, self.caps())?;
+        check_origins(&prep, &self.context(samples), self.ranks)?;
         let naive = Naive::new(&prep, self.ranks, self.per_step);
         let layout = Layout {
             shape: naive.shape,

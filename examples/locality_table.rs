@@ -1,0 +1,138 @@
+//! Prints the locality tables for `BENCHMARKS.md`: for every scenario at
+//! R = 64 and R = 1024 ranks with 64 samples a rank, the data loader's
+//! round-robin placement as origins (sample `i` on rank `i mod R`), and
+//! every sync model,
+//!
+//! - the share of samples and of image bytes the plan moves, and its step
+//!   time over the lower bound, without locality and with a 0.5% tolerance
+//!   (with its step time over the locality-free one);
+//! - the bytes moved against the tolerance (0, 0.5, 1, 2, 5%);
+//! - the planning time with locality over the planning time without, both
+//!   measured in this run (best of 5), at 65,536 samples over 1,024 ranks.
+//!
+//! ```text
+//! cargo run --release --example locality_table
+//! cargo run --release --example locality_table -- 64,1024 42   # ranks, seed
+//! ```
+
+use std::time::{Duration, Instant};
+
+use microbatch::plan::{Locality, Plan, StepSample, SyncModel};
+use microbatch::scenario::Scenario;
+
+const TOLERANCES: [f64; 5] = [0.0, 0.005, 0.01, 0.02, 0.05];
+
+fn moved(plan: &Plan) -> (f64, f64) {
+    let t = plan.report().traffic.expect("origins give a traffic");
+    (
+        t.samples_moved as f64 / plan.len() as f64,
+        t.moved_fraction(),
+    )
+}
+
+fn best_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    (0..runs).map(|_| f()).min().unwrap_or_default()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
+        s.split(',').map(|x| x.parse().expect("ranks")).collect()
+    });
+    let seed: u64 = args.next().map_or(42, |s| s.parse().expect("seed"));
+
+    println!("| scenario | R | sync | free: samples moved | free: bytes moved | free: time / bound | 0.5%: samples moved | 0.5%: bytes moved | 0.5%: time / bound | 0.5%: time / free |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut sweep = Vec::new();
+    for scenario in Scenario::ALL {
+        for &r in &ranks {
+            let batch: Vec<StepSample> = scenario
+                .generate(64 * r, seed)
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| s.with_origin(i % r))
+                .collect();
+            for sync in SyncModel::ALL {
+                let planner = scenario.planner(r).sync(sync);
+                let free = planner.plan(&batch).expect("plan");
+                let mut row = Vec::new();
+                for tol in TOLERANCES {
+                    let local = planner
+                        .clone()
+                        .locality(Locality::new(tol).expect("tolerance"))
+                        .plan(&batch)
+                        .expect("plan");
+                    assert!(local.report().predicted <= (1.0 + tol) * free.report().predicted);
+                    row.push(local);
+                }
+                let (fs, fb) = moved(&free);
+                let half = &row[1];
+                let (ls, lb) = moved(half);
+                println!(
+                    "| {} | {r} | {} | {:.1}% | {:.1}% | {:.4} | {:.1}% | {:.1}% | {:.4} | {:.4} |",
+                    scenario.name(),
+                    sync,
+                    100.0 * fs,
+                    100.0 * fb,
+                    free.report().ratio(),
+                    100.0 * ls,
+                    100.0 * lb,
+                    half.report().ratio(),
+                    half.report().predicted / free.report().predicted,
+                );
+                sweep.push((scenario.name(), r, sync, fb, row));
+            }
+        }
+    }
+
+    println!();
+    print!("| scenario | R | sync | free |");
+    for tol in TOLERANCES {
+        print!(" {}% |", 100.0 * tol);
+    }
+    println!();
+    println!("|---|---|---|---|{}", "---|".repeat(TOLERANCES.len()));
+    for (name, r, sync, fb, row) in &sweep {
+        print!("| {name} | {r} | {sync} | {:.1}% |", 100.0 * fb);
+        for plan in row {
+            print!(" {:.1}% |", 100.0 * moved(plan).1);
+        }
+        println!();
+    }
+
+    println!();
+    println!("| scenario | sync | plan without locality | with 0.5% | ratio |");
+    println!("|---|---|---|---|---|");
+    let r = 1024;
+    for scenario in Scenario::ALL {
+        let batch: Vec<StepSample> = scenario
+            .generate(64 * r, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| s.with_origin(i % r))
+            .collect();
+        for sync in SyncModel::ALL {
+            let planner = scenario.planner(r).sync(sync);
+            let local = planner
+                .clone()
+                .locality(Locality::new(0.005).expect("tolerance"));
+            let time = |p: &microbatch::plan::Planner<_>| {
+                best_of(5, || {
+                    let start = Instant::now();
+                    let plan = p.plan(&batch).expect("plan");
+                    let t = start.elapsed();
+                    std::hint::black_box(plan);
+                    t
+                })
+            };
+            let (a, b) = (time(&planner), time(&local));
+            println!(
+                "| {} | {sync} | {:.1} ms | {:.1} ms | {:.2} |",
+                scenario.name(),
+                a.as_secs_f64() * 1e3,
+                b.as_secs_f64() * 1e3,
+                b.as_secs_f64() / a.as_secs_f64()
+            );
+        }
+    }
+}
