@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use microbatch::cost::{Image, Preset, Sample};
-use microbatch::plan::{Locality, Plan, Planner, StepSample, SyncModel};
+use microbatch::plan::{GroupScope, Locality, Plan, Planner, StepSample, SyncModel};
 use microbatch::Error;
 use proptest::prelude::*;
 
@@ -384,4 +384,46 @@ fn plans_with_an_exchange_round_trip_and_bad_moves_are_refused() {
     let json = serde_json::to_string(&plain).unwrap();
     assert!(!json.contains("exchange") && !json.contains("traffic"));
     assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), plain);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Locality with groups: it moves only whole micro-batches (groups in one
+    /// sequence) or whole ranks (groups on one rank), so every group stays
+    /// together, the exchange matches the moves, and the step time stays
+    /// within the tolerance; never more bytes than without locality.
+    #[test]
+    fn locality_keeps_groups_whole(c in case(), rank_scope in any::<bool>(), size in 1u64..5) {
+        let scope = if rank_scope { GroupScope::Rank } else { GroupScope::MicroBatch };
+        // Groups of `size` samples in input order (ids are scattered).
+        let samples: Vec<StepSample> = c
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.clone().with_group(i as u64 / size))
+            .collect();
+        let group: BTreeMap<u64, u64> = samples.iter().map(|s| (s.id(), s.group().unwrap())).collect();
+        let planner = planner(&c).group_scope(scope);
+        let Ok(free) = planner.plan(&samples) else { return Ok(()) }; // a group too large, or infeasible
+        let local = planner.locality(locality(&c)).plan(&samples).unwrap();
+        let r = local.report();
+        prop_assert_eq!(r.locality_free, Some(free.report().predicted));
+        prop_assert!(r.predicted <= (1.0 + c.tolerance) * free.report().predicted);
+        if c.node.is_none() {
+            prop_assert!(r.traffic.map(|t| t.bytes_moved) <= free.report().traffic.map(|t| t.bytes_moved));
+        }
+        check_exchange(&local, &samples, c.node);
+        // Every group in one micro-batch (micro-batch scope) or on one rank.
+        let mut seen: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+        for rank in 0..local.ranks() {
+            for step in 0..local.micro_steps() {
+                for &id in local.micro_batch(rank, step) {
+                    let place = if rank_scope { (rank, 0) } else { (rank, step) };
+                    let first = *seen.entry(group[&id]).or_insert(place);
+                    prop_assert_eq!(first, place, "group {} split", group[&id]);
+                }
+            }
+        }
+    }
 }

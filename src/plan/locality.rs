@@ -51,6 +51,13 @@ use crate::error::Error;
 /// When the origins already form `P0` up to a relabelling of ranks (per
 /// micro-step for the per-micro-step models), step 1 moves nothing.
 ///
+/// With groups ([`StepSample::with_group`](crate::plan::StepSample::with_group)),
+/// only step 1 runs, on whole micro-batches (a group lies in one sequence
+/// under [`GroupScope::MicroBatch`](crate::plan::GroupScope::MicroBatch)) or
+/// whole ranks (under [`GroupScope::Rank`](crate::plan::GroupScope::Rank)),
+/// so that no group is split: the step time is exactly `T0`, and fewer
+/// bytes stay home than without groups.
+///
 /// # Complexity
 ///
 /// O(n log n + K) time and O(n + K) extra space for n samples in K
@@ -277,13 +284,15 @@ pub(crate) fn localize<M: Incremental>(
     slots: Vec<Vec<u32>>,
     homes: &Homes,
     loc: Locality,
+    movable: Movable,
 ) -> Result<(Vec<Vec<u32>>, f64), Error> {
     let t0 = exact_time(prep, cx, shape, &slots)?;
     let limit = (1.0 + loc.tolerance) * t0;
     // The relabelled plan, unless the greedy matching keeps less home
     // than `P0` as it is.
     let before = homes.cost(shape, &slots);
-    let relabeled = relabel(homes, cx.sync, shape, slots.clone());
+    let whole_ranks = movable == Movable::WholeRanks;
+    let relabeled = relabel(homes, cx.sync, whole_ranks, shape, slots.clone());
     let mut base = homes.cost(shape, &relabeled);
     let relabeled = if base <= before {
         relabeled
@@ -291,7 +300,7 @@ pub(crate) fn localize<M: Incremental>(
         base = before;
         slots
     };
-    if base.0 == 0 && base.1 == 0 {
+    if (base.0 == 0 && base.1 == 0) || movable != Movable::Samples {
         return Ok((relabeled, t0));
     }
     for tol in [loc.tolerance, loc.tolerance / 4.0, 0.0] {
@@ -312,24 +321,45 @@ pub(crate) fn localize<M: Incremental>(
     Ok((relabeled, t0))
 }
 
+/// What locality may move: single samples (no groups), or only whole
+/// micro-batches (groups kept in one sequence) or whole ranks (groups kept
+/// on one rank), so that no group is split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Movable {
+    Samples,
+    WholeMicroBatches,
+    WholeRanks,
+}
+
 /// Step 1: the blocks (micro-batches of one micro-step; whole ranks for
-/// [`SyncModel::Step`]) of each column matched to ranks, greedily on the
-/// bytes (then samples) that stay home. Falls back to `slots` when the
-/// matching would leave a rank without samples.
+/// [`SyncModel::Step`] or with `whole_ranks`) of each column matched to
+/// ranks, greedily on the bytes (then samples) that stay home. Both keep
+/// the step time: a micro-step's micro-batches may run on any ranks, and
+/// whole ranks may swap under every sync model. Falls back to `slots` when
+/// the matching would leave a rank without samples.
 ///
 /// O(n log n + K) time, O(n + K) extra space.
-fn relabel(homes: &Homes, sync: SyncModel, shape: Shape, slots: Vec<Vec<u32>>) -> Vec<Vec<u32>> {
+fn relabel(
+    homes: &Homes,
+    sync: SyncModel,
+    whole_ranks: bool,
+    shape: Shape,
+    slots: Vec<Vec<u32>>,
+) -> Vec<Vec<u32>> {
     let (ranks, steps, per_step) = (shape.ranks, shape.steps, shape.per_step);
+    let whole_ranks = whole_ranks || sync == SyncModel::Step;
     // A block: `cols` columns of `ranks` blocks; block (c, r) is the
     // slots of rank r in column c, `width` consecutive slots.
-    let (cols, width) = match sync {
-        SyncModel::Step => (1, shape.per_rank()),
-        _ => (steps, per_step),
+    let (cols, width) = if whole_ranks {
+        (1, shape.per_rank())
+    } else {
+        (steps, per_step)
     };
     let first_slot = |c: usize, r: usize| -> usize {
-        match sync {
-            SyncModel::Step => r * shape.per_rank(),
-            _ => shape.micro_batch(r, c),
+        if whole_ranks {
+            r * shape.per_rank()
+        } else {
+            shape.micro_batch(r, c)
         }
     };
     // Edges (column, weight, block rank, origin rank), weights summed per

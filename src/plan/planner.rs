@@ -7,7 +7,7 @@ use super::deal::{deal, give_every_rank_work, RowKey, Sequences};
 use super::evaluate::step_time;
 use super::finish::{finish, Context, Layout};
 use super::group::{units, GroupScope, Units};
-use super::locality::{check_origins, localize, Homes, Locality};
+use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
 use super::pack::{pack, Request};
 use super::prepare::{prepare, Caps, Prepared};
@@ -570,6 +570,8 @@ impl<M: Incremental> Planner<M> {
         let start = std::time::Instant::now();
         self.check(samples.len())?;
         let prep = prepare(samples, &self.model, self.caps())?;
+        let cx = self.context(samples);
+        check_origins(&prep, &cx, self.ranks)?;
         // With groups, the stages run on units (groups and chunks as one
         // item each), expanded back to samples before finishing.
         let units = units(&prep, samples, self.group_scope, self.ranks)?;
@@ -595,16 +597,18 @@ impl<M: Incremental> Planner<M> {
             }
             None => give_every_rank_work(&mut slots, shape, |_| true),
         }
-        let cx = self.context(samples);
-        check_origins(&prep, &cx, self.ranks)?;
         let mut locality_free = None;
-        // INTEGRATION (merge of `group` and `loc` in branch `ex`, for the
-        // lead to settle): locality moves single samples, which would split
-        // groups; with groups the plan keeps its groups and locality does
-        // nothing (locality_free = predicted).
-        if let (Some(loc), None) = (self.locality, &units) {
+        // With groups, locality moves only what keeps them whole: whole
+        // micro-batches (a group lies in one sequence) or whole ranks (a
+        // group spans one rank), never single samples.
+        if let Some(loc) = self.locality {
             if let Some(homes) = Homes::new(&prep, &cx, loc.node_size()) {
-                let (local, t0) = localize(&prep, &cx, shape, slots, &homes, loc)?;
+                let movable = match (&units, self.group_scope) {
+                    (None, _) => Movable::Samples,
+                    (Some(_), GroupScope::MicroBatch) => Movable::WholeMicroBatches,
+                    (Some(_), _) => Movable::WholeRanks,
+                };
+                let (local, t0) = localize(&prep, &cx, shape, slots, &homes, loc, movable)?;
                 slots = local;
                 locality_free = Some(t0);
             }
