@@ -32,7 +32,15 @@ use crate::error::Error;
 ///    stay home (edges by decreasing bytes, then samples, then index): the
 ///    same micro-batches on other ranks, so exactly `T0`; `P0` itself is
 ///    kept where it moves fewer bytes than the greedy matching.
-/// 2. *Bring home*: from the relabelled plan, every sample away from home,
+/// 2. *Home first* (for [`SyncModel::Step`] only, where a rank's total is
+///    all that matters): the ranks filled anew, every sample in decreasing
+///    cost to its origin rank while that rank stays within the mean rank
+///    total (and half the tolerance), the others to the least-loaded rank
+///    (of their node first) within `(1 + tol)` times `P0`'s largest rank
+///    total, each rank then packed by first-fit-decreasing into its `A * S`
+///    sequences; kept, if it packs and moves fewer bytes, as the start of
+///    step 3.
+/// 3. *Bring home*: from the better plan so far, every sample away from home,
 ///    in decreasing bytes, is moved to its origin rank (or, with nodes, to
 ///    a rank of its node) or swapped with a sample there, the change that
 ///    saves the most (weighted) bytes and leaves the most room, while every
@@ -42,11 +50,11 @@ use crate::error::Error;
 ///    micro-step `j`'s micro-batches at most `(1 + tol)` times `P0`'s largest
 ///    of micro-step `j`; for [`SyncModel::Phase`] the same per phase. At most
 ///    128 candidate changes are weighed a sample, in two passes.
-/// 3. The result is evaluated exactly; if it is above `T*` (the budgets
+/// 4. The result is evaluated exactly; if it is above `T*` (the budgets
 ///    use the samples' own costs, the evaluation the sequences' group
-///    costs), step 2 is run again with the tolerance divided by 4, then 0,
-///    and if all fail the relabelled plan is kept. A plan above `T*` is
-///    never returned.
+///    costs), step 3 is run again with the tolerance divided by 4, then 0,
+///    and if all fail the best plan of steps 1 and 2 is kept. A plan above
+///    `T*` is never returned.
 ///
 /// When the origins already form `P0` up to a relabelling of ranks (per
 /// micro-step for the per-micro-step models), step 1 moves nothing.
@@ -177,7 +185,7 @@ const INSIDE_NODE: u64 = 1;
 /// its bytes).
 const BETWEEN_NODES: u64 = 8;
 
-/// Candidate changes weighed a sample in one pass of step 2.
+/// Candidate changes weighed a sample in one pass of step 3.
 const CANDIDATES: usize = 64;
 /// Plain moves weighed a sample and candidate rank.
 const MOVES: usize = 4;
@@ -303,12 +311,26 @@ pub(crate) fn localize<M: Incremental>(
     if (base.0 == 0 && base.1 == 0) || movable != Movable::Samples {
         return Ok((relabeled, t0));
     }
+    // One barrier per step: each rank's samples filled from home first,
+    // the rest dealt by LPT (step 2); kept when it moves fewer bytes.
+    let mut best = (relabeled, base);
+    if cx.sync == SyncModel::Step {
+        let h = [1.0, 0.95]
+            .into_iter()
+            .find_map(|fill| home_first(prep, homes, shape, &best.0, loc.tolerance, fill));
+        if let Some(filled) = h {
+            let cost = homes.cost(shape, &filled);
+            if cost < best.1 && exact_time(prep, cx, shape, &filled)? <= limit {
+                best = (filled, cost);
+            }
+        }
+    }
     for tol in [loc.tolerance, loc.tolerance / 4.0, 0.0] {
-        let mut search = Search::new(prep, homes, cx.sync, shape, relabeled.clone(), tol);
+        let mut search = Search::new(prep, homes, cx.sync, shape, best.0.clone(), tol);
         search.run();
         let candidate = search.finish();
         let cost = homes.cost(shape, &candidate);
-        if cost >= base {
+        if cost >= best.1 {
             break;
         }
         if exact_time(prep, cx, shape, &candidate)? <= limit {
@@ -318,7 +340,164 @@ pub(crate) fn localize<M: Incremental>(
             break;
         }
     }
-    Ok((relabeled, t0))
+    Ok((best.0, t0))
+}
+
+/// Step 2 for [`SyncModel::Step`]: the ranks filled anew, home first.
+/// Samples in decreasing cost go to their origin rank while its total stays
+/// within `(1 + tol)` times the largest rank total of `slots` and its
+/// tokens, units and images within the largest of `slots`; the others, in
+/// the same order, to the least-loaded rank of their node (with nodes),
+/// else of all ranks (a heap; at most 32 tried a sample), under the same
+/// limits. Each rank's samples are then packed by
+/// [`first_fit_decreasing`](crate::pack::first_fit_decreasing) into its
+/// `A * S` sequences, in the data loader's order. `None` when a sample
+/// finds no rank, a rank gets no sample or needs more sequences.
+///
+/// O(n log n) time, O(n + R) extra space.
+fn home_first(
+    prep: &Prepared,
+    homes: &Homes,
+    shape: Shape,
+    slots: &[Vec<u32>],
+    tol: f64,
+    fill: f64,
+) -> Option<Vec<Vec<u32>>> {
+    use alloc::collections::BinaryHeap;
+    use core::cmp::Reverse;
+
+    let (ranks, per_rank, n) = (shape.ranks, shape.per_rank(), prep.len());
+    let mut cost_max = 0.0f64;
+    let mut size_max = [0u64; 3];
+    for rank in slots.chunks(per_rank) {
+        let mut c = 0.0;
+        let mut size = [0u64; 3];
+        for &p in rank.iter().flatten() {
+            c += prep.cost(p as usize).total();
+            size = add(size, prep.size(p as usize));
+        }
+        cost_max = cost_max.max(c);
+        size_max = core::array::from_fn(|d| size_max[d].max(size[d]));
+    }
+    // A rank may hold up to what its sequences can (packing decides), not
+    // only what the fullest rank of `slots` holds.
+    let room = |d: usize| {
+        let cap = prep.caps[d].saturating_mul(per_rank as u64);
+        // `fill` of it, so that first-fit-decreasing has slack to pack.
+        if cap == u64::MAX {
+            cap
+        } else {
+            (cap as f64 * fill) as u64
+        }
+    };
+    size_max = core::array::from_fn(|d| size_max[d].max(room(d)));
+    let budget = cost_max * (1.0 + tol);
+    let total = |p: u32| prep.cost(p as usize).total();
+    // Home samples fill a rank up to the mean rank total (and half the
+    // tolerance), so that the samples dealt after find room under the
+    // budget.
+    let mean = (0..n as u32).map(total).sum::<f64>() / ranks as f64;
+    let home_limit = (mean * (1.0 + tol / 2.0)).min(budget);
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_unstable_by(|&a, &b| total(b).total_cmp(&total(a)).then(a.cmp(&b)));
+    let mut load = vec![0.0f64; ranks];
+    let mut size = vec![[0u64; 3]; ranks];
+    let mut rank_of = vec![u32::MAX; n];
+    let fits_under = |limit: f64, load: f64, size: [u64; 3], p: u32| {
+        let s = add(size, prep.size(p as usize));
+        load + total(p) <= limit && (0..3).all(|d| s[d] <= size_max[d])
+    };
+    let fits = |load: f64, size: [u64; 3], p: u32| fits_under(budget, load, size, p);
+    let mut rest = Vec::new();
+    for &p in &order {
+        let o = homes.origin[p as usize];
+        if o != NONE && fits_under(home_limit, load[o as usize], size[o as usize], p) {
+            let o = o as usize;
+            load[o] += total(p);
+            size[o] = add(size[o], prep.size(p as usize));
+            rank_of[p as usize] = o as u32;
+        } else {
+            rest.push(p);
+        }
+    }
+    // Least-loaded first: (load bits, rank); loads are non-negative, so
+    // their bits order as the values.
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = (0..ranks)
+        .map(|r| Reverse((load[r].to_bits(), r)))
+        .collect();
+    let mut tried = Vec::with_capacity(8);
+    for &p in &rest {
+        let mut to = None;
+        let mut from_heap = false;
+        // With nodes, the least-loaded rank of the home node first.
+        if let (Some(node), o) = (homes.node, homes.origin[p as usize]) {
+            if o != NONE {
+                let first = o as usize / node * node;
+                to = (first..(first + node).min(ranks))
+                    .filter(|&q| fits(load[q], size[q], p))
+                    .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
+            }
+        }
+        if to.is_none() {
+            while tried.len() < 32 {
+                let Some(Reverse((bits, q))) = heap.pop() else {
+                    break;
+                };
+                if bits != load[q].to_bits() {
+                    continue; // stale: the rank's load changed since
+                }
+                tried.push(q);
+                if fits(load[q], size[q], p) {
+                    to = Some(q);
+                    from_heap = true;
+                    break;
+                }
+            }
+        }
+        let q = to?;
+        load[q] += total(p);
+        size[q] = add(size[q], prep.size(p as usize));
+        rank_of[p as usize] = q as u32;
+        // Fresh entries for the ranks popped and for `q`; a stale entry
+        // left in the heap is skipped when popped.
+        for r in tried.drain(..) {
+            heap.push(Reverse((load[r].to_bits(), r)));
+        }
+        if !from_heap {
+            heap.push(Reverse((load[q].to_bits(), q)));
+        }
+    }
+    // Each rank's samples in ascending position (id order), packed.
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); ranks];
+    for (p, &r) in rank_of.iter().enumerate() {
+        members[r as usize].push(p as u32);
+    }
+    let mut out = vec![Vec::new(); slots.len()];
+    let mut items: Vec<[u64; 3]> = Vec::new();
+    for (r, list) in members.iter().enumerate() {
+        if list.is_empty() {
+            return None;
+        }
+        items.clear();
+        items.extend(list.iter().map(|&p| prep.size(p as usize)));
+        let packing = crate::pack::first_fit_decreasing(&items, prep.caps).ok()?;
+        if packing.len() > per_rank {
+            return None;
+        }
+        let mut seqs: Vec<Vec<u32>> = packing
+            .bins()
+            .map(|b| {
+                let mut s: Vec<u32> = b.items().iter().map(|&i| list[i]).collect();
+                s.sort_unstable();
+                s
+            })
+            .collect();
+        seqs.sort_unstable_by_key(|s| s.first().copied().unwrap_or(u32::MAX));
+        for (k, s) in seqs.into_iter().enumerate() {
+            out[r * per_rank + k] = s;
+        }
+    }
+    Some(out)
 }
 
 /// What locality may move: single samples (no groups), or only whole
@@ -444,7 +623,7 @@ struct Info {
     bytes: u64,
 }
 
-/// Step 2: moves and swaps that bring samples home under per-group budgets.
+/// Step 3: moves and swaps that bring samples home under per-group budgets.
 struct Search<'a> {
     /// Every sample's cost, size, origin and bytes, by position.
     info: Vec<Info>,
