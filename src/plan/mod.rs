@@ -10,7 +10,8 @@
 //!
 //! - every sample appears exactly once, every sequence respects `L` and the
 //!   caps, every rank runs the same `A` micro-steps and every rank gets at
-//!   least one sample;
+//!   least one sample (unless [groups](#groups) leave fewer units than
+//!   ranks);
 //! - the step time predicted by the cost model under the sync model is close
 //!   to its lower bound ([`Report`]);
 //! - the update equals the unbalanced one when each micro-batch's *summed*
@@ -100,7 +101,9 @@
 //! group scope of rank and groups several sequences long, per-micro-step
 //! barriers lose more (chunks never move). A group is in one micro-batch
 //! or on one rank, so with fewer units than ranks some rank gets no
-//! sample (the step still has at least `R` samples).
+//! sample (the step still has at least `R` samples); that rank runs its
+//! micro-steps empty, as the trainer's contract asks. Locality with groups
+//! moves only whole micro-batches or whole ranks ([`Locality`]).
 //!
 //! # Gradient-order invariance
 //!
