@@ -30,6 +30,17 @@ fn moved(plan: &Plan) -> (f64, f64) {
     )
 }
 
+/// 64 samples a rank of `scenario`, sample `i` held by rank `i mod r` (the
+/// data loader's round-robin placement).
+fn round_robin(scenario: Scenario, r: usize, seed: u64) -> Vec<StepSample> {
+    scenario
+        .generate(64 * r, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| s.with_origin(i % r))
+        .collect()
+}
+
 fn best_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
     (0..runs).map(|_| f()).min().unwrap_or_default()
 }
@@ -52,12 +63,7 @@ fn main() {
     let mut sweep = Vec::new();
     for scenario in Scenario::ALL {
         for &r in &ranks {
-            let batch: Vec<StepSample> = scenario
-                .generate(64 * r, seed)
-                .into_iter()
-                .enumerate()
-                .map(|(i, s)| s.with_origin(i % r))
-                .collect();
+            let batch = round_robin(scenario, r, seed);
             for sync in SyncModel::ALL {
                 let planner = scenario.planner(r).sync(sync);
                 let free = planner.plan(&batch).expect("plan");
@@ -117,12 +123,7 @@ fn time_table(seed: u64) {
     println!("|---|---|---|---|---|");
     let r = 1024;
     for scenario in Scenario::ALL {
-        let batch: Vec<StepSample> = scenario
-            .generate(64 * r, seed)
-            .into_iter()
-            .enumerate()
-            .map(|(i, s)| s.with_origin(i % r))
-            .collect();
+        let batch = round_robin(scenario, r, seed);
         for sync in SyncModel::ALL {
             let planner = scenario.planner(r).sync(sync);
             let local = planner
