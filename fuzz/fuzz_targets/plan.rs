@@ -267,7 +267,11 @@ fn with<M: Incremental + Clone>(model: M, input: &Input, samples: &[StepSample])
     if let Some(l) = input.place.as_ref().and_then(|p| p.locality) {
         let tol = f64::from(l) / 1000.0;
         let mut loc = Locality::new(tol).unwrap();
-        let node = input.place.as_ref().and_then(|p| p.node).map(|n| usize::from(n % 9));
+        let node = input
+            .place
+            .as_ref()
+            .and_then(|p| p.node)
+            .map(|n| usize::from(n % 9));
         if let Some(n) = node {
             loc = loc.ranks_per_node(n);
         }
@@ -497,7 +501,12 @@ fn check_exchange(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg) {
         got == want,
         "{name}: the exchange's moves {got:?} are not the plan's {want:?}"
     );
-    check!("plan_exchange_moves", ex.len() == want.len(), "{name}: len {}", ex.len());
+    check!(
+        "plan_exchange_moves",
+        ex.len() == want.len(),
+        "{name}: len {}",
+        ex.len()
+    );
     let (mut out, mut inn) = (
         BTreeMap::<usize, (usize, u64)>::new(),
         BTreeMap::<usize, (usize, u64)>::new(),
@@ -525,7 +534,13 @@ fn check_exchange(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg) {
             ex.sends(*f, *t)
         );
     }
-    let probe = [0, 1, plan.ranks().saturating_sub(1), plan.ranks(), usize::MAX];
+    let probe = [
+        0,
+        1,
+        plan.ranks().saturating_sub(1),
+        plan.ranks(),
+        usize::MAX,
+    ];
     for r in out.keys().chain(inn.keys()).chain(probe.iter()) {
         let (so, bo) = out.get(r).copied().unwrap_or_default();
         let (si, bi) = inn.get(r).copied().unwrap_or_default();
@@ -570,7 +585,8 @@ fn check_exchange(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg) {
 fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_rank: bool) {
     // A group stays on one rank: every rank gets work when the step has at
     // least R units (groups and samples without one).
-    let groups: std::collections::BTreeSet<u64> = samples.iter().filter_map(StepSample::group).collect();
+    let groups: std::collections::BTreeSet<u64> =
+        samples.iter().filter_map(StepSample::group).collect();
     let units = groups.len() + samples.iter().filter(|s| s.group().is_none()).count();
     let every_rank = every_rank && units >= cfg.ranks;
     let by_id: BTreeMap<u64, &StepSample> = samples.iter().map(|s| (s.id(), s)).collect();
@@ -938,8 +954,10 @@ fn justify<M: Incremental + Clone>(
             size,
             cap,
         } => {
-            let members: Vec<&StepSample> =
-                samples.iter().filter(|s| s.group() == Some(*group)).collect();
+            let members: Vec<&StepSample> = samples
+                .iter()
+                .filter(|s| s.group() == Some(*group))
+                .collect();
             let sum = |f: &dyn Fn(&StepSample) -> u64| members.iter().map(|s| f(s)).sum::<u64>();
             let ok = members.len() == *count
                 && size > cap
@@ -947,7 +965,9 @@ fn justify<M: Incremental + Clone>(
                     "tokens" => {
                         *size == sum(&|s| s.sample().tokens()) && *cap == u64::from(cfg.seq_len)
                     }
-                    "units" => *size == sum(&|s| s.units()) && Some(*cap) == cfg.max_units.map(u64::from),
+                    "units" => {
+                        *size == sum(&|s| s.units()) && Some(*cap) == cfg.max_units.map(u64::from)
+                    }
                     "images" => {
                         *size == sum(&|s| s.sample().images().len() as u64)
                             && Some(*cap) == cfg.max_images.map(u64::from)
