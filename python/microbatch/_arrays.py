@@ -9,7 +9,7 @@ list-of-arrays form, which costs one ``np.concatenate``.
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -153,3 +153,19 @@ def ragged(x: Ragged, name: str, n: int, dtype: type) -> Tuple[np.ndarray, np.nd
 
 def _is_scalar_pair(x: tuple) -> bool:
     return all(np.ndim(v) == 0 for v in x)
+
+
+def csr_groups(items: np.ndarray, offsets: np.ndarray) -> List[np.ndarray]:
+    """The groups of a CSR layout: ``items[offsets[k]:offsets[k + 1]]`` for
+    every group ``k``, as views (bins of a packing, parts of a partition)."""
+    return np.split(items, offsets[1:-1]) if offsets.shape[0] > 1 else []
+
+
+def csr_owner(items: np.ndarray, offsets: np.ndarray, n: int) -> np.ndarray:
+    """For each of the ``n`` items, the group of the CSR layout holding it
+    (read-only ``int64``)."""
+    a = np.empty(n, dtype=np.int64)
+    groups = offsets.shape[0] - 1
+    a[items] = np.repeat(np.arange(groups, dtype=np.int64), np.diff(offsets))
+    a.flags.writeable = False
+    return a

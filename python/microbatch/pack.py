@@ -57,7 +57,7 @@ from typing import Any, List, Tuple, Union
 
 import numpy as np
 
-from . import _native
+from . import _arrays, _native
 from .errors import CapacityError, DtypeError, InvalidValueError
 
 __all__ = [
@@ -230,15 +230,12 @@ class Packing:
     @cached_property
     def bins(self) -> List[np.ndarray]:
         """The item indices of every bin (views into :attr:`items`)."""
-        return np.split(self.items, self.offsets[1:-1]) if len(self) else []
+        return _arrays.csr_groups(self.items, self.offsets)
 
     @cached_property
     def assignment(self) -> np.ndarray:
         """The bin of every item: ``assignment[i]`` is the bin holding item ``i``."""
-        a = np.empty(self._n, dtype=np.int64)
-        a[self.items] = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.offsets))
-        a.flags.writeable = False
-        return a
+        return _arrays.csr_owner(self.items, self.offsets, self._n)
 
     @property
     def dims(self) -> int:

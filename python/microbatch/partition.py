@@ -51,7 +51,7 @@ from typing import Any, List, Optional, Union
 
 import numpy as np
 
-from . import _native
+from . import _arrays, _native
 from ._arrays import count
 from .errors import SettingError
 from .pack import _capacity, _sizes
@@ -138,15 +138,12 @@ class Partition:
     @cached_property
     def parts(self) -> List[np.ndarray]:
         """The item indices of every part (views into :attr:`items`)."""
-        return np.split(self.items, self.offsets[1:-1]) if len(self) else []
+        return _arrays.csr_groups(self.items, self.offsets)
 
     @cached_property
     def assignment(self) -> np.ndarray:
         """The part of every item: ``assignment[i]`` is the part holding item ``i``."""
-        a = np.empty(self._n, dtype=np.int64)
-        a[self.items] = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.offsets))
-        a.flags.writeable = False
-        return a
+        return _arrays.csr_owner(self.items, self.offsets, self._n)
 
     @property
     def ratio(self) -> float:

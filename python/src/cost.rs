@@ -363,7 +363,25 @@ pub(crate) struct Arrays<'a> {
     pub(crate) costs: Option<&'a [f64]>,
 }
 
-impl Arrays<'_> {
+impl<'a> Arrays<'a> {
+    /// Borrows the arrays as the native entry points receive them (each
+    /// C-contiguous, as the Python side makes them).
+    pub(crate) fn borrow(
+        text: &'a PyReadonlyArray1<'_, u32>,
+        image_tokens: &'a PyReadonlyArray1<'_, u32>,
+        image_units: Option<&'a PyReadonlyArray1<'_, u32>>,
+        offsets: &'a PyReadonlyArray1<'_, u64>,
+        costs: Option<&'a PyReadonlyArray2<'_, f64>>,
+    ) -> PyResult<Self> {
+        Ok(Arrays {
+            text: text.as_slice()?,
+            image_tokens: image_tokens.as_slice()?,
+            image_units: image_units.map(|u| u.as_slice()).transpose()?,
+            offsets: offsets.as_slice()?,
+            costs: costs.map(|c| c.as_slice()).transpose()?,
+        })
+    }
+
     /// Checks the lengths, once for all samples; `name(i)` describes sample
     /// `i` in messages and is its `item`.
     pub(crate) fn check(&self, name: &impl Fn(usize) -> (String, Item)) -> Result<(), Failure> {
@@ -710,20 +728,13 @@ impl NativeCostModel {
         image_offsets: PyReadonlyArray1<'_, u64>,
         costs: Option<PyReadonlyArray2<'_, f64>>,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
-        let costs_slice = match &costs {
-            Some(c) => Some(c.as_slice()?),
-            None => None,
-        };
-        let arrays = Arrays {
-            text: text.as_slice()?,
-            image_tokens: image_tokens.as_slice()?,
-            image_units: match &image_units {
-                Some(u) => Some(u.as_slice()?),
-                None => None,
-            },
-            offsets: image_offsets.as_slice()?,
-            costs: costs_slice,
-        };
+        let arrays = Arrays::borrow(
+            &text,
+            &image_tokens,
+            image_units.as_ref(),
+            &image_offsets,
+            costs.as_ref(),
+        )?;
         let out = guard(py, || {
             costs_match(self.model.needs_costs(), arrays.costs.is_some())?;
             let name = |i: usize| (format!("sample {i}"), Item::Index(i));
@@ -752,19 +763,13 @@ impl NativeCostModel {
         image_offsets: PyReadonlyArray1<'_, u64>,
         costs: Option<PyReadonlyArray2<'_, f64>>,
     ) -> PyResult<(f64, f64)> {
-        let arrays = Arrays {
-            text: text.as_slice()?,
-            image_tokens: image_tokens.as_slice()?,
-            image_units: match &image_units {
-                Some(u) => Some(u.as_slice()?),
-                None => None,
-            },
-            offsets: image_offsets.as_slice()?,
-            costs: match &costs {
-                Some(c) => Some(c.as_slice()?),
-                None => None,
-            },
-        };
+        let arrays = Arrays::borrow(
+            &text,
+            &image_tokens,
+            image_units.as_ref(),
+            &image_offsets,
+            costs.as_ref(),
+        )?;
         guard(py, || {
             costs_match(self.model.needs_costs(), arrays.costs.is_some())?;
             let name = |i: usize| (format!("sample {i}"), Item::Index(i));

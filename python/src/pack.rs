@@ -191,11 +191,25 @@ fn pack_f64<'py>(
     let (n, dims) = (sizes.shape()[0], sizes.shape()[1]);
     let flat = sizes.as_slice()?;
     let capacity = capacity.as_slice()?;
-    let (flat, capacity) = guard(py, || {
-        Ok::<_, microbatch::Error>((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
-    })?;
+    let (flat, capacity) = floats(py, flat, dims, capacity)?;
     let result = run(py, algorithm, &flat, n, dims, capacity, |l| l.into_inner())?;
     Ok(out(py, result))
+}
+
+/// Float values checked not NaN.
+type Floats = Vec<NotNan<f64>>;
+
+/// Float sizes and capacity as `NotNan` (a NaN refused, naming the item or
+/// the dimension).
+fn floats(
+    py: Python<'_>,
+    flat: &[f64],
+    dims: usize,
+    capacity: &[f64],
+) -> PyResult<(Floats, Floats)> {
+    guard(py, || {
+        Ok::<_, microbatch::Error>((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
+    })
 }
 
 fn bounds<S>(
@@ -245,8 +259,6 @@ fn pack_lower_bounds_f64(
     let (n, dims) = (sizes.shape()[0], sizes.shape()[1]);
     let flat = sizes.as_slice()?;
     let capacity = capacity.as_slice()?;
-    let (flat, capacity) = guard(py, || {
-        Ok::<_, microbatch::Error>((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
-    })?;
+    let (flat, capacity) = floats(py, flat, dims, capacity)?;
     bounds(py, &flat, n, dims, capacity)
 }

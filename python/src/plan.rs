@@ -247,19 +247,13 @@ impl NativePlanner {
         placement: &Placement<'_>,
     ) -> PyResult<NativePlan> {
         let ids = ids.as_slice()?;
-        let arrays = Arrays {
-            text: text.as_slice()?,
-            image_tokens: image_tokens.as_slice()?,
-            image_units: match &image_units {
-                Some(u) => Some(u.as_slice()?),
-                None => None,
-            },
-            offsets: image_offsets.as_slice()?,
-            costs: match &costs {
-                Some(c) => Some(c.as_slice()?),
-                None => None,
-            },
-        };
+        let arrays = Arrays::borrow(
+            &text,
+            &image_tokens,
+            image_units.as_ref(),
+            &image_offsets,
+            costs.as_ref(),
+        )?;
         let loss_tokens = match &loss_tokens {
             Some(l) => Some(l.as_slice()?),
             None => None,
