@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 s.calibrated / s.truth,
                 s.rows,
                 s.slowed,
-                s.r_squared,
+                if s.fitted { s.r_squared } else { f64::NAN },
                 s.rejected,
                 s.drift,
             );

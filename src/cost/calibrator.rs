@@ -3,6 +3,9 @@
 //! non-negative least-squares refit, identification of the terms, and a
 //! fallback model until the terms can be told apart ([`Calibrator`]).
 
+// `!(x > 0.0)` is deliberate: unlike `x <= 0.0` it is also true for NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
@@ -905,7 +908,7 @@ fn weakest(table: &[(Vec<f64>, f64)], c: &[f64]) -> Option<usize> {
             }
         };
         // NaN-safe: a statistic that is not a number counts as weak.
-        if !(t >= SIGNIFICANCE) && worst.is_none_or(|(w, _)| t < w || t.is_nan()) {
+        if !(t >= SIGNIFICANCE) && worst.map_or(true, |(w, _)| t < w || t.is_nan()) {
             worst = Some((t, j));
         }
     }

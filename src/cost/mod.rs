@@ -26,6 +26,10 @@
 //!   [`InternVl25_8b`](Preset::InternVl25_8b);
 //! - coefficients from measured timings: [`fit`] and [`fit_terms`]
 //!   (non-negative least squares, with R^2 and the worst relative error);
+//! - a linear model over named features ([`Term`]s: image tokens, tiles,
+//!   attention sums, images, samples, micro-batches, ...): [`Linear`], which
+//!   writes every preset exactly ([`Linear::preset`]), and online
+//!   calibration of its coefficients: [`Calibrator`] (see below);
 //! - costs you measured or estimated yourself, per sample: [`Given`] over
 //!   the costs attached by [`Sample::with_cost`];
 //! - combinators: [`CostModel::plus`] (also `+`), [`CostModel::scale`],
@@ -65,6 +69,36 @@
 //! plan. Every built-in model and every combinator of incremental models is
 //! incremental; only the closure adapter [`cost_fn`], which sees the whole
 //! group, is not.
+//!
+//! # Calibrating online
+//!
+//! A trainer knows its costs from what it measures. Time every micro-batch
+//! (per phase where the vision encoder and the language model can be timed
+//! apart, as a whole otherwise), [`observe`](Calibrator::observe) the rows,
+//! [`refit`](Calibrator::refit) at the step boundary and plan the next step
+//! with [`Calibrator::model`], a [`Linear`] model. The calibrator keeps a
+//! bounded window, rejects outliers (a micro-batch slowed 2x by a hiccup),
+//! leaves out terms the rows cannot tell apart, falls back to the model it
+//! was given (say [`Linear::preset`]) until it can fit, and reports R^2, the
+//! worst relative error, the rejected rows and the drift since the last
+//! refit ([`Calibration`]).
+//!
+//! ```
+//! use microbatch::cost::{Calibrator, Linear, Phases, Preset, Sample, Timing};
+//!
+//! let mut calibrator = Calibrator::new(Linear::preset(Preset::Llava15_7b));
+//! for i in 1..=20u32 {
+//!     let micro_batch = vec![Sample::text_only(200 * i), Sample::text_only(1000)];
+//!     let tokens = f64::from(200 * i + 1000);
+//!     let measured = Phases::new(0.0, 2e-5 * tokens + 1e-2); // seconds, from CUDA events
+//!     calibrator.observe(&micro_batch, Timing::Phases(measured))?;
+//! }
+//! let status = calibrator.refit();
+//! assert!(status.fitted() && status.r_squared().unwrap() > 0.999);
+//! let model = calibrator.model(); // plan the next step with it
+//! # let _ = model;
+//! # Ok::<(), microbatch::Error>(())
+//! ```
 //!
 //! # Examples
 //!
