@@ -19,7 +19,7 @@ SECONDS_EACH="${1:-30}"
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(pack partition plan cost serde balance_input)
+    TARGETS=(pack partition plan cost calibrator serde balance_input)
 fi
 
 cargo "+$TOOLCHAIN" fuzz build

@@ -273,7 +273,9 @@ impl Calibration {
     }
 
     /// The worst `|predicted / measured - 1|` over the kept rows' whole
-    /// times (rows of time zero left out); `None` for the fallback.
+    /// times (rows of time zero left out); `None` for the fallback. Never
+    /// NaN; `+inf` when a measured time is so far below its prediction that
+    /// the ratio overflows (a time of `1e-300` seconds).
     ///
     /// # Examples
     ///
