@@ -235,6 +235,17 @@ pub enum Error {
         /// The rejected value.
         value: f64,
     },
+    /// A measured time given to a [`Calibrator`](crate::cost::Calibrator)
+    /// is NaN, infinite or negative.
+    InvalidTiming {
+        /// The phase whose time it is, or `None` for a whole
+        /// ([`Timing::Total`](crate::cost::Timing::Total)) time.
+        phase: Option<crate::cost::Phase>,
+        /// The rejected value.
+        value: f64,
+        /// Why it was rejected.
+        reason: InvalidReason,
+    },
     /// A calibration's fitted coefficient of a feature is beyond the range
     /// of `f64` (above `f64::MAX`, about 1.8e308, or below the smallest
     /// normal `f64`, about 2.2e-308): the feature's values are too small
@@ -720,6 +731,22 @@ impl fmt::Display for Error {
                 "the plan has {planned} sample(s) but {given} were given; pass the samples the \
                  plan was made from"
             ),
+            Error::InvalidTiming {
+                phase,
+                value,
+                reason,
+            } => {
+                let what = match reason {
+                    InvalidReason::NaN => "NaN",
+                    InvalidReason::Negative => "negative",
+                    InvalidReason::Infinite => "infinite",
+                };
+                match phase {
+                    Some(p) => write!(f, "the measured {p} time is {what} ({})", Real(*value))?,
+                    None => write!(f, "the measured time is {what} ({})", Real(*value))?,
+                }
+                f.write_str("; times must be finite and non-negative")
+            }
             Error::UnknownName { kind, name, known } => {
                 write!(f, "unknown {kind} {name:?}; known: ")?;
                 for (i, k) in known.iter().enumerate() {

@@ -130,17 +130,21 @@ use crate::error::{Error, InvalidReason};
 
 mod attention;
 mod calibrate;
+mod calibrator;
 mod combinator;
 mod flops;
 mod given;
+mod linear;
 mod tokens;
 mod vision;
 
 pub use self::attention::{DocumentAttention, FullAttention};
 pub use self::calibrate::{fit, fit_terms, Fit};
+pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};
 pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
 pub use self::flops::{AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape};
 pub use self::given::Given;
+pub use self::linear::{Linear, Term};
 pub use self::tokens::{PerGroup, PerSample, Tokens};
 pub use self::vision::{PerImage, PerTile, Training, Vision, Windowed};
 
