@@ -1,6 +1,7 @@
 //! The `balance` example's `--timings` reader (examples/balance/timings.rs):
 //! one measured micro-batch a line, the time per phase or in total (exactly
-//! one form), every error naming its real line.
+//! one form), every error naming its real line; and the calibration of a
+//! preset's terms on the rows, with its `"fit"` object and summary.
 #![cfg(feature = "scenarios")]
 
 #[allow(dead_code)]
@@ -10,9 +11,9 @@ mod input;
 mod timings;
 
 use input::InputError;
-use microbatch::cost::{Image, Phases, Sample};
+use microbatch::cost::{CostModel, Image, Linear, Phases, Preset, Sample, Term};
 use proptest::prelude::*;
-use timings::{read, Measured, Row};
+use timings::{calibrate, fit_json, fit_summary, read, Measured, Row};
 
 fn err(text: &str) -> InputError {
     read(text).unwrap_err()
@@ -155,6 +156,131 @@ fn wrong_fields_types_and_ranges_are_refused() {
         "{\"samples\": [], \"seconds\": 1}\n{\"samples\": [{\"text_tokens\": }], \"seconds\": 1}",
     );
     assert_eq!(e.to_string(), "line 2, column 30: expected value");
+}
+
+/// Rows timed from a known truth over the llava preset's terms (per phase
+/// on odd rows, in total on even ones), with a blank line between rows and
+/// row `slow` (if any) slowed 2x.
+fn timed_rows(n: usize, slow: Option<usize>) -> Vec<Row> {
+    let truth = Linear::new([
+        (
+            Term::Tiles {
+                tokens_per_tile: 576.try_into().unwrap(),
+            },
+            4e-3,
+        ),
+        (Term::Tokens, 3e-5),
+        (Term::DocumentAttention, 2e-10),
+        (Term::Images, 1e-3),
+        (Term::Samples, 5e-4),
+    ])
+    .unwrap();
+    let mut text = String::new();
+    for i in 0..n {
+        let samples: Vec<Sample> = (0..1 + i % 5)
+            .map(|j| {
+                let t = 100 + 37 * ((i * 7 + j * 13) % 50) as u32;
+                if (i + j) % 3 == 0 {
+                    Sample::text_only(t)
+                } else {
+                    Sample::new(t, [Image::new(576)])
+                }
+            })
+            .collect();
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let mut cost = truth.cost(&refs);
+        if Some(i) == slow {
+            cost = cost * 2.0;
+        }
+        let json: Vec<String> = samples
+            .iter()
+            .map(|s| {
+                let images: Vec<u32> = s.images().iter().map(|im| im.tokens()).collect();
+                format!(
+                    "{{\"text_tokens\": {}, \"image_tokens\": {images:?}}}",
+                    s.text()
+                )
+            })
+            .collect();
+        let time = if i % 2 == 1 {
+            format!(
+                "\"vision_seconds\": {:?}, \"language_seconds\": {:?}",
+                cost.vision, cost.language
+            )
+        } else {
+            format!("\"seconds\": {:?}", cost.total())
+        };
+        text.push_str(&format!(
+            "{{\"samples\": [{}], {time}}}\n\n",
+            json.join(", ")
+        ));
+    }
+    read(&text).unwrap()
+}
+
+/// The rows of a known truth calibrate the preset's terms: fitted, the
+/// slowed row rejected by its line, every term in the `"fit"` object.
+#[test]
+fn calibration_fits_and_names_the_outlier_by_line() {
+    let rows = timed_rows(60, Some(17));
+    assert_eq!(rows[17].line, 35); // a blank line after each row
+    let c = calibrate(Preset::Llava15_7b, &rows).unwrap();
+    assert!(c.fitted());
+    let fit = fit_json(&c, &rows);
+    assert_eq!(fit["fitted"], true);
+    assert_eq!(fit["reason"], serde_json::Value::Null);
+    assert_eq!(fit["rejected_lines"], serde_json::json!([35]));
+    assert_eq!(
+        (fit["rejected"].as_u64(), fit["rows"].as_u64()),
+        (Some(1), Some(59))
+    );
+    assert!(fit["max_relative_error"].as_f64().unwrap() < 1e-6, "{fit}");
+    assert!(fit["r_squared"].as_f64().unwrap() > 1.0 - 1e-9, "{fit}");
+    let coefficients = fit["coefficients"].as_object().unwrap();
+    let names: Vec<String> = Linear::preset(Preset::Llava15_7b)
+        .terms()
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    assert_eq!(coefficients.len(), names.len());
+    assert!(names.iter().all(|n| coefficients.contains_key(n)), "{fit}");
+    let tokens = coefficients["language.tokens"].as_f64().unwrap();
+    assert!((tokens / 3e-5 - 1.0).abs() < 1e-6, "{fit}");
+    // Every image is one tile: images and units tell nothing new.
+    assert!(fit["not_identified"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "vision.images"));
+    let summary = fit_summary(&c, &rows).join("\n");
+    assert!(
+        summary.starts_with("fit on 59 timed rows: R^2 1.0000, worst relative error 0.0%, 1 rejected as outliers (lines 35)"),
+        "{summary}"
+    );
+    assert!(summary.contains("language.tokens 3.0000e-5"), "{summary}");
+}
+
+/// Too few rows: the preset is used, and the `"fit"` object says why.
+#[test]
+fn too_few_rows_fall_back_and_say_why() {
+    let rows = timed_rows(3, None);
+    let c = calibrate(Preset::Llava15_7b, &rows).unwrap();
+    assert!(!c.fitted());
+    let fit = fit_json(&c, &rows);
+    assert_eq!(fit["fitted"], false);
+    let reason = fit["reason"].as_str().unwrap();
+    assert!(reason.starts_with("too few rows"), "{reason}");
+    assert_eq!(fit["r_squared"], serde_json::Value::Null);
+    assert_eq!(fit["rejected_lines"], serde_json::json!([]));
+    assert_eq!(
+        fit_summary(&c, &rows),
+        vec![format!(
+            "not calibrated, planned on the preset's FLOPs: {reason}"
+        )]
+    );
+    // No rows at all.
+    let c = calibrate(Preset::Qwen25Vl7b, &[]).unwrap();
+    assert!(!c.fitted() && fit_json(&c, &[])["rows"] == 0);
 }
 
 /// A text of good rows, blank lines and at most one bad row.

@@ -557,18 +557,35 @@ fn run(args: &Args) -> Result<(), String> {
             };
             show(args, &batch, &Given, &described)
         }
-        ModelArg::Preset(preset) => {
-            let described = Described {
-                name: preset.to_string(),
-                unit: Unit::Flop,
-                fit: None,
-            };
-            if let Some(path) = &args.timings {
-                // Checked before planning; calibration comes with `cost::Calibrator`.
-                read_timings(path)?;
+        ModelArg::Preset(preset) => match &args.timings {
+            None => {
+                let described = Described {
+                    name: preset.to_string(),
+                    unit: Unit::Flop,
+                    fit: None,
+                };
+                show(args, &batch, &preset.cost_model(), &described)
             }
-            show(args, &batch, &preset.cost_model(), &described)
-        }
+            Some(path) => {
+                let rows = read_timings(path)?;
+                let calibration =
+                    timings::calibrate(preset, &rows).map_err(|e| format!("{path}, {e}"))?;
+                let described = Described {
+                    name: preset.to_string(),
+                    // The fallback is the preset's FLOPs.
+                    unit: if calibration.fitted() {
+                        Unit::Seconds
+                    } else {
+                        Unit::Flop
+                    },
+                    fit: Some(Fit {
+                        json: timings::fit_json(&calibration, &rows),
+                        summary: timings::fit_summary(&calibration, &rows),
+                    }),
+                };
+                show(args, &batch, calibration.model(), &described)
+            }
+        },
     }
 }
 

@@ -20,8 +20,13 @@
 //! wrong type or range, both forms of the time on one line or neither, and
 //! one phase without the other are errors naming the line (1-based, as an
 //! editor counts them). Memory and time are proportional to the text.
+//!
+//! [`calibrate`] fits a preset's terms to the rows ([`Calibrator`]), and
+//! [`fit_json`] and [`fit_summary`] show the result, the rejected rows by
+//! their lines.
 
-use microbatch::cost::{Image, Phases, Sample};
+use microbatch::cost::{Calibration, Calibrator, Image, Linear, Phases, Preset, Sample, Timing};
+use serde_json::{json, Value};
 
 use super::input::{without_position, InputError};
 
@@ -193,4 +198,126 @@ pub fn read(text: &str) -> Result<Vec<Row>, InputError> {
         });
     }
     Ok(rows)
+}
+
+/// The preset's terms ([`Linear::preset`]) calibrated on `rows`, all of
+/// them (the window holds the file), and refitted once.
+///
+/// # Errors
+///
+/// The calibrator's refusal of a row (a time it does not accept), naming
+/// the row's line; the reader's checks make it unreachable today.
+///
+/// # Complexity
+///
+/// One [`Calibrator::observe`] per row and one [`Calibrator::refit`]: linear
+/// in the rows and their samples.
+pub fn calibrate(preset: Preset, rows: &[Row]) -> Result<Calibration, InputError> {
+    let mut calibrator = Calibrator::new(Linear::preset(preset)).window(rows.len().max(1));
+    for row in rows {
+        let time = match row.time {
+            Measured::Phases(p) => Timing::Phases(p),
+            Measured::Total(t) => Timing::Total(t),
+        };
+        calibrator
+            .observe(&row.samples, time)
+            .map_err(|e| InputError {
+                line: row.line,
+                column: None,
+                message: e.to_string(),
+            })?;
+    }
+    Ok(calibrator.refit().clone())
+}
+
+/// The lines of the rows the calibration rejected as outliers (`rows` the
+/// window it was fitted on, oldest first), ascending.
+fn rejected_lines(c: &Calibration, rows: &[Row]) -> Vec<usize> {
+    c.rejected()
+        .iter()
+        .filter_map(|&i| rows.get(i).map(|r| r.line))
+        .collect()
+}
+
+/// The terms of a fitted model that the fit did not identify (coefficient
+/// 0); none for the fallback.
+fn not_identified(c: &Calibration) -> Vec<String> {
+    if !c.fitted() {
+        return Vec::new();
+    }
+    c.model()
+        .terms()
+        .iter()
+        .filter(|&&t| !c.identified(t))
+        .map(|t| t.to_string())
+        .collect()
+}
+
+/// The `"fit"` object of `--json`: `fitted`, `reason` (why the preset is
+/// used, `null` when fitted), `coefficients` (term name -> coefficient),
+/// `not_identified` (term names), `r_squared` and `max_relative_error`
+/// (`null` unfitted), `rows` (kept), `rejected` and `rejected_lines` (the
+/// outliers, by line).
+pub fn fit_json(c: &Calibration, rows: &[Row]) -> Value {
+    let model = c.model();
+    let mut coefficients = serde_json::Map::new();
+    for (term, value) in model.terms().iter().zip(model.coefficients()) {
+        coefficients.insert(term.to_string(), json!(value));
+    }
+    let lines = rejected_lines(c, rows);
+    json!({
+        "fitted": c.fitted(),
+        "reason": c.fallback().map(|f| f.to_string()),
+        "coefficients": coefficients,
+        "not_identified": not_identified(c),
+        "r_squared": c.r_squared(),
+        "max_relative_error": c.max_relative_error(),
+        "rows": c.rows(),
+        "rejected": lines.len(),
+        "rejected_lines": lines,
+    })
+}
+
+/// The fit for the chart: a few lines.
+pub fn fit_summary(c: &Calibration, rows: &[Row]) -> Vec<String> {
+    let (Some(r2), Some(worst), true) = (c.r_squared(), c.max_relative_error(), c.fitted()) else {
+        let why = c.fallback().map_or("no fit".to_string(), |f| f.to_string());
+        return vec![format!(
+            "not calibrated, planned on the preset's FLOPs: {why}"
+        )];
+    };
+    let lines = rejected_lines(c, rows);
+    let which = if lines.is_empty() {
+        String::new()
+    } else {
+        let shown: Vec<String> = lines.iter().take(8).map(|l| l.to_string()).collect();
+        let more = if lines.len() > 8 { ", ..." } else { "" };
+        format!(" (lines {}{more})", shown.join(", "))
+    };
+    let model = c.model();
+    let terms: Vec<String> = model
+        .terms()
+        .iter()
+        .zip(model.coefficients())
+        .filter(|(&t, _)| c.identified(t))
+        .map(|(t, v)| format!("{t} {v:.4e}"))
+        .collect();
+    let mut out = vec![
+        format!(
+            "fit on {} timed rows: R^2 {r2:.4}, worst relative error {:.1}%, {} rejected as \
+             outliers{which}",
+            c.rows(),
+            100.0 * worst,
+            lines.len()
+        ),
+        format!("  coefficients (s per unit): {}", terms.join(", ")),
+    ];
+    let missing = not_identified(c);
+    if !missing.is_empty() {
+        out.push(format!(
+            "  not identified (coefficient 0): {}",
+            missing.join(", ")
+        ));
+    }
+    out
 }
