@@ -232,9 +232,16 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         status = calibrator.refit()  # the step boundary: the next plan uses this model
         history.append(status)
         if rank in (None, 0):
+            # R^2 is low where the plan makes the micro-batches alike (little
+            # variance to explain); the drift is the error on new rows.
             what = (
-                f"fitted: R^2 {status.r_squared:.3f}, worst error {status.max_relative_error:.1%}, "
-                f"{status.rows} rows, {status.rejected} rejected"
+                f"fitted on {status.rows} rows ({len(status.rejected)} rejected): R^2 {status.r_squared:.3f}, "
+                f"worst error {status.max_relative_error:.1%}"
+                + (
+                    f"; this step's rows predicted within {status.drift.mean_relative_error:.1%} on average"
+                    if status.drift.rows
+                    else ""
+                )
                 if status.fitted
                 else f"the preset until fitted ({status.reason})"
             )
