@@ -443,6 +443,9 @@ const MAD_TO_SIGMA: f64 = 1.4826;
 const FLOOR: f64 = 1e-6;
 /// Rounds of rejection and refit.
 const ROUNDS: usize = 4;
+/// The t statistic below which a term's effect is within the noise, and
+/// the term is left out of the fit (not identified).
+const SIGNIFICANCE: f64 = 3.0;
 
 impl Calibrator {
     /// The default [`window`](Calibrator::window): 4096 rows.
@@ -790,6 +793,11 @@ fn fit_once(
             .collect();
         match fit(&table) {
             Ok(f) => {
+                if let Some(weakest) = weakest(&table, f.coefficients()) {
+                    // Its effect is within the noise: not identified.
+                    active.remove(weakest);
+                    continue;
+                }
                 let mut c = [0.0; Linear::MAX_TERMS];
                 let mut identified = [false; Linear::MAX_TERMS];
                 for (&j, &cj) in active.iter().zip(f.coefficients()) {
@@ -805,6 +813,118 @@ fn fit_once(
             Err(e) => return Err(Fallback::Failed(e)),
         }
     }
+}
+
+/// The least significant positive coefficient of a relative least-squares
+/// fit, if its t statistic is below [`SIGNIFICANCE`]: `c_j / se_j`, with
+/// `se_j` the coefficient's standard error `sigma * sqrt((A^T A)^-1_jj)` on
+/// the rows divided by their times (`A`) over the positive coefficients'
+/// columns, and `sigma^2` the mean squared relative residual (`m - p`
+/// degrees of freedom). A column the others explain (singular `A^T A`) has
+/// an infinite error. `None` when every positive coefficient is
+/// significant, or when the statistics cannot be formed (too few rows, a
+/// ratio beyond the range of `f64`): the fit stands.
+fn weakest(table: &[(Vec<f64>, f64)], c: &[f64]) -> Option<usize> {
+    let m = table.len();
+    let positive: Vec<usize> = (0..c.len()).filter(|&j| c[j] > 0.0).collect();
+    let p = positive.len();
+    if p == 0 || m <= p {
+        return None;
+    }
+    // Columns of `A` over the positive coefficients, scaled to unit norm:
+    // `b_j = a_j / n_j`, whose coefficient is `d_j = c_j * n_j`.
+    let mut columns: Vec<Vec<f64>> = Vec::with_capacity(p);
+    let mut d: Vec<f64> = Vec::with_capacity(p);
+    for &j in &positive {
+        let col: Vec<f64> = table.iter().map(|(x, t)| x[j] / t).collect();
+        let top = col.iter().fold(0.0f64, |a, &v| if v > a { v } else { a });
+        if !top.is_finite() || top <= 0.0 {
+            return None;
+        }
+        let norm2: f64 = col.iter().map(|v| (v / top) * (v / top)).sum();
+        let norm = top * sqrt(norm2);
+        d.push(c[j] * norm);
+        columns.push(col.into_iter().map(|v| v / norm).collect());
+    }
+    let mut rss = 0.0;
+    for (i, (x, t)) in table.iter().enumerate() {
+        let predicted: f64 = positive.iter().map(|&j| c[j] * x[j]).sum();
+        let _ = i;
+        let r = predicted / t - 1.0;
+        rss += r * r;
+    }
+    let sigma2 = rss / (m - p) as f64;
+    if !sigma2.is_finite() {
+        return None;
+    }
+    // Cholesky of the Gram matrix `G = B^T B` (unit diagonal).
+    let mut l = vec![0.0; p * p];
+    let mut singular = vec![false; p];
+    for i in 0..p {
+        for k in 0..=i {
+            let mut s: f64 = columns[i].iter().zip(&columns[k]).map(|(a, b)| a * b).sum();
+            for q in 0..k {
+                s -= l[i * p + q] * l[k * p + q];
+            }
+            if i == k {
+                if !(s > 1e-12) {
+                    // Explained by the columns before it.
+                    singular[i] = true;
+                    l[i * p + i] = 1.0;
+                } else {
+                    l[i * p + i] = sqrt(s);
+                }
+            } else if singular[k] {
+                l[i * p + k] = 0.0;
+            } else {
+                l[i * p + k] = s / l[k * p + k];
+            }
+        }
+    }
+    // `(G^-1)_jj = |L^-1 e_j|^2`, from the forward solve of `L y = e_j`.
+    let mut worst: Option<(f64, usize)> = None;
+    let mut y = vec![0.0; p];
+    for j in 0..p {
+        let t = if singular[j] {
+            0.0
+        } else {
+            y.iter_mut().for_each(|v| *v = 0.0);
+            for i in j..p {
+                let mut s = if i == j { 1.0 } else { 0.0 };
+                for q in j..i {
+                    s -= l[i * p + q] * y[q];
+                }
+                y[i] = if singular[i] { 0.0 } else { s / l[i * p + i] };
+            }
+            let g: f64 = y.iter().map(|v| v * v).sum();
+            let se = sqrt(sigma2 * g);
+            if se > 0.0 {
+                d[j] / se
+            } else {
+                f64::INFINITY
+            }
+        };
+        // NaN-safe: a statistic that is not a number counts as weak.
+        if !(t >= SIGNIFICANCE) && worst.is_none_or(|(w, _)| t < w || t.is_nan()) {
+            worst = Some((t, j));
+        }
+    }
+    worst.map(|(_, j)| positive[j])
+}
+
+/// `sqrt(x)` for `x >= 0` without `std` (Newton from a power-of-two start):
+/// exact to within an ulp or two, enough for a t statistic.
+fn sqrt(x: f64) -> f64 {
+    if !(x > 0.0) || !x.is_finite() {
+        return if x == f64::INFINITY { x } else { 0.0 };
+    }
+    // Halve the exponent for the start value.
+    let bits = x.to_bits();
+    let mut r = f64::from_bits((bits >> 1) + (1023u64 << 51));
+    for _ in 0..6 {
+        r = 0.5 * (r + x / r);
+    }
+    r
 }
 
 /// The median of `v` (the lower one of an even count), by selection.
