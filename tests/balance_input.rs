@@ -1,14 +1,14 @@
 //! The `balance` example's JSON Lines reader (examples/balance/input.rs):
 //! every error names its real line, repeated and unknown fields are refused,
-//! a repeated id names both lines, and a sample the planner refuses is
-//! mapped back to its line.
+//! a repeated id names both lines, a sample the planner refuses is mapped
+//! back to its line, and the optional `cost` is on every line or on none.
 #![cfg(feature = "scenarios")]
 
 #[path = "../examples/balance/input.rs"]
 mod input;
 
 use input::{read, InputError};
-use microbatch::cost::Tokens;
+use microbatch::cost::{Given, Phases, Tokens};
 use microbatch::plan::Planner;
 use proptest::prelude::*;
 
@@ -51,7 +51,7 @@ fn an_unknown_field_is_refused() {
     assert_eq!(
         e.message,
         "unknown field `colour`, expected one of `id`, `text_tokens`, `image_tokens`, \
-         `loss_tokens`, `origin`, `group`, `bytes`"
+         `loss_tokens`, `origin`, `group`, `bytes`, `cost`"
     );
 }
 
@@ -250,6 +250,96 @@ fn origins_and_groups_the_planner_refuses_are_named_by_line() {
         "{}",
         input.explain(&e)
     );
+}
+
+/// `cost` reads into the sample's given cost; the input says it has costs.
+#[test]
+fn costs_are_read() {
+    let input = read(
+        "{\"id\": 1, \"text_tokens\": 5, \"cost\": {\"vision\": 0.5, \"language\": 2}}\n\n\
+         {\"id\": 2, \"text_tokens\": 7, \"cost\": {\"language\": 0, \"vision\": -0.0}}\n",
+    )
+    .unwrap();
+    assert!(input.costs);
+    let s = &input.samples;
+    assert_eq!(s[0].sample().given_cost(), Phases::new(0.5, 2.0));
+    assert_eq!(s[1].sample().given_cost(), Phases::ZERO);
+    assert!(s[1].sample().given_cost().vision.is_sign_positive());
+    // Without `cost` (or with `null`), no costs.
+    let input = read("{\"id\": 1, \"text_tokens\": 5, \"cost\": null}").unwrap();
+    assert!(!input.costs);
+    assert!(!read("").unwrap().costs);
+    // Planned on exactly these numbers.
+    let input = read(
+        "{\"id\": 1, \"text_tokens\": 5, \"cost\": {\"vision\": 1, \"language\": 3}}\n\
+         {\"id\": 2, \"text_tokens\": 5, \"cost\": {\"vision\": 0, \"language\": 4}}\n\
+         {\"id\": 3, \"text_tokens\": 5, \"cost\": {\"vision\": 2, \"language\": 2}}\n",
+    )
+    .unwrap();
+    let plan = Planner::new(Given)
+        .ranks(2)
+        .seq_len(64)
+        .sync(microbatch::plan::SyncModel::Step)
+        .plan(&input.samples)
+        .unwrap();
+    assert_eq!(plan.report().predicted, 8.0); // two samples of 4 on one rank
+}
+
+/// A bad `cost`, and a `cost` on some lines only, name the line.
+#[test]
+fn bad_costs_are_named_by_line() {
+    let ok = "{\"id\": 1, \"text_tokens\": 5, \"cost\": {\"vision\": 1, \"language\": 1}}";
+    for (line, message) in [
+        (
+            "{\"id\": 2, \"text_tokens\": 5, \"cost\": {\"vision\": -1, \"language\": 1}}",
+            "`cost.vision` is -1: a cost is a finite number of at least 0",
+        ),
+        (
+            "{\"id\": 2, \"text_tokens\": 5, \"cost\": {\"vision\": 1, \"language\": -0.5}}",
+            "`cost.language` is -0.5: a cost is a finite number of at least 0",
+        ),
+        (
+            "{\"id\": 2, \"text_tokens\": 5}",
+            "a `cost` is on every line or on none: line 1 has a `cost`, this line has none",
+        ),
+    ] {
+        let e = err(&format!("{ok}\n{line}\n"));
+        assert_eq!((e.line, e.message.as_str()), (2, message));
+    }
+    let e = err(&format!("{{\"id\": 0, \"text_tokens\": 1}}\n\n{ok}"));
+    assert_eq!(
+        (e.line, e.message.as_str()),
+        (
+            3,
+            "a `cost` is on every line or on none: line 1 has no `cost`, this line has one"
+        )
+    );
+    for (line, starts) in [
+        (
+            "{\"id\": 2, \"text_tokens\": 5, \"cost\": {\"vision\": 1}}",
+            "missing field `language`",
+        ),
+        (
+            "{\"id\": 2, \"text_tokens\": 5, \"cost\": {\"vision\": 1, \"language\": 1, \"x\": 1}}",
+            "unknown field `x`, expected `vision` or `language`",
+        ),
+        (
+            "{\"id\": 2, \"text_tokens\": 5, \"cost\": {\"vision\": 1e999, \"language\": 1}}",
+            "number out of range",
+        ),
+        (
+            "{\"id\": 2, \"text_tokens\": 5, \"cost\": 3}",
+            "invalid type: integer `3`, expected struct Cost",
+        ),
+        (
+            "{\"id\": 2, \"text_tokens\": 5, \"cost\": {\"vision\": \"1\", \"language\": 1}}",
+            "invalid type: string \"1\", expected f64",
+        ),
+    ] {
+        let e = err(line);
+        assert_eq!(e.line, 1);
+        assert!(e.message.starts_with(starts), "{line}: {e}");
+    }
 }
 
 /// A bad line among good ones, and the blank lines around them.

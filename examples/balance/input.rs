@@ -6,12 +6,15 @@
 //!
 //! A line is one JSON object, `{"id": 7, "text_tokens": 312,
 //! "image_tokens": [576, 576], "loss_tokens": 40, "origin": 3, "group": 12,
-//! "bytes": 2709504}`: `id` (unique) and `text_tokens` required,
+//! "bytes": 2709504, "cost": {"vision": 0.012, "language": 0.034}}`: `id`
+//! (unique) and `text_tokens` required,
 //! `image_tokens` (one entry a single-unit image), `loss_tokens` (default:
 //! the text tokens), `origin` (the rank whose data loader holds the sample),
 //! `group` (the samples that must stay together) and `bytes` (to move it;
 //! default: derived from its image tokens) optional, `null` the same as
-//! absent. Blank lines are skipped. An unknown field, a field given twice, a
+//! absent. `cost` is the sample's own cost per phase (both phases, finite
+//! and non-negative numbers, for `--model costs`), on every line or on none.
+//! Blank lines are skipped. An unknown field, a field given twice, a
 //! value of the wrong type or range, and an id already used are errors
 //! naming the line (1-based, as an editor counts them). Memory and time are
 //! proportional to the text.
@@ -19,7 +22,7 @@
 use std::collections::btree_map::{BTreeMap, Entry};
 use std::fmt;
 
-use microbatch::cost::{Image, Sample};
+use microbatch::cost::{Image, Phases, Sample};
 use microbatch::plan::StepSample;
 use microbatch::Error;
 
@@ -40,11 +43,21 @@ struct Line {
     group: Option<u64>,
     #[serde(default)]
     bytes: Option<u64>,
+    #[serde(default)]
+    cost: Option<Cost>,
+}
+
+/// A line's `cost`: both phases, no other key.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cost {
+    vision: f64,
+    language: f64,
 }
 
 /// What a line holds, for the messages of unknown fields.
 const FIELDS: &str =
-    "`id`, `text_tokens`, `image_tokens`, `loss_tokens`, `origin`, `group`, `bytes`";
+    "`id`, `text_tokens`, `image_tokens`, `loss_tokens`, `origin`, `group`, `bytes`, `cost`";
 
 /// An error of the input: its 1-based line and what is wrong there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +86,9 @@ impl fmt::Display for InputError {
 pub struct Input {
     /// The samples, one a non-blank line.
     pub samples: Vec<StepSample>,
+    /// Whether the samples carry their own costs (`cost` on every line,
+    /// [`Sample::given_cost`]); `false` for an empty text.
+    pub costs: bool,
     /// id -> line.
     lines: BTreeMap<u64, usize>,
 }
@@ -139,7 +155,7 @@ impl Input {
 
 /// serde_json's message without its " at line L column C" (the line is
 /// ours, counted in the whole text).
-fn without_position(e: &serde_json::Error) -> String {
+pub fn without_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     match text.strip_suffix(&suffix) {
@@ -159,7 +175,10 @@ fn without_position(e: &serde_json::Error) -> String {
 /// 2^64 - 1, and an origin at most the platform's largest index), or an id
 /// already used on an earlier line (both lines named). An origin not below
 /// the ranks is the planner's to refuse (`Error::InvalidOrigin`, mapped to
-/// its line by [`Input::explain`]).
+/// its line by [`Input::explain`]). A `cost` that is not an object with
+/// exactly `vision` and `language`, a phase's cost negative (or out of
+/// `f64`'s range), and a line with a `cost` when the first sample line had
+/// none (or without one when it had one) are errors naming the line.
 ///
 /// # Complexity
 ///
@@ -167,6 +186,8 @@ fn without_position(e: &serde_json::Error) -> String {
 pub fn read(text: &str) -> Result<Input, InputError> {
     let mut samples = Vec::new();
     let mut lines = BTreeMap::new();
+    // Whether the first sample line had a `cost`, and its line: all or none.
+    let mut costs: Option<(bool, usize)> = None;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         if raw.trim().is_empty() {
@@ -220,7 +241,36 @@ pub fn read(text: &str) -> Result<Input, InputError> {
             .unwrap_or_default()
             .into_iter()
             .map(Image::new);
-        let mut sample = StepSample::new(parsed.id, Sample::new(parsed.text_tokens, images));
+        let mut sample = Sample::new(parsed.text_tokens, images);
+        match (costs, &parsed.cost) {
+            (None, c) => costs = Some((c.is_some(), line)),
+            (Some((true, _)), Some(_)) | (Some((false, _)), None) => {}
+            (Some((had, first)), _) => {
+                let (there, here) = if had {
+                    ("has a `cost`", "has none")
+                } else {
+                    ("has no `cost`", "has one")
+                };
+                return Err(bad(format!(
+                    "a `cost` is on every line or on none: line {first} {there}, this line {here}"
+                )));
+            }
+        }
+        if let Some(c) = parsed.cost {
+            // NaN cannot come from JSON, nor infinity (serde_json refuses
+            // numbers out of range); `!(x >= 0)` refuses NaN all the same.
+            for (phase, x) in [("vision", c.vision), ("language", c.language)] {
+                if !(x >= 0.0 && x.is_finite()) {
+                    return Err(bad(format!(
+                        "`cost.{phase}` is {x}: a cost is a finite number of at least 0"
+                    )));
+                }
+            }
+            sample = sample
+                .with_cost(Phases::new(c.vision, c.language))
+                .map_err(|e| bad(format!("`cost`: {e}")))?;
+        }
+        let mut sample = StepSample::new(parsed.id, sample);
         if let Some(l) = parsed.loss_tokens {
             sample = sample.with_loss_tokens(l);
         }
@@ -242,5 +292,9 @@ pub fn read(text: &str) -> Result<Input, InputError> {
         }
         samples.push(sample);
     }
-    Ok(Input { samples, lines })
+    Ok(Input {
+        samples,
+        costs: costs.is_some_and(|(c, _)| c),
+        lines,
+    })
 }

@@ -15,8 +15,13 @@
 //!
 //! `--input FILE` reads JSON Lines, one sample a line:
 //! `{"id": 7, "text_tokens": 312, "image_tokens": [576, 576], "loss_tokens": 40,
-//! "origin": 3, "group": 12, "bytes": 2709504}` (all but `id` and
-//! `text_tokens` optional; the reader is `input.rs`). A bad line is an error
+//! "origin": 3, "group": 12, "bytes": 2709504, "cost": {"vision": 0.012,
+//! "language": 0.034}}` (all but `id` and `text_tokens` optional; the reader
+//! is `input.rs`). A `cost` (seconds, or any unit, per phase; on every line or
+//! on none) is the sample's own cost: `--model costs` plans on exactly those
+//! numbers ([`microbatch::cost::Given`]), and is the default when the lines
+//! carry costs; under a preset named by `--model`, the costs are ignored
+//! with a note on stderr. A bad line is an error
 //! that names the line, and nothing is planned; so is a sample the planner
 //! refuses (a repeated id, a sample over the sequence length or a cap, an
 //! origin not below `--ranks`, a group that fits no sequence). `--json`
@@ -31,6 +36,13 @@
 //! exchange schedule. `--group-scope micro-batch|rank` says where the
 //! samples of one `group` stay together.
 //!
+//! `--timings FILE` reads measured micro-batches (JSON Lines, one a line:
+//! `{"samples": [{"text_tokens": 312, "image_tokens": [576]}, ...],
+//! "vision_seconds": 0.021, "language_seconds": 0.064}`, or `"seconds": S`
+//! for the whole micro-batch; the reader is `timings.rs`), calibrates the
+//! preset's terms on them, and plans on the fitted model (in seconds); the
+//! chart and `--json` (`"fit"`) say how well the terms fit.
+//!
 //! Every number on the command line is checked, and an error names its
 //! flag: `--ranks`, `--samples-per-rank`, `--seq-len`, `--max-units`,
 //! `--micro-steps` and `--ranks-per-node` are at least 1, `--locality` is a
@@ -38,10 +50,11 @@
 //! `--samples-per-rank`) has at most 2^20 = 1,048,576 samples.
 
 mod input;
+mod timings;
 
 use std::process::ExitCode;
 
-use microbatch::cost::{Incremental, Preset, PresetModel, Tokens};
+use microbatch::cost::{Given, Incremental, Preset, Tokens};
 use microbatch::plan::{
     GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
 };
@@ -55,8 +68,42 @@ const MAX_GENERATED: u64 = 1 << 20;
 
 const USAGE: &str = "usage: balance [--scenario NAME] [--ranks R] [--samples-per-rank N] \
 [--seq-len L] [--max-units U] [--micro-steps A] [--sync step|micro-step|phase] \
-[--model PRESET] [--seed S] [--input FILE.jsonl] [--locality TOL] [--ranks-per-node N] \
-[--group-scope micro-batch|rank] [--json]";
+[--model PRESET|costs] [--seed S] [--input FILE.jsonl] [--timings FILE.jsonl] [--locality TOL] \
+[--ranks-per-node N] [--group-scope micro-batch|rank] [--json]";
+
+/// What `--model` names: a preset's FLOPs, or the costs the input carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ModelArg {
+    Preset(Preset),
+    /// The `cost` of every `--input` line ([`Given`]).
+    Costs,
+}
+
+/// The unit of a cost model's numbers, for the chart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    /// A preset's FLOPs.
+    Flop,
+    /// Seconds: given costs, or a model fitted to measured times.
+    Seconds,
+}
+
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Flop => "flop",
+            Unit::Seconds => "seconds",
+        }
+    }
+
+    /// `x` for a reader.
+    fn show(self, x: f64) -> String {
+        match self {
+            Unit::Flop => format!("{:.3} TFLOP", x / 1e12),
+            Unit::Seconds => format!("{:.4} s", x),
+        }
+    }
+}
 
 struct Args {
     scenario: Scenario,
@@ -66,9 +113,10 @@ struct Args {
     max_units: Option<u32>,
     micro_steps: Option<usize>,
     sync: SyncModel,
-    model: Option<String>,
+    model: Option<ModelArg>,
     seed: u64,
     input: Option<String>,
+    timings: Option<String>,
     /// The tolerance of `--locality`, a fraction of the locality-free step time.
     locality: Option<f64>,
     ranks_per_node: Option<usize>,
@@ -88,6 +136,7 @@ fn parse_args() -> Result<Args, String> {
         model: None,
         seed: 42,
         input: None,
+        timings: None,
         locality: None,
         ranks_per_node: None,
         group_scope: GroupScope::default(),
@@ -126,14 +175,16 @@ fn parse_args() -> Result<Args, String> {
             "--max-units" => args.max_units = Some(int(1, u32_max)? as u32),
             "--micro-steps" => args.micro_steps = Some(int(1, usize_max)? as usize),
             "--sync" => args.sync = value.parse().map_err(|e| format!("--sync: {e}"))?,
+            "--model" if value == "costs" => args.model = Some(ModelArg::Costs),
             "--model" => {
-                value
-                    .parse::<Preset>()
-                    .map_err(|e| format!("--model: {e}"))?;
-                args.model = Some(value)
+                let preset = value.parse::<Preset>().map_err(|e| {
+                    format!("--model: {e}; or `costs` for the costs of the --input lines")
+                })?;
+                args.model = Some(ModelArg::Preset(preset))
             }
             "--seed" => args.seed = int(0, u64::MAX)?,
             "--input" => args.input = Some(value),
+            "--timings" => args.timings = Some(value),
             "--locality" => args.locality = Some(fraction(&flag, &value)?),
             "--ranks-per-node" => args.ranks_per_node = Some(int(1, usize_max)? as usize),
             "--group-scope" => {
@@ -146,6 +197,20 @@ fn parse_args() -> Result<Args, String> {
         return Err(
             "--ranks-per-node weighs the moves of --locality: give --locality TOL too \
              (--locality 0 keeps the step time of the plan without locality)"
+                .to_string(),
+        );
+    }
+    if args.model == Some(ModelArg::Costs) && args.timings.is_some() {
+        return Err(
+            "--timings calibrates a preset's terms, --model costs plans on the costs of the \
+             input: give one of them (--model PRESET with --timings)"
+                .to_string(),
+        );
+    }
+    if args.model == Some(ModelArg::Costs) && args.input.is_none() {
+        return Err(
+            "--model costs plans on the `cost` of every --input line: give --input FILE \
+             (a generated batch has no costs of its own)"
                 .to_string(),
         );
     }
@@ -187,6 +252,12 @@ fn generated(args: &Args) -> Result<usize, String> {
 fn read_input(path: &str) -> Result<input::Input, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     input::read(&text).map_err(|e| format!("{path}, {e}"))
+}
+
+/// Reads the `--timings` file `path`; every error names the file and line.
+fn read_timings(path: &str) -> Result<Vec<timings::Row>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    timings::read(&text).map_err(|e| format!("{path}, {e}"))
 }
 
 /// Per-rank totals (vision, language) of a plan.
@@ -306,7 +377,7 @@ fn exchange_json(plan: &Plan) -> Value {
     })
 }
 
-fn report_json(plan: &Plan) -> Value {
+fn report_json(plan: &Plan, described: &Described) -> Value {
     let r = plan.report();
     let traffic = match &r.traffic {
         Some(t) => json!({
@@ -322,6 +393,9 @@ fn report_json(plan: &Plan) -> Value {
     let loss = plan.loss();
     let scale = |n, red| loss.scale(n, red);
     json!({
+        "model": described.name,
+        "unit": described.unit.name(),
+        "fit": described.fit.as_ref().map_or(Value::Null, |f| f.json.clone()),
         "plan": plan.to_nested(),
         "sequences": plan.to_sequences(),
         "ranks": plan.ranks(),
@@ -372,22 +446,63 @@ fn configure<M: Incremental>(p: Planner<M>, args: &Args, max_units: Option<u32>)
     }
 }
 
+/// The cost model the batch is planned on, as the output names it.
+struct Described {
+    /// A preset's name, or `costs`.
+    name: String,
+    unit: Unit,
+    /// With `--timings`: the calibration, for `--json` and the chart.
+    fit: Option<Fit>,
+}
+
+/// A calibration's state, as `--json` and the chart show it.
+struct Fit {
+    json: Value,
+    summary: Vec<String>,
+}
+
+/// The batch to plan and what planning it needs, the model aside.
+struct Batch {
+    samples: Vec<StepSample>,
+    input: Option<input::Input>,
+    /// The file, or the scenario and seed.
+    source: String,
+    seq_len: u32,
+    max_units: Option<u32>,
+    locality: Option<Locality>,
+}
+
 fn run(args: &Args) -> Result<(), String> {
-    let model_name = args.model.clone().unwrap_or_else(|| {
-        if args.input.is_some() {
-            Preset::Qwen25Vl7b.to_string()
-        } else {
-            args.scenario.preset().to_string()
-        }
-    });
-    let model: PresetModel = model_name
-        .parse::<Preset>()
-        .map_err(|e| e.to_string())?
-        .cost_model();
     let (input, source) = match &args.input {
         Some(path) => (Some(read_input(path)?), path.clone()),
         None => (None, format!("{} (seed {})", args.scenario, args.seed)),
     };
+    let costs = input.as_ref().is_some_and(|i| i.costs);
+    let model = match args.model {
+        Some(m) => m,
+        // The input's own costs, unless the run calibrates a preset.
+        None if costs && args.timings.is_none() => ModelArg::Costs,
+        None if args.input.is_some() => ModelArg::Preset(Preset::Qwen25Vl7b),
+        None => ModelArg::Preset(args.scenario.preset()),
+    };
+    if model == ModelArg::Costs && !costs {
+        return Err(format!(
+            "{source}: --model costs plans on the `cost` of every line, and the lines have \
+             none: add `\"cost\": {{\"vision\": V, \"language\": L}}` to every line, or \
+             name a preset"
+        ));
+    }
+    if costs && model != ModelArg::Costs {
+        eprintln!(
+            "note: {source}: the lines' `cost` is ignored under a preset's FLOPs{}; \
+             --model costs plans on it",
+            if args.timings.is_some() {
+                " calibrated by --timings"
+            } else {
+                ""
+            }
+        );
+    }
     let samples: Vec<StepSample> = match &input {
         Some(input) => input.samples.clone(),
         None => {
@@ -415,11 +530,6 @@ fn run(args: &Args) -> Result<(), String> {
         }
         None => None,
     };
-    // The planner's errors, with the line of every sample named by id.
-    let explain = |e: microbatch::Error| match &input {
-        Some(input) => format!("{source}, {}", input.explain(&e)),
-        None => e.to_string(),
-    };
     let seq_len = args.seq_len.unwrap_or(if args.input.is_some() {
         16384
     } else {
@@ -430,31 +540,103 @@ fn run(args: &Args) -> Result<(), String> {
     } else {
         args.scenario.max_units()
     });
+    let batch = Batch {
+        samples,
+        input,
+        source,
+        seq_len,
+        max_units,
+        locality,
+    };
+    match model {
+        ModelArg::Costs => {
+            let described = Described {
+                name: "costs".to_string(),
+                unit: Unit::Seconds,
+                fit: None,
+            };
+            show(args, &batch, &Given, &described)
+        }
+        ModelArg::Preset(preset) => match &args.timings {
+            None => {
+                let described = Described {
+                    name: preset.to_string(),
+                    unit: Unit::Flop,
+                    fit: None,
+                };
+                show(args, &batch, &preset.cost_model(), &described)
+            }
+            Some(path) => {
+                let rows = read_timings(path)?;
+                let calibration =
+                    timings::calibrate(preset, &rows).map_err(|e| format!("{path}, {e}"))?;
+                let described = Described {
+                    name: preset.to_string(),
+                    // The fallback is the preset's FLOPs.
+                    unit: if calibration.fitted() {
+                        Unit::Seconds
+                    } else {
+                        Unit::Flop
+                    },
+                    fit: Some(Fit {
+                        json: timings::fit_json(&calibration, &rows),
+                        summary: timings::fit_summary(&calibration, &rows),
+                    }),
+                };
+                show(args, &batch, calibration.model(), &described)
+            }
+        },
+    }
+}
+
+/// Plans `batch` on `model` and prints the chart or, with `--json`, the
+/// JSON object.
+fn show<M: Incremental>(
+    args: &Args,
+    batch: &Batch,
+    model: &M,
+    described: &Described,
+) -> Result<(), String> {
+    let Batch {
+        samples,
+        input,
+        source,
+        seq_len,
+        max_units,
+        locality,
+    } = batch;
+    let (samples, seq_len, max_units) = (samples.as_slice(), *seq_len, *max_units);
+    let model_name = &described.name;
+    // The planner's errors, with the line of every sample named by id.
+    let explain = |e: microbatch::Error| match input {
+        Some(input) => format!("{source}, {}", input.explain(&e)),
+        None => e.to_string(),
+    };
     let planner = configure(
-        Planner::new(&model).ranks(args.ranks).seq_len(seq_len),
+        Planner::new(model).ranks(args.ranks).seq_len(seq_len),
         args,
         max_units,
     );
     let plan = match locality {
-        Some(l) => planner.clone().locality(l).plan(&samples),
-        None => planner.plan(&samples),
+        Some(l) => planner.clone().locality(*l).plan(samples),
+        None => planner.plan(samples),
     }
     .map_err(explain)?;
     if args.json {
-        println!("{}", report_json(&plan));
+        println!("{}", report_json(&plan, described));
         return Ok(());
     }
-    let before = planner.baseline(&samples).map_err(explain)?;
+    let before = planner.baseline(samples).map_err(explain)?;
     let tokens = Tokens::new(1.0).map_err(|e| e.to_string())?;
     let by_tokens = configure(
         Planner::new(&tokens).ranks(args.ranks).seq_len(seq_len),
         args,
         max_units,
     )
-    .plan(&samples)
+    .plan(samples)
     .map_err(explain)?;
     let token_time = by_tokens
-        .predict(&samples, &model, args.sync)
+        .predict(samples, model, args.sync)
         .map_err(explain)?;
 
     let r = plan.report();
@@ -465,6 +647,11 @@ fn run(args: &Args) -> Result<(), String> {
         max_units.map_or(String::new(), |u| format!(" and {u} ViT units")),
         args.sync
     );
+    if let Some(fit) = &described.fit {
+        for line in &fit.summary {
+            println!("{line}");
+        }
+    }
     println!();
     let (lb, la) = (rank_loads(&before), rank_loads(&plan));
     let (tb, ta) = (rank_traffic(&before), rank_traffic(&plan));
@@ -495,7 +682,7 @@ fn run(args: &Args) -> Result<(), String> {
         ta.as_deref(),
     );
     println!();
-    let unit = |x: f64| format!("{:.3} TFLOP", x / 1e12);
+    let unit = |x: f64| described.unit.show(x);
     // x over the lower bound, or nothing where the bound is zero.
     let over = |x: f64| {
         if r.lower_bound > 0.0 {
@@ -554,7 +741,7 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(free) = r.locality_free {
         // What locality costs and saves: the same planner without it.
         let moved = planner
-            .plan(&samples)
+            .plan(samples)
             .ok()
             .and_then(|p| p.report().traffic.as_ref().map(|t| t.bytes_moved));
         let cost = if free > 0.0 {
@@ -604,7 +791,7 @@ fn main() -> ExitCode {
             }
             eprintln!("{USAGE}");
             eprintln!(
-                "scenarios: {}; models: {}",
+                "scenarios: {}; models: {}, costs",
                 SCENARIO_NAMES.join(", "),
                 Preset::ALL.map(|p| p.name()).join(", ")
             );

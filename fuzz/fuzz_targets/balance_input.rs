@@ -1,15 +1,21 @@
-//! Fuzz target `balance_input`: the `balance` example's JSON Lines reader
-//! (examples/balance/input.rs) on arbitrary text. Either every non-blank
-//! line becomes exactly one sample, equal to what the line says, with
-//! unique ids mapped back to their lines, or the error names a line of the
-//! text (the first bad one); never a panic (see fuzz/README.md). The
-//! optional `origin`, `group` and `bytes` are read exactly (`bytes` absent:
-//! derived from the image tokens).
+//! Fuzz target `balance_input`: the `balance` example's JSON Lines readers
+//! (examples/balance/input.rs and timings.rs) on arbitrary text. Either every
+//! non-blank line becomes exactly one sample, equal to what the line says,
+//! with unique ids mapped back to their lines, or the error names a line of
+//! the text (the first bad one); never a panic (see fuzz/README.md). The
+//! optional `origin`, `group`, `bytes` and `cost` are read exactly (`bytes`
+//! absent: derived from the image tokens), and `cost` is on every line or
+//! on none. The `--timings` reader, on the same text: one row a non-blank
+//! line, at its line, with a finite non-negative time, or an error naming
+//! the first bad line.
 #![no_main]
 
 #[allow(dead_code)]
 #[path = "../../examples/balance/input.rs"]
 mod input;
+#[allow(dead_code)]
+#[path = "../../examples/balance/timings.rs"]
+mod timings;
 
 use libfuzzer_sys::fuzz_target;
 use microbatch::plan::BYTES_PER_IMAGE_TOKEN;
@@ -23,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let text = String::from_utf8_lossy(data);
     let lines: Vec<&str> = text.lines().collect();
+    check_timings(&text, &lines);
     match input::read(&text) {
         Ok(parsed) => {
             let filled: Vec<(usize, &str)> = lines
@@ -58,6 +65,16 @@ fuzz_target!(|data: &[u8]| {
                 let ok = v.as_ref().is_ok_and(|v| same(v, s));
                 check!("input_exact", ok, "line {line} {raw:?} read as {s:?}");
             }
+            let with_cost = parsed
+                .samples
+                .iter()
+                .filter(|s| s.sample().given_cost() != microbatch::cost::Phases::ZERO)
+                .count();
+            check!(
+                "input_cost_all_or_none",
+                parsed.costs || with_cost == 0,
+                "{with_cost} samples with a cost, and the input says it has none"
+            );
             if let Some(first) = parsed.samples.first() {
                 // Messages about these samples answer without panicking.
                 let _ = parsed.explain(&Error::DuplicateId { id: first.id() });
@@ -97,8 +114,10 @@ fuzz_target!(|data: &[u8]| {
                     e.line,
                     r.err()
                 );
-                // A bad line alone is bad too, unless its fault is an id used before.
-                if !e.message.contains("already used") {
+                // A bad line alone is bad too, unless its fault is an id
+                // used before or a `cost` where the first line had none (or
+                // none where it had one).
+                if !e.message.contains("already used") && !e.message.contains("or on none") {
                     check!(
                         "input_error_line",
                         input::read(raw).is_err(),
@@ -141,6 +160,15 @@ fn same(v: &Value, s: &microbatch::plan::StepSample) -> bool {
     else {
         return false;
     };
+    // `cost`: absent or null is zero, else both phases exactly.
+    let cost = match o.get("cost") {
+        None | Some(Value::Null) => Some((0.0, 0.0)),
+        Some(c) => c
+            .get("vision")
+            .and_then(Value::as_f64)
+            .zip(c.get("language").and_then(Value::as_f64)),
+    };
+    let given = s.sample().given_cost();
     let derived = images
         .as_ref()
         .map(|i| i.iter().sum::<u64>().saturating_mul(BYTES_PER_IMAGE_TOKEN));
@@ -158,4 +186,59 @@ fn same(v: &Value, s: &microbatch::plan::StepSample) -> bool {
         && origin == s.origin().map(|r| r as u64)
         && group == s.group()
         && bytes.or(derived) == Some(s.bytes())
+        && cost == Some((given.vision, given.language))
+}
+
+/// The `--timings` reader on `text` (split into `lines`): a row for every
+/// non-blank line, at that line, with a finite time of at least 0; or an
+/// error naming the first bad, non-blank line.
+fn check_timings(text: &str, lines: &[&str]) {
+    match timings::read(text) {
+        Ok(rows) => {
+            let filled: Vec<usize> = lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(i, _)| i + 1)
+                .collect();
+            let got: Vec<usize> = rows.iter().map(|r| r.line).collect();
+            check!(
+                "timings_rows",
+                got == filled,
+                "rows at lines {got:?}, non-blank lines {filled:?}"
+            );
+            for r in &rows {
+                let ok = match r.time {
+                    timings::Measured::Phases(p) => {
+                        p.vision >= 0.0
+                            && p.vision.is_finite()
+                            && p.language >= 0.0
+                            && p.language.is_finite()
+                    }
+                    timings::Measured::Total(t) => t >= 0.0 && t.is_finite(),
+                };
+                check!("timings_time", ok, "line {}: time {:?}", r.line, r.time);
+            }
+        }
+        Err(e) => {
+            let named = lines.get(e.line.wrapping_sub(1));
+            check!(
+                "timings_error_line",
+                named.is_some_and(|l| !l.trim().is_empty()),
+                "error on line {} of {} lines (blank or absent): {e}",
+                e.line,
+                lines.len()
+            );
+            if let Some(raw) = named {
+                let before = lines[..e.line - 1].join("\n");
+                check!(
+                    "timings_first_bad",
+                    timings::read(&before).is_ok() && timings::read(raw).is_err(),
+                    "line {} is named ({e}), but an earlier one fails or it reads alone",
+                    e.line
+                );
+            }
+            check!("timings_message", !e.message.is_empty(), "an empty message");
+        }
+    }
 }

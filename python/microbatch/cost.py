@@ -14,7 +14,9 @@ compose:
   estimated by you, passed as ``costs=`` (an ``(n, 2)`` array of vision and
   language costs, or a dict ``{"vision": a, "language": b}``);
 - combinators: ``a + b``, ``a.scale(f)``, ``a.in_phase("vision")``, ``a.max(b)``;
-- coefficients from measured timings: :func:`fit`.
+- coefficients from measured timings: :func:`fit` once, or online with a
+  :class:`Calibrator` that fits a :class:`Linear` model's terms (names in
+  :data:`TERMS`) to measured micro-batch times as training runs.
 
 Every constructor checks its coefficients: NaN, infinite or negative raises
 :class:`~microbatch.errors.InvalidValueError` with ``item`` the parameter name.
@@ -32,8 +34,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -51,6 +54,10 @@ __all__ = [
     "PerImage",
     "Windowed",
     "Given",
+    "Linear",
+    "Calibrator",
+    "Calibration",
+    "Drift",
     "preset",
     "fit",
     "fit_terms",
@@ -58,6 +65,7 @@ __all__ = [
     "PRESETS",
     "PHASES",
     "TRAINING",
+    "TERMS",
 ]
 
 #: The FLOPs presets: named vision-language model pairs.
@@ -66,6 +74,21 @@ PRESETS = ("llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b")
 PHASES = ("vision", "language")
 #: A vision encoder is frozen (forward only) or trained (forward + backward, 3x).
 TRAINING = ("frozen", "trained")
+#: The terms of a :class:`Linear` model, each a feature of a group in one phase:
+#: ``W``, ``P`` and ``T`` are positive integers written in the name
+#: (``"vision.tiles(576)"``, ``"vision.window_attention(64,4)"``).
+TERMS = (
+    "vision.image_tokens",
+    "vision.unit_attention",
+    "vision.window_attention(W,P)",
+    "vision.tiles(T)",
+    "vision.images",
+    "vision.units",
+    "language.tokens",
+    "language.document_attention",
+    "language.samples",
+    "language.groups",
+)
 
 Costs = Union[None, Any, Dict[str, Any]]
 
@@ -451,6 +474,325 @@ def preset(name: str) -> CostModel:
     if not isinstance(name, str):
         raise DtypeError(f"a preset name is a str, got {type(name).__name__}", item="name")
     return CostModel._wrap(_native.CostModel.preset(name), f"preset({name!r})")
+
+
+class Linear(CostModel):
+    """A linear model over named terms: ``sum(c[term] * feature[term](group))`` per phase.
+
+    Each term (see :data:`TERMS`) is a feature of a group in a fixed phase:
+    ``"vision.image_tokens"`` (image tokens), ``"vision.unit_attention"``
+    (the sum over attention units of their tokens squared),
+    ``"vision.window_attention(W,P)"`` (windows of ``W`` patches at ``P``
+    patches per token, their squared sizes summed), ``"vision.tiles(T)"``
+    (tiles of ``T`` tokens), ``"vision.images"``, ``"vision.units"`` (counts),
+    ``"language.tokens"`` (text and image tokens),
+    ``"language.document_attention"`` (the sum over samples of their tokens
+    squared), ``"language.samples"`` (a count) and ``"language.groups"`` (1 for
+    a non-empty group: a fixed cost per micro-batch or packed sequence).
+
+    Args:
+        coefficients: term name -> coefficient (finite, non-negative), in the
+            order of the terms (at most 12 distinct terms).
+
+    Raises:
+        SettingError: an unknown term name (``item``: none; the message lists the known ones).
+        InvalidValueError: a NaN, infinite or negative coefficient (``item``: the term).
+
+    >>> import microbatch.cost as mc
+    >>> m = mc.Linear({"language.tokens": 2e-6, "language.samples": 1e-3})
+    >>> m.terms
+    ('language.tokens', 'language.samples')
+    >>> m.group_cost([1000, 500])  # 2e-6 * 1500 + 1e-3 * 2
+    (0.0, 0.005)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, coefficients: Mapping[str, float]) -> None:
+        if not isinstance(coefficients, Mapping):
+            raise DtypeError(
+                f"coefficients must be a dict of term name -> coefficient, got {type(coefficients).__name__}",
+                item="coefficients",
+            )
+        names = []
+        values = []
+        for name, value in coefficients.items():
+            if not isinstance(name, str):
+                raise DtypeError(f"a term name is a str, got {type(name).__name__} {name!r}", item="coefficients")
+            names.append(name)
+            values.append(_coefficient(value, name))
+        native = _native.CostModel.linear(names, values)
+        super().__init__(native, "")
+        self._repr = f"Linear({self.coefficients!r})"
+
+    @classmethod
+    def _from_native(cls, native: Any) -> "Linear":
+        model = Linear.__new__(Linear)
+        CostModel.__init__(model, native, "")
+        model._repr = f"Linear({model.coefficients!r})"
+        return model
+
+    @classmethod
+    def preset(cls, name: str) -> "Linear":
+        """The FLOPs preset ``name`` as a linear model over its terms, equal to
+        :func:`preset` within rounding, with the overhead terms (images, units,
+        samples, groups) at 0: the terms a :class:`Calibrator` fits.
+
+        >>> import microbatch.cost as mc
+        >>> m = mc.Linear.preset("llava-1.5-7b")
+        >>> m.terms[:3]
+        ('vision.tiles(576)', 'language.tokens', 'language.document_attention')
+        >>> a, b = m.cost([300], [[576]])[0], mc.preset("llava-1.5-7b").cost([300], [[576]])[0]
+        >>> bool(abs(a[1] / b[1] - 1) < 1e-12)
+        True
+        """
+        if not isinstance(name, str):
+            raise DtypeError(f"a preset name is a str, got {type(name).__name__}", item="name")
+        return cls._from_native(_native.CostModel.linear_preset(name))
+
+    def _terms(self) -> Tuple[list, list]:
+        got = self._native.linear_terms
+        return got if got is not None else ([], [])
+
+    @property
+    def terms(self) -> Tuple[str, ...]:
+        """The term names, in order."""
+        return tuple(self._terms()[0])
+
+    @property
+    def coefficients(self) -> Dict[str, float]:
+        """Term name -> coefficient, in the order of the terms."""
+        names, values = self._terms()
+        return dict(zip(names, values))
+
+
+@dataclasses.dataclass(frozen=True)
+class Drift:
+    """The prediction error of a fitted model on the rows observed after its fit.
+
+    Relative errors are ``predicted / measured - 1`` of a row's whole time;
+    rows of time zero are not counted.
+
+    Attributes:
+        rows: the rows counted.
+        mean_relative_error: the mean of ``|predicted / measured - 1|`` (0 without rows).
+        max_relative_error: the largest ``|predicted / measured - 1|`` (0 without rows).
+        bias: the mean of ``predicted / measured - 1``: negative when the model
+            predicts less than was measured (0 without rows).
+    """
+
+    rows: int
+    mean_relative_error: float
+    max_relative_error: float
+    bias: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The state of a :class:`Calibrator` after a refit: the model in use and how well it fits.
+
+    Attributes:
+        fitted: whether the model is fitted (``False``: the fallback is in use).
+        reason: why the fallback is in use (``None`` when fitted): not
+            refitted yet, too few rows, nothing identified, or the fit failed.
+        coefficients: term name -> coefficient of the model in use.
+        identified: the terms the fit told apart (a term whose feature is
+            zero in every kept row, or a combination of the terms before it,
+            is not identified and has coefficient 0); empty for the fallback.
+        r_squared: R^2 over the kept rows' whole times (``None`` unfitted).
+        max_relative_error: the worst ``|predicted / measured - 1|`` over the
+            kept rows (``None`` unfitted).
+        rows: the rows used (the window less the rejected ones).
+        rejected: the rows rejected as outliers, by position in the window at
+            the refit (0 the oldest), ascending.
+        drift: the previous fitted model's error on the rows observed between
+            it and this refit.
+    """
+
+    fitted: bool
+    reason: Optional[str]
+    coefficients: Dict[str, float]
+    identified: Tuple[str, ...]
+    r_squared: Optional[float]
+    max_relative_error: Optional[float]
+    rows: int
+    rejected: Tuple[int, ...]
+    drift: Drift
+
+    @classmethod
+    def _from_native(cls, d: Dict[str, Any]) -> "Calibration":
+        return cls(
+            fitted=bool(d["fitted"]),
+            reason=d["reason"],
+            coefficients=dict(zip(d["terms"], d["coefficients"])),
+            identified=tuple(t for t, ok in zip(d["terms"], d["identified"]) if ok),
+            r_squared=d["r_squared"],
+            max_relative_error=d["max_relative_error"],
+            rows=int(d["rows"]),
+            rejected=tuple(d["rejected"]),
+            drift=Drift(*d["drift"]),
+        )
+
+
+def _seconds(value: Any, name: str) -> Optional[float]:
+    """A measured time: ``None``, or a real number (its range is checked by the crate)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise DtypeError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}", item=name)
+    return float(value)
+
+
+class Calibrator:
+    """Online calibration of a :class:`Linear` model's coefficients from measured micro-batch times.
+
+    Observe every measured micro-batch (its samples and its time, per phase
+    or in total), :meth:`refit` at a step boundary, and plan the next step with
+    :attr:`model` (``microbatch.Planner(calibrator.model, ...)``). Until the
+    window identifies the terms, :attr:`model` is the fallback (the preset's
+    FLOPs) and :attr:`status` says why.
+
+    The fit (the crate's ``Calibrator``): non-negative coefficients minimizing
+    squared relative errors over the last ``window`` rows (per-phase rows fit
+    the vision terms on the vision time and the language terms on the
+    language time; total rows fit all terms on the total); rows whose
+    relative residual is beyond 3.5 robust standard deviations (median
+    absolute deviation) are rejected as outliers and the fit is redone, a few
+    rounds at most, so a micro-batch slowed 2x by a hiccup does not move the
+    coefficients. Deterministic: every rank that observes the same rows in
+    the same order fits the same model. Memory is bounded by the window.
+
+    Args:
+        model: the terms to fit, with their fallback coefficients: a preset
+            name (:data:`PRESETS`; its terms by :meth:`Linear.preset`) or a
+            :class:`Linear`.
+        window: the rows kept (the oldest leaves); at least 1.
+        min_rows: fit only from this many equations on (a per-phase row gives
+            two); ``None``: twice the identified terms.
+
+    Raises:
+        SettingError: a model that is not linear, an unknown preset.
+
+    Complexity: :meth:`observe` O(terms x samples); :meth:`refit` linear in
+    the window (a few non-negative least-squares fits of ``window`` rows).
+
+    Example (timings from a known model, one row slowed 2x):
+
+    >>> import microbatch, microbatch.cost as mc
+    >>> truth = mc.Linear({"language.tokens": 3e-6, "language.samples": 2e-4,
+    ...                    "vision.image_tokens": 2e-6, "vision.images": 4e-4})
+    >>> cal = mc.Calibrator("qwen2.5-vl-7b")
+    >>> for i in range(40):
+    ...     text = [100 + 37 * ((i * 7 + j) % 50) for j in range(1 + i % 4)]
+    ...     images = [[576] * (j % 2) for j in range(len(text))]
+    ...     v, l = truth.group_cost(text, images)
+    ...     slow = 2.0 if i == 17 else 1.0
+    ...     cal.observe(text, images, vision_seconds=v * slow, language_seconds=l * slow)
+    >>> status = cal.refit()
+    >>> status.fitted, status.rejected
+    (True, (17,))
+    >>> round(status.coefficients["language.tokens"] / 3e-6, 6)
+    1.0
+    >>> plan = microbatch.Planner(cal.model, ranks=2, seq_len=4096).plan(
+    ...     ids=range(6), text_tokens=[900, 300, 700, 100, 500, 200], image_tokens=[[576], [], [], [576], [], []])
+    >>> plan.report.predicted > 0
+    True
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, model: Union[str, Linear], *, window: int = 4096, min_rows: Optional[int] = None) -> None:
+        if isinstance(model, str):
+            fallback = Linear.preset(model)
+        elif isinstance(model, Linear):
+            fallback = model
+        else:
+            raise DtypeError(
+                f"model must be a preset name or a microbatch.cost.Linear, got {type(model).__name__}",
+                item="model",
+            )
+        self._native = _native.Calibrator(
+            fallback._native,
+            _arrays.count(window, "window", minimum=1),
+            None if min_rows is None else _arrays.count(min_rows, "min_rows"),
+        )
+
+    def observe(
+        self,
+        text_tokens: Any,
+        image_tokens: _arrays.Ragged = None,
+        *,
+        image_units: _arrays.Ragged = None,
+        vision_seconds: Optional[float] = None,
+        language_seconds: Optional[float] = None,
+        seconds: Optional[float] = None,
+    ) -> None:
+        """Observes one measured micro-batch: its samples and its time.
+
+        Args:
+            text_tokens: each sample's text tokens, 1-D.
+            image_tokens: each sample's images as token counts (as for
+                :meth:`microbatch.Planner.plan`); ``None`` for none.
+            image_units: the units (tiles) of each image; ``None``: 1 each.
+            vision_seconds, language_seconds: the phases' times, measured
+                separately (give both) ...
+            seconds: ... or the whole micro-batch's time (alone).
+
+        Raises:
+            SettingError: both forms of the time, or neither, or one phase
+                without the other (``item``: ``"seconds"``).
+            InvalidValueError: a NaN, infinite or negative time (``item``: its
+                keyword); nothing is stored then.
+            DtypeError: arrays of the wrong dtype or shape, a time that is not a number.
+        """
+        v = _seconds(vision_seconds, "vision_seconds")
+        lang = _seconds(language_seconds, "language_seconds")
+        total = _seconds(seconds, "seconds")
+        phases = (v is not None, lang is not None)
+        if not ((phases == (True, True) and total is None) or (phases == (False, False) and total is not None)):
+            raise SettingError(
+                "give vision_seconds and language_seconds (the phases timed separately), "
+                "or seconds (the whole micro-batch), not both and not one phase alone",
+                item="seconds",
+            )
+        text, img, units, offsets = _sample_arrays(text_tokens, image_tokens, image_units)
+        self._native.observe(text, img, units, offsets, v, lang, total)
+
+    def refit(self) -> Calibration:
+        """Refits the coefficients on the window (at a step boundary) and returns the new state."""
+        return Calibration._from_native(self._native.refit())
+
+    @property
+    def status(self) -> Calibration:
+        """The state of the last :meth:`refit` (not refitted yet: the fallback, and the reason)."""
+        return Calibration._from_native(self._native.status)
+
+    @property
+    def model(self) -> Linear:
+        """The model in use: the last refit's fitted model, or the fallback."""
+        return Linear._from_native(self._native.model)
+
+    @property
+    def fallback(self) -> Linear:
+        """The fallback model; its terms are the terms fitted."""
+        return Linear._from_native(self._native.fallback)
+
+    @property
+    def drift(self) -> Drift:
+        """The fitted model's error on the rows observed since the last refit."""
+        return Drift(*self._native.drift)
+
+    @property
+    def window(self) -> int:
+        """The window's capacity in rows."""
+        return self._native.window
+
+    def __len__(self) -> int:
+        """The rows in the window."""
+        return self._native.rows
+
+    def __repr__(self) -> str:
+        return f"Calibrator({self.fallback!r}, window={self.window}, rows={len(self)})"
 
 
 class Fit:

@@ -4,9 +4,9 @@ use core::fmt;
 use core::num::NonZeroU32;
 
 use microbatch::cost::{
-    fit, CostModel, DocumentAttention, FullAttention, Given, Image, Incremental, PerGroup,
-    PerImage, PerSample, PerTile, Phase, Phases, Preset, PresetModel, Sample, Tokens, Training,
-    Vision, Windowed,
+    fit, CostModel, DocumentAttention, FullAttention, Given, Image, Incremental, Linear, PerGroup,
+    PerImage, PerSample, PerTile, Phase, Phases, Preset, PresetModel, Sample, Term, Tokens,
+    Training, Vision, Windowed,
 };
 use microbatch::Error;
 use numpy::ndarray::Array2;
@@ -39,6 +39,7 @@ pub(crate) enum Leaf {
     Vision(Vision),
     Preset(Preset, PresetModel),
     Given,
+    Linear(Linear),
 }
 
 /// The state of one leaf: the crate's state of that term.
@@ -49,6 +50,7 @@ pub(crate) enum LeafState {
     Vision(<Vision as Incremental>::State),
     Preset(<PresetModel as Incremental>::State),
     Given(Phases),
+    Linear(<Linear as Incremental>::State),
 }
 
 /// Applies `$body` to the leaf's model as `$m` (every arm the crate's own
@@ -63,6 +65,7 @@ macro_rules! with_leaf {
             Leaf::FullAttention($m) => $body,
             Leaf::Vision($m) => $body,
             Leaf::Preset(_, $m) => $body,
+            Leaf::Linear($m) => $body,
             Leaf::Given => {
                 let $m = &Given;
                 $body
@@ -84,6 +87,7 @@ macro_rules! with_state {
             (Leaf::DocumentAttention($m), LeafState::Squares($s)) => $body,
             (Leaf::Vision($m), LeafState::Vision($s)) => $body,
             (Leaf::Preset(_, $m), LeafState::Preset($s)) => $body,
+            (Leaf::Linear($m), LeafState::Linear($s)) => $body,
             (Leaf::Given, LeafState::Given($s)) => {
                 let $m = &Given;
                 $body
@@ -104,6 +108,7 @@ impl Leaf {
             Leaf::Vision(m) => LeafState::Vision(m.empty()),
             Leaf::Preset(_, m) => LeafState::Preset(m.empty()),
             Leaf::Given => LeafState::Given(Given.empty()),
+            Leaf::Linear(m) => LeafState::Linear(m.empty()),
         }
     }
 
@@ -267,6 +272,14 @@ impl Custom {
     fn as_preset(&self) -> Option<(Preset, PresetModel)> {
         match (&self.tree, self.leaves.as_slice()) {
             (Tree::Leaf(0), [Leaf::Preset(p, m)]) => Some((*p, *m)),
+            _ => None,
+        }
+    }
+
+    /// The linear model, when the model is exactly one.
+    pub(crate) fn as_linear(&self) -> Option<&Linear> {
+        match (&self.tree, self.leaves.as_slice()) {
+            (Tree::Leaf(0), [Leaf::Linear(m)]) => Some(m),
             _ => None,
         }
     }
@@ -539,6 +552,13 @@ pub(crate) struct NativeCostModel {
 }
 
 impl NativeCostModel {
+    /// A model of one `Linear` leaf.
+    pub(crate) fn of_linear(model: Linear) -> Self {
+        NativeCostModel {
+            model: Custom::leaf(Leaf::Linear(model)),
+        }
+    }
+
     /// The model with its static type where it has one.
     pub(crate) fn resolve(&self) -> Resolved {
         if let Some((_, m)) = self.model.as_preset() {
@@ -655,6 +675,52 @@ impl NativeCostModel {
         leaf(py, move || {
             let p: Preset = name.parse()?;
             Ok(Leaf::Preset(p, p.cost_model()))
+        })
+    }
+
+    /// `Linear` over the named terms (`Term`'s names) with these
+    /// coefficients, in this order.
+    #[staticmethod]
+    fn linear(py: Python<'_>, terms: Vec<String>, coefficients: Vec<f64>) -> PyResult<Self> {
+        guard(py, move || {
+            let mut parsed = Vec::with_capacity(terms.len());
+            for (k, name) in terms.iter().enumerate() {
+                // The crate's message lists the known names; the item is the
+                // term's position among the coefficients.
+                let term = name.parse::<Term>().map_err(|e| Failure::Input {
+                    class: "SettingError",
+                    kind: "UnknownName",
+                    item: Some(Item::Index(k)),
+                    message: e.to_string(),
+                })?;
+                parsed.push(term);
+            }
+            let model = Linear::new(parsed.into_iter().zip(coefficients))?;
+            Ok::<_, Failure>(NativeCostModel {
+                model: Custom::leaf(Leaf::Linear(model)),
+            })
+        })
+    }
+
+    /// The preset's FLOPs model as a `Linear` over its terms (the overhead
+    /// terms at 0): the fallback of a calibrator.
+    #[staticmethod]
+    fn linear_preset(py: Python<'_>, name: &str) -> PyResult<Self> {
+        let name = name.to_owned();
+        leaf(py, move || {
+            let p: Preset = name.parse()?;
+            Ok(Leaf::Linear(Linear::preset(p)))
+        })
+    }
+
+    /// `(term names, coefficients)` when the model is exactly one `Linear`.
+    #[getter]
+    fn linear_terms(&self) -> Option<(Vec<String>, Vec<f64>)> {
+        self.model.as_linear().map(|m| {
+            (
+                m.terms().iter().map(|t| t.to_string()).collect(),
+                m.coefficients().to_vec(),
+            )
         })
     }
 

@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use microbatch::cost::Phase;
 use microbatch::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -68,6 +69,17 @@ fn classify(err: &Error) -> (&'static str, &'static str, Option<Item>) {
         // A group too large for one sequence or micro-batch: like an
         // oversize sample, named by its group id.
         Error::GroupTooLarge { group, .. } => ("OversizeError", "GroupTooLarge", Some(Id(*group))),
+        // A measured time given to a calibrator, named by the keyword
+        // argument of `Calibrator.observe` that carried it.
+        Error::InvalidTiming { phase, .. } => (
+            "InvalidValueError",
+            "InvalidTiming",
+            Some(Name(match phase {
+                Some(Phase::Vision) => "vision_seconds",
+                Some(Phase::Language) => "language_seconds",
+                None => "seconds",
+            })),
+        ),
         // `Error` is non-exhaustive: a variant added later still reaches
         // Python as an input error with its message.
         _ => ("InputError", "Other", None),

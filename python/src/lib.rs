@@ -10,6 +10,7 @@
 
 use pyo3::prelude::*;
 
+mod calibrator;
 mod cost;
 mod error;
 mod pack;
@@ -21,6 +22,7 @@ mod scenario;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    calibrator::register(m)?;
     cost::register(m)?;
     pack::register(m)?;
     partition::register(m)?;
