@@ -157,7 +157,7 @@ fn rows(truth: &Linear, n: usize, seed: u64, per_phase: bool) -> Vec<(Vec<Sample
 /// Checks recovery (600 rows timed per phase, or 2000 timed in total: the
 /// total alone tells the phases' terms apart less well): every term's effect on the mean time, `|c_hat - c| x
 /// mean(x_k)`, within 3% of the mean time; every slowed row flagged, at most
-/// 1% of the clean ones.
+/// 2% of the clean ones.
 fn check_recovery(seed: u64, per_phase: bool) -> Result<(), TestCaseError> {
     let truth = truth_internvl(1.0);
     let n = if per_phase { 600 } else { 2000 };
@@ -192,8 +192,11 @@ fn check_recovery(seed: u64, per_phase: bool) -> Result<(), TestCaseError> {
         prop_assert!(rejected.contains(i), "slowed row {i} not flagged");
     }
     let clean_flagged = rejected.len() - slowed.len();
+    // About 1 clean row in 600 is flagged on average (3.5 robust standard
+    // deviations of the noise), 5 at worst over 120 seeds, 7 once: 2% is
+    // far in the tail, and a rejection rule that flags the noise fails.
     prop_assert!(
-        clean_flagged * 100 <= data.len(),
+        clean_flagged * 50 <= data.len(),
         "{clean_flagged} clean rows flagged"
     );
     Ok(())
