@@ -248,6 +248,7 @@ mod planner;
 mod prepare;
 mod refine;
 mod sample;
+mod search;
 mod shape;
 mod sync;
 
