@@ -112,8 +112,8 @@ pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, parts: &BoundParts) -> 
         SyncModel::Step => f64::max(f.total() / r, parts.largest),
         SyncModel::MicroStep => f64::max(f.total() / r, parts.stairs_total),
         SyncModel::Phase => {
-            let per_phase =
-                f64::max(f.vision / r, parts.stairs.vision) + f64::max(f.language / r, parts.stairs.language);
+            let per_phase = f64::max(f.vision / r, parts.stairs.vision)
+                + f64::max(f.language / r, parts.stairs.language);
             per_phase.max(parts.stairs_total)
         }
     }

@@ -12,8 +12,8 @@ use super::output::Plan;
 use super::pack::{pack, Request};
 use super::prepare::{prepare, Caps, Prepared};
 use super::refine::refine;
-use super::search::{search, EFFORT};
 use super::sample::StepSample;
+use super::search::{search, EFFORT};
 use super::shape::Shape;
 use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
@@ -616,7 +616,12 @@ impl<M: Incremental> Planner<M> {
         #[cfg(feature = "std")]
         let start = std::time::Instant::now();
         self.check(samples.len())?;
-        let prep = prepare(samples, &self.model, self.caps(), self.ranks * self.per_step)?;
+        let prep = prepare(
+            samples,
+            &self.model,
+            self.caps(),
+            self.ranks * self.per_step,
+        )?;
         let cx = self.context(samples);
         check_origins(&prep, &cx, self.ranks)?;
         // With groups, the stages run on units (groups and chunks as one
@@ -705,7 +710,12 @@ impl<M: Incremental> Planner<M> {
     /// ```
     pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
         self.check(samples.len())?;
-        let prep = prepare(samples, &self.model, self.caps(), self.ranks * self.per_step)?;
+        let prep = prepare(
+            samples,
+            &self.model,
+            self.caps(),
+            self.ranks * self.per_step,
+        )?;
         check_origins(&prep, &self.context(samples), self.ranks)?;
         let naive = Naive::new(&prep, self.ranks, self.per_step);
         let layout = Layout {

@@ -182,7 +182,11 @@ impl Search<'_> {
     /// The step time: the sum over micro-steps and barriers of the maxima.
     fn objective(&self) -> f64 {
         (0..self.shape.steps)
-            .map(|j| (0..self.dims.len()).map(|i| self.top[j][i][0].0).sum::<f64>())
+            .map(|j| {
+                (0..self.dims.len())
+                    .map(|i| self.top[j][i][0].0)
+                    .sum::<f64>()
+            })
             .sum()
     }
 
