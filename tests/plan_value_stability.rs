@@ -68,17 +68,17 @@ fn plan_fingerprints_are_pinned() {
     let pins: [(Scenario, [u64; 3], usize); 3] = [
         (
             Scenario::LlavaSft,
-            [0x5f35dd1505334f4a, 0x7c90797ef56b204e, 0x49f7cb09fb47a556],
+            [0x5f35dd1505334f4a, 0x82e43a6aebe3ce06, 0x633adc1095fe4b6a],
             14,
         ),
         (
             Scenario::AnyresMix,
-            [0x7054e2a018986321, 0xc4f78cb32af70789, 0xc6b390aa453f87c1],
+            [0x7054e2a018986321, 0x6898507c8937270f, 0x0d4c9c025c3c228b],
             9,
         ),
         (
             Scenario::Interleaved,
-            [0x1357f91a1f5d6e01, 0x0e802e5d27fe39b1, 0xcf155cb48ab3dc89],
+            [0x1357f91a1f5d6e01, 0x9513e6da5703f4ed, 0x289450c9b72ff75d],
             15,
         ),
     ];
