@@ -68,17 +68,17 @@ fn plan_fingerprints_are_pinned() {
     let pins: [(Scenario, [u64; 3], usize); 3] = [
         (
             Scenario::LlavaSft,
-            [0x5f35dd1505334f4a, 0x82e43a6aebe3ce06, 0x633adc1095fe4b6a],
+            [0x5f35dd1505334f4a, 0xb7ea3f0ed531013e, 0x0e18ac56e61b002e],
             14,
         ),
         (
             Scenario::AnyresMix,
-            [0x7054e2a018986321, 0x6898507c8937270f, 0x0d4c9c025c3c228b],
+            [0x7054e2a018986321, 0xa46da58f1b29dd73, 0x740ffefa7ba9003b],
             9,
         ),
         (
             Scenario::Interleaved,
-            [0x1357f91a1f5d6e01, 0x9513e6da5703f4ed, 0x289450c9b72ff75d],
+            [0x1357f91a1f5d6e01, 0xfb824cd47843d5f1, 0x72a393c05c97aa09],
             15,
         ),
     ];

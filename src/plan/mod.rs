@@ -67,12 +67,13 @@
 //!    the fastest ones, keeping every cap, while that lowers the slowest
 //!    (phase by phase for [`SyncModel::Phase`], never raising the other
 //!    phase's maximum).
-//! 5. `search` (per-micro-step sync models): the micro-batch that binds a
-//!    barrier (the slowest of its micro-step in a phase, or in total) moves
-//!    a sample to, or swaps one with, the micro-batches with the most slack
-//!    in *any* micro-step, while the exact predicted step time drops (or
-//!    stays and the micro-batches even out), within a counted work budget
-//!    ([`Planner::search_effort`]).
+//! 5. `search` (per-micro-step sync models): the barriers (a micro-step in
+//!    a phase, or in total) are taken worst excess over their mean first;
+//!    the micro-batch that binds one moves a sample to, or swaps one with,
+//!    a partner found near the wanted cost in the samples sorted once by
+//!    cost, in *any* micro-step, while the exact predicted step time drops
+//!    (or stays and the binding micro-batch leaves the maximum), within a
+//!    counted work budget ([`Planner::search_effort`]).
 //! 6. `locality` (with [`Planner::locality`] and samples with an origin):
 //!    the plan relabelled and samples swapped home, so that the fewest
 //!    bytes move while the predicted step time stays within the tolerance

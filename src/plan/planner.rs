@@ -346,19 +346,20 @@ impl<M: Incremental> Planner<M> {
     /// The work budget of the search across micro-steps, for the
     /// per-micro-step sync models ([`SyncModel::MicroStep`],
     /// [`SyncModel::Phase`]): after the refinement, the micro-batch that
-    /// binds a barrier (the slowest of its micro-step in a phase) moves a
-    /// sample to, or swaps one with, the micro-batches with the most slack
-    /// in *any* micro-step, while the predicted step time drops. `effort`
-    /// bounds the candidate changes it weighs to `effort * max(n + K,
-    /// 32768)` for n samples in K sequences (counted, not timed: the plan
-    /// stays deterministic); `0` turns the search off. The default, 64,
+    /// binds a barrier (the slowest of its micro-step in a phase), worst
+    /// excess over the mean first, moves a sample to, or swaps one with, a
+    /// partner of the wanted cost in *any* micro-step, while the predicted
+    /// step time drops. `effort` bounds its work (candidate changes weighed,
+    /// binary searches, rescans) to `effort * max(n + K, 32768)` units for
+    /// n samples in K sequences (counted, not timed: the plan stays
+    /// deterministic); `0` turns the search off. The default, 24,
     /// keeps planning 65,536 samples over 1,024 ranks within about three
     /// times the time without the search; larger values search longer on
     /// large batches. Ignored for [`SyncModel::Step`].
     ///
     /// # Complexity
     ///
-    /// O(effort * max(n + K, 32768)) time at most for the search, O(n + K)
+    /// O(n log n + effort * max(n + K, 32768)) time at most for the search, O(n + K)
     /// extra space.
     ///
     /// # Examples

@@ -57,7 +57,7 @@ use super::sync::SyncModel;
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence.
-pub(crate) const EFFORT: u32 = 64;
+pub(crate) const EFFORT: u32 = 24;
 
 /// The size the budget counts at least: small batches search as long as a
 /// batch of this many samples and sequences would (a constant, so no
@@ -422,7 +422,12 @@ impl Search<'_> {
             let e = self.excess(j, i);
             let (top, stuck) = (self.top[j][i][0], self.stuck[j][i]);
             if e > tol && (top.1 != stuck.1 || top.0.to_bits() != stuck.0.to_bits()) {
-                heap.push((e.to_bits(), Reverse(j as u32), Reverse(i as u8), self.version[j]));
+                heap.push((
+                    e.to_bits(),
+                    Reverse(j as u32),
+                    Reverse(i as u8),
+                    self.version[j],
+                ));
             }
         }
     }
@@ -473,7 +478,11 @@ impl Search<'_> {
         }
         let mean = self.sum[j][i] / self.shape.ranks as f64;
         let excess = xm.0 - mean;
-        let gap = if second.1 == NONE { excess } else { xm.0 - second.0 };
+        let gap = if second.1 == NONE {
+            excess
+        } else {
+            xm.0 - second.0
+        };
         let transfers = [excess, 0.5 * excess, gap];
         // Good enough: `x` at most halfway to the mean and the step time
         // down by the gap at least.
