@@ -524,7 +524,7 @@ impl Search<'_> {
                     }
                 }
                 for (t, &transfer) in transfers.iter().enumerate() {
-                    if !(transfer > tol) || (t > 0 && transfer == transfers[t - 1]) {
+                    if transfer <= tol || (t > 0 && transfer == transfers[t - 1]) {
                         continue;
                     }
                     if !self.spend(log) {
@@ -548,7 +548,7 @@ impl Search<'_> {
                             self.consider(c, ca, i, xm.0, tol, &mut best);
                         }
                         let cb = prep.cost(pb as usize);
-                        if !(key(cb, d) < va) {
+                        if key(cb, d) >= va {
                             continue;
                         }
                         let sb = prep.size(pb as usize);
