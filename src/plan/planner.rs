@@ -350,7 +350,7 @@ impl<M: Incremental> Planner<M> {
     /// excess over the mean first, moves a sample to, or swaps one with, a
     /// partner of the wanted cost in *any* micro-step, while the predicted
     /// step time drops. `effort` bounds its work (candidate changes weighed,
-    /// binary searches, rescans) to `effort * max(n + K, 32768)` units for
+    /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
     /// deterministic); `0` turns the search off. The default, 24,
     /// keeps planning 65,536 samples over 1,024 ranks within about three
@@ -359,7 +359,7 @@ impl<M: Incremental> Planner<M> {
     ///
     /// # Complexity
     ///
-    /// O(n log n + effort * max(n + K, 32768)) time at most for the search, O(n + K)
+    /// O(n log n + effort * max(n + K, 65536)) time at most for the search, O(n + K)
     /// extra space.
     ///
     /// # Examples

@@ -35,13 +35,13 @@
 //! micro-steps it touched again.
 //!
 //! Deterministic: fixed orders, ties to the first found; the budget is
-//! counted work, not time: at most `effort * max(n + K, 32768)` units (a
+//! counted work, not time: at most `effort * max(n + K, 65536)` units (a
 //! candidate weighed, a binary search, `R` for each rescan) for n samples
 //! in K sequences ([`Planner::search_effort`](crate::plan::Planner::search_effort),
 //! default [`EFFORT`]).
 //!
 //! O(n log n + min(changes * (s * (log n + WINDOW) + R), effort * max(n +
-//! K, 32768))) time for n samples, at most `s` a micro-batch, R ranks;
+//! K, 65536))) time for n samples, at most `s` a micro-batch, R ranks;
 //! O(n + K + R * A) extra space.
 
 use alloc::collections::BinaryHeap;
@@ -62,7 +62,7 @@ pub(crate) const EFFORT: u32 = 24;
 /// The size the budget counts at least: small batches search as long as a
 /// batch of this many samples and sequences would (a constant, so no
 /// setting alone makes planning slower).
-const MIN_SIZE: u64 = 1 << 15;
+const MIN_SIZE: u64 = 1 << 16;
 
 /// The partners weighed on each side of a transfer's target in the cost
 /// index.
@@ -187,7 +187,7 @@ struct Search<'a> {
 }
 
 /// Searches the sequences `seqs` laid out by `slots` (`slot -> sequence`)
-/// for `sync` with a budget of `effort * max(n + K, 32768)` (`0`: nothing
+/// for `sync` with a budget of `effort * max(n + K, 65536)` (`0`: nothing
 /// is done).
 /// Positions marked in `pinned` (empty: none) never move. Members and loads
 /// of the sequences are kept up to date; their costs are not read.
