@@ -13,14 +13,19 @@
 //!   count;
 //! - microbatch: this planner with the phase-aware model;
 //!
-//! with the planning time.
+//! with the planning time. The rows "given" do the same on per-sample costs
+//! in seconds from an independent "measured" model of the same model pair
+//! ([`measured`]: other throughputs per term and fixed overheads per image,
+//! tile and sample that no preset knows), attached with
+//! [`Sample::with_cost`] and planned with [`Given`]: the planner told the
+//! exact costs, as a trainer with its own profiler would.
 //!
 //! ```text
 //! cargo run --release --example plan_table
 //! cargo run --release --example plan_table -- 64,1024 42   # ranks, seed
 //! ```
 
-use microbatch::cost::{CostModel, Phases, Sample, Tokens};
+use microbatch::cost::{CostModel, Given, Incremental, Phases, Sample, Tokens};
 use microbatch::pack::first_fit_decreasing;
 use microbatch::partition::{Algorithm, Partitioner};
 use microbatch::plan::{Planner, StepSample, SyncModel};
@@ -91,6 +96,83 @@ fn verl_layout(batch: &[StepSample], ranks: usize, scenario: Scenario) -> Vec<Ve
         .collect()
 }
 
+/// H100 dense BF16 peak, FLOP/s.
+const PEAK: f64 = 989e12;
+
+/// The batch with per-sample costs in seconds from a "measured" model of
+/// the scenario's model pair: vision = the preset's vision FLOPs at 40% of
+/// peak + 0.35 ms per image + 0.05 ms per ViT unit; language = the LLM's
+/// linear FLOPs at 55% of peak + its attention FLOPs at 30% of peak + 0.15
+/// ms per sample. Additive per sample, so [`Given`] is exact for it.
+fn measured(batch: &[StepSample], scenario: Scenario) -> Vec<StepSample> {
+    let model = scenario.preset().cost_model();
+    let (vit, llm) = model.terms();
+    let (linear, attention) = llm.terms();
+    batch
+        .iter()
+        .map(|s| {
+            let x = s.sample();
+            let one = [x];
+            let vision = vit.cost(&one).vision / (0.40 * PEAK)
+                + 0.35e-3 * x.images().len() as f64
+                + 0.05e-3 * s.units() as f64;
+            let language = linear.cost(&one).language / (0.55 * PEAK)
+                + attention.cost(&one).language / (0.30 * PEAK)
+                + 0.15e-3;
+            let cost = Phases::new(vision, language);
+            let sample = x.clone().with_cost(cost).expect("finite costs");
+            let mut out = StepSample::new(s.id(), sample).with_loss_tokens(s.loss_tokens());
+            if let Some(o) = s.origin() {
+                out = out.with_origin(o);
+            }
+            out
+        })
+        .collect()
+}
+
+/// One row of the table: `plan`'s report against the baseline, verl-style
+/// balancing and token balancing, all under `model`.
+#[allow(clippy::too_many_arguments)]
+fn row<M: CostModel + Incremental>(
+    scenario: Scenario,
+    costs: &str,
+    r: usize,
+    sync: SyncModel,
+    batch: &[StepSample],
+    model: &M,
+    plan: &microbatch::plan::Plan,
+) {
+    let verl = verl_layout(batch, r, scenario);
+    let mut by_tokens = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(r)
+        .seq_len(scenario.seq_len())
+        .sync(sync);
+    if let Some(u) = scenario.max_units() {
+        by_tokens = by_tokens.max_units(u);
+    }
+    let tokens = by_tokens
+        .plan(batch)
+        .unwrap()
+        .predict(batch, model, sync)
+        .unwrap();
+    let rep = plan.report();
+    let lb = rep.lower_bound;
+    println!(
+        "| {} | {} | {} | {} | {} | {:.4} | {:.4} | {:.4} | **{:.4}** | 1 ({:.4e}) | {:.1} ms |",
+        scenario,
+        costs,
+        r,
+        sync,
+        plan.micro_steps(),
+        rep.baseline / lb,
+        step_time(&verl, model, sync) / lb,
+        tokens / lb,
+        rep.ratio(),
+        lb,
+        rep.planning_time.map_or(0.0, |t| t.as_secs_f64() * 1e3),
+    );
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let ranks: Vec<usize> = args
@@ -99,43 +181,28 @@ fn main() {
         .unwrap_or_else(|| vec![64, 1024]);
     let seed: u64 = args.next().map_or(42, |s| s.parse().expect("seed"));
     println!(
-        "| scenario | R | sync model | A | baseline | verl-style KK | token-balanced | microbatch | lower bound | planning |"
+        "| scenario | costs | R | sync model | A | baseline | verl-style KK | token-balanced | microbatch | lower bound | planning |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for scenario in Scenario::ALL {
         let model = scenario.preset().cost_model();
         for &r in &ranks {
             let batch = scenario.generate(64 * r, seed);
-            let verl = verl_layout(&batch, r, scenario);
             for sync in SyncModel::ALL {
                 let plan = scenario.planner(r).sync(sync).plan(&batch).unwrap();
-                let mut by_tokens = Planner::new(Tokens::new(1.0).unwrap())
+                row(scenario, "preset", r, sync, &batch, &model, &plan);
+            }
+            let given = measured(&batch, scenario);
+            for sync in SyncModel::ALL {
+                let mut planner = Planner::new(Given)
                     .ranks(r)
                     .seq_len(scenario.seq_len())
                     .sync(sync);
                 if let Some(u) = scenario.max_units() {
-                    by_tokens = by_tokens.max_units(u);
+                    planner = planner.max_units(u);
                 }
-                let tokens = by_tokens
-                    .plan(&batch)
-                    .unwrap()
-                    .predict(&batch, &model, sync)
-                    .unwrap();
-                let rep = plan.report();
-                let lb = rep.lower_bound;
-                println!(
-                    "| {} | {} | {} | {} | {:.4} | {:.4} | {:.4} | **{:.4}** | 1 ({:.4e}) | {:.1} ms |",
-                    scenario,
-                    r,
-                    sync,
-                    plan.micro_steps(),
-                    rep.baseline / lb,
-                    step_time(&verl, &model, sync) / lb,
-                    tokens / lb,
-                    rep.ratio(),
-                    lb,
-                    rep.planning_time.map_or(0.0, |t| t.as_secs_f64() * 1e3),
-                );
+                let plan = planner.plan(&given).unwrap();
+                row(scenario, "given", r, sync, &given, &Given, &plan);
             }
         }
     }

@@ -791,13 +791,14 @@ proptest! {
             check_bound(m, &samples, ranks, per_step)?;
             check_bound(m + per_group, &samples, ranks, per_step)?;
             check_bound(m.max(per_group.in_phase(Phase::Vision)), &samples, ranks, per_step)?;
-            // Value-stable: the bound of the presets is the classic one
-            // (or the step time it exceeded by rounding only).
+            // The bound of the presets is at least the classic one (the
+            // staircase of per-micro-step barriers can only raise it), or
+            // the step time it exceeded by rounding only.
             for sync in SyncModel::ALL {
                 let plan = Planner::new(m).ranks(ranks).seq_len(16_384).sync(sync).plan(&samples).unwrap();
                 let r = plan.report();
                 let classic = classic_bound(&m, &samples, ranks, sync);
-                prop_assert!(r.lower_bound == classic || r.lower_bound == r.predicted.min(r.baseline),
+                prop_assert!(r.lower_bound >= classic || r.lower_bound == r.predicted.min(r.baseline),
                     "{preset} {sync}: {} vs {classic}", r.lower_bound);
             }
         }

@@ -68,17 +68,17 @@ fn plan_fingerprints_are_pinned() {
     let pins: [(Scenario, [u64; 3], usize); 3] = [
         (
             Scenario::LlavaSft,
-            [0x5f35dd1505334f4a, 0x7c90797ef56b204e, 0x49f7cb09fb47a556],
+            [0x5f35dd1505334f4a, 0xb7ea3f0ed531013e, 0x0e18ac56e61b002e],
             14,
         ),
         (
             Scenario::AnyresMix,
-            [0x7054e2a018986321, 0xc4f78cb32af70789, 0xc6b390aa453f87c1],
+            [0x7054e2a018986321, 0xa46da58f1b29dd73, 0x740ffefa7ba9003b],
             9,
         ),
         (
             Scenario::Interleaved,
-            [0x1357f91a1f5d6e01, 0x0e802e5d27fe39b1, 0xcf155cb48ab3dc89],
+            [0x1357f91a1f5d6e01, 0xfb824cd47843d5f1, 0x72a393c05c97aa09],
             15,
         ),
     ];

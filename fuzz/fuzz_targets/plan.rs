@@ -47,6 +47,9 @@ struct Input {
     shuffle: u8,
     /// Last, so that the seeds from before it read as `None`.
     place: Option<Place>,
+    /// The search's effort (`None`: the default), after `place` for the
+    /// same reason.
+    search_effort: Option<u8>,
 }
 
 /// Where the samples are and what they belong to, and the locality settings.
@@ -244,6 +247,9 @@ fn with<M: Incremental + Clone>(model: M, input: &Input, samples: &[StepSample])
         .seq_len(seq_len)
         .sync(sync)
         .refinement(input.refinement);
+    if let Some(e) = input.search_effort {
+        planner = planner.search_effort(u32::from(e));
+    }
     if let Some(a) = input.micro_steps {
         planner = planner.micro_steps(a.get());
     }

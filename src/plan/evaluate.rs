@@ -74,24 +74,107 @@ pub(crate) fn imbalance(shape: Shape, costs: &[Phases]) -> Phases {
     )
 }
 
+/// What the lower bound of a step is made of: the sum of the samples'
+/// floors, the largest floor of a single sample (summed over phases), and
+/// the staircases ([`staircase`]) of the floors per phase and of their
+/// totals.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct BoundParts {
+    pub(crate) floors: Phases,
+    pub(crate) largest: f64,
+    pub(crate) stairs: Phases,
+    pub(crate) stairs_total: f64,
+}
+
 /// The lower bound of any plan's step time under `sync` over `ranks`
-/// ranks, from the sum of the samples' floors and the largest floor of a
-/// single sample (summed over phases).
+/// ranks, from [`BoundParts`]:
+///
+/// - [`SyncModel::Step`]: `max(floors / R, largest floor)`;
+/// - [`SyncModel::MicroStep`]: `max(floors / R, staircase of the totals)`;
+/// - [`SyncModel::Phase`]: the sum over phases of `max(phase floors / R,
+///   staircase of the phase)`, or the staircase of the totals if larger.
 ///
 /// Valid for every model whose floors obey the law of
 /// [`CostModel::floor`](crate::cost::CostModel::floor), `cost(g) >= sum
 /// of the floors of g` for every group `g`: the rank times sum the costs of
 /// groups that cover every sample once, so their sum is at least the floors'
 /// sum (and their maximum at least a `1 / R` share of it), and the group
-/// holding the sample of the largest floor costs at least that floor. For
-/// additive and superadditive models the floor is the cost alone, and the
-/// bound is the classic `max(total / R, largest sample)`.
-pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, floors: Phases, largest: f64) -> f64 {
+/// holding the sample of the largest floor costs at least that floor. Per
+/// micro-step barriers wait, in every micro-step, for the largest floor in
+/// it, and a micro-step holds only so many samples: the staircase
+/// ([`staircase`]). For additive and superadditive models the floor is the
+/// cost alone, and the bound of one barrier a step is the classic `max(total
+/// / R, largest sample)`.
+pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, parts: &BoundParts) -> f64 {
     let r = ranks as f64;
+    let f = parts.floors;
     match sync {
-        SyncModel::Step | SyncModel::MicroStep => f64::max(floors.total() / r, largest),
-        SyncModel::Phase => floors.vision / r + floors.language / r,
+        SyncModel::Step => f64::max(f.total() / r, parts.largest),
+        SyncModel::MicroStep => f64::max(f.total() / r, parts.stairs_total),
+        SyncModel::Phase => {
+            let per_phase = f64::max(f.vision / r, parts.stairs.vision)
+                + f64::max(f.language / r, parts.stairs.language);
+            per_phase.max(parts.stairs_total)
+        }
     }
+}
+
+/// The staircase bound of `sum over micro-steps of the largest floor in
+/// the micro-step`, for samples with floors `floor(i)` and sizes `size(i)`
+/// (tokens, units, images) in micro-steps of `per_row` sequences with caps
+/// `caps`:
+///
+/// `integral over x >= 0 of N(x)`, where `N(x)` is the fewest micro-steps
+/// that can hold the samples of floor above `x`: the largest of, per size
+/// dimension `d` with a cap, `ceil(sum of their sizes / (per_row *
+/// cap_d))` and `ceil(count of them over half the cap / per_row)` (two of
+/// those never share a sequence), and 1 if any. Each such micro-step waits
+/// at least `x` for the largest of them, so every plan's sum over
+/// micro-steps of the largest floor is at least the integral. It is at
+/// least the largest floor, and at most the sum of the floors.
+///
+/// `keys` is scratch space (cleared); `positions` are the samples to
+/// consider.
+///
+/// # Complexity
+///
+/// O(n log n) time (a sort by floor), O(n) extra space.
+pub(crate) fn staircase(
+    n: usize,
+    floor: impl Fn(usize) -> f64,
+    size: impl Fn(usize) -> [u32; 3],
+    caps: [u64; 3],
+    per_row: usize,
+    keys: &mut Vec<(u64, u32)>,
+) -> f64 {
+    keys.clear();
+    // Floors are non-negative and finite: their bits order as they do.
+    keys.extend((0..n).map(|i| (floor(i).to_bits(), i as u32)));
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    let row = per_row.max(1) as u128;
+    let mut sums = [0u128; 3];
+    let mut big = [0u128; 3];
+    let mut area = 0.0f64;
+    for (k, &(bits, i)) in keys.iter().enumerate() {
+        let s = size(i as usize);
+        let mut steps = 1u128;
+        for d in 0..3 {
+            if caps[d] == u64::MAX {
+                continue;
+            }
+            let (c, x) = (u128::from(caps[d]), u128::from(s[d]));
+            sums[d] += x;
+            big[d] += u128::from(2 * x > c);
+            steps = steps
+                .max(sums[d].div_ceil(row * c.max(1)))
+                .max(big[d].div_ceil(row));
+        }
+        // Between this floor and the next smaller one, N(x) = steps.
+        let here = f64::from_bits(bits);
+        let next = keys.get(k + 1).map_or(0.0, |e| f64::from_bits(e.0));
+        area += (here - next) * steps as f64;
+    }
+    area
 }
 
 /// The bound `bound` rounded down to the smallest of the step times

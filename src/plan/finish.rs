@@ -100,7 +100,7 @@ pub(crate) fn finish<M: Incremental>(
             samples: prep.len(),
         });
     }
-    let bound = lower_bound(cx.sync, shape.ranks, prep.floors, prep.largest_floor);
+    let bound = lower_bound(cx.sync, shape.ranks, &prep.bound_parts());
     let report = Report {
         sync: cx.sync,
         predicted,

@@ -431,6 +431,8 @@ pub(crate) fn units(
             largest_total,
             floors: prep.floors,
             largest_floor: prep.largest_floor,
+            stairs: prep.stairs,
+            stairs_total: prep.stairs_total,
         },
         members,
         offsets,

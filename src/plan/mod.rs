@@ -22,14 +22,19 @@
 //! | [`SyncModel`] | setup | predicted step time | lower bound |
 //! |---|---|---|---|
 //! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max(floors / R, largest floor) |
-//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R, largest floor) |
-//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | sum over phases of the phase's floors / R |
+//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R, staircase of the floors) |
+//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | max(sum over phases of max(phase floors / R, staircase of the phase), staircase of the totals) |
 //!
 //! The *floors* are the samples' [`CostModel::floor`](crate::cost::CostModel::floor)s,
 //! their costs alone for additive models (so "floors" reads "total cost" and
 //! "largest floor" "largest sample"), without the costs paid once per group
 //! ([`PerGroup`](crate::cost::PerGroup)): the bound holds for every model
-//! ([`Report::lower_bound`]).
+//! ([`Report::lower_bound`]). The *staircase* counts that a micro-step
+//! holds at most `R * S` sequences: for every level x, the samples whose
+//! floor exceeds x need at least so many micro-steps (by their tokens,
+//! units and images against the caps, and by those over half a cap, which
+//! never share a sequence), and each of those micro-steps waits at least x;
+//! integrated over x, it is at least the largest floor.
 //!
 //! # Algorithm
 //!
@@ -62,11 +67,18 @@
 //!    the fastest ones, keeping every cap, while that lowers the slowest
 //!    (phase by phase for [`SyncModel::Phase`], never raising the other
 //!    phase's maximum).
-//! 5. `locality` (with [`Planner::locality`] and samples with an origin):
+//! 5. `search` (per-micro-step sync models): the barriers (a micro-step in
+//!    a phase, or in total) are taken worst excess over their mean first;
+//!    the micro-batch that binds one moves a sample to, or swaps one with,
+//!    a partner found near the wanted cost in the samples sorted once by
+//!    cost, in *any* micro-step, while the exact predicted step time drops
+//!    (or stays and the binding micro-batch leaves the maximum), within a
+//!    counted work budget ([`Planner::search_effort`]).
+//! 6. `locality` (with [`Planner::locality`] and samples with an origin):
 //!    the plan relabelled and samples swapped home, so that the fewest
 //!    bytes move while the predicted step time stays within the tolerance
 //!    of the plan so far ([`Locality`]).
-//! 6. `finish`: the plan's ids slot by slot, every sequence evaluated as a
+//! 7. `finish`: the plan's ids slot by slot, every sequence evaluated as a
 //!    group, the [`Report`] against the bound and the naive baseline, and
 //!    the [`Exchange`] (with its [`Traffic`]) when samples have origins.
 //!
@@ -248,6 +260,7 @@ mod planner;
 mod prepare;
 mod refine;
 mod sample;
+mod search;
 mod shape;
 mod sync;
 

@@ -47,9 +47,13 @@ pub struct Report {
     /// A lower bound of any plan's step time, from the samples' floors
     /// ([`CostModel::floor`](crate::cost::CostModel::floor): a share of
     /// every group's cost that each sample is sure to bring):
-    /// max(floors / R, largest floor of a sample) for one barrier per step
-    /// or per micro-step; the sum over phases of the phase's floors / R for
-    /// per-phase barriers.
+    /// max(floors / R, largest floor of a sample) for one barrier per step;
+    /// max(floors / R, the staircase of the floors) for one per micro-step;
+    /// for per-phase barriers the sum over phases of max(the phase's floors
+    /// / R, its staircase), or the staircase of the totals if larger (the
+    /// staircase: a micro-step holds at most `R * S` sequences, so the
+    /// samples of large floors need several micro-steps, each waiting for
+    /// its largest; see the [module docs](crate::plan#sync-models)).
     ///
     /// For additive and superadditive models (tokens, attention, the vision
     /// encoders, the presets, [`sample_fn`](crate::cost::sample_fn)) the

@@ -2,6 +2,7 @@
 
 use alloc::vec::Vec;
 
+use super::evaluate::{staircase, BoundParts};
 use super::sample::StepSample;
 use crate::cost::{Incremental, Phase, Phases};
 use crate::error::{Error, Oversize, Scalar};
@@ -49,11 +50,25 @@ pub(crate) struct Prepared {
     pub(crate) floors: Phases,
     /// The largest floor of a single sample, summed over phases.
     pub(crate) largest_floor: f64,
+    /// The staircases of the floors per phase and of their totals, for
+    /// micro-steps of the planner's `R * S` sequences ([`staircase`]).
+    pub(crate) stairs: Phases,
+    pub(crate) stairs_total: f64,
 }
 
 impl Prepared {
     pub(crate) fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// The parts of the step's lower bound.
+    pub(crate) fn bound_parts(&self) -> BoundParts {
+        BoundParts {
+            floors: self.floors,
+            largest: self.largest_floor,
+            stairs: self.stairs,
+            stairs_total: self.stairs_total,
+        }
     }
 
     #[inline]
@@ -75,7 +90,8 @@ impl Prepared {
 }
 
 /// Sorts `samples` by id, checks ids and sizes against `caps`, evaluates
-/// every sample's cost alone and its floor with `model`.
+/// every sample's cost alone and its floor with `model`, and the
+/// staircases of the floors for micro-steps of `per_row` sequences.
 ///
 /// # Errors
 ///
@@ -87,11 +103,12 @@ impl Prepared {
 ///
 /// # Complexity
 ///
-/// O(n log n) time (the sort), O(n) extra space.
+/// O(n log n) time (the sorts), O(n) extra space.
 pub(crate) fn prepare<M: Incremental>(
     samples: &[StepSample],
     model: &M,
     caps: Caps,
+    per_row: usize,
 ) -> Result<Prepared, Error> {
     let mut keyed: Vec<(u64, u32)> = samples
         .iter()
@@ -100,6 +117,7 @@ pub(crate) fn prepare<M: Incremental>(
         .collect();
     keyed.sort_unstable();
     let mut items: Vec<Entry> = Vec::with_capacity(samples.len());
+    let mut floor_of: Vec<Phases> = Vec::with_capacity(samples.len());
     let mut oversize = Vec::new();
     let (mut total, mut largest, mut largest_total) = (Phases::ZERO, Phases::ZERO, 0.0f64);
     let (mut floors, mut largest_floor) = (Phases::ZERO, 0.0f64);
@@ -152,6 +170,7 @@ pub(crate) fn prepare<M: Incremental>(
         }
         total += c;
         floors += floor;
+        floor_of.push(floor);
         largest = largest.max(c);
         largest_total = largest_total.max(c.total());
         largest_floor = largest_floor.max(floor.total());
@@ -176,6 +195,14 @@ pub(crate) fn prepare<M: Incremental>(
             samples: items.len(),
         });
     }
+    let mut keys = Vec::new();
+    let size = |i: usize| items[i].sizes;
+    let n = items.len();
+    let stairs = Phases::new(
+        staircase(n, |i| floor_of[i].vision, size, caps, per_row, &mut keys),
+        staircase(n, |i| floor_of[i].language, size, caps, per_row, &mut keys),
+    );
+    let stairs_total = staircase(n, |i| floor_of[i].total(), size, caps, per_row, &mut keys);
     Ok(Prepared {
         items,
         caps,
@@ -183,6 +210,8 @@ pub(crate) fn prepare<M: Incremental>(
         largest_total,
         floors,
         largest_floor,
+        stairs,
+        stairs_total,
     })
 }
 

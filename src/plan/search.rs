@@ -1,0 +1,659 @@
+//! Search stage: the binding micro-batch of the worst barrier trades one sample (a move or a swap) with a partner found in a global cost index, in any micro-step, while the exact predicted step time drops.
+//!
+//! The refinement (`refine`) balances each micro-step on its own. Under
+//! per-micro-step barriers the step time is `sum_j sum_p max_r p(r, j)`
+//! (phases `p` for [`SyncModel::Phase`], the total for
+//! [`SyncModel::MicroStep`]), and its excess over `sum_p P / R` is exactly
+//! `sum_j sum_p (max_r p(r, j) - mean_r p(r, j))`: every micro-step must
+//! be balanced across ranks in every barrier at once, while micro-steps may
+//! differ freely. This stage drives the barriers' maxima toward their means
+//! with partners from *any* micro-step.
+//!
+//! The barriers `(j, p)` wait in a max-heap keyed by their excess `max -
+//! mean` (ties to the lower micro-step, then barrier). The worst one's
+//! binding micro-batch `x` (its largest in `p`, with excess `e` and gap `g`
+//! to the second largest) weighs, for each of its samples `a` and each
+//! transfer `t` in `{g, e, e / 2}`, the [`WINDOW`] samples `b` on each side of
+//! `p_a - t` in the samples sorted once by their cost in `p` (the costs never
+//! change; sample -> sequence -> micro-batch maps are kept up to date): the
+//! swap of `a` and `b`, and the move of `a` alone into `b`'s sequence; and
+//! the moves of `a` into the two least loaded micro-batches of `x`'s
+//! micro-step in each barrier. Every sequence keeps its length and caps;
+//! pinned positions never move. A change's effect on the step time is
+//! exact in O(1): per micro-step and barrier the three largest micro-batches
+//! are kept (rescanned in O(R) after a change), so the new maxima are known
+//! whichever two micro-batches change.
+//!
+//! A change is taken if it lowers the step time (by more than a relative
+//! `1e-9`), or if it raises no barrier's maximum, takes `x` strictly below
+//! its barrier's maximum, and lifts no other micro-batch to within that
+//! tolerance of its barrier's maximum (so the number of micro-batches at a
+//! maximum drops: no cycle); of those, the one that lowers the step time
+//! most, then the sum of squares of the two micro-batches' values most. A
+//! barrier with no such change waits until a change touches its micro-step
+//! again. Every taken change pushes the barriers of the one or two
+//! micro-steps it touched again.
+//!
+//! Deterministic: fixed orders, ties to the first found; the budget is
+//! counted work, not time: at most `effort * max(n + K, 65536)` units (a
+//! candidate weighed, a binary search, `R` for each rescan) for n samples
+//! in K sequences ([`Planner::search_effort`](crate::plan::Planner::search_effort),
+//! default [`EFFORT`]).
+//!
+//! O(n log n + min(changes * (s * (log n + WINDOW) + R), effort * max(n +
+//! K, 65536))) time for n samples, at most `s` a micro-batch, R ranks;
+//! O(n + K + R * A) extra space.
+
+use alloc::collections::BinaryHeap;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cell::Cell;
+use core::cmp::Reverse;
+
+use super::deal::Sequences;
+use super::prepare::Prepared;
+use super::shape::Shape;
+use super::sync::SyncModel;
+use crate::cost::Phases;
+
+/// The default work budget, in units per sample and sequence.
+pub(crate) const EFFORT: u32 = 24;
+
+/// The size the budget counts at least: small batches search as long as a
+/// batch of this many samples and sequences would (a constant, so no
+/// setting alone makes planning slower).
+const MIN_SIZE: u64 = 1 << 16;
+
+/// The partners weighed on each side of a transfer's target in the cost
+/// index.
+const WINDOW: usize = 12;
+
+/// A change smaller than this fraction of the step time is no change.
+const TOLERANCE: f64 = 1e-9;
+
+/// No micro-batch's position.
+const NONE: u32 = u32::MAX;
+
+/// The value of a micro-batch in barrier `d`: vision (0), language (1) or
+/// the total (2).
+#[inline]
+fn key(c: Phases, d: usize) -> f64 {
+    match d {
+        0 => c.vision,
+        1 => c.language,
+        _ => c.total(),
+    }
+}
+
+/// A change: sample `a` (index in sequence `bx` of micro-batch `x`) to
+/// sequence `by` of micro-batch `y`, and sample `b` of `by` back if a swap.
+#[derive(Clone, Copy)]
+struct Change {
+    x: usize,
+    bx: u32,
+    a: usize,
+    y: usize,
+    by: u32,
+    b: Option<usize>,
+    delta: f64,
+    /// The cost `x` gives `y`.
+    dc: Phases,
+    /// The change of the sum of squares of the two micro-batches' values.
+    spread: f64,
+}
+
+/// An entry of a micro-step's ranking: (value, micro-batch).
+type Ranked = (f64, u32);
+
+/// How many of the largest (and of the smallest) micro-batches of a
+/// micro-step are kept per barrier, so that a rescan in O(R) is needed only
+/// when changes have taken most of them out.
+const KEPT: usize = 16;
+
+/// The largest values of a micro-step in a barrier, descending (ties by
+/// micro-batch), and `floor`: no micro-batch left out is above it.
+#[derive(Clone, Default)]
+struct Extremes {
+    list: Vec<Ranked>,
+    floor: f64,
+}
+
+impl Extremes {
+    /// Micro-batch `m` now has value `v`; `false` when fewer than `need`
+    /// are left known (a rescan is due).
+    fn set(&mut self, m: u32, v: f64, need: usize) -> bool {
+        if let Some(at) = self.list.iter().position(|e| e.1 == m) {
+            self.list.remove(at);
+        }
+        if v > self.floor {
+            let at = self
+                .list
+                .partition_point(|e| e.0 > v || (e.0 == v && e.1 < m));
+            self.list.insert(at, (v, m));
+            if self.list.len() > KEPT {
+                if let Some(out) = self.list.pop() {
+                    self.floor = self.floor.max(out.0);
+                }
+            }
+        }
+        self.list.len() >= need
+    }
+
+    /// The `N` largest, padded with `(pad, NONE)`, each `sign`ed.
+    fn first<const N: usize>(&self, sign: f64) -> [Ranked; N] {
+        let mut out = [(sign * f64::NEG_INFINITY, NONE); N];
+        for (o, e) in out.iter_mut().zip(&self.list) {
+            *o = (sign * e.0, e.1);
+        }
+        out
+    }
+}
+
+/// A heap entry: (excess bits, micro-step, barrier index, version).
+type Entry = (u64, Reverse<u32>, Reverse<u8>, u32);
+
+struct Search<'a> {
+    prep: &'a Prepared,
+    pinned: &'a [bool],
+    shape: Shape,
+    slots: &'a [u32],
+    dims: &'static [usize],
+    /// The cost of every micro-batch `r * A + j`.
+    cost: Vec<Phases>,
+    /// Per micro-step and barrier index, the three largest micro-batches
+    /// (descending), the two smallest (ascending), and the sum.
+    top: Vec<[[Ranked; 3]; 2]>,
+    low: Vec<[[Ranked; 2]; 2]>,
+    sum: Vec<[f64; 2]>,
+    /// Per micro-step and barrier index, the [`KEPT`] largest values and
+    /// the [`KEPT`] smallest (negated), which the rankings are read from.
+    high: Vec<[Extremes; 2]>,
+    least: Vec<[Extremes; 2]>,
+    /// Scratch for rescans.
+    scratch: Vec<Ranked>,
+    /// Per micro-step, bumped on every change that touches it.
+    version: Vec<u32>,
+    /// Per micro-step and barrier index, the binding micro-batch and its
+    /// value when no change was found for it (pushed again only once
+    /// either changes).
+    stuck: Vec<[Ranked; 2]>,
+    /// The sequence of every position, the micro-batch of every sequence.
+    seq_of: Vec<u32>,
+    batch_of: Vec<u32>,
+    /// Per barrier index, the unpinned positions by cost (ties by position).
+    index: [Vec<u32>; 2],
+    /// Work left.
+    left: Cell<u64>,
+}
+
+/// Searches the sequences `seqs` laid out by `slots` (`slot -> sequence`)
+/// for `sync` with a budget of `effort * max(n + K, 65536)` (`0`: nothing
+/// is done).
+/// Positions marked in `pinned` (empty: none) never move. Members and loads
+/// of the sequences are kept up to date; their costs are not read.
+pub(crate) fn search(
+    prep: &Prepared,
+    pinned: &[bool],
+    sync: SyncModel,
+    shape: Shape,
+    slots: &[u32],
+    seqs: &mut Sequences,
+    effort: u32,
+) {
+    let dims: &'static [usize] = match sync {
+        SyncModel::Phase => &[0, 1],
+        SyncModel::MicroStep => &[2],
+        _ => return,
+    };
+    let n = prep.len();
+    let size = (n as u64 + seqs.members.len() as u64).max(MIN_SIZE);
+    let left = size.saturating_mul(u64::from(effort));
+    if left == 0 || shape.ranks < 2 || shape.steps == 0 {
+        return;
+    }
+    let nm = shape.ranks * shape.steps;
+    let mut cost = vec![Phases::ZERO; nm];
+    let mut seq_of = vec![NONE; n];
+    let mut batch_of = vec![NONE; seqs.members.len()];
+    for (m, c) in cost.iter_mut().enumerate() {
+        let first = m * shape.per_step;
+        for &b in &slots[first..first + shape.per_step] {
+            batch_of[b as usize] = m as u32;
+            for &p in &seqs.members[b as usize] {
+                *c += prep.cost(p as usize);
+                seq_of[p as usize] = b;
+            }
+        }
+    }
+    let pinned_at = |p: usize| pinned.get(p).copied().unwrap_or(false);
+    let mut index: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    for (i, &d) in dims.iter().enumerate() {
+        let mut list: Vec<u32> = (0..n as u32)
+            .filter(|&p| !pinned_at(p as usize) && seq_of[p as usize] != NONE)
+            .collect();
+        list.sort_unstable_by(|&a, &b| {
+            key(prep.cost(a as usize), d)
+                .total_cmp(&key(prep.cost(b as usize), d))
+                .then(a.cmp(&b))
+        });
+        index[i] = list;
+    }
+    let mut s = Search {
+        prep,
+        pinned,
+        shape,
+        slots,
+        dims,
+        cost,
+        top: vec![[[(0.0, NONE); 3]; 2]; shape.steps],
+        low: vec![[[(0.0, NONE); 2]; 2]; shape.steps],
+        sum: vec![[0.0; 2]; shape.steps],
+        high: vec![[Extremes::default(), Extremes::default()]; shape.steps],
+        least: vec![[Extremes::default(), Extremes::default()]; shape.steps],
+        scratch: Vec::with_capacity(shape.ranks),
+        version: vec![0; shape.steps],
+        stuck: vec![[(f64::NAN, NONE); 2]; shape.steps],
+        seq_of,
+        batch_of,
+        index,
+        left: Cell::new(left),
+    };
+    for j in 0..shape.steps {
+        for i in 0..dims.len() {
+            s.rescan(j, i);
+        }
+    }
+    s.run(seqs);
+}
+
+impl Search<'_> {
+    /// The micro-step of micro-batch `m`.
+    #[inline]
+    fn step(&self, m: usize) -> usize {
+        m % self.shape.steps
+    }
+
+    #[inline]
+    fn pinned(&self, p: u32) -> bool {
+        self.pinned.get(p as usize).copied().unwrap_or(false)
+    }
+
+    /// Spends `units` of work; `false` when the budget does not hold them.
+    #[inline]
+    fn spend(&self, units: u64) -> bool {
+        let left = self.left.get();
+        self.left.set(left.saturating_sub(units));
+        left >= units
+    }
+
+    /// The step time: the sum over micro-steps and barriers of the maxima.
+    fn objective(&self) -> f64 {
+        (0..self.shape.steps)
+            .map(|j| {
+                (0..self.dims.len())
+                    .map(|i| self.top[j][i][0].0)
+                    .sum::<f64>()
+            })
+            .sum()
+    }
+
+    /// Barrier `i` of micro-step `j`'s excess of its maximum over its mean.
+    #[inline]
+    fn excess(&self, j: usize, i: usize) -> f64 {
+        let e = self.top[j][i][0].0 - self.sum[j][i] / self.shape.ranks as f64;
+        if e > 0.0 {
+            e
+        } else {
+            0.0
+        }
+    }
+
+    /// Recomputes barrier `i` of micro-step `j`: its extremes and sum, in
+    /// O(R + KEPT log KEPT).
+    fn rescan(&mut self, j: usize, i: usize) {
+        let (steps, d) = (self.shape.steps, self.dims[i]);
+        self.spend(self.shape.ranks as u64);
+        let mut sum = 0.0;
+        for sign in [1.0, -1.0] {
+            let all = &mut self.scratch;
+            all.clear();
+            for r in 0..self.shape.ranks {
+                let m = r * steps + j;
+                all.push((sign * key(self.cost[m], d), m as u32));
+            }
+            if sign > 0.0 {
+                sum = all.iter().map(|e| e.0).sum();
+            }
+            let order = |a: &Ranked, b: &Ranked| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+            let mut floor = f64::NEG_INFINITY;
+            if all.len() > KEPT {
+                all.select_nth_unstable_by(KEPT, order);
+                floor = all[KEPT].0;
+                all.truncate(KEPT);
+            }
+            all.sort_unstable_by(order);
+            let e = Extremes {
+                list: all.clone(),
+                floor,
+            };
+            if sign > 0.0 {
+                self.high[j][i] = e;
+            } else {
+                self.least[j][i] = e;
+            }
+        }
+        self.sum[j][i] = sum;
+        self.top[j][i] = self.high[j][i].first(1.0);
+        self.low[j][i] = self.least[j][i].first(-1.0);
+    }
+
+    /// Micro-batch `m` changes from cost `old` to its cost now.
+    fn update(&mut self, m: usize, old: Phases) {
+        let j = self.step(m);
+        let new = self.cost[m];
+        let ranks = self.shape.ranks;
+        for (i, &d) in self.dims.iter().enumerate() {
+            let v = key(new, d);
+            self.sum[j][i] += v - key(old, d);
+            self.spend(2 * KEPT as u64);
+            let high = self.high[j][i].set(m as u32, v, ranks.min(3));
+            let least = self.least[j][i].set(m as u32, -v, ranks.min(2));
+            if high && least {
+                self.top[j][i] = self.high[j][i].first(1.0);
+                self.low[j][i] = self.least[j][i].first(-1.0);
+            } else {
+                self.rescan(j, i);
+            }
+        }
+    }
+
+    /// The maximum of barrier `i` in micro-step `j` once micro-batches
+    /// `changed` (in any micro-step) take the given costs.
+    #[inline]
+    fn new_max(&self, j: usize, i: usize, changed: [(usize, Phases); 2]) -> f64 {
+        let d = self.dims[i];
+        let mut best = self.top[j][i]
+            .iter()
+            .find(|e| e.1 != NONE && changed.iter().all(|c| c.0 as u32 != e.1))
+            .map_or(0.0, |e| e.0);
+        for &(m, c) in &changed {
+            if self.step(m) == j {
+                best = best.max(key(c, d));
+            }
+        }
+        best
+    }
+
+    /// The change of the step time when `x` gives `dc` to `y`.
+    fn delta(&self, x: usize, y: usize, dc: Phases) -> f64 {
+        let changed = [(x, self.cost[x] - dc), (y, self.cost[y] + dc)];
+        let (jx, jy) = (self.step(x), self.step(y));
+        let mut delta = 0.0;
+        for i in 0..self.dims.len() {
+            delta += self.new_max(jx, i, changed) - self.top[jx][i][0].0;
+            if jy != jx {
+                delta += self.new_max(jy, i, changed) - self.top[jy][i][0].0;
+            }
+        }
+        delta
+    }
+
+    /// Whether `x` giving `dc` to `y` takes `x` strictly below `limit` in
+    /// barrier `i` while every value it raises stays strictly below its
+    /// barrier's maximum.
+    fn level(&self, x: usize, y: usize, dc: Phases, i: usize, limit: f64, tol: f64) -> bool {
+        let nx = self.cost[x] - dc;
+        if key(nx, self.dims[i]) >= limit - tol {
+            return false;
+        }
+        let ny = self.cost[y] + dc;
+        [(x, nx), (y, ny)].iter().all(|&(m, new)| {
+            let j = self.step(m);
+            self.dims.iter().enumerate().all(|(k, &d)| {
+                let v = key(new, d);
+                v <= key(self.cost[m], d) || v < self.top[j][k][0].0 - tol
+            })
+        })
+    }
+
+    /// Pushes micro-step `j`'s barriers that exceed their means.
+    fn push(&self, heap: &mut BinaryHeap<Entry>, j: usize, tol: f64) {
+        for i in 0..self.dims.len() {
+            let e = self.excess(j, i);
+            let (top, stuck) = (self.top[j][i][0], self.stuck[j][i]);
+            if e > tol && (top.1 != stuck.1 || top.0.to_bits() != stuck.0.to_bits()) {
+                heap.push((
+                    e.to_bits(),
+                    Reverse(j as u32),
+                    Reverse(i as u8),
+                    self.version[j],
+                ));
+            }
+        }
+    }
+
+    fn run(&mut self, seqs: &mut Sequences) {
+        let tol = TOLERANCE * self.objective();
+        let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(2 * self.shape.steps);
+        for j in 0..self.shape.steps {
+            self.push(&mut heap, j, tol);
+        }
+        while let Some((_, Reverse(j), Reverse(i), version)) = heap.pop() {
+            let (j, i) = (j as usize, i as usize);
+            if version != self.version[j] {
+                continue;
+            }
+            if self.left.get() == 0 {
+                return;
+            }
+            let Some(c) = self.improve(j, i, seqs, tol) else {
+                self.stuck[j][i] = self.top[j][i][0];
+                continue;
+            };
+            self.apply(c, seqs);
+            let (jx, jy) = (self.step(c.x), self.step(c.y));
+            self.push(&mut heap, jx, tol);
+            if jy != jx {
+                self.push(&mut heap, jy, tol);
+            }
+        }
+    }
+
+    /// The sequences of micro-batch `m`.
+    #[inline]
+    fn sequences(&self, m: usize) -> &[u32] {
+        let first = m * self.shape.per_step;
+        &self.slots[first..first + self.shape.per_step]
+    }
+
+    /// The best change that improves barrier `i` of micro-step `j` (none
+    /// when there is none or the budget ends first).
+    fn improve(&self, j: usize, i: usize, seqs: &Sequences, tol: f64) -> Option<Change> {
+        let prep = self.prep;
+        let d = self.dims[i];
+        let (xm, second) = (self.top[j][i][0], self.top[j][i][1]);
+        let x = xm.1 as usize;
+        if x >= self.cost.len() {
+            return None;
+        }
+        let mean = self.sum[j][i] / self.shape.ranks as f64;
+        let excess = xm.0 - mean;
+        let gap = if second.1 == NONE {
+            excess
+        } else {
+            xm.0 - second.0
+        };
+        let transfers = [excess, 0.5 * excess, gap];
+        // Good enough: `x` at most halfway to the mean and the step time
+        // down by the gap at least.
+        let enough = |c: &Option<Change>| {
+            c.is_some_and(|c| {
+                c.delta <= -gap + tol && key(self.cost[x] - c.dc, d) <= mean + 0.75 * excess
+            })
+        };
+        let index = &self.index[i];
+        let log = u64::from(usize::BITS - index.len().leading_zeros());
+        let (bins, loads) = (&seqs.members, &seqs.loads);
+        let mut best: Option<Change> = None;
+        for &bx in self.sequences(x) {
+            let lx = loads[bx as usize];
+            for (ia, &pa) in bins[bx as usize].iter().enumerate() {
+                if self.pinned(pa) {
+                    continue;
+                }
+                let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
+                let va = key(ca, d);
+                // Moves into the least loaded micro-batches of `j`.
+                for k in 0..self.dims.len() {
+                    for e in self.low[j][k] {
+                        let y = e.1 as usize;
+                        if y >= self.cost.len() || y == x {
+                            continue;
+                        }
+                        if !self.spend(self.shape.per_step as u64) {
+                            return best;
+                        }
+                        if let Some(&by) = self
+                            .sequences(y)
+                            .iter()
+                            .find(|&&by| prep.fits(loads[by as usize], pa as usize))
+                        {
+                            let c = (x, bx, ia, y, by, None);
+                            self.consider(c, ca, i, xm.0, tol, &mut best);
+                        }
+                    }
+                }
+                for (t, &transfer) in transfers.iter().enumerate() {
+                    if transfer <= tol || (t > 0 && transfer == transfers[t - 1]) {
+                        continue;
+                    }
+                    if !self.spend(log) {
+                        return best;
+                    }
+                    let target = va - transfer;
+                    let at = index.partition_point(|&p| key(prep.cost(p as usize), d) < target);
+                    let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
+                    for &pb in &index[lo..hi] {
+                        if !self.spend(1) {
+                            return best;
+                        }
+                        let by = self.seq_of[pb as usize];
+                        let y = self.batch_of.get(by as usize).map_or(x, |&y| y as usize);
+                        if y == x || y >= self.cost.len() {
+                            continue;
+                        }
+                        let ly = loads[by as usize];
+                        if prep.fits(ly, pa as usize) {
+                            let c = (x, bx, ia, y, by, None);
+                            self.consider(c, ca, i, xm.0, tol, &mut best);
+                        }
+                        let cb = prep.cost(pb as usize);
+                        if key(cb, d) >= va {
+                            continue;
+                        }
+                        let sb = prep.size(pb as usize);
+                        let fits = (0..3).all(|k| {
+                            lx[k] - sa[k] + sb[k] <= prep.caps[k]
+                                && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                        });
+                        if !fits {
+                            continue;
+                        }
+                        if let Some(ib) = bins[by as usize].iter().position(|&p| p == pb) {
+                            let c = (x, bx, ia, y, by, Some(ib));
+                            self.consider(c, ca - cb, i, xm.0, tol, &mut best);
+                        }
+                        if enough(&best) {
+                            return best;
+                        }
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    /// Keeps the change `(x, bx, a, y, by, b)` moving `dc` from `x` to `y`
+    /// in `best` if it is taken (see the module docs) and better.
+    #[inline]
+    fn consider(
+        &self,
+        (x, bx, a, y, by, b): (usize, u32, usize, usize, u32, Option<usize>),
+        dc: Phases,
+        i: usize,
+        limit: f64,
+        tol: f64,
+        best: &mut Option<Change>,
+    ) {
+        let delta = self.delta(x, y, dc);
+        if !(delta < -tol || (delta <= 0.0 && self.level(x, y, dc, i, limit, tol))) {
+            return;
+        }
+        let spread: f64 = self
+            .dims
+            .iter()
+            .map(|&d| {
+                let (vx, vy, v) = (key(self.cost[x], d), key(self.cost[y], d), key(dc, d));
+                2.0 * v * (vy - vx + v)
+            })
+            .sum();
+        let better = best.map_or(true, |c| {
+            delta < c.delta - tol || (delta <= c.delta + tol && spread < c.spread)
+        });
+        if better {
+            *best = Some(Change {
+                x,
+                bx,
+                a,
+                y,
+                by,
+                b,
+                delta,
+                dc,
+                spread,
+            });
+        }
+    }
+
+    fn apply(&mut self, c: Change, seqs: &mut Sequences) {
+        let prep = self.prep;
+        let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
+        let (bx, by) = (c.bx as usize, c.by as usize);
+        let pa = bins[bx][c.a];
+        let (sa, ca) = (prep.size(pa as usize), prep.cost(pa as usize));
+        let dc = match c.b {
+            None => {
+                bins[bx].swap_remove(c.a);
+                bins[by].push(pa);
+                for k in 0..3 {
+                    loads[bx][k] -= sa[k];
+                    loads[by][k] += sa[k];
+                }
+                ca
+            }
+            Some(ib) => {
+                let pb = bins[by][ib];
+                let (sb, cb) = (prep.size(pb as usize), prep.cost(pb as usize));
+                bins[bx][c.a] = pb;
+                bins[by][ib] = pa;
+                for k in 0..3 {
+                    loads[bx][k] = loads[bx][k] - sa[k] + sb[k];
+                    loads[by][k] = loads[by][k] - sb[k] + sa[k];
+                }
+                self.seq_of[pb as usize] = c.bx;
+                ca - cb
+            }
+        };
+        self.seq_of[pa as usize] = c.by;
+        let (old_x, old_y) = (self.cost[c.x], self.cost[c.y]);
+        self.cost[c.x] = old_x - dc;
+        self.cost[c.y] = old_y + dc;
+        self.update(c.x, old_x);
+        self.update(c.y, old_y);
+        let (jx, jy) = (self.step(c.x), self.step(c.y));
+        self.version[jx] = self.version[jx].wrapping_add(1);
+        if jy != jx {
+            self.version[jy] = self.version[jy].wrapping_add(1);
+        }
+    }
+}

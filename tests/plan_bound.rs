@@ -1,0 +1,178 @@
+//! The report's lower bound against exact optima: on tiny instances (at most
+//! 7 samples, 2 ranks, 3 micro-steps) every assignment of samples to slots
+//! that keeps the sequence length is tried, and the bound is at most the
+//! best step time of any of them, for every sync model; and the staircase
+//! makes it strictly tighter than the sum of the floors over the ranks
+//! where a micro-step must wait for its largest samples.
+
+use microbatch::cost::{Given, Phases, Sample};
+use microbatch::plan::{Planner, StepSample, SyncModel};
+use proptest::prelude::*;
+
+/// (tokens, vision cost, language cost) of each sample.
+type Spec = Vec<(u32, f64, f64)>;
+
+fn samples(spec: &Spec) -> Vec<StepSample> {
+    spec.iter()
+        .enumerate()
+        .map(|(i, &(t, v, l))| {
+            let s = Sample::text_only(t)
+                .with_cost(Phases::new(v, l))
+                .expect("valid costs");
+            StepSample::new(i as u64, s)
+        })
+        .collect()
+}
+
+/// The least step time under each sync model (in the order of
+/// [`SyncModel::ALL`]) of any assignment of the samples to `ranks x steps`
+/// sequences of `seq_len` tokens, over 1 to `max_steps` micro-steps (empty
+/// ranks allowed, which only lowers it); `None` if none fits.
+fn optima(spec: &Spec, ranks: usize, max_steps: usize, seq_len: u32) -> [Option<f64>; 3] {
+    let mut best: [Option<f64>; 3] = [None; 3];
+    for steps in 1..=max_steps {
+        let slots = ranks * steps;
+        let n = spec.len();
+        let mut assign = vec![0usize; n];
+        loop {
+            let mut tokens = vec![0u32; slots];
+            let mut cost = vec![Phases::ZERO; slots];
+            for (i, &s) in assign.iter().enumerate() {
+                tokens[s] += spec[i].0;
+                cost[s] += Phases::new(spec[i].1, spec[i].2);
+            }
+            if tokens.iter().all(|&t| t <= seq_len) {
+                // slot = rank * steps + step
+                for (b, sync) in best.iter_mut().zip(SyncModel::ALL) {
+                    let time = match sync {
+                        SyncModel::Step => (0..ranks)
+                            .map(|r| (0..steps).map(|j| cost[r * steps + j].total()).sum::<f64>())
+                            .fold(0.0, f64::max),
+                        SyncModel::MicroStep => (0..steps)
+                            .map(|j| {
+                                (0..ranks)
+                                    .map(|r| cost[r * steps + j].total())
+                                    .fold(0.0, f64::max)
+                            })
+                            .sum(),
+                        _ => (0..steps)
+                            .map(|j| {
+                                (0..ranks)
+                                    .map(|r| cost[r * steps + j])
+                                    .fold(Phases::ZERO, Phases::max)
+                                    .total()
+                            })
+                            .sum(),
+                    };
+                    *b = Some(b.map_or(time, |b: f64| b.min(time)));
+                }
+            }
+            // The next assignment (base `slots` counter).
+            let mut k = 0;
+            loop {
+                if k == n {
+                    break;
+                }
+                assign[k] += 1;
+                if assign[k] < slots {
+                    break;
+                }
+                assign[k] = 0;
+                k += 1;
+            }
+            if k == n {
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// The bound before the staircase: floors over the ranks (and the largest
+/// sample for one barrier a step or a micro-step).
+fn old_bound(spec: &Spec, ranks: usize, sync: SyncModel) -> f64 {
+    let r = ranks as f64;
+    let v: f64 = spec.iter().map(|s| s.1).sum();
+    let l: f64 = spec.iter().map(|s| s.2).sum();
+    let largest = spec.iter().map(|s| s.1 + s.2).fold(0.0, f64::max);
+    match sync {
+        SyncModel::Phase => v / r + l / r,
+        _ => ((v + l) / r).max(largest),
+    }
+}
+
+fn bound(spec: &Spec, ranks: usize, seq_len: u32, sync: SyncModel) -> f64 {
+    let plan = Planner::new(Given)
+        .ranks(ranks)
+        .seq_len(seq_len)
+        .sync(sync)
+        .plan(&samples(spec))
+        .expect("a plan");
+    plan.report().lower_bound
+}
+
+fn spec() -> impl Strategy<Value = (Spec, usize, u32)> {
+    (
+        prop::collection::vec((1u32..=10, 0u32..=6, 0u32..=6), 2..=7),
+        1usize..=2,
+        10u32..=20,
+    )
+        .prop_map(|(items, ranks, seq_len)| {
+            let spec = items
+                .into_iter()
+                .map(|(t, v, l)| (t, f64::from(v), f64::from(l)))
+                .collect();
+            (spec, ranks, seq_len)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The bound is at most the exact optimum over every layout of at most
+    /// 3 micro-steps, under every sync model, and at least the bound
+    /// without the staircase.
+    #[test]
+    fn bound_is_at_most_the_optimum((spec, ranks, seq_len) in spec()) {
+        prop_assume!(spec.len() >= ranks);
+        let optima = optima(&spec, ranks, 3, seq_len);
+        for (sync, best) in SyncModel::ALL.into_iter().zip(optima) {
+            // Layouts that need more than 3 micro-steps are not tried.
+            let Some(best) = best else { continue };
+            let lb = bound(&spec, ranks, seq_len, sync);
+            prop_assert!(lb <= best * (1.0 + 1e-12), "{sync}: bound {lb} above the optimum {best}");
+            prop_assert!(lb >= old_bound(&spec, ranks, sync) * (1.0 - 1e-12));
+        }
+    }
+}
+
+/// Three samples that fill more than half a sequence each on two ranks: two
+/// micro-steps each wait for one of them, 20, where the floors over the
+/// ranks say 15; the optimum is 20.
+#[test]
+fn staircase_is_strictly_tighter() {
+    let spec: Spec = vec![
+        (60, 0.0, 10.0),
+        (60, 0.0, 10.0),
+        (60, 0.0, 10.0),
+        (1, 0.0, 0.0),
+    ];
+    for sync in [SyncModel::MicroStep, SyncModel::Phase] {
+        let lb = bound(&spec, 2, 100, sync);
+        assert_eq!(old_bound(&spec, 2, sync), 15.0);
+        assert_eq!(lb, 20.0, "{sync}");
+        let i = SyncModel::ALL.iter().position(|&s| s == sync).unwrap();
+        assert_eq!(optima(&spec, 2, 3, 100)[i], Some(20.0));
+    }
+    // Per phase: the vision of two samples in one micro-step by tokens, the
+    // language of the others; each phase's staircase counts.
+    let spec: Spec = vec![
+        (60, 8.0, 1.0),
+        (60, 8.0, 1.0),
+        (60, 8.0, 1.0),
+        (5, 0.0, 1.0),
+    ];
+    let lb = bound(&spec, 2, 100, SyncModel::Phase);
+    assert!(lb > old_bound(&spec, 2, SyncModel::Phase), "{lb}");
+    assert!(lb <= optima(&spec, 2, 3, 100)[2].unwrap());
+}
