@@ -148,8 +148,9 @@ pub(crate) fn staircase(
     keys: &mut Vec<(u64, u32)>,
 ) -> f64 {
     keys.clear();
-    // Floors are non-negative and finite: their bits order as they do.
-    keys.extend((0..n).map(|i| (floor(i).to_bits(), i as u32)));
+    // Floors are non-negative and finite: their bits order as they do
+    // (`+ 0.0` turns a `-0.0`, which a closure model may return, into `0.0`).
+    keys.extend((0..n).map(|i| ((floor(i) + 0.0).to_bits(), i as u32)));
     keys.sort_unstable_by(|a, b| b.cmp(a));
     let row = per_row.max(1) as u128;
     let mut sums = [0u128; 3];
