@@ -260,6 +260,7 @@ mod planner;
 mod prepare;
 mod refine;
 mod sample;
+mod pair;
 mod search;
 mod shape;
 mod sync;

@@ -1,0 +1,250 @@
+//! Pairing stage: within each micro-step, the most loaded micro-batches trade one sample (a swap or a move) with the least loaded ones, in bulk, before the search.
+//!
+//! Under per-micro-step barriers each micro-step must be balanced across
+//! ranks in every barrier at once. The search (`search`) fixes one binding
+//! micro-batch at a time, which at a thousand ranks leaves thousands of
+//! micro-batches a little above their micro-step's mean. This pass does the
+//! bulk of that work cheaply: for each micro-step and barrier `p` (vision
+//! and language for [`SyncModel::Phase`], the total for
+//! [`SyncModel::MicroStep`]), the micro-batches are ranked by `p`
+//! (descending, ties by micro-batch) and the `k`-th most loaded is paired
+//! with the `k`-th least loaded while it is above the mean. Each pair takes
+//! the one change (a swap of one sample of each, or a move of one sample of
+//! the heavier into one of the lighter's sequences) that lowers most the
+//! larger of the two micro-batches' relative excesses over the micro-step's
+//! means, `max over barriers q of (q - mean_q) / mean_q`, provided no
+//! value rises above its micro-step's maximum in any barrier (so no
+//! barrier's maximum, and so not the step time, ever rises). Every sequence
+//! keeps its length and caps; pinned positions never move. [`PASSES`]
+//! rounds over the barriers.
+//!
+//! Deterministic: fixed orders, ties to the first found. O(PASSES * (n s +
+//! R A log R)) time for n samples, at most `s` samples a micro-batch, R
+//! ranks and A micro-steps; O(R A) extra space.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::deal::Sequences;
+use super::prepare::Prepared;
+use super::shape::Shape;
+use super::sync::SyncModel;
+use crate::cost::Phases;
+
+/// The rounds over every micro-step and barrier.
+pub(crate) const PASSES: usize = 2;
+
+/// The value of a micro-batch in barrier `d`: vision (0), language (1) or
+/// the total (2).
+#[inline]
+fn key(c: Phases, d: usize) -> f64 {
+    match d {
+        0 => c.vision,
+        1 => c.language,
+        _ => c.total(),
+    }
+}
+
+/// A micro-step's means and maxima per barrier index.
+struct Row<'a> {
+    dims: &'a [usize],
+    mean: [f64; 2],
+    max: [f64; 2],
+}
+
+impl Row<'_> {
+    /// The largest relative excess of `c` over the means.
+    #[inline]
+    fn excess(&self, c: Phases) -> f64 {
+        let mut worst = f64::NEG_INFINITY;
+        for (i, &d) in self.dims.iter().enumerate() {
+            let m = self.mean[i];
+            let e = if m > 0.0 {
+                (key(c, d) - m) / m
+            } else {
+                key(c, d) - m
+            };
+            worst = worst.max(e);
+        }
+        worst
+    }
+
+    /// Whether `c` stays at or below every maximum.
+    #[inline]
+    fn below(&self, c: Phases) -> bool {
+        self.dims
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| key(c, d) <= self.max[i])
+    }
+}
+
+/// Pairs the micro-batches of `seqs` laid out by `slots` (`slot ->
+/// sequence`) for `sync` (nothing for the other sync models). Positions
+/// marked in `pinned` (empty: none) never move. Members and loads of the
+/// sequences are kept up to date; their costs are not read.
+pub(crate) fn pair(
+    prep: &Prepared,
+    pinned: &[bool],
+    sync: SyncModel,
+    shape: Shape,
+    slots: &[u32],
+    seqs: &mut Sequences,
+) {
+    let dims: &[usize] = match sync {
+        SyncModel::Phase => &[0, 1],
+        SyncModel::MicroStep => &[2],
+        _ => return,
+    };
+    let (ranks, steps, per_step) = (shape.ranks, shape.steps, shape.per_step);
+    if ranks < 2 || steps == 0 || slots.len() < shape.slots() {
+        return;
+    }
+    let pinned_at = |p: u32| pinned.get(p as usize).copied().unwrap_or(false);
+    let batch = |r: usize, j: usize| &slots[shape.micro_batch(r, j)..][..per_step];
+    let mut cost = vec![Phases::ZERO; ranks];
+    let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
+    for _ in 0..PASSES {
+        for j in 0..steps {
+            for (r, c) in cost.iter_mut().enumerate() {
+                *c = batch(r, j)
+                    .iter()
+                    .flat_map(|&b| &seqs.members[b as usize])
+                    .map(|&p| prep.cost(p as usize))
+                    .sum();
+            }
+            for (i, &d) in dims.iter().enumerate() {
+                let mut row = Row {
+                    dims,
+                    mean: [0.0; 2],
+                    max: [0.0; 2],
+                };
+                for (k, &e) in dims.iter().enumerate() {
+                    row.mean[k] = cost.iter().map(|&c| key(c, e)).sum::<f64>() / ranks as f64;
+                    row.max[k] = cost.iter().map(|&c| key(c, e)).fold(0.0, f64::max);
+                }
+                order.clear();
+                order.extend(cost.iter().enumerate().map(|(r, &c)| (key(c, d), r as u32)));
+                order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                for k in 0..ranks / 2 {
+                    let (x, y) = (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
+                    if order[k].0 <= row.mean[i] {
+                        break;
+                    }
+                    let (bx, by) = (batch(x, j), batch(y, j));
+                    if let Some(dc) = best(prep, &pinned_at, &row, (cost[x], bx), (cost[y], by), seqs)
+                    {
+                        cost[x] = cost[x] - dc;
+                        cost[y] = cost[y] + dc;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Applies the change from micro-batch `x` (cost and sequences) to `y`
+/// that lowers most the larger relative excess of the two, if any lowers
+/// it and keeps both below the maxima; returns the cost moved.
+fn best(
+    prep: &Prepared,
+    pinned: &impl Fn(u32) -> bool,
+    row: &Row,
+    (cx, bx): (Phases, &[u32]),
+    (cy, by): (Phases, &[u32]),
+    seqs: &mut Sequences,
+) -> Option<Phases> {
+    let score = |nx: Phases, ny: Phases| row.excess(nx).max(row.excess(ny));
+    let below = |nx: Phases, ny: Phases| row.below(nx) && row.below(ny);
+    change(prep, pinned, score, below, (cx, bx), (cy, by), seqs)
+}
+
+/// Applies the change from micro-batch `x` (cost and sequences) to `y`
+/// of least `score(x', y')` if it is below `score(x, y)` and `ok(x', y')`;
+/// returns the cost moved.
+fn change(
+    prep: &Prepared,
+    pinned: &impl Fn(u32) -> bool,
+    scoring: impl Fn(Phases, Phases) -> f64,
+    ok: impl Fn(Phases, Phases) -> bool,
+    (cx, bx): (Phases, &[u32]),
+    (cy, by): (Phases, &[u32]),
+    seqs: &mut Sequences,
+) -> Option<Phases> {
+    let (bins, loads) = (&seqs.members, &seqs.loads);
+    let now = scoring(cx, cy);
+    // (score, sequence of x, index in it, sequence of y, index in it or NONE).
+    let mut found: Option<(f64, u32, usize, u32, usize)> = None;
+    let take = |found: &mut Option<(f64, u32, usize, u32, usize)>, score: f64, c: (u32, usize, u32, usize)| {
+        if score < now && found.map_or(true, |f| score < f.0) {
+            *found = Some((score, c.0, c.1, c.2, c.3));
+        }
+    };
+    for &sx in bx {
+        let lx = loads[sx as usize];
+        for (ia, &pa) in bins[sx as usize].iter().enumerate() {
+            if pinned(pa) {
+                continue;
+            }
+            let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
+            let (nx, ny) = (cx - ca, cy + ca);
+            if ok(nx, ny) {
+                if let Some(&sy) = by
+                    .iter()
+                    .find(|&&sy| prep.fits(loads[sy as usize], pa as usize))
+                {
+                    take(&mut found, scoring(nx, ny), (sx, ia, sy, usize::MAX));
+                }
+            }
+            for &sy in by {
+                let ly = loads[sy as usize];
+                for (ib, &pb) in bins[sy as usize].iter().enumerate() {
+                    if pinned(pb) {
+                        continue;
+                    }
+                    let cb = prep.cost(pb as usize);
+                    let (nx, ny) = (cx - ca + cb, cy + ca - cb);
+                    if !ok(nx, ny) {
+                        continue;
+                    }
+                    let score = scoring(nx, ny);
+                    if score >= now || found.is_some_and(|f| score >= f.0) {
+                        continue;
+                    }
+                    let sb = prep.size(pb as usize);
+                    let fits = (0..3).all(|k| {
+                        lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                    });
+                    if fits {
+                        take(&mut found, score, (sx, ia, sy, ib));
+                    }
+                }
+            }
+        }
+    }
+    let (_, sx, ia, sy, ib) = found?;
+    let (sx, sy) = (sx as usize, sy as usize);
+    let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
+    let pa = bins[sx][ia];
+    let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
+    if ib == usize::MAX {
+        bins[sx].swap_remove(ia);
+        bins[sy].push(pa);
+        for k in 0..3 {
+            loads[sx][k] -= sa[k];
+            loads[sy][k] += sa[k];
+        }
+        Some(ca)
+    } else {
+        let pb = bins[sy][ib];
+        let (cb, sb) = (prep.cost(pb as usize), prep.size(pb as usize));
+        bins[sx][ia] = pb;
+        bins[sy][ib] = pa;
+        for k in 0..3 {
+            loads[sx][k] = loads[sx][k] - sa[k] + sb[k];
+            loads[sy][k] = loads[sy][k] - sb[k] + sa[k];
+        }
+        Some(ca - cb)
+    }
+}
+
