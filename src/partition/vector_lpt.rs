@@ -176,7 +176,8 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
     /// The bucket of a bin's load: the larger of its weight and its primary
     /// size over their means per bin.
     fn bucket(&self, b: usize) -> usize {
-        let w = (self.weight[b][0] * self.per_weight[0]).max(self.weight[b][1] * self.per_weight[1]);
+        let w =
+            (self.weight[b][0] * self.per_weight[0]).max(self.weight[b][1] * self.per_weight[1]);
         let s = self.load[b][0] as f64 * self.per_size;
         let x = w.max(s) * (BUCKETS as f64 / 2.0);
         // Saturating float-to-int cast; the last bucket takes the rest.

@@ -1,26 +1,39 @@
-//! Pairing stage: within each micro-step, the most loaded micro-batches trade one sample (a swap or a move) with the least loaded ones, in bulk, before the search.
+//! Pairing stage: the micro-batches closest to their micro-step's maxima trade one sample (a swap or a move) with the ones farthest below, in bulk, before the search: once across micro-steps, then within each.
 //!
 //! Under per-micro-step barriers each micro-step must be balanced across
-//! ranks in every barrier at once. The search (`search`) fixes one binding
-//! micro-batch at a time, which at a thousand ranks leaves thousands of
-//! micro-batches a little above their micro-step's mean. This pass does the
-//! bulk of that work cheaply: for each micro-step and barrier `p` (vision
-//! and language for [`SyncModel::Phase`], the total for
-//! [`SyncModel::MicroStep`]), the micro-batches are ranked by `p`
-//! (descending, ties by micro-batch) and the `k`-th most loaded is paired
-//! with the `k`-th least loaded while it is above the mean. Each pair takes
-//! the one change (a swap of one sample of each, or a move of one sample of
-//! the heavier into one of the lighter's sequences) that lowers most the
-//! larger of the two micro-batches' relative excesses over the micro-step's
-//! means, `max over barriers q of (q - mean_q) / mean_q`, provided no
-//! value rises above its micro-step's maximum in any barrier (so no
-//! barrier's maximum, and so not the step time, ever rises). Every sequence
-//! keeps its length and caps; pinned positions never move. [`PASSES`]
-//! rounds over the barriers.
+//! ranks in every barrier at once (vision and language for
+//! [`SyncModel::Phase`], the total for [`SyncModel::MicroStep`]). The
+//! search (`search`) fixes one binding micro-batch at a time, which at a
+//! thousand ranks leaves thousands of micro-batches a little above their
+//! micro-step's mean, and the micro-steps whose maxima a single large
+//! sample sets (room under their maxima that costs nothing to fill) mostly
+//! unfilled. These rounds do the bulk of that work cheaply, each pairing
+//! micro-batches and giving each pair the one change (a swap of one sample
+//! of each, or a move of one sample of the first into one of the second's
+//! sequences) that lowers most the larger of the pair's two scores, if it
+//! lowers it:
 //!
-//! Deterministic: fixed orders, ties to the first found. O(PASSES * (n s +
-//! R A log R)) time for n samples, at most `s` samples a micro-batch, R
-//! ranks and A micro-steps; O(R A) extra space.
+//! 1. [`LEVELS`] rounds across micro-steps: every micro-batch's score is
+//!    `h = max over barriers of (value - its micro-step's maximum) / mean
+//!    value of a micro-batch`; all micro-batches are ranked by `h`
+//!    (descending, ties by micro-batch) and the `k`-th is paired with the
+//!    `k`-th from the end: work flows from the micro-batches at a maximum
+//!    into the room of any micro-step. As `h < 0` after a change, no value
+//!    rises above its micro-step's maximum.
+//! 2. [`PASSES`] rounds within each micro-step and barrier `p`: the
+//!    micro-batches ranked by `p` (descending, ties by micro-batch), the
+//!    `k`-th most loaded paired with the `k`-th least loaded while it is
+//!    above the mean, the score `max over barriers q of (q - mean_q) /
+//!    mean_q`, and no value may rise above its micro-step's maximum in any
+//!    barrier.
+//!
+//! So no barrier's maximum, and so not the step time, ever rises. The
+//! maxima and means are those at the start of a round. Every sequence keeps
+//! its length and caps; pinned positions never move.
+//!
+//! Deterministic: fixed orders, ties to the first found. O((LEVELS +
+//! PASSES) * (n s + R A log(R A))) time for n samples, at most `s` samples
+//! a micro-batch, R ranks and A micro-steps; O(R A) extra space.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -31,8 +44,11 @@ use super::shape::Shape;
 use super::sync::SyncModel;
 use crate::cost::Phases;
 
-/// The rounds over every micro-step and barrier.
-pub(crate) const PASSES: usize = 2;
+/// The rounds across micro-steps.
+const LEVELS: usize = 1;
+
+/// The rounds within every micro-step and barrier.
+const PASSES: usize = 2;
 
 /// The value of a micro-batch in barrier `d`: vision (0), language (1) or
 /// the total (2).
@@ -80,9 +96,10 @@ impl Row<'_> {
 }
 
 /// Pairs the micro-batches of `seqs` laid out by `slots` (`slot ->
-/// sequence`) for `sync` (nothing for the other sync models). Positions
-/// marked in `pinned` (empty: none) never move. Members and loads of the
-/// sequences are kept up to date; their costs are not read.
+/// sequence`) for `sync` (nothing for the other sync models; see the module
+/// docs). Positions marked in `pinned` (empty: none) never move. Members
+/// and loads of the sequences are kept up to date; their costs are not
+/// read.
 pub(crate) fn pair(
     prep: &Prepared,
     pinned: &[bool],
@@ -96,22 +113,42 @@ pub(crate) fn pair(
         SyncModel::MicroStep => &[2],
         _ => return,
     };
-    let (ranks, steps, per_step) = (shape.ranks, shape.steps, shape.per_step);
-    if ranks < 2 || steps == 0 || slots.len() < shape.slots() {
+    if shape.ranks < 2 || shape.steps == 0 || slots.len() < shape.slots() {
         return;
     }
     let pinned_at = |p: u32| pinned.get(p as usize).copied().unwrap_or(false);
+    for _ in 0..LEVELS {
+        level(prep, &pinned_at, dims, shape, slots, seqs);
+    }
+    within(prep, &pinned_at, dims, shape, slots, seqs);
+}
+
+/// The cost of micro-batch `m` (`rank * A + micro-step`).
+fn batch_cost(prep: &Prepared, shape: Shape, slots: &[u32], seqs: &Sequences, m: usize) -> Phases {
+    slots[m * shape.per_step..][..shape.per_step]
+        .iter()
+        .flat_map(|&b| &seqs.members[b as usize])
+        .map(|&p| prep.cost(p as usize))
+        .sum()
+}
+
+/// The rounds within each micro-step (step 2 of the module docs).
+fn within(
+    prep: &Prepared,
+    pinned_at: &impl Fn(u32) -> bool,
+    dims: &[usize],
+    shape: Shape,
+    slots: &[u32],
+    seqs: &mut Sequences,
+) {
+    let (ranks, steps, per_step) = (shape.ranks, shape.steps, shape.per_step);
     let batch = |r: usize, j: usize| &slots[shape.micro_batch(r, j)..][..per_step];
     let mut cost = vec![Phases::ZERO; ranks];
     let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
     for _ in 0..PASSES {
         for j in 0..steps {
             for (r, c) in cost.iter_mut().enumerate() {
-                *c = batch(r, j)
-                    .iter()
-                    .flat_map(|&b| &seqs.members[b as usize])
-                    .map(|&p| prep.cost(p as usize))
-                    .sum();
+                *c = batch_cost(prep, shape, slots, seqs, r * steps + j);
             }
             for (i, &d) in dims.iter().enumerate() {
                 let mut row = Row {
@@ -132,7 +169,8 @@ pub(crate) fn pair(
                         break;
                     }
                     let (bx, by) = (batch(x, j), batch(y, j));
-                    if let Some(dc) = best(prep, &pinned_at, &row, (cost[x], bx), (cost[y], by), seqs)
+                    if let Some(dc) =
+                        best(prep, pinned_at, &row, (cost[x], bx), (cost[y], by), seqs)
                     {
                         cost[x] = cost[x] - dc;
                         cost[y] = cost[y] + dc;
@@ -175,7 +213,9 @@ fn change(
     let now = scoring(cx, cy);
     // (score, sequence of x, index in it, sequence of y, index in it or NONE).
     let mut found: Option<(f64, u32, usize, u32, usize)> = None;
-    let take = |found: &mut Option<(f64, u32, usize, u32, usize)>, score: f64, c: (u32, usize, u32, usize)| {
+    let take = |found: &mut Option<(f64, u32, usize, u32, usize)>,
+                score: f64,
+                c: (u32, usize, u32, usize)| {
         if score < now && found.map_or(true, |f| score < f.0) {
             *found = Some((score, c.0, c.1, c.2, c.3));
         }
@@ -213,7 +253,8 @@ fn change(
                     }
                     let sb = prep.size(pb as usize);
                     let fits = (0..3).all(|k| {
-                        lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                        lx[k] - sa[k] + sb[k] <= prep.caps[k]
+                            && ly[k] - sb[k] + sa[k] <= prep.caps[k]
                     });
                     if fits {
                         take(&mut found, score, (sx, ia, sy, ib));
@@ -248,3 +289,51 @@ fn change(
     }
 }
 
+/// The rounds across micro-steps (step 1 of the module docs).
+fn level(
+    prep: &Prepared,
+    pinned_at: &impl Fn(u32) -> bool,
+    dims: &[usize],
+    shape: Shape,
+    slots: &[u32],
+    seqs: &mut Sequences,
+) {
+    let (steps, per_step) = (shape.steps, shape.per_step);
+    let nm = shape.ranks * steps;
+    let batch = |m: usize| &slots[m * per_step..][..per_step];
+    let mut cost: Vec<Phases> = (0..nm)
+        .map(|m| batch_cost(prep, shape, slots, seqs, m))
+        .collect();
+    let mut norm = [1.0f64; 2];
+    for (i, &d) in dims.iter().enumerate() {
+        let mean = cost.iter().map(|&c| key(c, d)).sum::<f64>() / nm as f64;
+        if mean > 0.0 {
+            norm[i] = mean;
+        }
+    }
+    let mut max = vec![[0.0f64; 2]; steps];
+    for (m, &c) in cost.iter().enumerate() {
+        for (i, &d) in dims.iter().enumerate() {
+            max[m % steps][i] = max[m % steps][i].max(key(c, d));
+        }
+    }
+    let h = |m: usize, c: Phases| -> f64 {
+        let mut worst = f64::NEG_INFINITY;
+        for (i, &d) in dims.iter().enumerate() {
+            worst = worst.max((key(c, d) - max[m % steps][i]) / norm[i]);
+        }
+        worst
+    };
+    let mut order: Vec<(f64, u32)> = (0..nm).map(|m| (h(m, cost[m]), m as u32)).collect();
+    order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for k in 0..nm / 2 {
+        let (x, y) = (order[k].1 as usize, order[nm - 1 - k].1 as usize);
+        let score = |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny));
+        let any = |_: Phases, _: Phases| true;
+        let (cx, cy) = ((cost[x], batch(x)), (cost[y], batch(y)));
+        if let Some(dc) = change(prep, pinned_at, score, any, cx, cy, seqs) {
+            cost[x] = cost[x] - dc;
+            cost[y] = cost[y] + dc;
+        }
+    }
+}

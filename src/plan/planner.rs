@@ -10,10 +10,10 @@ use super::group::{units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
 use super::pack::{pack, Packed, Request};
+use super::pair::pair;
 use super::prepare::{prepare, Caps, Prepared};
 use super::refine::refine;
 use super::sample::StepSample;
-use super::pair::pair;
 use super::search::{search, EFFORT};
 use super::shape::Shape;
 use super::sync::SyncModel;
@@ -654,7 +654,13 @@ impl<M: Incremental> Planner<M> {
         // Per-phase barriers also try the packing that balances each phase
         // on its own (if it fits the same request), and keep the better.
         if self.sync == SyncModel::Phase {
-            if let Ok(packed) = pack(work, Request { phases: true, ..request }) {
+            if let Ok(packed) = pack(
+                work,
+                Request {
+                    phases: true,
+                    ..request
+                },
+            ) {
                 let other = trial(packed);
                 if other.time < best.time {
                     best = other;
@@ -828,7 +834,15 @@ impl<M: Incremental> Planner<M> {
         if self.refine && self.search_effort > 0 {
             let pins = units.map_or_else(Vec::new, Units::pins);
             pair(prep, &pins, self.sync, shape, &order, &mut chosen);
-            search(prep, &pins, self.sync, shape, &order, &mut chosen, self.search_effort);
+            search(
+                prep,
+                &pins,
+                self.sync,
+                shape,
+                &order,
+                &mut chosen,
+                self.search_effort,
+            );
             for b in chosen.members.iter_mut() {
                 b.sort_unstable();
             }

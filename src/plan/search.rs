@@ -57,7 +57,7 @@ use super::sync::SyncModel;
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence.
-pub(crate) const EFFORT: u32 = 16;
+pub(crate) const EFFORT: u32 = 12;
 
 /// The size the budget counts at least: small batches search as long as a
 /// batch of this many samples and sequences would (a constant, so no
@@ -67,6 +67,10 @@ const MIN_SIZE: u64 = 1 << 16;
 /// The partners weighed on each side of a transfer's target in the cost
 /// index.
 const WINDOW: usize = 12;
+
+/// The micro-steps besides the binding one whose least loaded
+/// micro-batches each binding micro-batch tries to move into.
+const SINKS: usize = 1;
 
 /// A change smaller than this fraction of the step time is no change.
 const TOLERANCE: f64 = 1e-9;
@@ -491,6 +495,20 @@ impl Search<'_> {
                 c.delta <= -gap + tol && key(self.cost[x] - c.dc, d) <= mean + 0.75 * excess
             })
         };
+        // The micro-steps whose barriers leave the most room under their
+        // maxima: moves into their least loaded micro-batches cost nothing.
+        let mut rows = [j; 1 + SINKS];
+        let mut room = [f64::NEG_INFINITY; SINKS];
+        for r in (0..self.shape.steps).filter(|&r| r != j) {
+            let e: f64 = (0..self.dims.len()).map(|k| self.excess(r, k)).sum();
+            if let Some(at) = room.iter().position(|&x| e > x) {
+                room.copy_within(at..SINKS - 1, at + 1);
+                rows.copy_within(1 + at..SINKS, 2 + at);
+                room[at] = e;
+                rows[1 + at] = r;
+            }
+        }
+        let rows = &rows[..1 + room.iter().filter(|x| x.is_finite()).count()];
         let index = &self.index[i];
         let log = u64::from(usize::BITS - index.len().leading_zeros());
         let (bins, loads) = (&seqs.members, &seqs.loads);
@@ -503,9 +521,11 @@ impl Search<'_> {
                 }
                 let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
                 let va = key(ca, d);
-                // Moves into the least loaded micro-batches of `j`.
-                for k in 0..self.dims.len() {
-                    for e in self.low[j][k] {
+                // Moves into the least loaded micro-batches of `j` and of
+                // the sinks.
+                for (k, row) in (0..self.dims.len()).flat_map(|k| rows.iter().map(move |&r| (k, r)))
+                {
+                    for e in self.low[row][k] {
                         let y = e.1 as usize;
                         if y >= self.cost.len() || y == x {
                             continue;
