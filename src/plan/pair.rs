@@ -337,3 +337,83 @@ fn level(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{Image, Preset, Sample};
+    use crate::plan::deal::{deal, RowKey};
+    use crate::plan::pack::{pack, Request};
+    use crate::plan::prepare::prepare;
+    use crate::plan::StepSample;
+    use proptest::prelude::*;
+
+    /// Per micro-step and barrier, the largest value.
+    fn maxima(prep: &Prepared, shape: Shape, slots: &[u32], seqs: &Sequences) -> Vec<[f64; 3]> {
+        let mut out = vec![[0.0f64; 3]; shape.steps];
+        for m in 0..shape.ranks * shape.steps {
+            let c = batch_cost(prep, shape, slots, seqs, m);
+            for d in 0..3 {
+                out[m % shape.steps][d] = out[m % shape.steps][d].max(key(c, d));
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// No barrier's maximum rises, every sample stays exactly once,
+        /// every sequence within its caps, pinned positions in place.
+        #[test]
+        fn pairing_raises_no_maximum(
+            items in prop::collection::vec((1u32..1500, 0u32..4, 0u32..1000), 8..160),
+            ranks in 2usize..6,
+            phase in any::<bool>(),
+            pin_every in 0usize..5,
+        ) {
+            prop_assume!(items.len() >= ranks);
+            let samples: Vec<StepSample> = items
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, images, size))| {
+                    let imgs = (0..images).map(|k| Image::new(16 + (size + 37 * k) % 600));
+                    StepSample::new(i as u64, Sample::new(t, imgs))
+                })
+                .collect();
+            let sync = if phase { SyncModel::Phase } else { SyncModel::MicroStep };
+            let caps = [4096, u64::MAX, u64::MAX];
+            let prep = prepare(&samples, &Preset::Qwen25Vl7b.cost_model(), caps, ranks).unwrap();
+            let request = Request { ranks, per_step: 1, micro_steps: None, phases: phase, min_steps: 1 };
+            let packed = pack(&prep, request).unwrap();
+            let shape = packed.shape;
+            let mut seqs = Sequences::new(&prep, packed.sequences);
+            let slots = deal(sync, RowKey::Excess, shape, &seqs);
+            let pinned: Vec<bool> = (0..prep.len()).map(|p| pin_every > 0 && p % pin_every == 0).collect();
+            let before = maxima(&prep, shape, &slots, &seqs);
+            let home: Vec<Option<usize>> = (0..prep.len())
+                .map(|p| seqs.members.iter().position(|b| b.contains(&(p as u32))))
+                .collect();
+            pair(&prep, &pinned, sync, shape, &slots, &mut seqs);
+            let after = maxima(&prep, shape, &slots, &seqs);
+            let barriers: &[usize] = if phase { &[0, 1] } else { &[2] };
+            for (b, a) in before.iter().zip(&after) {
+                for &d in barriers {
+                    prop_assert!(a[d] <= b[d] * (1.0 + 1e-12), "{:?} -> {:?}", b, a);
+                }
+            }
+            let mut all: Vec<u32> = seqs.members.concat();
+            all.sort_unstable();
+            prop_assert_eq!(all, (0..prep.len() as u32).collect::<Vec<_>>());
+            for (b, list) in seqs.members.iter().enumerate() {
+                let tokens: u64 = list.iter().map(|&p| prep.size(p as usize)[0]).sum();
+                prop_assert!(tokens <= 4096);
+                prop_assert_eq!(seqs.loads[b][0], tokens);
+            }
+            for p in (0..prep.len()).filter(|&p| pinned[p]) {
+                let now = seqs.members.iter().position(|b| b.contains(&(p as u32)));
+                prop_assert_eq!(now, home[p]);
+            }
+        }
+    }
+}
