@@ -38,8 +38,9 @@ type RoomEntry = (u64, Reverse<u32>, u32);
 
 /// Assigns `items` to `bins` bins of capacity `caps` (per size dimension;
 /// `u64::MAX` for none) so that the bins' loads come out even, where the
-/// load of a bin is the larger of its weight and its primary size, each
-/// over its mean per bin (the max-norm greedy of vector scheduling: bins
+/// load of a bin is the largest of its weight's parts
+/// ([`VectorItem::parts`]: by default the whole weight) and its primary
+/// size, each over its mean per bin (the max-norm greedy of vector scheduling: bins
 /// fill in size at the pace they fill in weight, so a tight capacity rarely
 /// turns an item away from the bin that needs it).
 ///

@@ -39,7 +39,8 @@ pub(crate) struct Packed {
 
 /// Packs the prepared samples into the sequences of `request`: for a given
 /// `A`, the balanced packing ([`vector_lpt`] over the samples' costs, with
-/// the tokens as the primary size) if it fits, else first-fit-decreasing if
+/// the tokens as the primary size; with `request.phases`, vision and
+/// language each balanced on its own) if it fits, else first-fit-decreasing if
 /// that fits; without one, the smallest `A` of the two, starting from the
 /// bound `ceil(max over dimensions of sum / cap / (R * S))` (at least
 /// `request.min_steps`).

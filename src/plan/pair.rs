@@ -173,7 +173,7 @@ fn within(
                         best(prep, pinned_at, &row, (cost[x], bx), (cost[y], by), seqs)
                     {
                         cost[x] = cost[x] - dc;
-                        cost[y] = cost[y] + dc;
+                        cost[y] += dc;
                     }
                 }
             }
@@ -333,7 +333,7 @@ fn level(
         let (cx, cy) = ((cost[x], batch(x)), (cost[y], batch(y)));
         if let Some(dc) = change(prep, pinned_at, score, any, cx, cy, seqs) {
             cost[x] = cost[x] - dc;
-            cost[y] = cost[y] + dc;
+            cost[y] += dc;
         }
     }
 }
@@ -353,8 +353,8 @@ mod tests {
         let mut out = vec![[0.0f64; 3]; shape.steps];
         for m in 0..shape.ranks * shape.steps {
             let c = batch_cost(prep, shape, slots, seqs, m);
-            for d in 0..3 {
-                out[m % shape.steps][d] = out[m % shape.steps][d].max(key(c, d));
+            for (d, v) in out[m % shape.steps].iter_mut().enumerate() {
+                *v = v.max(key(c, d));
             }
         }
         out

@@ -346,22 +346,26 @@ impl<M: Incremental> Planner<M> {
 
     /// The work budget of the search across micro-steps, for the
     /// per-micro-step sync models ([`SyncModel::MicroStep`],
-    /// [`SyncModel::Phase`]): after the refinement, the micro-batch that
-    /// binds a barrier (the slowest of its micro-step in a phase), worst
+    /// [`SyncModel::Phase`]): after the refinement, a pairing pass in bulk
+    /// (micro-batches at their micro-step's maxima trade one sample with the
+    /// ones farthest below theirs, across micro-steps once, then within
+    /// each micro-step twice; never raising a maximum), then the
+    /// micro-batch that binds a barrier (the slowest of its micro-step in a phase), worst
     /// excess over the mean first, moves a sample to, or swaps one with, a
     /// partner of the wanted cost in *any* micro-step, while the predicted
     /// step time drops. `effort` bounds its work (candidate changes weighed,
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
-    /// deterministic); `0` turns the search off. The default, 24,
-    /// keeps planning 65,536 samples over 1,024 ranks within about three
+    /// deterministic); `0` turns the pairing and the search off. The
+    /// default, 12, keeps planning 65,536 samples over 1,024 ranks within about three
     /// times the time without the search; larger values search longer on
     /// large batches. Ignored for [`SyncModel::Step`].
     ///
     /// # Complexity
     ///
-    /// O(n log n + effort * max(n + K, 65536)) time at most for the search, O(n + K)
-    /// extra space.
+    /// O(n log n + n s + R A log(R A) + effort * max(n + K, 65536)) time at
+    /// most for the pairing (at most `s` samples a micro-batch, `R A`
+    /// micro-batches) and the search, O(n + K) extra space.
     ///
     /// # Examples
     ///
@@ -597,7 +601,9 @@ impl<M: Incremental> Planner<M> {
     /// O(n log n + K) time and O(n + K) extra space for n samples in K
     /// sequences, K below `2 * max(n, 65536)` by the limits above; the
     /// refinement weighs at most `64 * (n + K)` candidate changes (four
-    /// times for [`SyncModel::Phase`]), whatever the settings: no setting
+    /// times for [`SyncModel::Phase`]: two packings, two row keys), the
+    /// search at most [`search_effort`](Planner::search_effort)` * max(n +
+    /// K, 65536)` units, whatever the settings: no setting
     /// alone makes planning slower or larger.
     ///
     /// # Examples
@@ -768,6 +774,8 @@ impl<M: Incremental> Planner<M> {
     ) -> Trial {
         let pins = units.map_or_else(Vec::new, Units::pins);
         let keys: &[RowKey] = match self.sync {
+            // The other two keys never won once the per-phase packing,
+            // the pairing and the search come after (plan_table).
             SyncModel::Phase => &RowKey::ALL[..2],
             _ => &RowKey::ALL[..1],
         };

@@ -17,8 +17,10 @@
 //! `p_a - t` in the samples sorted once by their cost in `p` (the costs never
 //! change; sample -> sequence -> micro-batch maps are kept up to date): the
 //! swap of `a` and `b`, and the move of `a` alone into `b`'s sequence; and
-//! the moves of `a` into the two least loaded micro-batches of `x`'s
-//! micro-step in each barrier. Every sequence keeps its length and caps;
+//! the moves of `a` into the two least loaded micro-batches, in each
+//! barrier, of `x`'s micro-step and of the [`SINKS`] other micro-steps
+//! whose barriers exceed their means most (room under a maximum that a
+//! single large sample sets costs nothing to fill; O(A) to find them). Every sequence keeps its length and caps;
 //! pinned positions never move. A change's effect on the step time is
 //! exact in O(1): per micro-step and barrier the three largest micro-batches
 //! are kept (rescanned in O(R) after a change), so the new maxima are known
@@ -40,8 +42,9 @@
 //! in K sequences ([`Planner::search_effort`](crate::plan::Planner::search_effort),
 //! default [`EFFORT`]).
 //!
-//! O(n log n + min(changes * (s * (log n + WINDOW) + R), effort * max(n +
-//! K, 65536))) time for n samples, at most `s` a micro-batch, R ranks;
+//! O(n log n + min(changes * (s * (log n + WINDOW) + R + A), effort *
+//! max(n + K, 65536))) time for n samples, at most `s` a micro-batch, R ranks,
+//! A micro-steps;
 //! O(n + K + R * A) extra space.
 
 use alloc::collections::BinaryHeap;
