@@ -68,17 +68,17 @@ fn plan_fingerprints_are_pinned() {
     let pins: [(Scenario, [u64; 3], usize); 3] = [
         (
             Scenario::LlavaSft,
-            [0x5f35dd1505334f4a, 0xb7ea3f0ed531013e, 0x0e18ac56e61b002e],
+            [0x5f35dd1505334f4a, 0x984448e99550cc9a, 0x79956ddd2f1d8af2],
             14,
         ),
         (
             Scenario::AnyresMix,
-            [0x7054e2a018986321, 0xa46da58f1b29dd73, 0x740ffefa7ba9003b],
+            [0x7054e2a018986321, 0x313fd17e8219daed, 0x4db30e07ad8d2f3b],
             9,
         ),
         (
             Scenario::Interleaved,
-            [0x1357f91a1f5d6e01, 0xfb824cd47843d5f1, 0x72a393c05c97aa09],
+            [0x1357f91a1f5d6e01, 0x5aea6d3321d67c25, 0x0e5696c4b53b6a6d],
             15,
         ),
     ];

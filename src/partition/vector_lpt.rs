@@ -14,6 +14,13 @@ use super::bucket_queue::BucketQueue;
 pub(crate) trait VectorItem<const D: usize> {
     /// The weight.
     fn weight(&self) -> f64;
+    /// The weight in two parts, each balanced on its own (each part's load
+    /// is its sum over its mean per bin); by default the whole weight and
+    /// nothing. Their sum should be the weight (the order stays by weight).
+    #[inline]
+    fn parts(&self) -> [f64; 2] {
+        [self.weight(), 0.0]
+    }
     /// The sizes.
     fn sizes(&self) -> [u32; D];
 }
@@ -31,8 +38,9 @@ type RoomEntry = (u64, Reverse<u32>, u32);
 
 /// Assigns `items` to `bins` bins of capacity `caps` (per size dimension;
 /// `u64::MAX` for none) so that the bins' loads come out even, where the
-/// load of a bin is the larger of its weight and its primary size, each
-/// over its mean per bin (the max-norm greedy of vector scheduling: bins
+/// load of a bin is the largest of its weight's parts
+/// ([`VectorItem::parts`]: by default the whole weight) and its primary
+/// size, each over its mean per bin (the max-norm greedy of vector scheduling: bins
 /// fill in size at the pace they fill in weight, so a tight capacity rarely
 /// turns an item away from the bin that needs it).
 ///
@@ -79,7 +87,12 @@ pub(crate) fn vector_lpt<I: VectorItem<D>, const D: usize>(
     if bins == 0 {
         return if n == 0 { Some(Vec::new()) } else { None };
     }
-    let weight: f64 = items.iter().map(VectorItem::weight).sum();
+    let mut weight = [0.0f64; 2];
+    for it in items {
+        let p = it.parts();
+        weight[0] += p[0];
+        weight[1] += p[1];
+    }
     let primary: u64 = items.iter().map(|it| u64::from(it.sizes()[0])).sum();
     let inverse = |x: f64| if x > 0.0 { bins as f64 / x } else { 0.0 };
     let mut order: Vec<(u64, u32)> = items
@@ -94,14 +107,14 @@ pub(crate) fn vector_lpt<I: VectorItem<D>, const D: usize>(
         items,
         caps,
         load: vec![[0; D]; bins],
-        weight: vec![0.0; bins],
+        weight: vec![[0.0; 2]; bins],
         version: vec![0; bins],
         bin_of: vec![0; n],
         queue: BucketQueue::new(BUCKETS, bins),
         at: 0,
         room: BinaryHeap::new(),
         room_kept: false,
-        per_weight: inverse(weight),
+        per_weight: weight.map(inverse),
         per_size: inverse(primary as f64),
         min_rest: 0,
     };
@@ -130,7 +143,7 @@ struct State<'a, I, const D: usize> {
     items: &'a [I],
     caps: &'a [u64; D],
     load: Vec<[u64; D]>,
-    weight: Vec<f64>,
+    weight: Vec<[f64; 2]>,
     version: Vec<u32>,
     bin_of: Vec<u32>,
     /// The bins by load bucket, and the least bucket that may be in use.
@@ -140,7 +153,7 @@ struct State<'a, I, const D: usize> {
     /// Whether the room heap is kept (from the first item that needs it).
     room_kept: bool,
     /// 1 / mean weight and 1 / mean primary size per bin.
-    per_weight: f64,
+    per_weight: [f64; 2],
     per_size: f64,
     /// The least primary size of any item still to place: a bin with less
     /// room is full for good and leaves the queue and the heap.
@@ -164,7 +177,8 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
     /// The bucket of a bin's load: the larger of its weight and its primary
     /// size over their means per bin.
     fn bucket(&self, b: usize) -> usize {
-        let w = self.weight[b] * self.per_weight;
+        let w =
+            (self.weight[b][0] * self.per_weight[0]).max(self.weight[b][1] * self.per_weight[1]);
         let s = self.load[b][0] as f64 * self.per_size;
         let x = w.max(s) * (BUCKETS as f64 / 2.0);
         // Saturating float-to-int cast; the last bucket takes the rest.
@@ -222,7 +236,9 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
         for (l, x) in self.load[b].iter_mut().zip(s) {
             *l += u64::from(x);
         }
-        self.weight[b] += self.items[i].weight();
+        let p = self.items[i].parts();
+        self.weight[b][0] += p[0];
+        self.weight[b][1] += p[1];
         self.version[b] = self.version[b].wrapping_add(1);
         self.bin_of[i] = b as u32;
         self.push(b);

@@ -48,8 +48,12 @@
 //!    [`partition`](crate::partition) (in decreasing order of cost, each
 //!    sample to the least-loaded sequence it fits in, the load the larger of
 //!    the sequence's cost and its tokens, each over its mean, so that
-//!    sequences fill with tokens at the pace they fill with cost). When the
-//!    capacity is too tight for that order,
+//!    sequences fill with tokens at the pace they fill with cost; for
+//!    [`SyncModel::Phase`] also a second packing whose load is the largest
+//!    of vision cost, language cost and tokens, each over its mean, so that
+//!    every sequence starts near the mean in both phases: each packing is
+//!    dealt and refined, and the start of lower predicted step time is
+//!    kept). When the capacity is too tight for that order,
 //!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
 //!    instead ([`Report::balanced_packing`] says which).
 //! 3. `deal`: deal the sequences to the `R x A` slots: for
@@ -57,28 +61,35 @@
 //!    ([`Partitioner`](crate::partition::Partitioner)); for the
 //!    per-micro-step models, sequences of similar cost form one micro-step
 //!    across ranks, so that no micro-step waits for one outlier. For
-//!    [`SyncModel::Phase`] "similar" is tried four ways (by the larger excess
-//!    over the mean in either phase, by language cost, by vision cost, by
-//!    total), each refined, and the plan with the lowest predicted step time
-//!    is kept.
+//!    [`SyncModel::Phase`] "similar" is tried two ways (by the larger excess
+//!    over the mean in either phase, by language cost), each refined, and
+//!    the plan with the lowest predicted step time is kept.
 //! 4. `refine`: within each set of groups that wait for each other (the
 //!    ranks for [`SyncModel::Step`], one micro-step's micro-batches
 //!    otherwise), move or swap single samples between the slowest group and
 //!    the fastest ones, keeping every cap, while that lowers the slowest
 //!    (phase by phase for [`SyncModel::Phase`], never raising the other
 //!    phase's maximum).
-//! 5. `search` (per-micro-step sync models): the barriers (a micro-step in
+//! 5. `pair` (per-micro-step sync models, with the search on): in bulk,
+//!    micro-batches at their micro-step's maxima trade one sample with the
+//!    ones farthest below theirs (one round across micro-steps, filling
+//!    the room under the maxima that a single large sample sets), then the
+//!    `k`-th most loaded micro-batch of each micro-step with its `k`-th
+//!    least loaded (two rounds), never raising a barrier's maximum.
+//! 6. `search` (per-micro-step sync models): the barriers (a micro-step in
 //!    a phase, or in total) are taken worst excess over their mean first;
 //!    the micro-batch that binds one moves a sample to, or swaps one with,
 //!    a partner found near the wanted cost in the samples sorted once by
-//!    cost, in *any* micro-step, while the exact predicted step time drops
+//!    cost, in *any* micro-step (or moves one into the least loaded
+//!    micro-batches of its own micro-step and of the one with most room
+//!    under its maxima), while the exact predicted step time drops
 //!    (or stays and the binding micro-batch leaves the maximum), within a
 //!    counted work budget ([`Planner::search_effort`]).
-//! 6. `locality` (with [`Planner::locality`] and samples with an origin):
+//! 7. `locality` (with [`Planner::locality`] and samples with an origin):
 //!    the plan relabelled and samples swapped home, so that the fewest
 //!    bytes move while the predicted step time stays within the tolerance
 //!    of the plan so far ([`Locality`]).
-//! 7. `finish`: the plan's ids slot by slot, every sequence evaluated as a
+//! 8. `finish`: the plan's ids slot by slot, every sequence evaluated as a
 //!    group, the [`Report`] against the bound and the naive baseline, and
 //!    the [`Exchange`] (with its [`Traffic`]) when samples have origins.
 //!
@@ -87,7 +98,7 @@
 //! `ceil(total / capacity / (R * S))` if the balanced packing fits there,
 //! else the first-fit-decreasing count divided by `R * S`, rounded up.
 //!
-//! The cost of a sequence in steps 2 to 4 is the sum of its samples' own
+//! The cost of a sequence in steps 2 to 6 is the sum of its samples' own
 //! costs; the [`Report`] evaluates every sequence as a group with the model
 //! ([`Incremental`](crate::cost::Incremental)), so non-additive terms (full
 //! attention over the packed length, a cost per sequence) are reported
@@ -198,8 +209,11 @@
 //! is O(1) amortized a sample with a bucket queue; refinement is capped at a
 //! few iterations per group, stops within 0.2% of the mean, and weighs at
 //! most 64 candidate changes per sample and sequence, counted, so that no
-//! shape makes it quadratic), about four times the refinement for
-//! [`SyncModel::Phase`]. K is below `2 * max(n, 65536)`: every sequence is
+//! shape makes it quadratic), about four times the refinement (two
+//! packings, two row keys) for [`SyncModel::Phase`]; the per-micro-step
+//! models add the pairing, O(n s + R A log(R A)) a round for at most `s`
+//! samples a micro-batch, and the search within its counted budget
+//! ([`Planner::search_effort`]). K is below `2 * max(n, 65536)`: every sequence is
 //! stored, and [`Planner::plan`] refuses settings that would ask for more. O(n) extra space: under 90 bytes a
 //! sample at peak for 10^6 samples, the plan included. Measured: 65,536
 //! samples over 1,024 ranks in about 20 ms, 10^6 over 16,384 ranks in about
@@ -256,6 +270,7 @@ mod locality;
 mod loss;
 mod output;
 mod pack;
+mod pair;
 mod planner;
 mod prepare;
 mod refine;

@@ -3,12 +3,12 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::prepare::Prepared;
+use super::prepare::{Entry, Prepared};
 use super::shape::Shape;
 use crate::error::Error;
 use crate::grouped::Grouped;
 use crate::pack::first_fit_decreasing;
-use crate::partition::vector_lpt;
+use crate::partition::{vector_lpt, VectorItem};
 
 /// What the packing is asked for: `R`, `S`, and `A` if given.
 #[derive(Clone, Copy, Debug)]
@@ -17,6 +17,9 @@ pub(crate) struct Request {
     pub(crate) per_step: usize,
     /// `A`, or `None` for the smallest the planner fits.
     pub(crate) micro_steps: Option<usize>,
+    /// Whether the phases are balanced each on its own (per-phase
+    /// barriers), else their total.
+    pub(crate) phases: bool,
     /// The fewest micro-steps the plan may have (1 unless groups under
     /// [`GroupScope::Rank`](super::GroupScope::Rank) need more).
     pub(crate) min_steps: usize,
@@ -36,7 +39,8 @@ pub(crate) struct Packed {
 
 /// Packs the prepared samples into the sequences of `request`: for a given
 /// `A`, the balanced packing ([`vector_lpt`] over the samples' costs, with
-/// the tokens as the primary size) if it fits, else first-fit-decreasing if
+/// the tokens as the primary size; with `request.phases`, vision and
+/// language each balanced on its own) if it fits, else first-fit-decreasing if
 /// that fits; without one, the smallest `A` of the two, starting from the
 /// bound `ceil(max over dimensions of sum / cap / (R * S))` (at least
 /// `request.min_steps`).
@@ -70,7 +74,7 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
         .unwrap_or(0);
     let lb = steps_for(l1).max(request.min_steps);
     let try_balanced = |steps: usize| {
-        balanced(prep, steps * per_row).map(|sequences| Packed {
+        balanced(prep, steps * per_row, request.phases).map(|sequences| Packed {
             shape: shape(steps),
             sequences,
             balanced: true,
@@ -120,9 +124,33 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
     }
 }
 
-/// The balanced packing into `k` sequences, `None` when it does not fit.
-fn balanced(prep: &Prepared, k: usize) -> Option<Vec<Vec<u32>>> {
-    let seq_of = vector_lpt(&prep.items, &prep.caps, k)?;
+/// A sample whose phases are balanced each on its own.
+struct Phased(Entry);
+
+impl VectorItem<3> for Phased {
+    #[inline]
+    fn weight(&self) -> f64 {
+        self.0.cost.total()
+    }
+    #[inline]
+    fn parts(&self) -> [f64; 2] {
+        [self.0.cost.vision, self.0.cost.language]
+    }
+    #[inline]
+    fn sizes(&self) -> [u32; 3] {
+        self.0.sizes
+    }
+}
+
+/// The balanced packing into `k` sequences (each phase balanced on its own
+/// with `phases`, else the total), `None` when it does not fit.
+fn balanced(prep: &Prepared, k: usize, phases: bool) -> Option<Vec<Vec<u32>>> {
+    let seq_of = if phases {
+        let items: Vec<Phased> = prep.items.iter().map(|&e| Phased(e)).collect();
+        vector_lpt(&items, &prep.caps, k)?
+    } else {
+        vector_lpt(&prep.items, &prep.caps, k)?
+    };
     let mut counts = vec![0usize; k];
     for &b in &seq_of {
         counts[b as usize] += 1;

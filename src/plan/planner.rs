@@ -9,7 +9,8 @@ use super::finish::{finish, Context, Layout};
 use super::group::{units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
-use super::pack::{pack, Request};
+use super::pack::{pack, Packed, Request};
+use super::pair::pair;
 use super::prepare::{prepare, Caps, Prepared};
 use super::refine::refine;
 use super::sample::StepSample;
@@ -345,22 +346,26 @@ impl<M: Incremental> Planner<M> {
 
     /// The work budget of the search across micro-steps, for the
     /// per-micro-step sync models ([`SyncModel::MicroStep`],
-    /// [`SyncModel::Phase`]): after the refinement, the micro-batch that
-    /// binds a barrier (the slowest of its micro-step in a phase), worst
+    /// [`SyncModel::Phase`]): after the refinement, a pairing pass in bulk
+    /// (micro-batches at their micro-step's maxima trade one sample with the
+    /// ones farthest below theirs, across micro-steps once, then within
+    /// each micro-step twice; never raising a maximum), then the
+    /// micro-batch that binds a barrier (the slowest of its micro-step in a phase), worst
     /// excess over the mean first, moves a sample to, or swaps one with, a
     /// partner of the wanted cost in *any* micro-step, while the predicted
     /// step time drops. `effort` bounds its work (candidate changes weighed,
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
-    /// deterministic); `0` turns the search off. The default, 24,
-    /// keeps planning 65,536 samples over 1,024 ranks within about three
+    /// deterministic); `0` turns the pairing and the search off. The
+    /// default, 12, keeps planning 65,536 samples over 1,024 ranks within about three
     /// times the time without the search; larger values search longer on
     /// large batches. Ignored for [`SyncModel::Step`].
     ///
     /// # Complexity
     ///
-    /// O(n log n + effort * max(n + K, 65536)) time at most for the search, O(n + K)
-    /// extra space.
+    /// O(n log n + n s + R A log(R A) + effort * max(n + K, 65536)) time at
+    /// most for the pairing (at most `s` samples a micro-batch, `R A`
+    /// micro-batches) and the search, O(n + K) extra space.
     ///
     /// # Examples
     ///
@@ -596,7 +601,9 @@ impl<M: Incremental> Planner<M> {
     /// O(n log n + K) time and O(n + K) extra space for n samples in K
     /// sequences, K below `2 * max(n, 65536)` by the limits above; the
     /// refinement weighs at most `64 * (n + K)` candidate changes (four
-    /// times for [`SyncModel::Phase`]), whatever the settings: no setting
+    /// times for [`SyncModel::Phase`]: two packings, two row keys), the
+    /// search at most [`search_effort`](Planner::search_effort)` * max(n +
+    /// K, 65536)` units, whatever the settings: no setting
     /// alone makes planning slower or larger.
     ///
     /// # Examples
@@ -637,12 +644,38 @@ impl<M: Incremental> Planner<M> {
             ranks: self.ranks,
             per_step: self.per_step,
             micro_steps: self.micro_steps,
+            phases: false,
             min_steps,
         };
-        let packed = pack(work, request)?;
-        let shape = packed.shape;
-        let sequences = Sequences::new(work, packed.sequences);
-        let mut slots = self.deal_and_refine(work, shape, sequences, units.as_ref());
+        let trial = |packed: Packed| Trial {
+            balanced: packed.balanced,
+            ..self.deal_and_refine(
+                work,
+                packed.shape,
+                Sequences::new(work, packed.sequences),
+                units.as_ref(),
+            )
+        };
+        let mut best = trial(pack(work, request)?);
+        // Per-phase barriers also try the packing that balances each phase
+        // on its own (if it fits the same request), and keep the better.
+        if self.sync == SyncModel::Phase {
+            if let Ok(packed) = pack(
+                work,
+                Request {
+                    phases: true,
+                    ..request
+                },
+            ) {
+                let other = trial(packed);
+                if other.time < best.time {
+                    best = other;
+                }
+            }
+        }
+        let shape = best.shape;
+        let balanced = best.balanced;
+        let mut slots = self.search(work, best, units.as_ref());
         match &units {
             Some(u) => {
                 give_every_rank_work(&mut slots, shape, |p| !u.pinned(p));
@@ -669,7 +702,7 @@ impl<M: Incremental> Planner<M> {
         let layout = Layout {
             shape,
             slots,
-            balanced: packed.balanced,
+            balanced,
         };
         let mut plan = finish(&prep, &cx, layout)?;
         if self.locality.is_some() {
@@ -728,8 +761,8 @@ impl<M: Incremental> Planner<M> {
     }
 
     /// Deals the sequences to slots and refines them, for each row key the
-    /// sync model tries, keeping the layout of least predicted step time:
-    /// `slots[k]` lists the positions of slot `k` in ascending order.
+    /// sync model tries, keeping the layout of least predicted step time
+    /// (computed only for per-phase barriers, which try several starts).
     /// With `units`, `prep` is theirs: chunks of groups go to their home
     /// rank after dealing and never move in the refinement.
     fn deal_and_refine(
@@ -738,10 +771,12 @@ impl<M: Incremental> Planner<M> {
         shape: Shape,
         mut seqs: Sequences,
         units: Option<&Units>,
-    ) -> Vec<Vec<u32>> {
+    ) -> Trial {
         let pins = units.map_or_else(Vec::new, Units::pins);
         let keys: &[RowKey] = match self.sync {
-            SyncModel::Phase => &RowKey::ALL,
+            // The other two keys never won once the per-phase packing,
+            // the pairing and the search come after (plan_table).
+            SyncModel::Phase => &RowKey::ALL[..2],
             _ => &RowKey::ALL[..1],
         };
         let mut best: Option<(f64, Vec<u32>, Sequences)> = None;
@@ -768,7 +803,7 @@ impl<M: Incremental> Planner<M> {
                     }
                 }
             }
-            let time = if keys.len() == 1 {
+            let time = if self.sync != SyncModel::Phase {
                 0.0
             } else {
                 let cost = |b: &u32| -> Phases {
@@ -784,12 +819,38 @@ impl<M: Incremental> Planner<M> {
                 best = Some((time, order, trial));
             }
         }
-        let Some((_, order, mut chosen)) = best else {
-            return Vec::new();
-        };
+        let (time, order, seqs) = best.unwrap_or_default();
+        Trial {
+            time,
+            shape,
+            balanced: false,
+            order,
+            seqs,
+        }
+    }
+
+    /// The pairing and the search on the chosen trial (per-micro-step sync
+    /// models, with refinement and a search effort), then the slots:
+    /// `slots[k]` lists the positions of slot `k` in ascending order.
+    fn search(&self, prep: &Prepared, trial: Trial, units: Option<&Units>) -> Vec<Vec<u32>> {
+        let Trial {
+            shape,
+            order,
+            seqs: mut chosen,
+            ..
+        } = trial;
         if self.refine && self.search_effort > 0 {
-            let effort = self.search_effort;
-            search(prep, &pins, self.sync, shape, &order, &mut chosen, effort);
+            let pins = units.map_or_else(Vec::new, Units::pins);
+            pair(prep, &pins, self.sync, shape, &order, &mut chosen);
+            search(
+                prep,
+                &pins,
+                self.sync,
+                shape,
+                &order,
+                &mut chosen,
+                self.search_effort,
+            );
             for b in chosen.members.iter_mut() {
                 b.sort_unstable();
             }
@@ -799,4 +860,15 @@ impl<M: Incremental> Planner<M> {
             .map(|b| core::mem::take(&mut chosen.members[b as usize]))
             .collect()
     }
+}
+
+/// A dealt and refined layout: its step time (per-phase barriers only),
+/// shape, whether the balanced packing made it, the slots' sequences and
+/// the sequences.
+struct Trial {
+    time: f64,
+    shape: Shape,
+    balanced: bool,
+    order: Vec<u32>,
+    seqs: Sequences,
 }

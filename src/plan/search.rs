@@ -17,8 +17,10 @@
 //! `p_a - t` in the samples sorted once by their cost in `p` (the costs never
 //! change; sample -> sequence -> micro-batch maps are kept up to date): the
 //! swap of `a` and `b`, and the move of `a` alone into `b`'s sequence; and
-//! the moves of `a` into the two least loaded micro-batches of `x`'s
-//! micro-step in each barrier. Every sequence keeps its length and caps;
+//! the moves of `a` into the two least loaded micro-batches, in each
+//! barrier, of `x`'s micro-step and of the [`SINKS`] other micro-steps
+//! whose barriers exceed their means most (room under a maximum that a
+//! single large sample sets costs nothing to fill; O(A) to find them). Every sequence keeps its length and caps;
 //! pinned positions never move. A change's effect on the step time is
 //! exact in O(1): per micro-step and barrier the three largest micro-batches
 //! are kept (rescanned in O(R) after a change), so the new maxima are known
@@ -40,8 +42,9 @@
 //! in K sequences ([`Planner::search_effort`](crate::plan::Planner::search_effort),
 //! default [`EFFORT`]).
 //!
-//! O(n log n + min(changes * (s * (log n + WINDOW) + R), effort * max(n +
-//! K, 65536))) time for n samples, at most `s` a micro-batch, R ranks;
+//! O(n log n + min(changes * (s * (log n + WINDOW) + R + A), effort *
+//! max(n + K, 65536))) time for n samples, at most `s` a micro-batch, R ranks,
+//! A micro-steps;
 //! O(n + K + R * A) extra space.
 
 use alloc::collections::BinaryHeap;
@@ -57,7 +60,7 @@ use super::sync::SyncModel;
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence.
-pub(crate) const EFFORT: u32 = 24;
+pub(crate) const EFFORT: u32 = 12;
 
 /// The size the budget counts at least: small batches search as long as a
 /// batch of this many samples and sequences would (a constant, so no
@@ -67,6 +70,10 @@ const MIN_SIZE: u64 = 1 << 16;
 /// The partners weighed on each side of a transfer's target in the cost
 /// index.
 const WINDOW: usize = 12;
+
+/// The micro-steps besides the binding one whose least loaded
+/// micro-batches each binding micro-batch tries to move into.
+const SINKS: usize = 1;
 
 /// A change smaller than this fraction of the step time is no change.
 const TOLERANCE: f64 = 1e-9;
@@ -491,6 +498,20 @@ impl Search<'_> {
                 c.delta <= -gap + tol && key(self.cost[x] - c.dc, d) <= mean + 0.75 * excess
             })
         };
+        // The micro-steps whose barriers leave the most room under their
+        // maxima: moves into their least loaded micro-batches cost nothing.
+        let mut rows = [j; 1 + SINKS];
+        let mut room = [f64::NEG_INFINITY; SINKS];
+        for r in (0..self.shape.steps).filter(|&r| r != j) {
+            let e: f64 = (0..self.dims.len()).map(|k| self.excess(r, k)).sum();
+            if let Some(at) = room.iter().position(|&x| e > x) {
+                room.copy_within(at..SINKS - 1, at + 1);
+                rows.copy_within(1 + at..SINKS, 2 + at);
+                room[at] = e;
+                rows[1 + at] = r;
+            }
+        }
+        let rows = &rows[..1 + room.iter().filter(|x| x.is_finite()).count()];
         let index = &self.index[i];
         let log = u64::from(usize::BITS - index.len().leading_zeros());
         let (bins, loads) = (&seqs.members, &seqs.loads);
@@ -503,9 +524,11 @@ impl Search<'_> {
                 }
                 let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
                 let va = key(ca, d);
-                // Moves into the least loaded micro-batches of `j`.
-                for k in 0..self.dims.len() {
-                    for e in self.low[j][k] {
+                // Moves into the least loaded micro-batches of `j` and of
+                // the sinks.
+                for (k, row) in (0..self.dims.len()).flat_map(|k| rows.iter().map(move |&r| (k, r)))
+                {
+                    for e in self.low[row][k] {
                         let y = e.1 as usize;
                         if y >= self.cost.len() || y == x {
                             continue;

@@ -1,0 +1,419 @@
+//! Pairing stage: the micro-batches closest to their micro-step's maxima trade one sample (a swap or a move) with the ones farthest below, in bulk, before the search: once across micro-steps, then within each.
+//!
+//! Under per-micro-step barriers each micro-step must be balanced across
+//! ranks in every barrier at once (vision and language for
+//! [`SyncModel::Phase`], the total for [`SyncModel::MicroStep`]). The
+//! search (`search`) fixes one binding micro-batch at a time, which at a
+//! thousand ranks leaves thousands of micro-batches a little above their
+//! micro-step's mean, and the micro-steps whose maxima a single large
+//! sample sets (room under their maxima that costs nothing to fill) mostly
+//! unfilled. These rounds do the bulk of that work cheaply, each pairing
+//! micro-batches and giving each pair the one change (a swap of one sample
+//! of each, or a move of one sample of the first into one of the second's
+//! sequences) that lowers most the larger of the pair's two scores, if it
+//! lowers it:
+//!
+//! 1. [`LEVELS`] rounds across micro-steps: every micro-batch's score is
+//!    `h = max over barriers of (value - its micro-step's maximum) / mean
+//!    value of a micro-batch`; all micro-batches are ranked by `h`
+//!    (descending, ties by micro-batch) and the `k`-th is paired with the
+//!    `k`-th from the end: work flows from the micro-batches at a maximum
+//!    into the room of any micro-step. As `h < 0` after a change, no value
+//!    rises above its micro-step's maximum.
+//! 2. [`PASSES`] rounds within each micro-step and barrier `p`: the
+//!    micro-batches ranked by `p` (descending, ties by micro-batch), the
+//!    `k`-th most loaded paired with the `k`-th least loaded while it is
+//!    above the mean, the score `max over barriers q of (q - mean_q) /
+//!    mean_q`, and no value may rise above its micro-step's maximum in any
+//!    barrier.
+//!
+//! So no barrier's maximum, and so not the step time, ever rises. The
+//! maxima and means are those at the start of a round. Every sequence keeps
+//! its length and caps; pinned positions never move.
+//!
+//! Deterministic: fixed orders, ties to the first found. O((LEVELS +
+//! PASSES) * (n s + R A log(R A))) time for n samples, at most `s` samples
+//! a micro-batch, R ranks and A micro-steps; O(R A) extra space.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::deal::Sequences;
+use super::prepare::Prepared;
+use super::shape::Shape;
+use super::sync::SyncModel;
+use crate::cost::Phases;
+
+/// The rounds across micro-steps.
+const LEVELS: usize = 1;
+
+/// The rounds within every micro-step and barrier.
+const PASSES: usize = 2;
+
+/// The value of a micro-batch in barrier `d`: vision (0), language (1) or
+/// the total (2).
+#[inline]
+fn key(c: Phases, d: usize) -> f64 {
+    match d {
+        0 => c.vision,
+        1 => c.language,
+        _ => c.total(),
+    }
+}
+
+/// A micro-step's means and maxima per barrier index.
+struct Row<'a> {
+    dims: &'a [usize],
+    mean: [f64; 2],
+    max: [f64; 2],
+}
+
+impl Row<'_> {
+    /// The largest relative excess of `c` over the means.
+    #[inline]
+    fn excess(&self, c: Phases) -> f64 {
+        let mut worst = f64::NEG_INFINITY;
+        for (i, &d) in self.dims.iter().enumerate() {
+            let m = self.mean[i];
+            let e = if m > 0.0 {
+                (key(c, d) - m) / m
+            } else {
+                key(c, d) - m
+            };
+            worst = worst.max(e);
+        }
+        worst
+    }
+
+    /// Whether `c` stays at or below every maximum.
+    #[inline]
+    fn below(&self, c: Phases) -> bool {
+        self.dims
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| key(c, d) <= self.max[i])
+    }
+}
+
+/// Pairs the micro-batches of `seqs` laid out by `slots` (`slot ->
+/// sequence`) for `sync` (nothing for the other sync models; see the module
+/// docs). Positions marked in `pinned` (empty: none) never move. Members
+/// and loads of the sequences are kept up to date; their costs are not
+/// read.
+pub(crate) fn pair(
+    prep: &Prepared,
+    pinned: &[bool],
+    sync: SyncModel,
+    shape: Shape,
+    slots: &[u32],
+    seqs: &mut Sequences,
+) {
+    let dims: &[usize] = match sync {
+        SyncModel::Phase => &[0, 1],
+        SyncModel::MicroStep => &[2],
+        _ => return,
+    };
+    if shape.ranks < 2 || shape.steps == 0 || slots.len() < shape.slots() {
+        return;
+    }
+    let pinned_at = |p: u32| pinned.get(p as usize).copied().unwrap_or(false);
+    for _ in 0..LEVELS {
+        level(prep, &pinned_at, dims, shape, slots, seqs);
+    }
+    within(prep, &pinned_at, dims, shape, slots, seqs);
+}
+
+/// The cost of micro-batch `m` (`rank * A + micro-step`).
+fn batch_cost(prep: &Prepared, shape: Shape, slots: &[u32], seqs: &Sequences, m: usize) -> Phases {
+    slots[m * shape.per_step..][..shape.per_step]
+        .iter()
+        .flat_map(|&b| &seqs.members[b as usize])
+        .map(|&p| prep.cost(p as usize))
+        .sum()
+}
+
+/// The rounds within each micro-step (step 2 of the module docs).
+fn within(
+    prep: &Prepared,
+    pinned_at: &impl Fn(u32) -> bool,
+    dims: &[usize],
+    shape: Shape,
+    slots: &[u32],
+    seqs: &mut Sequences,
+) {
+    let (ranks, steps, per_step) = (shape.ranks, shape.steps, shape.per_step);
+    let batch = |r: usize, j: usize| &slots[shape.micro_batch(r, j)..][..per_step];
+    let mut cost = vec![Phases::ZERO; ranks];
+    let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
+    for _ in 0..PASSES {
+        for j in 0..steps {
+            for (r, c) in cost.iter_mut().enumerate() {
+                *c = batch_cost(prep, shape, slots, seqs, r * steps + j);
+            }
+            for (i, &d) in dims.iter().enumerate() {
+                let mut row = Row {
+                    dims,
+                    mean: [0.0; 2],
+                    max: [0.0; 2],
+                };
+                for (k, &e) in dims.iter().enumerate() {
+                    row.mean[k] = cost.iter().map(|&c| key(c, e)).sum::<f64>() / ranks as f64;
+                    row.max[k] = cost.iter().map(|&c| key(c, e)).fold(0.0, f64::max);
+                }
+                order.clear();
+                order.extend(cost.iter().enumerate().map(|(r, &c)| (key(c, d), r as u32)));
+                order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                for k in 0..ranks / 2 {
+                    let (x, y) = (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
+                    if order[k].0 <= row.mean[i] {
+                        break;
+                    }
+                    let (bx, by) = (batch(x, j), batch(y, j));
+                    if let Some(dc) =
+                        best(prep, pinned_at, &row, (cost[x], bx), (cost[y], by), seqs)
+                    {
+                        cost[x] = cost[x] - dc;
+                        cost[y] += dc;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Applies the change from micro-batch `x` (cost and sequences) to `y`
+/// that lowers most the larger relative excess of the two, if any lowers
+/// it and keeps both below the maxima; returns the cost moved.
+fn best(
+    prep: &Prepared,
+    pinned: &impl Fn(u32) -> bool,
+    row: &Row,
+    (cx, bx): (Phases, &[u32]),
+    (cy, by): (Phases, &[u32]),
+    seqs: &mut Sequences,
+) -> Option<Phases> {
+    let score = |nx: Phases, ny: Phases| row.excess(nx).max(row.excess(ny));
+    let below = |nx: Phases, ny: Phases| row.below(nx) && row.below(ny);
+    change(prep, pinned, score, below, (cx, bx), (cy, by), seqs)
+}
+
+/// Applies the change from micro-batch `x` (cost and sequences) to `y`
+/// of least `score(x', y')` if it is below `score(x, y)` and `ok(x', y')`;
+/// returns the cost moved.
+fn change(
+    prep: &Prepared,
+    pinned: &impl Fn(u32) -> bool,
+    scoring: impl Fn(Phases, Phases) -> f64,
+    ok: impl Fn(Phases, Phases) -> bool,
+    (cx, bx): (Phases, &[u32]),
+    (cy, by): (Phases, &[u32]),
+    seqs: &mut Sequences,
+) -> Option<Phases> {
+    let (bins, loads) = (&seqs.members, &seqs.loads);
+    let now = scoring(cx, cy);
+    // (score, sequence of x, index in it, sequence of y, index in it or NONE).
+    let mut found: Option<(f64, u32, usize, u32, usize)> = None;
+    let take = |found: &mut Option<(f64, u32, usize, u32, usize)>,
+                score: f64,
+                c: (u32, usize, u32, usize)| {
+        if score < now && found.map_or(true, |f| score < f.0) {
+            *found = Some((score, c.0, c.1, c.2, c.3));
+        }
+    };
+    for &sx in bx {
+        let lx = loads[sx as usize];
+        for (ia, &pa) in bins[sx as usize].iter().enumerate() {
+            if pinned(pa) {
+                continue;
+            }
+            let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
+            let (nx, ny) = (cx - ca, cy + ca);
+            if ok(nx, ny) {
+                if let Some(&sy) = by
+                    .iter()
+                    .find(|&&sy| prep.fits(loads[sy as usize], pa as usize))
+                {
+                    take(&mut found, scoring(nx, ny), (sx, ia, sy, usize::MAX));
+                }
+            }
+            for &sy in by {
+                let ly = loads[sy as usize];
+                for (ib, &pb) in bins[sy as usize].iter().enumerate() {
+                    if pinned(pb) {
+                        continue;
+                    }
+                    let cb = prep.cost(pb as usize);
+                    let (nx, ny) = (cx - ca + cb, cy + ca - cb);
+                    if !ok(nx, ny) {
+                        continue;
+                    }
+                    let score = scoring(nx, ny);
+                    if score >= now || found.is_some_and(|f| score >= f.0) {
+                        continue;
+                    }
+                    let sb = prep.size(pb as usize);
+                    let fits = (0..3).all(|k| {
+                        lx[k] - sa[k] + sb[k] <= prep.caps[k]
+                            && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                    });
+                    if fits {
+                        take(&mut found, score, (sx, ia, sy, ib));
+                    }
+                }
+            }
+        }
+    }
+    let (_, sx, ia, sy, ib) = found?;
+    let (sx, sy) = (sx as usize, sy as usize);
+    let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
+    let pa = bins[sx][ia];
+    let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
+    if ib == usize::MAX {
+        bins[sx].swap_remove(ia);
+        bins[sy].push(pa);
+        for k in 0..3 {
+            loads[sx][k] -= sa[k];
+            loads[sy][k] += sa[k];
+        }
+        Some(ca)
+    } else {
+        let pb = bins[sy][ib];
+        let (cb, sb) = (prep.cost(pb as usize), prep.size(pb as usize));
+        bins[sx][ia] = pb;
+        bins[sy][ib] = pa;
+        for k in 0..3 {
+            loads[sx][k] = loads[sx][k] - sa[k] + sb[k];
+            loads[sy][k] = loads[sy][k] - sb[k] + sa[k];
+        }
+        Some(ca - cb)
+    }
+}
+
+/// The rounds across micro-steps (step 1 of the module docs).
+fn level(
+    prep: &Prepared,
+    pinned_at: &impl Fn(u32) -> bool,
+    dims: &[usize],
+    shape: Shape,
+    slots: &[u32],
+    seqs: &mut Sequences,
+) {
+    let (steps, per_step) = (shape.steps, shape.per_step);
+    let nm = shape.ranks * steps;
+    let batch = |m: usize| &slots[m * per_step..][..per_step];
+    let mut cost: Vec<Phases> = (0..nm)
+        .map(|m| batch_cost(prep, shape, slots, seqs, m))
+        .collect();
+    let mut norm = [1.0f64; 2];
+    for (i, &d) in dims.iter().enumerate() {
+        let mean = cost.iter().map(|&c| key(c, d)).sum::<f64>() / nm as f64;
+        if mean > 0.0 {
+            norm[i] = mean;
+        }
+    }
+    let mut max = vec![[0.0f64; 2]; steps];
+    for (m, &c) in cost.iter().enumerate() {
+        for (i, &d) in dims.iter().enumerate() {
+            max[m % steps][i] = max[m % steps][i].max(key(c, d));
+        }
+    }
+    let h = |m: usize, c: Phases| -> f64 {
+        let mut worst = f64::NEG_INFINITY;
+        for (i, &d) in dims.iter().enumerate() {
+            worst = worst.max((key(c, d) - max[m % steps][i]) / norm[i]);
+        }
+        worst
+    };
+    let mut order: Vec<(f64, u32)> = (0..nm).map(|m| (h(m, cost[m]), m as u32)).collect();
+    order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for k in 0..nm / 2 {
+        let (x, y) = (order[k].1 as usize, order[nm - 1 - k].1 as usize);
+        let score = |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny));
+        let any = |_: Phases, _: Phases| true;
+        let (cx, cy) = ((cost[x], batch(x)), (cost[y], batch(y)));
+        if let Some(dc) = change(prep, pinned_at, score, any, cx, cy, seqs) {
+            cost[x] = cost[x] - dc;
+            cost[y] += dc;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{Image, Preset, Sample};
+    use crate::plan::deal::{deal, RowKey};
+    use crate::plan::pack::{pack, Request};
+    use crate::plan::prepare::prepare;
+    use crate::plan::StepSample;
+    use proptest::prelude::*;
+
+    /// Per micro-step and barrier, the largest value.
+    fn maxima(prep: &Prepared, shape: Shape, slots: &[u32], seqs: &Sequences) -> Vec<[f64; 3]> {
+        let mut out = vec![[0.0f64; 3]; shape.steps];
+        for m in 0..shape.ranks * shape.steps {
+            let c = batch_cost(prep, shape, slots, seqs, m);
+            for (d, v) in out[m % shape.steps].iter_mut().enumerate() {
+                *v = v.max(key(c, d));
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// No barrier's maximum rises, every sample stays exactly once,
+        /// every sequence within its caps, pinned positions in place.
+        #[test]
+        fn pairing_raises_no_maximum(
+            items in prop::collection::vec((1u32..1500, 0u32..4, 0u32..1000), 8..160),
+            ranks in 2usize..6,
+            phase in any::<bool>(),
+            pin_every in 0usize..5,
+        ) {
+            prop_assume!(items.len() >= ranks);
+            let samples: Vec<StepSample> = items
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, images, size))| {
+                    let imgs = (0..images).map(|k| Image::new(16 + (size + 37 * k) % 600));
+                    StepSample::new(i as u64, Sample::new(t, imgs))
+                })
+                .collect();
+            let sync = if phase { SyncModel::Phase } else { SyncModel::MicroStep };
+            let caps = [4096, u64::MAX, u64::MAX];
+            let prep = prepare(&samples, &Preset::Qwen25Vl7b.cost_model(), caps, ranks).unwrap();
+            let request = Request { ranks, per_step: 1, micro_steps: None, phases: phase, min_steps: 1 };
+            let packed = pack(&prep, request).unwrap();
+            let shape = packed.shape;
+            let mut seqs = Sequences::new(&prep, packed.sequences);
+            let slots = deal(sync, RowKey::Excess, shape, &seqs);
+            let pinned: Vec<bool> = (0..prep.len()).map(|p| pin_every > 0 && p % pin_every == 0).collect();
+            let before = maxima(&prep, shape, &slots, &seqs);
+            let home: Vec<Option<usize>> = (0..prep.len())
+                .map(|p| seqs.members.iter().position(|b| b.contains(&(p as u32))))
+                .collect();
+            pair(&prep, &pinned, sync, shape, &slots, &mut seqs);
+            let after = maxima(&prep, shape, &slots, &seqs);
+            let barriers: &[usize] = if phase { &[0, 1] } else { &[2] };
+            for (b, a) in before.iter().zip(&after) {
+                for &d in barriers {
+                    prop_assert!(a[d] <= b[d] * (1.0 + 1e-12), "{:?} -> {:?}", b, a);
+                }
+            }
+            let mut all: Vec<u32> = seqs.members.concat();
+            all.sort_unstable();
+            prop_assert_eq!(all, (0..prep.len() as u32).collect::<Vec<_>>());
+            for (b, list) in seqs.members.iter().enumerate() {
+                let tokens: u64 = list.iter().map(|&p| prep.size(p as usize)[0]).sum();
+                prop_assert!(tokens <= 4096);
+                prop_assert_eq!(seqs.loads[b][0], tokens);
+            }
+            for p in (0..prep.len()).filter(|&p| pinned[p]) {
+                let now = seqs.members.iter().position(|b| b.contains(&(p as u32)));
+                prop_assert_eq!(now, home[p]);
+            }
+        }
+    }
+}
