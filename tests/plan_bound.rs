@@ -176,3 +176,38 @@ fn staircase_is_strictly_tighter() {
     assert!(lb > old_bound(&spec, 2, SyncModel::Phase), "{lb}");
     assert!(lb <= optima(&spec, 2, 3, 100)[2].unwrap());
 }
+
+/// The fill: one long dense sample (100 tokens, cost 10) and 30 short ones
+/// (10 tokens, 0.5 each) on two ranks of 100-token sequences. The
+/// micro-step holding the long one waits 10, and its other rank holds at
+/// most 100 tokens of short ones (5); the remaining short ones cost 15 / 2
+/// at best. So every plan takes at least 10 + (25 - 15) / 2 = 15, where the
+/// floors over the ranks say 12.5 and the staircase 10.5; the planner
+/// reaches 15.
+#[test]
+fn fill_is_strictly_tighter() {
+    let mut spec: Spec = vec![(100, 0.0, 10.0)];
+    spec.extend((0..30).map(|_| (10, 0.0, 0.5)));
+    for sync in [SyncModel::MicroStep, SyncModel::Phase] {
+        let plan = Planner::new(Given)
+            .ranks(2)
+            .seq_len(100)
+            .sync(sync)
+            .plan(&samples(&spec))
+            .expect("a plan");
+        let lb = plan.report().lower_bound;
+        assert_eq!(old_bound(&spec, 2, sync), 12.5);
+        assert!((lb - 15.0).abs() < 1e-9, "{sync}: {lb}");
+        assert!(plan.report().predicted >= lb);
+        assert!(
+            (plan.report().predicted - 15.0).abs() < 1e-9,
+            "{sync}: {}",
+            plan.report().predicted
+        );
+    }
+    // With the long sample no denser than the short ones the fill is 0.
+    let mut spec: Spec = vec![(100, 0.0, 10.0)];
+    spec.extend((0..30).map(|_| (10, 0.0, 1.0)));
+    let lb = bound(&spec, 2, 100, SyncModel::Phase);
+    assert!((lb - 20.0).abs() < 1e-9, "{lb}");
+}

@@ -84,15 +84,20 @@ pub(crate) struct BoundParts {
     pub(crate) largest: f64,
     pub(crate) stairs: Phases,
     pub(crate) stairs_total: f64,
+    /// The fill terms ([`fill_excess`]) per phase and of the totals.
+    pub(crate) fill: Phases,
+    pub(crate) fill_total: f64,
 }
 
 /// The lower bound of any plan's step time under `sync` over `ranks`
 /// ranks, from [`BoundParts`]:
 ///
 /// - [`SyncModel::Step`]: `max(floors / R, largest floor)`;
-/// - [`SyncModel::MicroStep`]: `max(floors / R, staircase of the totals)`;
-/// - [`SyncModel::Phase`]: the sum over phases of `max(phase floors / R,
-///   staircase of the phase)`, or the staircase of the totals if larger.
+/// - [`SyncModel::MicroStep`]: `max(floors / R + fill of the totals,
+///   staircase of the totals)`;
+/// - [`SyncModel::Phase`]: the sum over phases of `max(phase floors / R +
+///   fill of the phase, staircase of the phase)`, or the bound of
+///   [`SyncModel::MicroStep`] if larger.
 ///
 /// Valid for every model whose floors obey the law of
 /// [`CostModel::floor`](crate::cost::CostModel::floor), `cost(g) >= sum
@@ -102,7 +107,8 @@ pub(crate) struct BoundParts {
 /// holding the sample of the largest floor costs at least that floor. Per
 /// micro-step barriers wait, in every micro-step, for the largest floor in
 /// it, and a micro-step holds only so many samples: the staircase
-/// ([`staircase`]). For additive and superadditive models the floor is the
+/// ([`staircase`]); the micro-step of the largest floor waits for it while
+/// its other ranks may not hold as much: the fill ([`fill_excess`]). For additive and superadditive models the floor is the
 /// cost alone, and the bound of one barrier a step is the classic `max(total
 /// / R, largest sample)`.
 pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, parts: &BoundParts) -> f64 {
@@ -110,11 +116,11 @@ pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, parts: &BoundParts) -> 
     let f = parts.floors;
     match sync {
         SyncModel::Step => f64::max(f.total() / r, parts.largest),
-        SyncModel::MicroStep => f64::max(f.total() / r, parts.stairs_total),
+        SyncModel::MicroStep => f64::max(f.total() / r + parts.fill_total, parts.stairs_total),
         SyncModel::Phase => {
-            let per_phase = f64::max(f.vision / r, parts.stairs.vision)
-                + f64::max(f.language / r, parts.stairs.language);
-            per_phase.max(parts.stairs_total)
+            let per_phase = f64::max(f.vision / r + parts.fill.vision, parts.stairs.vision)
+                + f64::max(f.language / r + parts.fill.language, parts.stairs.language);
+            per_phase.max(lower_bound(SyncModel::MicroStep, ranks, parts))
         }
     }
 }
@@ -176,6 +182,67 @@ pub(crate) fn staircase(
         area += (here - next) * steps as f64;
     }
     area
+}
+
+/// The fill term of the bound of per-micro-step barriers: `max(0, m - F /
+/// R)` for the largest floor `m` of a single sample and `F` the most floor
+/// that one micro-step of `capacity` tokens can hold (the fractional
+/// knapsack: samples by floor per token, densest first, the last one in
+/// part).
+///
+/// The micro-step `j` holding the sample of floor `m` waits at least
+/// `max(m, F_j / R)` for the `F_j <= F` of floor it holds, and every other
+/// micro-step at least its own floors over `R`; so the sum over micro-steps
+/// of the maxima is at least `floors / R + max(0, m - F_j / R) >= floors /
+/// R + max(0, m - F / R)`. It binds when the largest sample is denser than
+/// what the rest of its micro-step can be filled with (a long document
+/// whose attention grows as `T^2`, among sequences already full of shorter
+/// ones). Samples of no tokens count as infinitely dense.
+///
+/// `keys` is scratch space (cleared).
+///
+/// # Complexity
+///
+/// O(n log n) time (a sort by density), O(n) extra space.
+pub(crate) fn fill_excess(
+    n: usize,
+    floor: impl Fn(usize) -> f64,
+    tokens: impl Fn(usize) -> u64,
+    capacity: f64,
+    ranks: usize,
+    keys: &mut Vec<(u64, u32)>,
+) -> f64 {
+    let largest = (0..n).map(&floor).fold(0.0f64, f64::max);
+    if largest <= 0.0 {
+        return 0.0;
+    }
+    keys.clear();
+    // Densities are non-negative (`+ 0.0` turns -0.0 into 0.0; x / 0 is
+    // +inf for x > 0, NaN for 0 / 0, kept out): their bits order as they do.
+    keys.extend((0..n).filter_map(|i| {
+        let density = floor(i) / tokens(i) as f64 + 0.0;
+        (density > 0.0).then(|| (density.to_bits(), i as u32))
+    }));
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    let (mut left, mut fill) = (capacity, 0.0f64);
+    for &(_, i) in keys.iter() {
+        let (f, t) = (floor(i as usize), tokens(i as usize) as f64);
+        if t <= left {
+            fill += f;
+            left -= t;
+        } else {
+            fill += f * (left / t);
+            break;
+        }
+    }
+    // The knapsack's sum may round below the true one: the bound stays a
+    // bound by a relative 1e-12 of room.
+    let excess = largest - fill * (1.0 + 1e-12) / ranks as f64;
+    if excess > 0.0 {
+        excess
+    } else {
+        0.0
+    }
 }
 
 /// The bound `bound` rounded down to the smallest of the step times

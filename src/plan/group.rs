@@ -433,6 +433,8 @@ pub(crate) fn units(
             largest_floor: prep.largest_floor,
             stairs: prep.stairs,
             stairs_total: prep.stairs_total,
+            fill: prep.fill,
+            fill_total: prep.fill_total,
         },
         members,
         offsets,

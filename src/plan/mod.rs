@@ -22,8 +22,8 @@
 //! | [`SyncModel`] | setup | predicted step time | lower bound |
 //! |---|---|---|---|
 //! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max(floors / R, largest floor) |
-//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R, staircase of the floors) |
-//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | max(sum over phases of max(phase floors / R, staircase of the phase), staircase of the totals) |
+//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R + fill, staircase of the floors) |
+//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | max(sum over phases of max(phase floors / R + fill of the phase, staircase of the phase), the micro-step bound) |
 //!
 //! The *floors* are the samples' [`CostModel::floor`](crate::cost::CostModel::floor)s,
 //! their costs alone for additive models (so "floors" reads "total cost" and
@@ -34,7 +34,13 @@
 //! floor exceeds x need at least so many micro-steps (by their tokens,
 //! units and images against the caps, and by those over half a cap, which
 //! never share a sequence), and each of those micro-steps waits at least x;
-//! integrated over x, it is at least the largest floor.
+//! integrated over x, it is at least the largest floor. The *fill* counts
+//! that the micro-step holding the largest floor `m` waits for it while its
+//! other ranks hold only what fits their sequences: `max(0, m - F / R)`,
+//! `F` the most floor one micro-step's `R * S * L` tokens can hold (densest
+//! samples first); it binds when the largest sample is denser than the
+//! rest (a long document whose attention grows as `T^2`). Both are checked
+//! against exact optima on small instances (`tests/plan_bound.rs`).
 //!
 //! # Algorithm
 //!

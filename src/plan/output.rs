@@ -48,12 +48,15 @@ pub struct Report {
     /// ([`CostModel::floor`](crate::cost::CostModel::floor): a share of
     /// every group's cost that each sample is sure to bring):
     /// max(floors / R, largest floor of a sample) for one barrier per step;
-    /// max(floors / R, the staircase of the floors) for one per micro-step;
-    /// for per-phase barriers the sum over phases of max(the phase's floors
-    /// / R, its staircase), or the staircase of the totals if larger (the
-    /// staircase: a micro-step holds at most `R * S` sequences, so the
-    /// samples of large floors need several micro-steps, each waiting for
-    /// its largest; see the [module docs](crate::plan#sync-models)).
+    /// max(floors / R + fill, the staircase of the floors) for one per
+    /// micro-step; for per-phase barriers the sum over phases of max(the
+    /// phase's floors / R + its fill, its staircase), or the bound of one
+    /// barrier per micro-step if larger (the staircase: a micro-step holds
+    /// at most `R * S` sequences, so the samples of large floors need
+    /// several micro-steps, each waiting for its largest; the fill: the
+    /// micro-step of the largest floor waits for it, and its other ranks
+    /// hold only what their sequences can; see the
+    /// [module docs](crate::plan#sync-models)).
     ///
     /// For additive and superadditive models (tokens, attention, the vision
     /// encoders, the presets, [`sample_fn`](crate::cost::sample_fn)) the

@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use super::evaluate::{staircase, BoundParts};
+use super::evaluate::{fill_excess, staircase, BoundParts};
 use super::sample::StepSample;
 use crate::cost::{Incremental, Phase, Phases};
 use crate::error::{Error, Oversize, Scalar};
@@ -54,6 +54,9 @@ pub(crate) struct Prepared {
     /// micro-steps of the planner's `R * S` sequences ([`staircase`]).
     pub(crate) stairs: Phases,
     pub(crate) stairs_total: f64,
+    /// The fill terms per phase and of the totals ([`fill_excess`]).
+    pub(crate) fill: Phases,
+    pub(crate) fill_total: f64,
 }
 
 impl Prepared {
@@ -68,6 +71,8 @@ impl Prepared {
             largest: self.largest_floor,
             stairs: self.stairs,
             stairs_total: self.stairs_total,
+            fill: self.fill,
+            fill_total: self.fill_total,
         }
     }
 
@@ -91,7 +96,8 @@ impl Prepared {
 
 /// Sorts `samples` by id, checks ids and sizes against `caps`, evaluates
 /// every sample's cost alone and its floor with `model`, and the
-/// staircases of the floors for micro-steps of `per_row` sequences.
+/// staircases and fill terms of the floors for micro-steps of `ranks x
+/// per_step` sequences.
 ///
 /// # Errors
 ///
@@ -108,8 +114,10 @@ pub(crate) fn prepare<M: Incremental>(
     samples: &[StepSample],
     model: &M,
     caps: Caps,
-    per_row: usize,
+    ranks: usize,
+    per_step: usize,
 ) -> Result<Prepared, Error> {
+    let per_row = ranks.saturating_mul(per_step);
     let mut keyed: Vec<(u64, u32)> = samples
         .iter()
         .enumerate()
@@ -203,6 +211,17 @@ pub(crate) fn prepare<M: Incremental>(
         staircase(n, |i| floor_of[i].language, size, caps, per_row, &mut keys),
     );
     let stairs_total = staircase(n, |i| floor_of[i].total(), size, caps, per_row, &mut keys);
+    // A micro-step holds `per_row` sequences of `caps[0]` tokens.
+    let capacity = per_row as f64 * caps[0] as f64;
+    let tokens = |i: usize| u64::from(items[i].sizes[0]);
+    let fill_of = |f: &dyn Fn(usize) -> f64, keys: &mut Vec<(u64, u32)>| {
+        fill_excess(n, f, tokens, capacity, ranks, keys)
+    };
+    let fill = Phases::new(
+        fill_of(&|i| floor_of[i].vision, &mut keys),
+        fill_of(&|i| floor_of[i].language, &mut keys),
+    );
+    let fill_total = fill_of(&|i| floor_of[i].total(), &mut keys);
     Ok(Prepared {
         items,
         caps,
@@ -212,6 +231,8 @@ pub(crate) fn prepare<M: Incremental>(
         largest_floor,
         stairs,
         stairs_total,
+        fill,
+        fill_total,
     })
 }
 
