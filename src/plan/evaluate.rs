@@ -161,20 +161,29 @@ pub(crate) fn staircase(
     let row = per_row.max(1) as u128;
     let mut sums = [0u128; 3];
     let mut big = [0u128; 3];
+    // ceil(sums / (row * cap)) and ceil(big / row), kept up to date by
+    // counting up (sums grow by at most a cap a sample): no division.
+    let mut by_sum = [0u128; 3];
+    let mut by_big = [0u128; 3];
+    let mut steps = 1u128;
     let mut area = 0.0f64;
     for (k, &(bits, i)) in keys.iter().enumerate() {
         let s = size(i as usize);
-        let mut steps = 1u128;
         for d in 0..3 {
             if caps[d] == u64::MAX {
                 continue;
             }
             let (c, x) = (u128::from(caps[d]), u128::from(s[d]));
+            let unit = row * c.max(1);
             sums[d] += x;
             big[d] += u128::from(2 * x > c);
-            steps = steps
-                .max(sums[d].div_ceil(row * c.max(1)))
-                .max(big[d].div_ceil(row));
+            while sums[d] > by_sum[d] * unit {
+                by_sum[d] += 1;
+            }
+            while big[d] > by_big[d] * row {
+                by_big[d] += 1;
+            }
+            steps = steps.max(by_sum[d]).max(by_big[d]);
         }
         // Between this floor and the next smaller one, N(x) = steps.
         let here = f64::from_bits(bits);
@@ -203,7 +212,8 @@ pub(crate) fn staircase(
 ///
 /// # Complexity
 ///
-/// O(n log n) time (a sort by density), O(n) extra space.
+/// O(n) expected time (selections of the densest half, each on what is
+/// left: `n + n / 2 + ...`), O(n) extra space.
 pub(crate) fn fill_excess(
     n: usize,
     floor: impl Fn(usize) -> f64,
@@ -223,17 +233,36 @@ pub(crate) fn fill_excess(
         let density = floor(i) / tokens(i) as f64 + 0.0;
         (density > 0.0).then(|| (density.to_bits(), i as u32))
     }));
-    keys.sort_unstable_by(|a, b| b.cmp(a));
+    // The densest samples first, by selection: the half that is denser
+    // than the pivot fits whole (taken, then the pivot) or holds the
+    // breakpoint (searched next). Ties by position: deterministic.
     let (mut left, mut fill) = (capacity, 0.0f64);
-    for &(_, i) in keys.iter() {
-        let (f, t) = (floor(i as usize), tokens(i as usize) as f64);
-        if t <= left {
-            fill += f;
-            left -= t;
-        } else {
+    let mut rest: &mut [(u64, u32)] = keys;
+    while !rest.is_empty() {
+        let mid = rest.len() / 2;
+        rest.select_nth_unstable_by(mid, |a, b| b.cmp(a));
+        let (dense, tail) = rest.split_at_mut(mid);
+        let t: u128 = dense
+            .iter()
+            .map(|&(_, i)| u128::from(tokens(i as usize)))
+            .sum();
+        if t as f64 > left {
+            rest = dense;
+            continue;
+        }
+        fill += dense.iter().map(|&(_, i)| floor(i as usize)).sum::<f64>();
+        left -= t as f64;
+        let Some((&mut (_, p), after)) = tail.split_first_mut() else {
+            break;
+        };
+        let (f, t) = (floor(p as usize), tokens(p as usize) as f64);
+        if t > left {
             fill += f * (left / t);
             break;
         }
+        fill += f;
+        left -= t;
+        rest = after;
     }
     // The knapsack's sum may round below the true one: the bound stays a
     // bound by a relative 1e-12 of room.

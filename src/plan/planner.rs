@@ -624,7 +624,14 @@ impl<M: Incremental> Planner<M> {
         #[cfg(feature = "std")]
         let start = std::time::Instant::now();
         self.check(samples.len())?;
-        let prep = prepare(samples, &self.model, self.caps(), self.ranks, self.per_step)?;
+        let prep = prepare(
+            samples,
+            &self.model,
+            self.caps(),
+            self.ranks,
+            self.per_step,
+            self.sync,
+        )?;
         let cx = self.context(samples);
         check_origins(&prep, &cx, self.ranks)?;
         // With groups, the stages run on units (groups and chunks as one
@@ -739,7 +746,14 @@ impl<M: Incremental> Planner<M> {
     /// ```
     pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
         self.check(samples.len())?;
-        let prep = prepare(samples, &self.model, self.caps(), self.ranks, self.per_step)?;
+        let prep = prepare(
+            samples,
+            &self.model,
+            self.caps(),
+            self.ranks,
+            self.per_step,
+            self.sync,
+        )?;
         check_origins(&prep, &self.context(samples), self.ranks)?;
         let naive = Naive::new(&prep, self.ranks, self.per_step);
         let layout = Layout {

@@ -4,6 +4,7 @@ use alloc::vec::Vec;
 
 use super::evaluate::{fill_excess, staircase, BoundParts};
 use super::sample::StepSample;
+use super::sync::SyncModel;
 use crate::cost::{Incremental, Phase, Phases};
 use crate::error::{Error, Oversize, Scalar};
 use crate::partition::VectorItem;
@@ -97,7 +98,7 @@ impl Prepared {
 /// Sorts `samples` by id, checks ids and sizes against `caps`, evaluates
 /// every sample's cost alone and its floor with `model`, and the
 /// staircases and fill terms of the floors for micro-steps of `ranks x
-/// per_step` sequences.
+/// per_step` sequences where the lower bound under `sync` uses them.
 ///
 /// # Errors
 ///
@@ -116,6 +117,7 @@ pub(crate) fn prepare<M: Incremental>(
     caps: Caps,
     ranks: usize,
     per_step: usize,
+    sync: SyncModel,
 ) -> Result<Prepared, Error> {
     let per_row = ranks.saturating_mul(per_step);
     let mut keyed: Vec<(u64, u32)> = samples
@@ -203,25 +205,51 @@ pub(crate) fn prepare<M: Incremental>(
             samples: items.len(),
         });
     }
+    // The staircases and fills only where the sync model's bound uses them
+    // (each is a sort or a selection over the samples).
     let mut keys = Vec::new();
     let size = |i: usize| items[i].sizes;
     let n = items.len();
-    let stairs = Phases::new(
-        staircase(n, |i| floor_of[i].vision, size, caps, per_row, &mut keys),
-        staircase(n, |i| floor_of[i].language, size, caps, per_row, &mut keys),
-    );
-    let stairs_total = staircase(n, |i| floor_of[i].total(), size, caps, per_row, &mut keys);
     // A micro-step holds `per_row` sequences of `caps[0]` tokens.
     let capacity = per_row as f64 * caps[0] as f64;
     let tokens = |i: usize| u64::from(items[i].sizes[0]);
-    let fill_of = |f: &dyn Fn(usize) -> f64, keys: &mut Vec<(u64, u32)>| {
-        fill_excess(n, f, tokens, capacity, ranks, keys)
-    };
-    let fill = Phases::new(
-        fill_of(&|i| floor_of[i].vision, &mut keys),
-        fill_of(&|i| floor_of[i].language, &mut keys),
-    );
-    let fill_total = fill_of(&|i| floor_of[i].total(), &mut keys);
+    let (mut stairs, mut stairs_total) = (Phases::ZERO, 0.0);
+    let (mut fill, mut fill_total) = (Phases::ZERO, 0.0);
+    if sync != SyncModel::Step {
+        stairs_total = staircase(n, |i| floor_of[i].total(), size, caps, per_row, &mut keys);
+        fill_total = fill_excess(
+            n,
+            |i| floor_of[i].total(),
+            tokens,
+            capacity,
+            ranks,
+            &mut keys,
+        );
+    }
+    if sync == SyncModel::Phase {
+        stairs = Phases::new(
+            staircase(n, |i| floor_of[i].vision, size, caps, per_row, &mut keys),
+            staircase(n, |i| floor_of[i].language, size, caps, per_row, &mut keys),
+        );
+        fill = Phases::new(
+            fill_excess(
+                n,
+                |i| floor_of[i].vision,
+                tokens,
+                capacity,
+                ranks,
+                &mut keys,
+            ),
+            fill_excess(
+                n,
+                |i| floor_of[i].language,
+                tokens,
+                capacity,
+                ranks,
+                &mut keys,
+            ),
+        );
+    }
     Ok(Prepared {
         items,
         caps,

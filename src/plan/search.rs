@@ -60,7 +60,7 @@ use super::sync::SyncModel;
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence.
-pub(crate) const EFFORT: u32 = 12;
+pub(crate) const EFFORT: u32 = 10;
 
 /// The size the budget counts at least: small batches search as long as a
 /// batch of this many samples and sequences would (a constant, so no
