@@ -80,6 +80,46 @@ impl fmt::Display for InputError {
     }
 }
 
+/// Parses the non-blank line `raw` (number `line`) as a `T`: a JSON object
+/// (a derived struct would also read a list by position), serde's message
+/// without its position (the column is given apart) and a hint of what
+/// `fields` an object holds (and `more`, said after them for a value of the
+/// wrong type); `what` names the object in the hint for a field given twice
+/// ("a line", "an object").
+pub fn parse_line<T: serde::de::DeserializeOwned>(
+    raw: &str,
+    line: usize,
+    fields: &str,
+    more: &str,
+    what: &str,
+) -> Result<T, InputError> {
+    let start = raw.len() - raw.trim_start().len();
+    if !raw[start..].starts_with('{') {
+        return Err(InputError {
+            line,
+            column: Some(start + 1),
+            message: format!("expected a JSON object with {fields}"),
+        });
+    }
+    serde_json::from_str(raw).map_err(|e| {
+        let message = without_position(&e);
+        let hint = if message.starts_with("unknown field") {
+            String::new()
+        } else if message.starts_with("duplicate field") {
+            format!(" (each field at most once {what})")
+        } else if e.is_data() {
+            format!(" (a line is an object with {fields}{more})")
+        } else {
+            String::new()
+        };
+        InputError {
+            line,
+            column: Some(e.column()),
+            message: format!("{message}{hint}"),
+        }
+    })
+}
+
 /// The samples of a JSON Lines text, in the order of their lines, with the
 /// line of every id (to name the line of a sample the planner refuses).
 #[derive(Clone, Debug)]
@@ -198,32 +238,7 @@ pub fn read(text: &str) -> Result<Input, InputError> {
             column: None,
             message,
         };
-        // A derived struct would also read a list (`[1, 2]`) by position.
-        let start = raw.len() - raw.trim_start().len();
-        if !raw[start..].starts_with('{') {
-            return Err(InputError {
-                line,
-                column: Some(start + 1),
-                message: format!("expected a JSON object with {FIELDS}"),
-            });
-        }
-        let parsed: Line = serde_json::from_str(raw).map_err(|e| {
-            let what = without_position(&e);
-            let hint = if what.starts_with("unknown field") {
-                String::new()
-            } else if what.starts_with("duplicate field") {
-                " (each field at most once a line)".to_string()
-            } else if e.is_data() {
-                format!(" (a line is an object with {FIELDS})")
-            } else {
-                String::new()
-            };
-            InputError {
-                line,
-                column: Some(e.column()),
-                message: format!("{what}{hint}"),
-            }
-        })?;
+        let parsed: Line = parse_line(raw, line, FIELDS, "", "a line")?;
         match lines.entry(parsed.id) {
             Entry::Occupied(first) => {
                 return Err(bad(format!(

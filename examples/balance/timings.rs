@@ -28,7 +28,7 @@
 use microbatch::cost::{Calibration, Calibrator, Image, Linear, Phases, Preset, Sample, Timing};
 use serde_json::{json, Value};
 
-use super::input::{without_position, InputError};
+use super::input::{parse_line, InputError};
 
 /// One line as read (`deny_unknown_fields`; a repeated key is refused by
 /// the derived visitor).
@@ -114,35 +114,13 @@ pub fn read(text: &str) -> Result<Vec<Row>, InputError> {
             column: None,
             message,
         };
-        // A derived struct would also read a list by position.
-        let start = raw.len() - raw.trim_start().len();
-        if !raw[start..].starts_with('{') {
-            return Err(InputError {
-                line,
-                column: Some(start + 1),
-                message: format!("expected a JSON object with {FIELDS}"),
-            });
-        }
-        let parsed: Line = serde_json::from_str(raw).map_err(|e| {
-            let what = without_position(&e);
-            let hint = if what.starts_with("unknown field") {
-                String::new()
-            } else if what.starts_with("duplicate field") {
-                " (each field at most once an object)".to_string()
-            } else if e.is_data() {
-                format!(
-                    " (a line is an object with {FIELDS}; a sample, `text_tokens` and \
-                     `image_tokens`)"
-                )
-            } else {
-                String::new()
-            };
-            InputError {
-                line,
-                column: Some(e.column()),
-                message: format!("{what}{hint}"),
-            }
-        })?;
+        let parsed: Line = parse_line(
+            raw,
+            line,
+            FIELDS,
+            "; a sample, `text_tokens` and `image_tokens`",
+            "an object",
+        )?;
         let time = match (
             parsed.vision_seconds,
             parsed.language_seconds,

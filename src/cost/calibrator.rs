@@ -12,8 +12,8 @@ use core::fmt;
 
 use super::calibrate::fit;
 use super::linear::{Linear, Term};
-use super::{Incremental, Phase, Phases, Sample};
-use crate::error::{Error, InvalidReason};
+use super::{invalid, Incremental, Phase, Phases, Sample};
+use crate::error::Error;
 use crate::num::abs;
 
 /// A measured time of one micro-batch (or any group of samples), in seconds
@@ -58,21 +58,13 @@ impl Timing {
 
     /// Checks every time: finite and non-negative, naming the phase.
     fn check(&self) -> Result<(), Error> {
-        let one = |phase: Option<Phase>, value: f64| {
-            let reason = if value.is_nan() {
-                InvalidReason::NaN
-            } else if value.is_infinite() {
-                InvalidReason::Infinite
-            } else if value < 0.0 {
-                InvalidReason::Negative
-            } else {
-                return Ok(());
-            };
-            Err(Error::InvalidTiming {
+        let one = |phase: Option<Phase>, value: f64| match invalid(value) {
+            None => Ok(()),
+            Some(reason) => Err(Error::InvalidTiming {
                 phase,
                 value,
                 reason,
-            })
+            }),
         };
         match self {
             Timing::Phases(p) => {

@@ -1200,22 +1200,30 @@ macro_rules! impl_summed {
 }
 pub(crate) use impl_summed;
 
+/// What makes `value` invalid as a cost, a coefficient or a time: NaN,
+/// infinite or negative; `None` for a finite non-negative value.
+pub(crate) fn invalid(value: f64) -> Option<InvalidReason> {
+    if value.is_nan() {
+        Some(InvalidReason::NaN)
+    } else if value.is_infinite() {
+        Some(InvalidReason::Infinite)
+    } else if value < 0.0 {
+        Some(InvalidReason::Negative)
+    } else {
+        None
+    }
+}
+
 /// Checks one coefficient: finite and non-negative, naming `name` otherwise.
 pub(crate) fn coefficient(name: &'static str, value: f64) -> Result<f64, Error> {
-    let reason = if value.is_nan() {
-        InvalidReason::NaN
-    } else if value.is_infinite() {
-        InvalidReason::Infinite
-    } else if value < 0.0 {
-        InvalidReason::Negative
-    } else {
-        return Ok(value);
-    };
-    Err(Error::InvalidCoefficient {
-        name,
-        value,
-        reason,
-    })
+    match invalid(value) {
+        None => Ok(value),
+        Some(reason) => Err(Error::InvalidCoefficient {
+            name,
+            value,
+            reason,
+        }),
+    }
 }
 
 /// Converts a `u128` sum to `f64` (rounding to nearest above 2^53).

@@ -284,6 +284,7 @@ mod sample;
 mod search;
 mod shape;
 mod sync;
+mod work;
 
 pub use self::exchange::{Exchange, Move, Traffic};
 pub use self::group::GroupScope;

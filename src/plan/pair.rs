@@ -42,6 +42,7 @@ use super::deal::Sequences;
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
+use super::work::key;
 use crate::cost::Phases;
 
 /// The rounds across micro-steps.
@@ -49,17 +50,6 @@ const LEVELS: usize = 1;
 
 /// The rounds within every micro-step and barrier.
 const PASSES: usize = 2;
-
-/// The value of a micro-batch in barrier `d`: vision (0), language (1) or
-/// the total (2).
-#[inline]
-fn key(c: Phases, d: usize) -> f64 {
-    match d {
-        0 => c.vision,
-        1 => c.language,
-        _ => c.total(),
-    }
-}
 
 /// A micro-step's means and maxima per barrier index.
 struct Row<'a> {

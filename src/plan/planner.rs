@@ -550,6 +550,19 @@ impl<M: Incremental> Planner<M> {
     }
 
     /// The caps of a sequence: `L`, units, images.
+    /// The samples checked and costed, with the bound's parts for the sync
+    /// model ([`prepare`]).
+    fn prepare(&self, samples: &[StepSample]) -> Result<Prepared, Error> {
+        prepare(
+            samples,
+            &self.model,
+            self.caps(),
+            self.ranks,
+            self.per_step,
+            self.sync,
+        )
+    }
+
     fn caps(&self) -> Caps {
         [
             u64::from(self.seq_len),
@@ -624,14 +637,7 @@ impl<M: Incremental> Planner<M> {
         #[cfg(feature = "std")]
         let start = std::time::Instant::now();
         self.check(samples.len())?;
-        let prep = prepare(
-            samples,
-            &self.model,
-            self.caps(),
-            self.ranks,
-            self.per_step,
-            self.sync,
-        )?;
+        let prep = self.prepare(samples)?;
         let cx = self.context(samples);
         check_origins(&prep, &cx, self.ranks)?;
         // With groups, the stages run on units (groups and chunks as one
@@ -746,14 +752,7 @@ impl<M: Incremental> Planner<M> {
     /// ```
     pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
         self.check(samples.len())?;
-        let prep = prepare(
-            samples,
-            &self.model,
-            self.caps(),
-            self.ranks,
-            self.per_step,
-            self.sync,
-        )?;
+        let prep = self.prepare(samples)?;
         check_origins(&prep, &self.context(samples), self.ranks)?;
         let naive = Naive::new(&prep, self.ranks, self.per_step);
         let layout = Layout {

@@ -48,6 +48,7 @@ use super::deal::Sequences;
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
+use super::work::{self, key};
 use crate::cost::Phases;
 use crate::partition::balancing_window;
 
@@ -67,17 +68,6 @@ const TOLERANCE: f64 = 2e-3;
 /// where it is (deterministically: the count does not depend on the clock).
 const WORK: u64 = 64;
 
-/// The key of a group in dimension `d`: the total (d = 2), vision (0) or
-/// language (1).
-#[inline]
-fn key(c: Phases, d: usize) -> f64 {
-    match d {
-        0 => c.vision,
-        1 => c.language,
-        _ => c.total(),
-    }
-}
-
 struct Contest<'a> {
     prep: &'a Prepared,
     /// Positions that never move (chunks of groups on their home rank);
@@ -92,18 +82,16 @@ struct Contest<'a> {
 }
 
 impl Contest<'_> {
+    #[inline]
+    fn pinned(&self, p: u32) -> bool {
+        work::pinned(self.pinned, p)
+    }
+
     /// Spends `units` of work; `false` (and nothing left) when the budget
     /// does not hold them.
     #[inline]
-    fn pinned(&self, p: u32) -> bool {
-        self.pinned.get(p as usize).copied().unwrap_or(false)
-    }
-
-    #[inline]
     fn spend(&self, units: u64) -> bool {
-        let left = self.left.get();
-        self.left.set(left.saturating_sub(units));
-        left >= units
+        work::spend(self.left, units)
     }
 }
 

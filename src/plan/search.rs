@@ -57,6 +57,7 @@ use super::deal::Sequences;
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
+use super::work::{self, key};
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence.
@@ -80,17 +81,6 @@ const TOLERANCE: f64 = 1e-9;
 
 /// No micro-batch's position.
 const NONE: u32 = u32::MAX;
-
-/// The value of a micro-batch in barrier `d`: vision (0), language (1) or
-/// the total (2).
-#[inline]
-fn key(c: Phases, d: usize) -> f64 {
-    match d {
-        0 => c.vision,
-        1 => c.language,
-        _ => c.total(),
-    }
-}
 
 /// A change: sample `a` (index in sequence `bx` of micro-batch `x`) to
 /// sequence `by` of micro-batch `y`, and sample `b` of `by` back if a swap.
@@ -282,15 +272,13 @@ impl Search<'_> {
 
     #[inline]
     fn pinned(&self, p: u32) -> bool {
-        self.pinned.get(p as usize).copied().unwrap_or(false)
+        work::pinned(self.pinned, p)
     }
 
     /// Spends `units` of work; `false` when the budget does not hold them.
     #[inline]
     fn spend(&self, units: u64) -> bool {
-        let left = self.left.get();
-        self.left.set(left.saturating_sub(units));
-        left >= units
+        work::spend(&self.left, units)
     }
 
     /// The step time: the sum over micro-steps and barriers of the maxima.
