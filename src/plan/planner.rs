@@ -357,9 +357,10 @@ impl<M: Incremental> Planner<M> {
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
     /// deterministic); `0` turns the pairing and the search off. The
-    /// default, 12, keeps planning 65,536 samples over 1,024 ranks within about three
-    /// times the time without the search; larger values search longer on
-    /// large batches. Ignored for [`SyncModel::Step`].
+    /// default, 10, keeps planning 65,536 samples over 1,024 ranks under
+    /// per-phase barriers within three times what it took before these
+    /// stages existed (`BENCHMARKS.md`, "Search and bound"); larger values
+    /// search longer on large batches. Ignored for [`SyncModel::Step`].
     ///
     /// # Complexity
     ///
