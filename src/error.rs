@@ -84,6 +84,18 @@ pub enum InvalidReason {
     Infinite,
 }
 
+impl InvalidReason {
+    /// The reason as an adjective of the value: "NaN", "negative",
+    /// "infinite" (for the messages of coefficients and times).
+    const fn adjective(self) -> &'static str {
+        match self {
+            InvalidReason::NaN => "NaN",
+            InvalidReason::Negative => "negative",
+            InvalidReason::Infinite => "infinite",
+        }
+    }
+}
+
 impl fmt::Display for InvalidReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -547,11 +559,7 @@ impl fmt::Display for Error {
                 value,
                 reason,
             } => {
-                let what = match reason {
-                    InvalidReason::NaN => "NaN",
-                    InvalidReason::Negative => "negative",
-                    InvalidReason::Infinite => "infinite",
-                };
+                let what = reason.adjective();
                 write!(
                     f,
                     "the coefficient `{name}` is {what} ({}); coefficients must be finite and non-negative",
@@ -736,11 +744,7 @@ impl fmt::Display for Error {
                 value,
                 reason,
             } => {
-                let what = match reason {
-                    InvalidReason::NaN => "NaN",
-                    InvalidReason::Negative => "negative",
-                    InvalidReason::Infinite => "infinite",
-                };
+                let what = reason.adjective();
                 match phase {
                     Some(p) => write!(f, "the measured {p} time is {what} ({})", Real(*value))?,
                     None => write!(f, "the measured time is {what} ({})", Real(*value))?,

@@ -80,6 +80,30 @@ impl fmt::Display for InputError {
     }
 }
 
+/// The objects of a JSON Lines text: `(line, T)` for every non-blank line
+/// (counted from 1, blank lines included), parsed by [`parse_line`] with
+/// `fields`, `more` and `what`; an error names its line.
+pub fn objects<'t, T: serde::de::DeserializeOwned + 't>(
+    text: &'t str,
+    fields: &'t str,
+    more: &'t str,
+    what: &'t str,
+) -> impl Iterator<Item = Result<(usize, T), InputError>> + 't {
+    text.lines()
+        .enumerate()
+        .filter(|(_, raw)| !raw.trim().is_empty())
+        .map(move |(i, raw)| parse_line(raw, i + 1, fields, more, what).map(|t| (i + 1, t)))
+}
+
+/// An error of the input at `line` (no column).
+pub fn at(line: usize, message: String) -> InputError {
+    InputError {
+        line,
+        column: None,
+        message,
+    }
+}
+
 /// Parses the non-blank line `raw` (number `line`) as a `T`: a JSON object
 /// (a derived struct would also read a list by position), serde's message
 /// without its position (the column is given apart) and a hint of what
@@ -228,17 +252,9 @@ pub fn read(text: &str) -> Result<Input, InputError> {
     let mut lines = BTreeMap::new();
     // Whether the first sample line had a `cost`, and its line: all or none.
     let mut costs: Option<(bool, usize)> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let bad = |message: String| InputError {
-            line,
-            column: None,
-            message,
-        };
-        let parsed: Line = parse_line(raw, line, FIELDS, "", "a line")?;
+    for object in objects::<Line>(text, FIELDS, "", "a line") {
+        let (line, parsed) = object?;
+        let bad = |message: String| at(line, message);
         match lines.entry(parsed.id) {
             Entry::Occupied(first) => {
                 return Err(bad(format!(

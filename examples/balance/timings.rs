@@ -28,7 +28,7 @@
 use microbatch::cost::{Calibration, Calibrator, Image, Linear, Phases, Preset, Sample, Timing};
 use serde_json::{json, Value};
 
-use super::input::{parse_line, InputError};
+use super::input::{at, objects, InputError};
 
 /// One line as read (`deny_unknown_fields`; a repeated key is refused by
 /// the derived visitor).
@@ -104,23 +104,10 @@ fn seconds(name: &str, x: f64) -> Result<f64, String> {
 /// O(b) time and extra space for b bytes of text.
 pub fn read(text: &str) -> Result<Vec<Row>, InputError> {
     let mut rows = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let bad = |message: String| InputError {
-            line,
-            column: None,
-            message,
-        };
-        let parsed: Line = parse_line(
-            raw,
-            line,
-            FIELDS,
-            "; a sample, `text_tokens` and `image_tokens`",
-            "an object",
-        )?;
+    let more = "; a sample, `text_tokens` and `image_tokens`";
+    for object in objects::<Line>(text, FIELDS, more, "an object") {
+        let (line, parsed) = object?;
+        let bad = |message: String| at(line, message);
         let time = match (
             parsed.vision_seconds,
             parsed.language_seconds,
@@ -199,11 +186,7 @@ pub fn calibrate(preset: Preset, rows: &[Row]) -> Result<Calibration, InputError
         };
         calibrator
             .observe(&row.samples, time)
-            .map_err(|e| InputError {
-                line: row.line,
-                column: None,
-                message: e.to_string(),
-            })?;
+            .map_err(|e| at(row.line, e.to_string()))?;
     }
     Ok(calibrator.refit().clone())
 }
