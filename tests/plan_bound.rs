@@ -211,3 +211,25 @@ fn fill_is_strictly_tighter() {
     let lb = bound(&spec, 2, 100, SyncModel::Phase);
     assert!((lb - 20.0).abs() < 1e-9, "{lb}");
 }
+
+/// A regression found by fuzzing: a floor so small that its density (floor
+/// per token) underflows to 0 must still count in the fill, or the fill
+/// leaves it out and the bound exceeds the plan. Two samples of vision cost
+/// 3.2e-319 (subnormal), one of no tokens, one of 200,000 tokens, on two
+/// ranks: the bound is one of them, as the plan.
+#[test]
+fn fill_counts_floors_whose_density_underflows() {
+    let v = 3.23786e-319;
+    let spec: Spec = vec![(0, v, 0.0), (200_000, v, 0.0)];
+    for sync in [SyncModel::MicroStep, SyncModel::Phase] {
+        let plan = Planner::new(Given)
+            .ranks(2)
+            .seq_len(400_000)
+            .sync(sync)
+            .plan(&samples(&spec))
+            .expect("a plan");
+        let report = plan.report();
+        assert!(report.lower_bound <= report.predicted, "{sync}: {report:?}");
+        assert_eq!(report.lower_bound, v, "{sync}");
+    }
+}

@@ -206,7 +206,8 @@ pub(crate) fn staircase(
 /// R + max(0, m - F / R)`. It binds when the largest sample is denser than
 /// what the rest of its micro-step can be filled with (a long document
 /// whose attention grows as `T^2`, among sequences already full of shorter
-/// ones). Samples of no tokens count as infinitely dense.
+/// ones). Samples of no tokens count as infinitely dense; samples of floor
+/// zero add nothing and are left out.
 ///
 /// `keys` is scratch space (cleared).
 ///
@@ -227,11 +228,13 @@ pub(crate) fn fill_excess(
         return 0.0;
     }
     keys.clear();
+    // Every sample of a positive floor takes part, its density (floor per
+    // token) only its rank: a density that underflows to 0 still counts.
     // Densities are non-negative (`+ 0.0` turns -0.0 into 0.0; x / 0 is
-    // +inf for x > 0, NaN for 0 / 0, kept out): their bits order as they do.
+    // +inf for x > 0): their bits order as they do.
     keys.extend((0..n).filter_map(|i| {
-        let density = floor(i) / tokens(i) as f64 + 0.0;
-        (density > 0.0).then(|| (density.to_bits(), i as u32))
+        let f = floor(i);
+        (f > 0.0).then(|| ((f / tokens(i) as f64 + 0.0).to_bits(), i as u32))
     }));
     // The densest samples first, by selection: the half that is denser
     // than the pivot fits whole (taken, then the pivot) or holds the
