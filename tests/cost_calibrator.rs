@@ -154,13 +154,21 @@ fn rows(truth: &Linear, n: usize, seed: u64, per_phase: bool) -> Vec<(Vec<Sample
         .collect()
 }
 
-/// Checks recovery (600 rows timed per phase, or 2000 timed in total: the
-/// total alone tells the phases' terms apart less well): every term's effect on the mean time, `|c_hat - c| x
-/// mean(x_k)`, within 3% of the mean time; every slowed row flagged, at most
-/// 2% of the clean ones.
+/// Checks recovery (2,000 rows timed per phase, or 4,000 timed in total:
+/// the total alone tells the phases' terms apart less well): every term's
+/// effect on the mean time, `|c_hat - c| x mean(x_k)`, within 3% of the mean
+/// time; every slowed row flagged, at most 2% of the clean ones.
+///
+/// The error is the estimator's, not the fit's (plain least squares on the
+/// clean rows gives the same coefficients): `language.tokens`,
+/// `language.document_attention` and `language.samples` are nearly
+/// collinear, so one noisy window can trade one for another. Over 5,000
+/// seeds the worst effect is 1.9% (per phase, 2,000 rows) and 1.6% (total,
+/// 4,000 rows); at 600 rows per phase 5 seeds in 5,000 exceeded 3% (3.8% at
+/// worst), one of them in CI: kept as `per_phase_recovery_of_a_seed_that_failed_at_600_rows`.
 fn check_recovery(seed: u64, per_phase: bool) -> Result<(), TestCaseError> {
     let truth = truth_internvl(1.0);
-    let n = if per_phase { 600 } else { 2000 };
+    let n = if per_phase { 2000 } else { 4000 };
     let data = rows(&truth, n, seed, per_phase);
     let mut c = Calibrator::new(Linear::preset(Preset::InternVl25_8b));
     for (g, t, _) in &data {
@@ -192,14 +200,21 @@ fn check_recovery(seed: u64, per_phase: bool) -> Result<(), TestCaseError> {
         prop_assert!(rejected.contains(i), "slowed row {i} not flagged");
     }
     let clean_flagged = rejected.len() - slowed.len();
-    // About 1 clean row in 600 is flagged on average (3.5 robust standard
-    // deviations of the noise), 5 at worst over 120 seeds, 7 once: 2% is
-    // far in the tail, and a rejection rule that flags the noise fails.
+    // 3.5 robust standard deviations of Gaussian noise flag about 2 clean
+    // rows in 2,000 (two equations a row): 2% is far in the tail, and a rejection rule that flags
+    // the noise fails.
     prop_assert!(
         clean_flagged * 50 <= data.len(),
         "{clean_flagged} clean rows flagged"
     );
     Ok(())
+}
+
+/// The seed of the property test below that failed in CI when it ran 600
+/// rows per phase (`language.tokens` off by 3.25% of the mean time).
+#[test]
+fn per_phase_recovery_of_a_seed_that_failed_at_600_rows() {
+    check_recovery(416_548_230_817, true).unwrap();
 }
 
 proptest! {
