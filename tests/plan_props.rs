@@ -210,7 +210,6 @@ proptest! {
         // The lower bound is a bound (up to rounding of the sums).
         prop_assert!(r.predicted >= r.lower_bound * (1.0 - 1e-9), "{} < {}", r.predicted, r.lower_bound);
         prop_assert!(r.baseline >= r.lower_bound * (1.0 - 1e-9));
-        prop_assert!(r.efficiency > 0.0 && r.efficiency <= 1.0);
         prop_assert!(r.imbalance.vision >= 1.0 - 1e-9 && r.imbalance.language >= 1.0 - 1e-9);
         let loss_tokens: u64 = c.samples.iter().map(StepSample::loss_tokens).sum();
         prop_assert_eq!(p.loss().loss_tokens, loss_tokens);
@@ -221,6 +220,12 @@ proptest! {
             .filter(|&(rk, j, s)| !p.sequence(rk, j, s).is_empty())
             .count();
         prop_assert_eq!(r.sequences, nonempty);
+        // Efficiency: the real tokens over the capacity of the non-empty
+        // sequences (0 when they hold only samples without tokens).
+        let tokens: u64 = c.samples.iter().map(|s| s.sample().tokens()).sum();
+        let want = if nonempty == 0 { 1.0 } else { tokens as f64 / (nonempty as f64 * f64::from(c.seq_len)) };
+        prop_assert_eq!(r.efficiency, want);
+        prop_assert!((0.0..=1.0).contains(&r.efficiency));
     }
 }
 
