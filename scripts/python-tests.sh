@@ -17,13 +17,15 @@ venv="${MICROBATCH_VENV:-.venv}"
 if [ ! -x "$venv/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
+# Absolute, as the steps below run from other folders.
+venv="$(cd "$venv" && pwd)"
 "$venv/bin/python" -m pip install -q --upgrade pip
 "$venv/bin/python" -m pip install -q -r python/requirements-test.txt
 # A release build of the extension (maturin, from python/pyproject.toml).
 "$venv/bin/python" -m pip install -q --force-reinstall --no-deps ./python
 # The package's type hints and the native module's stubs agree.
-(cd python && "../$venv/bin/python" -m mypy --ignore-missing-imports microbatch)
+(cd python && "$venv/bin/python" -m mypy --ignore-missing-imports microbatch)
 # From python/tests, so that `import microbatch` is the installed package,
 # never the source folder.
 cd python/tests
-exec "../../$venv/bin/python" -m pytest -q "$@"
+exec "$venv/bin/python" -m pytest -q "$@"

@@ -233,3 +233,29 @@ fn fill_counts_floors_whose_density_underflows() {
         assert_eq!(report.lower_bound, v, "{sync}");
     }
 }
+
+/// The fill row reaches the fill term: on 8 ranks of 100-token sequences,
+/// one long sample (100 tokens, cost 20), 14 dense ones (50 tokens, 8) and
+/// 160 light ones (10 tokens, 0.5). The micro-step of the long one waits 20
+/// whatever else it holds; filled with the 14 dense ones (two a sequence,
+/// 16 each), it leaves 160 light ones to two micro-steps of 16 sequences
+/// (5 each): 30, the bound (floors over the ranks 26.5, plus the fill 20 -
+/// 132 / 8). A balanced packing spreads the dense ones (about 8.8 a
+/// sequence), and no exchange of one sample for one other can then bring
+/// them together, as every sequence is full in tokens: without the fill row
+/// the plan takes 35.5.
+#[test]
+fn the_fill_row_reaches_the_fill_bound() {
+    let mut spec: Spec = vec![(100, 0.0, 20.0)];
+    spec.extend((0..14).map(|_| (50, 0.0, 8.0)));
+    spec.extend((0..160).map(|_| (10, 0.0, 0.5)));
+    let plan = Planner::new(Given)
+        .ranks(8)
+        .seq_len(100)
+        .sync(SyncModel::Phase)
+        .plan(&samples(&spec))
+        .expect("a plan");
+    let r = plan.report();
+    assert!((r.lower_bound - 30.0).abs() < 1e-9, "{}", r.lower_bound);
+    assert!((r.predicted - 30.0).abs() < 1e-9, "{}", r.predicted);
+}

@@ -59,7 +59,15 @@
 //!    of vision cost, language cost and tokens, each over its mean, so that
 //!    every sequence starts near the mean in both phases: each packing is
 //!    dealt and refined, and the start of lower predicted step time is
-//!    kept). When the capacity is too tight for that order,
+//!    kept). Where the bound's fill term binds, i.e. the largest sample is
+//!    denser than what the rest of its micro-step can be filled with at the
+//!    mean, the second packing of [`SyncModel::Phase`] first fills one row
+//!    of `R * S` sequences around the largest sample with the densest
+//!    samples (cost per token), none above it in either phase (the `fill`
+//!    stage), so that the micro-step which waits for it anyway does as much
+//!    work as it can; the dealing gives that row, the most costly
+//!    sequences, one micro-step. When the capacity is too tight for that
+//!    order,
 //!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
 //!    instead ([`Report::balanced_packing`] says which).
 //! 3. `deal`: deal the sequences to the `R x A` slots: for
@@ -269,6 +277,7 @@ mod baseline;
 mod deal;
 mod evaluate;
 mod exchange;
+mod fill;
 mod fingerprint;
 mod finish;
 mod group;

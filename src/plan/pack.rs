@@ -1,8 +1,9 @@
-//! Packing stage: the samples into `R * A * S` balanced sequences (vector LPT with capacities, first-fit-decreasing when too tight), choosing `A`.
+//! Packing stage: the samples into `R * A * S` balanced sequences (vector LPT with capacities, around a fill row under per-phase barriers, first-fit-decreasing when too tight), choosing `A`.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::fill::fill_row;
 use super::prepare::{Entry, Prepared};
 use super::shape::Shape;
 use crate::error::Error;
@@ -20,6 +21,9 @@ pub(crate) struct Request {
     /// Whether the phases are balanced each on its own (per-phase
     /// barriers), else their total.
     pub(crate) phases: bool,
+    /// Whether one row of `R * S` sequences is the fill row of the largest
+    /// sample ([`fill_row`]; for `A > 1`), the others balanced around it.
+    pub(crate) fill: bool,
     /// The fewest micro-steps the plan may have (1 unless groups under
     /// [`GroupScope::Rank`](super::GroupScope::Rank) need more).
     pub(crate) min_steps: usize,
@@ -40,7 +44,9 @@ pub(crate) struct Packed {
 /// Packs the prepared samples into the sequences of `request`: for a given
 /// `A`, the balanced packing ([`vector_lpt`] over the samples' costs, with
 /// the tokens as the primary size; with `request.phases`, vision and
-/// language each balanced on its own) if it fits, else first-fit-decreasing if
+/// language each balanced on its own; with `request.fill` and `A > 1`,
+/// around the fill row of the largest sample, [`fill_row`]) if it fits,
+/// else first-fit-decreasing if
 /// that fits; without one, the smallest `A` of the two, starting from the
 /// bound `ceil(max over dimensions of sum / cap / (R * S))` (at least
 /// `request.min_steps`).
@@ -52,7 +58,8 @@ pub(crate) struct Packed {
 ///
 /// # Complexity
 ///
-/// O(n log n) time (the sorts of the two packers), O(n) extra space.
+/// O(n log n) time (the sorts of the packers and of the fill row), O(n)
+/// extra space.
 pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
     let per_row = request.ranks * request.per_step;
     let shape = |steps: usize| Shape {
@@ -74,7 +81,8 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
         .unwrap_or(0);
     let lb = steps_for(l1).max(request.min_steps);
     let try_balanced = |steps: usize| {
-        balanced(prep, steps * per_row, request.phases).map(|sequences| Packed {
+        let row = (request.fill && steps > 1).then_some(per_row);
+        balanced(prep, steps * per_row, request.phases, row).map(|sequences| Packed {
             shape: shape(steps),
             sequences,
             balanced: true,
@@ -129,6 +137,20 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
 /// under per-phase barriers, against 8).
 struct Phased<'a>(&'a Entry);
 
+/// A sample balanced by its total cost (a reference, as [`Phased`]).
+struct Whole<'a>(&'a Entry);
+
+impl VectorItem<3> for Whole<'_> {
+    #[inline]
+    fn weight(&self) -> f64 {
+        self.0.weight()
+    }
+    #[inline]
+    fn sizes(&self) -> [u32; 3] {
+        self.0.sizes
+    }
+}
+
 impl VectorItem<3> for Phased<'_> {
     #[inline]
     fn weight(&self) -> f64 {
@@ -145,28 +167,64 @@ impl VectorItem<3> for Phased<'_> {
 }
 
 /// The balanced packing into `k` sequences (each phase balanced on its own
-/// with `phases`, else the total), `None` when it does not fit.
-fn balanced(prep: &Prepared, k: usize, phases: bool) -> Option<Vec<Vec<u32>>> {
+/// with `phases`, else the total), `None` when it does not fit. With
+/// `fill_row`, the first that many sequences are the fill row
+/// ([`fill_row`]) and the rest is balanced over the others, if it fits them.
+fn balanced(
+    prep: &Prepared,
+    k: usize,
+    phases: bool,
+    fill_row: Option<usize>,
+) -> Option<Vec<Vec<u32>>> {
+    if let Some(row) = fill_row.filter(|&row| row < k) {
+        if let Some(sequences) = around_fill_row(prep, k, row, phases) {
+            return Some(sequences);
+        }
+    }
     let seq_of = if phases {
         let items: Vec<Phased> = prep.items.iter().map(Phased).collect();
         vector_lpt(&items, &prep.caps, k)?
     } else {
         vector_lpt(&prep.items, &prep.caps, k)?
     };
+    Some(scatter(k, &seq_of, |i| i as u32))
+}
+
+/// The fill row of `row` sequences, then the other samples balanced (phase
+/// by phase with `phases`) over the other `k - row` sequences (`None` if
+/// they do not fit).
+fn around_fill_row(prep: &Prepared, k: usize, row: usize, phases: bool) -> Option<Vec<Vec<u32>>> {
+    let (mut sequences, taken) = fill_row(prep, row)?;
+    let rest: Vec<u32> = (0..prep.len() as u32)
+        .filter(|&p| !taken[p as usize])
+        .collect();
+    let entry = |&p: &u32| &prep.items[p as usize];
+    let seq_of = if phases {
+        let items: Vec<Phased> = rest.iter().map(entry).map(Phased).collect();
+        vector_lpt(&items, &prep.caps, k - row)?
+    } else {
+        let items: Vec<Whole> = rest.iter().map(entry).map(Whole).collect();
+        vector_lpt(&items, &prep.caps, k - row)?
+    };
+    sequences.extend(scatter(k - row, &seq_of, |i| rest[i]));
+    Some(sequences)
+}
+
+/// The `k` sequences of an assignment `seq_of` (item -> sequence) of the
+/// items at positions `position(item)`, ascending if those are.
+fn scatter(k: usize, seq_of: &[u32], position: impl Fn(usize) -> u32) -> Vec<Vec<u32>> {
     let mut counts = vec![0usize; k];
-    for &b in &seq_of {
+    for &b in seq_of {
         counts[b as usize] += 1;
     }
     let ranked = seq_of
         .iter()
         .enumerate()
-        .map(|(p, &b)| (b as usize, p as u32));
-    Some(
-        Grouped::scatter(counts, ranked)
-            .iter()
-            .map(<[u32]>::to_vec)
-            .collect(),
-    )
+        .map(|(i, &b)| (b as usize, position(i)));
+    Grouped::scatter(counts, ranked)
+        .iter()
+        .map(<[u32]>::to_vec)
+        .collect()
 }
 
 /// First-fit-decreasing over (tokens, units, images), the fallback when

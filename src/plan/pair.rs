@@ -374,7 +374,7 @@ mod tests {
             let sync = if phase { SyncModel::Phase } else { SyncModel::MicroStep };
             let caps = [4096, u64::MAX, u64::MAX];
             let prep = prepare(&samples, &Preset::Qwen25Vl7b.cost_model(), caps, ranks, 1, sync).unwrap();
-            let request = Request { ranks, per_step: 1, micro_steps: None, phases: phase, min_steps: 1 };
+            let request = Request { ranks, per_step: 1, micro_steps: None, phases: phase, fill: false, min_steps: 1 };
             let packed = pack(&prep, request).unwrap();
             let shape = packed.shape;
             let mut seqs = Sequences::new(&prep, packed.sequences);

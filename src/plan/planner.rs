@@ -654,6 +654,7 @@ impl<M: Incremental> Planner<M> {
             per_step: self.per_step,
             micro_steps: self.micro_steps,
             phases: false,
+            fill: false,
             min_steps,
         };
         let trial = |packed: Packed| Trial {
@@ -668,11 +669,16 @@ impl<M: Incremental> Planner<M> {
         let mut best = trial(pack(work, request)?);
         // Per-phase barriers also try the packing that balances each phase
         // on its own (if it fits the same request), and keep the better.
+        // Where the bound's fill term binds (the largest sample is denser
+        // than what the rest of its micro-step can be filled with at the
+        // mean), that packing is built around the fill row of the largest
+        // sample.
         if self.sync == SyncModel::Phase {
             if let Ok(packed) = pack(
                 work,
                 Request {
                     phases: true,
+                    fill: work.fill_binds(),
                     ..request
                 },
             ) {
