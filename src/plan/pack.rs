@@ -21,8 +21,9 @@ pub(crate) struct Request {
     /// Whether the phases are balanced each on its own (per-phase
     /// barriers), else their total.
     pub(crate) phases: bool,
-    /// Whether one row of `R * S` sequences is the fill row of the largest
-    /// sample ([`fill_row`]; for `A > 1`), the others balanced around it.
+    /// With `phases`, whether one row of `R * S` sequences is the fill row
+    /// of the largest sample ([`fill_row`]; for `A > 1`), the others
+    /// balanced around it.
     pub(crate) fill: bool,
     /// The fewest micro-steps the plan may have (1 unless groups under
     /// [`GroupScope::Rank`](super::GroupScope::Rank) need more).
@@ -44,7 +45,7 @@ pub(crate) struct Packed {
 /// Packs the prepared samples into the sequences of `request`: for a given
 /// `A`, the balanced packing ([`vector_lpt`] over the samples' costs, with
 /// the tokens as the primary size; with `request.phases`, vision and
-/// language each balanced on its own; with `request.fill` and `A > 1`,
+/// language each balanced on its own, and with `request.fill` and `A > 1`
 /// around the fill row of the largest sample, [`fill_row`]) if it fits,
 /// else first-fit-decreasing if
 /// that fits; without one, the smallest `A` of the two, starting from the
@@ -137,20 +138,6 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
 /// under per-phase barriers, against 8).
 struct Phased<'a>(&'a Entry);
 
-/// A sample balanced by its total cost (a reference, as [`Phased`]).
-struct Whole<'a>(&'a Entry);
-
-impl VectorItem<3> for Whole<'_> {
-    #[inline]
-    fn weight(&self) -> f64 {
-        self.0.weight()
-    }
-    #[inline]
-    fn sizes(&self) -> [u32; 3] {
-        self.0.sizes
-    }
-}
-
 impl VectorItem<3> for Phased<'_> {
     #[inline]
     fn weight(&self) -> f64 {
@@ -168,16 +155,17 @@ impl VectorItem<3> for Phased<'_> {
 
 /// The balanced packing into `k` sequences (each phase balanced on its own
 /// with `phases`, else the total), `None` when it does not fit. With
-/// `fill_row`, the first that many sequences are the fill row
-/// ([`fill_row`]) and the rest is balanced over the others, if it fits them.
+/// `phases` and `fill_row`, the first that many sequences are the fill row
+/// ([`fill_row`]) and the rest is balanced over the others, if it fits
+/// them.
 fn balanced(
     prep: &Prepared,
     k: usize,
     phases: bool,
     fill_row: Option<usize>,
 ) -> Option<Vec<Vec<u32>>> {
-    if let Some(row) = fill_row.filter(|&row| row < k) {
-        if let Some(sequences) = around_fill_row(prep, k, row, phases) {
+    if let Some(row) = fill_row.filter(|&row| phases && row < k) {
+        if let Some(sequences) = around_fill_row(prep, k, row) {
             return Some(sequences);
         }
     }
@@ -190,22 +178,18 @@ fn balanced(
     Some(scatter(k, &seq_of, |i| i as u32))
 }
 
-/// The fill row of `row` sequences, then the other samples balanced (phase
-/// by phase with `phases`) over the other `k - row` sequences (`None` if
-/// they do not fit).
-fn around_fill_row(prep: &Prepared, k: usize, row: usize, phases: bool) -> Option<Vec<Vec<u32>>> {
+/// The fill row of `row` sequences, then the other samples balanced phase
+/// by phase over the other `k - row` sequences (`None` if they do not fit).
+fn around_fill_row(prep: &Prepared, k: usize, row: usize) -> Option<Vec<Vec<u32>>> {
     let (mut sequences, taken) = fill_row(prep, row)?;
     let rest: Vec<u32> = (0..prep.len() as u32)
         .filter(|&p| !taken[p as usize])
         .collect();
-    let entry = |&p: &u32| &prep.items[p as usize];
-    let seq_of = if phases {
-        let items: Vec<Phased> = rest.iter().map(entry).map(Phased).collect();
-        vector_lpt(&items, &prep.caps, k - row)?
-    } else {
-        let items: Vec<Whole> = rest.iter().map(entry).map(Whole).collect();
-        vector_lpt(&items, &prep.caps, k - row)?
-    };
+    let items: Vec<Phased> = rest
+        .iter()
+        .map(|&p| Phased(&prep.items[p as usize]))
+        .collect();
+    let seq_of = vector_lpt(&items, &prep.caps, k - row)?;
     sequences.extend(scatter(k - row, &seq_of, |i| rest[i]));
     Some(sequences)
 }
