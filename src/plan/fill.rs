@@ -85,8 +85,9 @@ pub(crate) fn fill_row(prep: &Prepared, row: usize) -> Option<(Vec<Vec<u32>>, Ve
         if left == 0 {
             break;
         }
-        let size = prep.size(p);
-        if taken[p] || size[0] > left || !prep.fits(loads[b], p) {
+        // The sequence with the most room: if the sample does not fit
+        // there, it fits no sequence of the row in tokens.
+        if taken[p] || !prep.fits(loads[b], p) {
             continue;
         }
         let cost = costs[b] + prep.cost(p);
@@ -96,7 +97,7 @@ pub(crate) fn fill_row(prep: &Prepared, row: usize) -> Option<(Vec<Vec<u32>>, Ve
         room.pop();
         taken[p] = true;
         bins[b].push(p as u32);
-        for (l, s) in loads[b].iter_mut().zip(size) {
+        for (l, s) in loads[b].iter_mut().zip(prep.size(p)) {
             *l += s;
         }
         costs[b] = cost;
