@@ -1,6 +1,7 @@
 """microbatch.cost.Calibrator and Linear: recovery on synthetic timings, planning on the fitted model, bad input."""
 
 import math
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -185,6 +186,30 @@ def test_linear_model():
     a = p.cost([300, 40], [[1024, 256], []])
     b = mc.preset("qwen2.5-vl-7b").cost([300, 40], [[1024, 256], []])
     np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _instance(template):
+    """A TERMS entry with its parameters filled in."""
+    return template.replace("(W,P)", "(64,4)").replace("(T)", "(576)")
+
+
+def _template(name):
+    """A term name with its parameters written as in TERMS."""
+    name = re.sub(r"^vision\.window_attention\(\d+,\d+\)$", "vision.window_attention(W,P)", name)
+    return re.sub(r"^vision\.tiles\(\d+\)$", "vision.tiles(T)", name)
+
+
+def test_the_listed_terms_are_the_crates():
+    # Python's TERMS is written out for the docs; the crate parses the names.
+    # Every listed term is one the crate knows and prints back alike ...
+    names = [_instance(t) for t in mc.TERMS]
+    assert len(set(mc.TERMS)) == len(mc.TERMS)
+    m = mc.Linear({name: 1.0 for name in names})
+    assert m.terms == tuple(names)
+    # ... and every term of every preset is listed.
+    for preset in mc.PRESETS:
+        for name in mc.Linear.preset(preset).terms:
+            assert _template(name) in mc.TERMS, (preset, name)
 
 
 def test_bad_input_names_the_item():
