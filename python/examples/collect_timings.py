@@ -37,13 +37,19 @@ synthetic batch each step. How a trainer collects the rows a
    model is the preset's and ``status.fitted`` is ``False`` with the reason.
 
 Runs in one process on a CPU: the ``--ranks`` ranks' micro-batches run one
-after another (a simulation of data parallelism; under ``torchrun`` each
-process runs only its own, and :func:`gather_rows` all-gathers).
+after another (a simulation of data parallelism). Under ``torchrun`` (for
+example ``torchrun --standalone --nproc-per-node 2 collect_timings.py``) each
+process is one rank (``--ranks`` is then the world size) on its own GPU where
+there are GPUs: it runs only its own micro-batches, sums the gradients with
+the other ranks, and :func:`gather_rows` all-gathers the rows; each rank
+prints the model it fitted last, the same on every rank.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 from typing import Any, Dict, List, Optional
 
@@ -74,7 +80,7 @@ class VisionEncoder(nn.Module):
             x = x + self.attn(x, x, x, need_weights=False)[0]
             out.append((x + self.mlp(x))[0])
         # No image: an empty output still connected to the encoder (backward runs on every rank).
-        return torch.cat(out) if out else self.embed(torch.zeros(0, PATCH_DIM))
+        return torch.cat(out) if out else self.embed(self.embed.weight.new_zeros(0, PATCH_DIM))
 
 
 class LanguageModel(nn.Module):
@@ -127,8 +133,8 @@ class Stopwatch:
             torch.cuda.synchronize()
 
 
-def synthetic_batch(n: int, rng: np.random.Generator) -> List[Dict[str, Any]]:
-    """``n`` samples: 16..400 text tokens, a third with one or two images of 16..144 tokens."""
+def synthetic_batch(n: int, rng: np.random.Generator, device: torch.device) -> List[Dict[str, Any]]:
+    """``n`` samples on ``device``: 16..400 text tokens, a third with one or two images of 16..144 tokens."""
     out = []
     for i in range(n):
         text = int(rng.integers(16, 400))
@@ -138,8 +144,11 @@ def synthetic_batch(n: int, rng: np.random.Generator) -> List[Dict[str, Any]]:
                 "id": i,
                 "text_tokens": text,
                 "image_tokens": images,
-                "ids": torch.as_tensor(rng.integers(0, VOCAB, text)),
-                "pixels": [torch.as_tensor(rng.standard_normal((t, PATCH_DIM)), dtype=torch.float32) for t in images],
+                "ids": torch.as_tensor(rng.integers(0, VOCAB, text), device=device),
+                "pixels": [
+                    torch.as_tensor(rng.standard_normal((t, PATCH_DIM)), dtype=torch.float32, device=device)
+                    for t in images
+                ],
             }
         )
     return out
@@ -191,7 +200,7 @@ def gather_rows(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--ranks", type=int, default=2, help="ranks to simulate (under torchrun: the world size)")
     p.add_argument("--samples-per-rank", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=1024)
     p.add_argument("--preset", default="qwen2.5-vl-7b", choices=mc.PRESETS)
@@ -199,20 +208,27 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    torch.manual_seed(args.seed)
+    distributed = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if distributed else None
+    ranks = dist.get_world_size() if distributed else args.ranks
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
     torch.set_num_threads(1)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
     watch = Stopwatch(device)
-    vit, lm = VisionEncoder(), LanguageModel()
-    optimizer = torch.optim.SGD(list(vit.parameters()) + list(lm.parameters()), lr=1e-3)
+    vit, lm = VisionEncoder().to(device), LanguageModel().to(device)
+    params = list(vit.parameters()) + list(lm.parameters())
+    optimizer = torch.optim.SGD(params, lr=1e-3)
     calibrator = mc.Calibrator(args.preset)
-    rng = np.random.default_rng(args.seed)
-    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else None
+    rng = np.random.default_rng(args.seed)  # the same batches on every rank
     history = []
     for step in range(args.steps):
-        batch = synthetic_batch(args.ranks * args.samples_per_rank, rng)
+        batch = synthetic_batch(ranks * args.samples_per_rank, rng, device)
         # Every rank plans the same step on the same model: the same plan.
-        planner = microbatch.Planner(calibrator.model, ranks=args.ranks, seq_len=args.seq_len, sync="phase")
+        planner = microbatch.Planner(calibrator.model, ranks=ranks, seq_len=args.seq_len, sync="phase")
         plan = planner.plan(
             ids=[s["id"] for s in batch],
             text_tokens=[s["text_tokens"] for s in batch],
@@ -224,6 +240,10 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 samples = [batch[int(i)] for i in plan.micro_batch(r, j)]
                 pending.append(run_micro_batch(vit, lm, samples, watch, args.whole))
         watch.synchronize()  # once a step, before reading the marks
+        if distributed:  # the step's gradient reduction, outside the timed windows
+            for param in params:
+                if param.grad is not None:
+                    dist.all_reduce(param.grad)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         for r in gather_rows([row(m, watch, args.whole) for m in pending]):
@@ -246,8 +266,25 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 else f"the preset until fitted ({status.reason})"
             )
             print(f"step {step}: {plan.micro_steps} micro-steps, {len(pending)} micro-batches timed; {what}", flush=True)
+    if rank is not None:
+        # The same on every rank: all fitted on the same rows in the same order.
+        print(f"rank {rank}: model {calibrator.model.coefficients}", flush=True)
     return {"history": history, "model": calibrator.model}
 
 
 if __name__ == "__main__":
-    main()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under torchrun: one process a rank
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        try:
+            main()
+            dist.barrier()  # no rank tears the group down while another still uses it
+        finally:
+            dist.destroy_process_group()
+        # Torch's gloo backend sometimes aborts in its C++ destructors at
+        # interpreter exit ("terminate called without an active exception"),
+        # after all work is done; leave without running them.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    else:
+        main()

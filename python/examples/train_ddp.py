@@ -149,7 +149,8 @@ def main() -> None:
             dist.barrier()
         finally:
             dist.destroy_process_group()
-        return
+        sys.stdout.flush()  # and leave as _spawned does
+        os._exit(0)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,8 +1,10 @@
 """microbatch.cost.Calibrator and Linear: recovery on synthetic timings, planning on the fitted model, bad input."""
 
 import math
+import os
 import re
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -275,3 +277,26 @@ def test_example_collect_timings_runs(capsys):
     assert isinstance(result["model"], mc.Linear)
     whole = runpy.run_path(str(EXAMPLE), run_name="collect_timings")["main"](["--steps", "3", "--whole"])
     assert whole["history"][-1].rows > 0
+
+
+def test_example_collect_timings_under_torchrun():
+    # Two processes (gloo over loopback), as the example's docs say: each rank
+    # times only its own micro-batches, the rows are all-gathered, and every
+    # rank fits the same model on them.
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    done = subprocess.run(
+        command + [str(EXAMPLE), "--steps", "4"], capture_output=True, text=True, timeout=300, env=env
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    models = dict(re.findall(r"rank (\d): model (\{[^}]*\})", out))
+    assert sorted(models) == ["0", "1"], out
+    assert models["0"] == models["1"], out
+    # Rank 0 reports its own micro-batches; the window holds both ranks' rows
+    # (kept and rejected).
+    timed = [int(b) for b in re.findall(r"step \d+: \d+ micro-steps, (\d+) micro-batches timed", out)]
+    assert len(timed) == 4, out
+    last = re.search(r"step 3: .*? fitted on (\d+) rows \((\d+) rejected\)", out)
+    assert last is not None, out
+    assert int(last.group(1)) + int(last.group(2)) == 2 * sum(timed), out
