@@ -23,8 +23,9 @@ venv="$(cd "$venv" && pwd)"
 "$venv/bin/python" -m pip install -q -r python/requirements-test.txt
 # A release build of the extension (maturin, from python/pyproject.toml).
 "$venv/bin/python" -m pip install -q --force-reinstall --no-deps ./python
-# The package's type hints and the native module's stubs agree.
-(cd python && "$venv/bin/python" -m mypy --ignore-missing-imports microbatch)
+# The package's type hints and the native module's stubs agree, and the
+# examples use the package as its hints say.
+(cd python && "$venv/bin/python" -m mypy --ignore-missing-imports microbatch examples)
 # From python/tests, so that `import microbatch` is the installed package,
 # never the source folder.
 cd python/tests

@@ -155,18 +155,26 @@ def synthetic_batch(n: int, rng: np.random.Generator, device: torch.device) -> L
 
 
 def run_micro_batch(
-    vit: VisionEncoder, lm: LanguageModel, samples: List[Dict[str, Any]], watch: Stopwatch, whole: bool
+    vit: VisionEncoder,
+    lm: LanguageModel,
+    samples: List[Dict[str, Any]],
+    scale: float,
+    watch: Stopwatch,
+    whole: bool,
 ) -> Dict[str, Any]:
-    """Forward and backward of one micro-batch, with the marks around each phase (read later)."""
+    """Forward and backward of one micro-batch, its summed loss times the plan's ``scale``.
+
+    Returns the marks around each phase (read after the step's synchronize).
+    """
     m0 = watch.mark()
     vision = vit([p for s in samples for p in s["pixels"]])
     m1 = watch.mark()
     if whole:
-        lm(samples, vision).backward()  # one backward through both models
+        (lm(samples, vision) * scale).backward()  # one backward through both models
         m2 = m3 = watch.mark()
     else:
         detached = vision.detach().requires_grad_()
-        lm(samples, detached).backward()
+        (lm(samples, detached) * scale).backward()
         m2 = watch.mark()
         vision.backward(detached.grad)  # the encoder's backward, in its own window
         m3 = watch.mark()
@@ -233,12 +241,16 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             ids=[s["id"] for s in batch],
             text_tokens=[s["text_tokens"] for s in batch],
             image_tokens=[s["image_tokens"] for s in batch],
+            loss_tokens=[s["text_tokens"] - 1 for s in batch],  # each text token predicts the next
         )
+        # The trainer's contract: each micro-batch's summed loss times this
+        # step-global factor (the mean over the step's loss tokens; gradients summed).
+        scale = plan.loss_scale("token", "sum")
         pending = []
         for r in range(plan.ranks) if rank is None else [rank]:
             for j in range(plan.micro_steps):
                 samples = [batch[int(i)] for i in plan.micro_batch(r, j)]
-                pending.append(run_micro_batch(vit, lm, samples, watch, args.whole))
+                pending.append(run_micro_batch(vit, lm, samples, scale, watch, args.whole))
         watch.synchronize()  # once a step, before reading the marks
         if distributed:  # the step's gradient reduction, outside the timed windows
             for param in params:
@@ -246,9 +258,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                     dist.all_reduce(param.grad)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        for r in gather_rows([row(m, watch, args.whole) for m in pending]):
-            timing = {k: r[k] for k in ("seconds", "vision_seconds", "language_seconds") if k in r}
-            calibrator.observe(r["text_tokens"], r["image_tokens"], **timing)
+        for got in gather_rows([row(m, watch, args.whole) for m in pending]):
+            timing = {k: got[k] for k in ("seconds", "vision_seconds", "language_seconds") if k in got}
+            calibrator.observe(got["text_tokens"], got["image_tokens"], **timing)
         status = calibrator.refit()  # the step boundary: the next plan uses this model
         history.append(status)
         if rank in (None, 0):
