@@ -6,7 +6,7 @@
 //! where a micro-step must wait for its largest samples.
 
 use microbatch::cost::{Given, Phases, Sample};
-use microbatch::plan::{Planner, StepSample, SyncModel};
+use microbatch::plan::{Plan, Planner, StepSample, SyncModel};
 use proptest::prelude::*;
 
 /// (tokens, vision cost, language cost) of each sample.
@@ -101,14 +101,18 @@ fn old_bound(spec: &Spec, ranks: usize, sync: SyncModel) -> f64 {
     }
 }
 
-fn bound(spec: &Spec, ranks: usize, seq_len: u32, sync: SyncModel) -> f64 {
-    let plan = Planner::new(Given)
+/// The planner's plan of `spec` on its given costs.
+fn plan(spec: &Spec, ranks: usize, seq_len: u32, sync: SyncModel) -> Plan {
+    Planner::new(Given)
         .ranks(ranks)
         .seq_len(seq_len)
         .sync(sync)
         .plan(&samples(spec))
-        .expect("a plan");
-    plan.report().lower_bound
+        .expect("a plan")
+}
+
+fn bound(spec: &Spec, ranks: usize, seq_len: u32, sync: SyncModel) -> f64 {
+    plan(spec, ranks, seq_len, sync).report().lower_bound
 }
 
 fn spec() -> impl Strategy<Value = (Spec, usize, u32)> {
@@ -189,12 +193,7 @@ fn fill_is_strictly_tighter() {
     let mut spec: Spec = vec![(100, 0.0, 10.0)];
     spec.extend((0..30).map(|_| (10, 0.0, 0.5)));
     for sync in [SyncModel::MicroStep, SyncModel::Phase] {
-        let plan = Planner::new(Given)
-            .ranks(2)
-            .seq_len(100)
-            .sync(sync)
-            .plan(&samples(&spec))
-            .expect("a plan");
+        let plan = plan(&spec, 2, 100, sync);
         let lb = plan.report().lower_bound;
         assert_eq!(old_bound(&spec, 2, sync), 12.5);
         assert!((lb - 15.0).abs() < 1e-9, "{sync}: {lb}");
@@ -222,12 +221,7 @@ fn fill_counts_floors_whose_density_underflows() {
     let v = 3.23786e-319;
     let spec: Spec = vec![(0, v, 0.0), (200_000, v, 0.0)];
     for sync in [SyncModel::MicroStep, SyncModel::Phase] {
-        let plan = Planner::new(Given)
-            .ranks(2)
-            .seq_len(400_000)
-            .sync(sync)
-            .plan(&samples(&spec))
-            .expect("a plan");
+        let plan = plan(&spec, 2, 400_000, sync);
         let report = plan.report();
         assert!(report.lower_bound <= report.predicted, "{sync}: {report:?}");
         assert_eq!(report.lower_bound, v, "{sync}");
@@ -249,12 +243,7 @@ fn the_fill_row_reaches_the_fill_bound() {
     let mut spec: Spec = vec![(100, 0.0, 20.0)];
     spec.extend((0..14).map(|_| (50, 0.0, 8.0)));
     spec.extend((0..160).map(|_| (10, 0.0, 0.5)));
-    let plan = Planner::new(Given)
-        .ranks(8)
-        .seq_len(100)
-        .sync(SyncModel::Phase)
-        .plan(&samples(&spec))
-        .expect("a plan");
+    let plan = plan(&spec, 8, 100, SyncModel::Phase);
     let r = plan.report();
     assert!((r.lower_bound - 30.0).abs() < 1e-9, "{}", r.lower_bound);
     assert!((r.predicted - 30.0).abs() < 1e-9, "{}", r.predicted);
