@@ -1,5 +1,11 @@
 //! Combinators of cost models: sum, scale, per-phase placement, maximum,
 //! closure adapters, the identity [`Zero`], tuples, references and boxes.
+//!
+//! Every combinator of incremental models evaluates "the group plus one
+//! sample" ([`Incremental::evaluate_with`]) through its members' own
+//! `evaluate_with`, without cloning its state: the same value, bit for bit,
+//! as inserting into a copy (the members' law), and no allocation per sample
+//! for a composition of [`BoxCostModel`](super::BoxCostModel)s.
 
 use alloc::boxed::Box;
 use core::fmt;
@@ -61,6 +67,15 @@ macro_rules! impl_pair {
                 let join: fn(Phases, Phases) -> Phases = $join;
                 join(self.a.evaluate(&state.0), self.b.evaluate(&state.1))
             }
+            /// Each side's own `evaluate_with`: no clone of the state.
+            #[inline]
+            fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
+                let join: fn(Phases, Phases) -> Phases = $join;
+                join(
+                    self.a.evaluate_with(&state.0, sample),
+                    self.b.evaluate_with(&state.1, sample),
+                )
+            }
         }
 
         impl_add!($ty<A, B>);
@@ -100,6 +115,12 @@ macro_rules! impl_map {
             fn evaluate(&self, state: &Self::State) -> Phases {
                 let map: fn(&Self, Phases) -> Phases = $map;
                 map(self, self.inner.evaluate(state))
+            }
+            /// The inner model's own `evaluate_with`: no clone of the state.
+            #[inline]
+            fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
+                let map: fn(&Self, Phases) -> Phases = $map;
+                map(self, self.inner.evaluate_with(state, sample))
             }
         }
 
@@ -652,6 +673,11 @@ macro_rules! impl_tuple {
             #[inline]
             fn evaluate(&self, state: &Self::State) -> Phases {
                 Phases::ZERO $(+ self.$idx.evaluate(&state.$idx))+
+            }
+            /// Each member's own `evaluate_with`: no clone of the state.
+            #[inline]
+            fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
+                Phases::ZERO $(+ self.$idx.evaluate_with(&state.$idx, sample))+
             }
         }
     };

@@ -105,7 +105,7 @@ const PLAIN: [(&str, Term); 8] = [
     ("language.groups", Term::Groups),
 ];
 
-/// Every name a term can have, for [`Error::UnknownName`].
+/// Every name a term can have: [`Term::NAMES`].
 const KNOWN: [&str; 10] = [
     "vision.image_tokens",
     "vision.unit_attention",
@@ -120,6 +120,27 @@ const KNOWN: [&str; 10] = [
 ];
 
 impl Term {
+    /// The name of every term, in the order of the enum, as
+    /// [`Display`](fmt::Display) writes it and [`FromStr`] reads it; a
+    /// parameter is a letter in parentheses (`vision.tiles(T)`: write
+    /// `vision.tiles(256)`). The names an unknown name's error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Term;
+    ///
+    /// assert_eq!(Term::NAMES.len(), 10);
+    /// assert_eq!(Term::NAMES[3], "vision.tiles(T)");
+    /// // Every name parses once its parameters are written in.
+    /// for name in Term::NAMES {
+    ///     let name = name.replace("(W,P)", "(64,4)").replace("(T)", "(256)");
+    ///     assert_eq!(name.parse::<Term>()?.to_string(), name);
+    /// }
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub const NAMES: &'static [&'static str] = &KNOWN;
+
     /// The phase whose time the term's feature explains.
     ///
     /// # Examples

@@ -35,7 +35,9 @@
 //! - combinators: [`CostModel::plus`] (also `+`), [`CostModel::scale`],
 //!   [`CostModel::in_phase`], [`CostModel::max`], the closures [`cost_fn`] and
 //!   [`sample_fn`], the identity [`Zero`], and tuples `(A, B, ...)`, which
-//!   sum their members. `Debug` prints a composition flat, as a formula.
+//!   sum their members. `Debug` prints a composition flat, as a formula;
+//! - one type for any model, chosen or composed at run time:
+//!   [`Incremental::boxed`], a [`BoxCostModel`].
 //!
 //! Every constructor validates its coefficients: a NaN, infinite or negative
 //! coefficient is an [`Error::InvalidCoefficient`] naming the parameter, so
@@ -163,6 +165,7 @@ use smallvec::SmallVec;
 use crate::error::{Error, InvalidReason};
 
 mod attention;
+mod boxed;
 mod calibrate;
 mod calibrator;
 mod combinator;
@@ -173,6 +176,7 @@ mod tokens;
 mod vision;
 
 pub use self::attention::{DocumentAttention, FullAttention};
+pub use self::boxed::{BoxCostModel, BoxState};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};
 pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
@@ -1104,6 +1108,38 @@ pub trait Incremental: CostModel {
         let mut s = state.clone();
         self.insert(&mut s, sample);
         self.evaluate(&s)
+    }
+
+    /// `self` behind one type-erased model, [`BoxCostModel`], whose state is
+    /// a [`BoxState`]: for a model chosen or composed at run time. It gives
+    /// the same costs, floors and states as `self`, bit for bit, and
+    /// composes like any model; boxing a [`BoxCostModel`] returns it as it
+    /// is.
+    ///
+    /// # Complexity
+    ///
+    /// O(1): one allocation. Evaluating through the box costs one virtual
+    /// call and one downcast of the state per method.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{BoxCostModel, CostModel, Incremental, Preset, Sample, Tokens};
+    ///
+    /// // Two model types, one variable.
+    /// let models: Vec<BoxCostModel> =
+    ///     vec![Tokens::new(1.0)?.boxed(), Preset::Llava15_7b.cost_model().boxed()];
+    /// let group = [&Sample::text_only(100)];
+    /// assert_eq!(models[0].cost(&group).language, 100.0);
+    /// assert_eq!(models[1].cost(&group), Preset::Llava15_7b.cost_model().cost(&group));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn boxed(self) -> BoxCostModel
+    where
+        Self: Sized + fmt::Debug + Send + Sync + 'static,
+        Self::State: Send + Sync + 'static,
+    {
+        boxed::boxed(self)
     }
 }
 

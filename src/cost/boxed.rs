@@ -1,0 +1,407 @@
+//! A type-erased incremental cost model, for models composed at run time: a
+//! [`BoxCostModel`] over an erased, cloneable state [`BoxState`], in the style
+//! of tower's `BoxLayer` and rand's `Box<dyn RngCore>`.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::any::{self, Any};
+use core::fmt;
+
+use super::{CostModel, Incremental, Phases, Sample, Zero};
+
+/// The object-safe face of an [`Incremental`] model: its methods over erased
+/// states, implemented for every model that [`Incremental::boxed`] takes.
+trait ErasedModel: Send + Sync {
+    fn erased_cost(&self, group: &[&Sample]) -> Phases;
+    fn erased_floor(&self, sample: &Sample) -> Phases;
+    fn erased_empty(&self) -> BoxState;
+    fn erased_insert(&self, state: &mut BoxState, sample: &Sample);
+    fn erased_evaluate(&self, state: &BoxState) -> Phases;
+    fn erased_evaluate_with(&self, state: &BoxState, sample: &Sample) -> Phases;
+    /// The model itself, for [`BoxCostModel::downcast_ref`].
+    fn as_any(&self) -> &dyn Any;
+    /// The model's `Debug`.
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+/// The object-safe face of a model's state: cloned into a new box, read
+/// back by a downcast to the model's `State`.
+trait ErasedState: Send + Sync {
+    fn clone_box(&self) -> Box<dyn ErasedState>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// The name of the state's type, for the message of a mismatch.
+    fn type_name(&self) -> &'static str;
+    /// The state's `Debug`.
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+impl<S: Clone + fmt::Debug + Send + Sync + 'static> ErasedState for S {
+    fn clone_box(&self) -> Box<dyn ErasedState> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn type_name(&self) -> &'static str {
+        any::type_name::<S>()
+    }
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The state of a [`BoxCostModel`]: the boxed model's own
+/// [`State`](Incremental::State), behind a `Box<dyn ...>`.
+///
+/// Made by [`Incremental::empty`] of a [`BoxCostModel`]; only that model (or
+/// a clone of it, or a boxed model of the same type) can read it. Cloning
+/// allocates one box per boxed model in the composition. `Debug` prints the
+/// inner state as it is.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{Incremental, Sample, Tokens};
+///
+/// let model = Tokens::new(1.0)?.boxed();
+/// let mut state = model.empty();
+/// model.insert(&mut state, &Sample::text_only(5));
+/// assert_eq!(state.downcast_ref::<u64>(), Some(&5)); // Tokens counts tokens
+/// assert_eq!(format!("{state:?}"), "5");
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+pub struct BoxState(Box<dyn ErasedState>);
+
+impl BoxState {
+    /// The inner state, if it is a `S` (the [`State`](Incremental::State) of
+    /// the boxed model).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Incremental, PerGroup, Sample};
+    ///
+    /// let model = PerGroup::new(2.0)?.boxed();
+    /// let mut state = model.empty();
+    /// model.insert(&mut state, &Sample::text_only(9));
+    /// assert_eq!(state.downcast_ref::<u64>(), Some(&1)); // one sample in the group
+    /// assert_eq!(state.downcast_ref::<u128>(), None);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn downcast_ref<S: Any>(&self) -> Option<&S> {
+        self.0.as_any().downcast_ref()
+    }
+}
+
+impl Clone for BoxState {
+    fn clone(&self) -> Self {
+        BoxState(self.0.clone_box())
+    }
+}
+
+impl fmt::Debug for BoxState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.debug(f)
+    }
+}
+
+/// The state of `M` inside `state`.
+///
+/// # Panics
+///
+/// If `state` holds the state of another model type: a programming error
+/// (a [`BoxState`] given to a model it was not made by), never a value of
+/// the input.
+#[inline]
+fn state_of<'a, M: Incremental>(state: &'a BoxState) -> &'a M::State
+where
+    M::State: Any,
+{
+    match state.0.as_any().downcast_ref() {
+        Some(s) => s,
+        None => mismatch::<M>(state.0.type_name()),
+    }
+}
+
+/// [`state_of`], mutably.
+#[inline]
+fn state_of_mut<'a, M: Incremental>(state: &'a mut BoxState) -> &'a mut M::State
+where
+    M::State: Any,
+{
+    let found = state.0.type_name();
+    match state.0.as_any_mut().downcast_mut() {
+        Some(s) => s,
+        None => mismatch::<M>(found),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn mismatch<M: Incremental>(found: &str) -> ! {
+    panic!(
+        "a BoxState of another model: {} expects a state of type {}, found {found}; \
+         a state must come from `empty()` of the same boxed model",
+        any::type_name::<M>(),
+        any::type_name::<M::State>(),
+    )
+}
+
+impl<M> ErasedModel for M
+where
+    M: Incremental + fmt::Debug + Send + Sync + 'static,
+    M::State: Send + Sync + 'static,
+{
+    #[inline]
+    fn erased_cost(&self, group: &[&Sample]) -> Phases {
+        CostModel::cost(self, group)
+    }
+    #[inline]
+    fn erased_floor(&self, sample: &Sample) -> Phases {
+        CostModel::floor(self, sample)
+    }
+    #[inline]
+    fn erased_empty(&self) -> BoxState {
+        BoxState(Box::new(Incremental::empty(self)))
+    }
+    #[inline]
+    fn erased_insert(&self, state: &mut BoxState, sample: &Sample) {
+        Incremental::insert(self, state_of_mut::<M>(state), sample);
+    }
+    #[inline]
+    fn erased_evaluate(&self, state: &BoxState) -> Phases {
+        Incremental::evaluate(self, state_of::<M>(state))
+    }
+    #[inline]
+    fn erased_evaluate_with(&self, state: &BoxState, sample: &Sample) -> Phases {
+        // The model's own `evaluate_with`: no clone of the boxed state.
+        Incremental::evaluate_with(self, state_of::<M>(state), sample)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A type-erased [`Incremental`] cost model: any model behind one type, for
+/// models chosen or composed at run time (from a configuration file, from
+/// Python) and for a [`Planner`](crate::plan::Planner) whose model type must
+/// not depend on them.
+///
+/// This `struct` is created by [`Incremental::boxed`]. It is a model like any
+/// other: it composes with the combinators ([`CostModel::plus`], `+`,
+/// [`CostModel::scale`], [`CostModel::in_phase`], [`CostModel::max`]) and
+/// gives, bit for bit, the costs, floors and states of the model it boxes.
+/// Its [`State`](Incremental::State) is a [`BoxState`]. Cloning shares the
+/// model (an `Arc`); `Debug` prints the boxed model's formula as it is, so a
+/// composition of boxed models prints flat. The default is the boxed
+/// [`Zero`], the identity of [`CostModel::plus`].
+///
+/// # Complexity
+///
+/// One virtual call per method, plus one downcast of the state (a type-id
+/// comparison) per [`insert`](Incremental::insert),
+/// [`evaluate`](Incremental::evaluate) and
+/// [`evaluate_with`](Incremental::evaluate_with), on top of the boxed
+/// model's own work; [`empty`](Incremental::empty) and a clone of the state
+/// allocate one box per boxed model in the composition.
+/// [`evaluate_with`](Incremental::evaluate_with) does not clone the state.
+///
+/// # Panics
+///
+/// [`insert`](Incremental::insert), [`evaluate`](Incremental::evaluate) and
+/// [`evaluate_with`](Incremental::evaluate_with) panic if given a
+/// [`BoxState`] of a boxed model of another type: a state must come from
+/// [`empty`](Incremental::empty) of the same model (or of a clone). The
+/// [`Planner`](crate::plan::Planner) only ever passes a model its own
+/// states.
+///
+/// # Examples
+///
+/// A model chosen at run time, then composed:
+///
+/// ```
+/// use microbatch::cost::{
+///     BoxCostModel, CostModel, DocumentAttention, Incremental, PerSample, Phase, Sample, Tokens,
+/// };
+/// use microbatch::plan::{Planner, StepSample};
+///
+/// let attention = true; // read from a configuration
+/// let mut model: BoxCostModel = Tokens::new(1.0)?.boxed();
+/// if attention {
+///     model = model.plus(DocumentAttention::new(1e-3)?).boxed();
+/// }
+/// let model = model.plus(PerSample::new(2.0)?.in_phase(Phase::Vision)).boxed();
+/// assert_eq!(
+///     format!("{model:?}"),
+///     "Tokens { per_token: 1.0 } + DocumentAttention { per_token_pair: 0.001 } \
+///      + vision(PerSample { cost: 2.0 })"
+/// );
+///
+/// let (a, b) = (Sample::text_only(10), Sample::text_only(20));
+/// assert_eq!(model.cost(&[&a, &b]).language, 30.0 + 1e-3 * 500.0);
+/// let mut state = model.empty();
+/// model.insert(&mut state, &a);
+/// assert_eq!(model.evaluate_with(&state, &b), model.cost(&[&a, &b]));
+///
+/// // One planner type whatever the model.
+/// let planner: Planner<BoxCostModel> = Planner::new(model).ranks(2).seq_len(64);
+/// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(30))).collect();
+/// assert_eq!(planner.plan(&samples)?.len(), 8);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone)]
+#[must_use = "cost models do nothing unless evaluated"]
+pub struct BoxCostModel {
+    inner: Arc<dyn ErasedModel>,
+}
+
+impl BoxCostModel {
+    fn new<M>(model: M) -> Self
+    where
+        M: Incremental + fmt::Debug + Send + Sync + 'static,
+        M::State: Send + Sync + 'static,
+    {
+        BoxCostModel {
+            inner: Arc::new(model),
+        }
+    }
+
+    /// The boxed model, if it is an `M` (like `dyn Any`'s `downcast_ref`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Incremental, Linear, PerSample, Term, Tokens};
+    ///
+    /// let linear = Linear::new([(Term::Tokens, 2.0)])?;
+    /// let model = linear.clone().boxed();
+    /// assert_eq!(model.downcast_ref::<Linear>(), Some(&linear));
+    /// assert!(model.downcast_ref::<Tokens>().is_none());
+    /// // A composition is its combinator's type, not its members'.
+    /// let sum = Tokens::new(1.0)?.plus(PerSample::new(1.0)?).boxed();
+    /// assert!(sum.downcast_ref::<Tokens>().is_none());
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn downcast_ref<M: Any>(&self) -> Option<&M> {
+        self.inner.as_any().downcast_ref()
+    }
+}
+
+impl Default for BoxCostModel {
+    /// The boxed [`Zero`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{BoxCostModel, CostModel, Phases, Sample};
+    ///
+    /// let zero = BoxCostModel::default();
+    /// assert_eq!(zero.cost(&[&Sample::text_only(5)]), Phases::ZERO);
+    /// assert_eq!(format!("{zero:?}"), "Zero");
+    /// ```
+    fn default() -> Self {
+        Zero.boxed()
+    }
+}
+
+impl fmt::Debug for BoxCostModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Transparent, like a reference: `a.boxed() + b` prints `a + b`.
+        self.inner.debug(f)
+    }
+}
+
+impl CostModel for BoxCostModel {
+    #[inline]
+    fn cost(&self, group: &[&Sample]) -> Phases {
+        self.inner.erased_cost(group)
+    }
+    #[inline]
+    fn floor(&self, sample: &Sample) -> Phases {
+        self.inner.erased_floor(sample)
+    }
+}
+
+impl Incremental for BoxCostModel {
+    /// The boxed model's state, erased.
+    type State = BoxState;
+    #[inline]
+    fn empty(&self) -> BoxState {
+        self.inner.erased_empty()
+    }
+    #[inline]
+    fn insert(&self, state: &mut BoxState, sample: &Sample) {
+        self.inner.erased_insert(state, sample);
+    }
+    #[inline]
+    fn evaluate(&self, state: &BoxState) -> Phases {
+        self.inner.erased_evaluate(state)
+    }
+    #[inline]
+    fn evaluate_with(&self, state: &BoxState, sample: &Sample) -> Phases {
+        self.inner.erased_evaluate_with(state, sample)
+    }
+    /// Already boxed: `self`, not a box of a box.
+    fn boxed(self) -> BoxCostModel {
+        self
+    }
+}
+
+super::combinator::impl_add!(BoxCostModel);
+
+/// Boxes `model` (what [`Incremental::boxed`] does).
+pub(super) fn boxed<M>(model: M) -> BoxCostModel
+where
+    M: Incremental + fmt::Debug + Send + Sync + 'static,
+    M::State: Send + Sync + 'static,
+{
+    BoxCostModel::new(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{PerGroup, Tokens};
+    use alloc::format;
+
+    #[test]
+    fn boxing_a_box_does_not_nest() {
+        let model = Tokens::new(1.0).unwrap().boxed();
+        let again = model.clone().boxed();
+        assert!(Arc::ptr_eq(&model.inner, &again.inner));
+    }
+
+    #[test]
+    #[should_panic(expected = "a BoxState of another model")]
+    fn a_foreign_state_is_refused() {
+        let tokens = Tokens::new(1.0).unwrap().boxed();
+        let other = Tokens::new(1.0)
+            .unwrap()
+            .plus(PerGroup::new(1.0).unwrap())
+            .boxed();
+        let mut state = other.empty();
+        tokens.insert(&mut state, &Sample::text_only(1));
+    }
+
+    #[test]
+    fn states_of_the_same_type_are_shared() {
+        // Like the unboxed models: two `Tokens` read each other's state.
+        let (a, b) = (
+            Tokens::new(1.0).unwrap().boxed(),
+            Tokens::new(2.0).unwrap().boxed(),
+        );
+        let mut state = a.empty();
+        a.insert(&mut state, &Sample::text_only(3));
+        assert_eq!(b.evaluate(&state).language, 6.0);
+        assert_eq!(format!("{:?}", state.clone()), "3");
+    }
+}
