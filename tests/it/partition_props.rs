@@ -7,7 +7,7 @@ use microbatch::partition::{
 use microbatch::Error;
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
 
 /// Options of one oracle run.
 #[derive(Clone, Copy, Debug)]

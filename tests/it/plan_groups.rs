@@ -3,8 +3,7 @@
 //! naming the group, determinism, groups of one changing nothing, and the
 //! balance with groups against the same batch without.
 
-#[path = "common/rng.rs"]
-mod rng;
+use crate::common::rng;
 
 use microbatch::cost::{Image, Preset, Sample};
 use microbatch::plan::{GroupScope, Plan, Planner, StepSample, SyncModel};

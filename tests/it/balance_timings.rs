@@ -5,9 +5,9 @@
 #![cfg(feature = "scenarios")]
 
 #[allow(dead_code)]
-#[path = "../examples/balance/input.rs"]
+#[path = "../../examples/balance/input.rs"]
 mod input;
-#[path = "../examples/balance/timings.rs"]
+#[path = "../../examples/balance/timings.rs"]
 mod timings;
 
 use input::InputError;

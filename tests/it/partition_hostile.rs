@@ -10,8 +10,7 @@ use microbatch::{not_nan, Error, Scalar};
 use ordered_float::NotNan;
 use proptest::prelude::*;
 
-#[path = "common/rng.rs"]
-mod rng;
+use crate::common::rng;
 
 /// Every combination of options, for `k` parts.
 fn every_option<S: microbatch::Size>(k: usize, cap: Option<S>) -> Vec<Partitioner<S>> {

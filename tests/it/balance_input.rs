@@ -4,7 +4,7 @@
 //! back to its line, and the optional `cost` is on every line or on none.
 #![cfg(feature = "scenarios")]
 
-#[path = "../examples/balance/input.rs"]
+#[path = "../../examples/balance/input.rs"]
 mod input;
 
 use input::{read, InputError};

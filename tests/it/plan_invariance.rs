@@ -21,8 +21,7 @@ use microbatch::plan::{
 use proptest::prelude::*;
 use std::collections::HashMap;
 
-#[path = "common/rng.rs"]
-mod rng;
+use crate::common::rng;
 use rng::hash;
 
 const DIM: usize = 3;

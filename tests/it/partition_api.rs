@@ -6,8 +6,7 @@ use microbatch::partition::{
 };
 use microbatch::{not_nan, Error, InvalidReason, Scalar};
 
-#[path = "common/rng.rs"]
-mod rng;
+use crate::common::rng;
 
 #[test]
 fn zero_parts_and_too_many_parts() {

@@ -1,7 +1,7 @@
 //! Property tests of the bin-packing family against naive oracles and a
 //! brute-force optimum.
 
-mod common;
+use crate::common;
 
 use common::*;
 use microbatch::pack::{

@@ -3,8 +3,7 @@
 //! every rank, independence of the input order, and a report consistent
 //! with the plan.
 
-#[path = "common/rng.rs"]
-mod rng;
+use crate::common::rng;
 
 use microbatch::cost::{Image, Preset, PresetModel, Sample};
 use microbatch::plan::{Plan, Planner, StepSample, SyncModel};

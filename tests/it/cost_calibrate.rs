@@ -9,8 +9,7 @@ use microbatch::cost::{
 use microbatch::Error;
 use proptest::prelude::*;
 
-#[path = "common/rng.rs"]
-mod rng;
+use crate::common::rng;
 use rng::TestRng;
 
 /// Uniform in `lo..hi`.

@@ -3,7 +3,7 @@
 //! only, and messages that say what to fix. (Checked documents:
 //! `pack_serde.rs`.)
 
-mod common;
+use crate::common;
 
 use common::TestRng;
 use microbatch::pack::{

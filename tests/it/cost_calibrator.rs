@@ -6,7 +6,7 @@
 //! with the calibrator's model, measure under a hidden truth, refit) plans
 //! within 1% of planning with the truth from the third step on.
 
-mod common;
+use crate::common;
 
 use std::num::NonZeroU32;
 
@@ -338,7 +338,7 @@ fn refits_are_deterministic() {
 }
 
 #[cfg(feature = "scenarios")]
-#[path = "../examples/closed_loop/sim.rs"]
+#[path = "../../examples/closed_loop/sim.rs"]
 #[allow(dead_code)]
 mod sim;
 

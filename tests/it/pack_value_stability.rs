@@ -1,7 +1,7 @@
 //! Value stability: exact outputs pinned for fixed seeds, so that a change in
 //! ordering or tie-breaking shows up as a failing test (and a CHANGELOG entry).
 
-mod common;
+use crate::common;
 
 use common::TestRng;
 use microbatch::pack::{
