@@ -1,0 +1,190 @@
+"""Tiny Hugging Face models built in code, a synthetic dataset for them and the unsplit reference.
+
+Shared by ``test_hf_ddp.py`` and ``test_hf_trainer.py`` (imported by pytest
+and by the spawned workers; nothing is downloaded). Every model is random, in
+float64, of 2 layers and hidden size 32; the vision towers of Qwen2-VL and
+Qwen2.5-VL have depth 2 on 2x2-pixel patches, so an image of ``(1, h, w)``
+patches becomes ``h * w / 4`` language-model tokens.
+
+:func:`reference` is the oracle: one process, the whole global batch, every
+sample run alone and unpacked through the model's own forward (its own
+positions, its own mask), the step's loss the mean over its loss tokens
+(``"token"``) or over its samples of each sample's mean (``"sample"``), SGD.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+VOCAB = 160
+# Token ids of the vision models (inside VOCAB, none used as text).
+IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END = 151, 152, 153, 154
+TEXT_VOCAB = 150  # text tokens are 1 .. TEXT_VOCAB - 1
+PATCH, TEMPORAL, MERGE, CHANNELS = 2, 2, 2, 3
+PIXEL_DIM = CHANNELS * TEMPORAL * PATCH * PATCH
+# Image grids (t, h, w) in patches and their language-model tokens (h * w / MERGE**2).
+GRIDS = ((1, 2, 2), (1, 4, 2), (1, 4, 4))
+MODELS = ("llama", "qwen2", "qwen2_vl", "qwen2_5_vl")
+VISION = ("qwen2_vl", "qwen2_5_vl")
+ATTENTIONS = ("sdpa", "eager")
+PLANNER_MODEL = "qwen2.5-vl-7b"
+
+
+def build_model(name: str, attention: str, *, seed: int = 0) -> torch.nn.Module:
+    """A random float64 model of the family ``name`` (one of :data:`MODELS`), ``config.use_cache`` left at its default."""
+    import transformers as tr
+
+    text = dict(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        bos_token_id=1, eos_token_id=2,
+    )
+    if name == "llama":
+        config: Any = tr.LlamaConfig(**text)
+        cls: Any = tr.LlamaForCausalLM
+    elif name == "qwen2":
+        config = tr.Qwen2Config(**text)
+        cls = tr.Qwen2ForCausalLM
+    elif name in VISION:
+        # head_dim 8: M-RoPE's sections (temporal, height, width) cover its 4 frequencies.
+        text_config = dict(text, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                  "mrope_section": [2, 1, 1]})
+        special = dict(image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
+                       vision_start_token_id=VISION_START, vision_end_token_id=VISION_END)
+        if name == "qwen2_vl":
+            vision = dict(depth=2, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=2,
+                          in_channels=CHANNELS, patch_size=PATCH, spatial_merge_size=MERGE,
+                          temporal_patch_size=TEMPORAL)
+            config = tr.Qwen2VLConfig(text_config=text_config, vision_config=vision, **special)
+            cls = tr.Qwen2VLForConditionalGeneration
+        else:
+            # Windows of 2 x 2 merged tokens (window_size in pixels), full attention in block 1.
+            vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32,
+                          in_channels=CHANNELS, patch_size=PATCH, spatial_merge_size=MERGE,
+                          temporal_patch_size=TEMPORAL, window_size=8, fullatt_block_indexes=[1])
+            config = tr.Qwen2_5_VLConfig(text_config=text_config, vision_config=vision, **special)
+            cls = tr.Qwen2_5_VLForConditionalGeneration
+    else:
+        raise ValueError(f"unknown model {name!r}: use one of {MODELS}")
+    config._attn_implementation = attention
+    torch.manual_seed(seed)
+    model = cls(config).double()
+    model.train()
+    return model
+
+
+def make_dataset(name: str, n: int, *, seed: int = 7, image_every: int = 3) -> List[Dict[str, torch.Tensor]]:
+    """``n`` samples: 3 to 24 text tokens, a masked prompt, every 7th without loss tokens; for the
+    vision models one sample in ``image_every`` has 1 to 3 images (the rest none)."""
+    rng = np.random.default_rng(seed)
+    data = []
+    for i in range(n):
+        t = int(rng.integers(3, 25))
+        words = rng.integers(1, TEXT_VOCAB, t)
+        prompt = int(rng.integers(0, t // 2 + 1))
+        sample: Dict[str, torch.Tensor] = {}
+        if name in VISION:
+            count = int(rng.integers(1, 4)) if i % image_every == 0 else 0
+            grids = [GRIDS[int(rng.integers(0, len(GRIDS)))] for _ in range(count)]
+            ids: List[int] = []
+            types: List[int] = []
+            for g in grids:
+                k = g[1] * g[2] // MERGE**2
+                ids += [VISION_START] + [IMAGE_TOKEN] * k + [VISION_END]
+                types += [0] + [1] * k + [0]
+            head = len(ids)
+            ids += words.tolist()
+            types += [0] * t
+            x = torch.tensor(ids, dtype=torch.long)
+            labels = x.clone()
+            labels[: head + prompt] = -100
+            sample["mm_token_type_ids"] = torch.tensor(types, dtype=torch.long)
+            if grids:
+                rows = sum(g[0] * g[1] * g[2] for g in grids)
+                sample["pixel_values"] = torch.as_tensor(rng.standard_normal((rows, PIXEL_DIM)))
+                sample["image_grid_thw"] = torch.tensor(grids, dtype=torch.long)
+        else:
+            x = torch.as_tensor(words, dtype=torch.long)
+            labels = x.clone()
+            labels[:prompt] = -100
+        if i % 7 == 3:
+            labels[:] = -100
+        sample["input_ids"] = x
+        sample["labels"] = labels
+        data.append(sample)
+    return data
+
+
+def image_tokens(sample: Dict[str, torch.Tensor]) -> List[int]:
+    """The sample's images as language-model token counts (what the planner takes)."""
+    g = sample.get("image_grid_thw")
+    return [] if g is None else [int(r[0] * r[1] * r[2]) // MERGE**2 for r in g]
+
+
+def metadata(data: Sequence[Dict[str, torch.Tensor]]) -> Tuple[np.ndarray, List[List[int]], np.ndarray]:
+    """(text tokens, image tokens, loss tokens) per sample, for :class:`microbatch.torch.BalancedBatchSampler`."""
+    from microbatch.torch import loss_tokens
+
+    images = [image_tokens(s) for s in data]
+    text = np.array([len(s["input_ids"]) - sum(im) for s, im in zip(data, images)])
+    loss = np.array([loss_tokens(s["labels"]) for s in data])
+    return text, images, loss
+
+
+def flat(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
+
+
+def sample_loss(model: torch.nn.Module, sample: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, int]:
+    """One sample alone, through the model's own forward: (the sum of its token losses, its loss tokens)."""
+    kw = {k: v[None] for k, v in sample.items() if k in ("input_ids", "mm_token_type_ids")}
+    for k in ("pixel_values", "image_grid_thw"):
+        if k in sample:
+            kw[k] = sample[k]
+    logits = model(**kw).logits[0]
+    y = sample["labels"]
+    per = F.cross_entropy(logits[:-1], y[1:], ignore_index=-100, reduction="sum")
+    return per, int((y[1:] != -100).sum())
+
+
+def reference(
+    name: str,
+    attention: str,
+    data: Sequence[Dict[str, torch.Tensor]],
+    batches: Sequence[Sequence[int]],
+    normalization: str,
+    *,
+    lr: float,
+    max_grad_norm: Optional[float] = None,
+) -> List[torch.Tensor]:
+    """The oracle: parameters after each optimizer step of SGD on the unsplit, unpacked global batches."""
+    model = build_model(name, attention)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    params = []
+    for batch in batches:
+        total = torch.zeros((), dtype=torch.float64)
+        tokens = 0
+        for i in batch:
+            s, k = sample_loss(model, data[int(i)])
+            if normalization == "token":
+                total = total + s
+                tokens += k
+            elif k:
+                total = total + s / k
+        loss = total / (tokens if normalization == "token" else len(batch))
+        opt.zero_grad()
+        loss.backward()
+        if max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        opt.step()
+        params.append(flat(model))
+    return params
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The relative difference ``|a - b| / |b|`` (Euclidean norms over all parameters)."""
+    return float((a - b).norm() / b.norm())
