@@ -93,7 +93,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -666,9 +666,9 @@ def loss_tokens(labels: Any, *, ignore_index: int = IGNORE_INDEX) -> int:
 
 
 def summed_loss(
-    logits: torch.Tensor,
-    labels: torch.Tensor,
-    cu_seqlens: torch.Tensor,
+    logits: Any,
+    labels: Any,
+    cu_seqlens: Any = None,
     normalization: str = "token",
     *,
     ignore_index: int = IGNORE_INDEX,
@@ -676,10 +676,18 @@ def summed_loss(
     """A packed micro-batch's *summed* loss: multiply it by the step's loss scale before backward.
 
     Args:
-        logits: ``(1, T, V)`` or ``(T, V)``, the model's output for the packed row.
+        logits: ``(1, T, V)`` or ``(T, V)``, the model's output for the packed
+            row, or the output itself: anything with a ``.logits`` (a
+            transformers ``ModelOutput``) or a dict with ``"logits"``.
         labels: ``(1, T)`` or ``(T,)`` from :func:`collate_packed` (first position
-            of every sample already ``ignore_index``).
-        cu_seqlens: the samples' cumulative lengths from :func:`collate_packed`.
+            of every sample already ``ignore_index``), or the whole batch (a
+            dict: its ``labels``, and its sample boundaries from
+            ``cu_seq_lens_q``, ``cu_seqlens`` or ``position_ids``).
+        cu_seqlens: the samples' cumulative lengths (``cu_seqlens`` of
+            :func:`collate_packed`, ``cu_seq_lens_q`` of a Hugging Face batch);
+            needed for ``"sample"`` only, and taken from the batch when
+            ``labels`` is one. With a batch, the normalization may be given in
+            its place: ``summed_loss(output, batch, "sample")``.
         normalization: ``"token"``: the sum of the cross-entropies of every
             loss token; ``"sample"``: the sum over samples of each sample's
             mean cross-entropy (a sample without loss tokens adds 0).
@@ -696,10 +704,36 @@ def summed_loss(
     4.1589
     >>> round(summed_loss(logits, b["labels"], b["cu_seqlens"], "sample").item(), 4)  # 2 samples
     2.7726
+    >>> round(summed_loss({"logits": logits}, b, "sample").item(), 4)  # the output and the batch
+    2.7726
     """
+    if isinstance(cu_seqlens, str) and isinstance(labels, Mapping):
+        cu_seqlens, normalization = None, cu_seqlens
     if normalization not in NORMALIZATIONS:
         raise SettingError(
             f"unknown normalization {normalization!r}: use 'token' or 'sample'", item="normalization"
+        )
+    if not isinstance(logits, torch.Tensor):
+        out = logits
+        logits = out.get("logits") if isinstance(out, Mapping) else getattr(out, "logits", None)
+        if not isinstance(logits, torch.Tensor):
+            raise DtypeError(
+                f"logits must be a tensor, a model output with .logits or a dict with 'logits', got {type(out).__name__}",
+                item="logits",
+            )
+    if isinstance(labels, Mapping):
+        batch = labels
+        if "labels" not in batch:
+            raise InputError("the batch has no 'labels'", item="labels")
+        labels = batch["labels"]
+        if cu_seqlens is None and normalization == "sample":
+            cu_seqlens = _boundaries(batch)
+    if not isinstance(labels, torch.Tensor):
+        raise DtypeError(f"labels must be a tensor, got {type(labels).__name__}", item="labels")
+    if cu_seqlens is None and normalization == "sample":
+        raise SettingError(
+            "normalization='sample' needs the samples' boundaries: pass cu_seqlens (or the whole batch as labels)",
+            item="cu_seqlens",
         )
     z = logits.reshape(-1, logits.shape[-1])
     y = labels.reshape(-1).to(z.device)
@@ -715,3 +749,25 @@ def summed_loss(
     carries = (y[1:] != ignore_index).to(per.dtype)
     counts = torch.zeros(cu.shape[0] - 1, dtype=per.dtype, device=z.device).index_add_(0, sample, carries)
     return (per * carries / counts[sample].clamp(min=1)).sum()
+
+
+def _boundaries(batch: Mapping[str, Any]) -> torch.Tensor:
+    """A packed batch's sample boundaries: its ``cu_seq_lens_q`` or ``cu_seqlens``, else from its ``position_ids``.
+
+    Positions restart at every sample (``diff != 1``, transformers' own rule
+    for packed rows); for multimodal RoPE (``(4, 1, T)``) row 0 holds them.
+    """
+    for k in ("cu_seq_lens_q", "cu_seqlens"):
+        if batch.get(k) is not None:
+            return batch[k]
+    pos = batch.get("position_ids")
+    if not isinstance(pos, torch.Tensor):
+        raise InputError(
+            "the batch has none of cu_seq_lens_q, cu_seqlens, position_ids: pass cu_seqlens", item="cu_seqlens"
+        )
+    if pos.dim() == 3:
+        pos = pos[0]
+    p = pos.reshape(-1).long()
+    start = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
+    start[1:] = (p[1:] - p[:-1]) != 1
+    return torch.cat([torch.nonzero(start).flatten(), torch.tensor([p.shape[0]], device=p.device)])

@@ -2,6 +2,8 @@
 
 import doctest
 import importlib
+import importlib.util
+import os
 import pkgutil
 
 import pytest
@@ -12,15 +14,28 @@ import microbatch
 def modules():
     names = ["microbatch"]
     for info in pkgutil.iter_modules(microbatch.__path__, "microbatch."):
-        if not info.name.split(".")[-1].startswith("_"):
-            names.append(info.name)
+        short = info.name.split(".")[-1]
+        if short.startswith("_"):
+            continue
+        names.append(info.name)
+        if info.ispkg:  # microbatch.hf and its modules (listed without importing them)
+            path = [os.path.join(os.path.dirname(microbatch.__file__), short)]
+            names += [i.name for i in pkgutil.iter_modules(path, info.name + ".") if not i.name.split(".")[-1].startswith("_")]
     return sorted(names)
+
+
+# The optional dependencies each module needs: without them its examples are skipped.
+NEEDS = {"microbatch.torch": ("torch",), "microbatch.hf": ("torch", "transformers")}
+
+
+def needs(name):
+    return next((deps for prefix, deps in NEEDS.items() if name == prefix or name.startswith(prefix + ".")), ())
 
 
 @pytest.mark.parametrize("name", modules())
 def test_docstring_examples(name):
-    if name == "microbatch.torch":
-        pytest.importorskip("torch")
+    for dep in needs(name):
+        pytest.importorskip(dep)
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0, f"{name} has no example in its docstrings"
@@ -30,7 +45,7 @@ def test_docstring_examples(name):
 def test_every_public_item_has_a_docstring():
     missing = []
     for name in modules():
-        if name == "microbatch.torch":
+        if name == "microbatch.torch" or any(importlib.util.find_spec(d) is None for d in needs(name)):
             continue
         module = importlib.import_module(name)
         for attr in getattr(module, "__all__", []):

@@ -1,0 +1,99 @@
+"""Hugging Face ``transformers`` integration: packed micro-batches that ``model(**batch)`` keeps apart.
+
+``microbatch.hf`` needs PyTorch and transformers (``pip install "microbatch[hf]"``);
+``import microbatch`` alone imports neither.
+
+- :class:`PackedCollator` (the ``collate_fn``) packs a micro-batch into one
+  row for ``model(**batch)``, correct for text LMs (Llama, Qwen2, Mistral,
+  Gemma, ...: any model that builds its mask with transformers' masking
+  utilities) and for the Qwen2-VL family (multimodal RoPE positions computed
+  per document with the model's own ``get_rope_index``): ``use_cache=False``
+  (transformers detects packing only without a cache), positions restarting
+  per document, HF's varlen keys, and padding documents that make empty and
+  image-less micro-batches runnable at zero loss. It probes the model once
+  and raises :class:`PackingError` if the model would mix packed documents.
+- :func:`microbatch.torch.summed_loss` takes the model's output and the batch:
+  ``summed_loss(model(**batch), batch, "token")``.
+
+The training loop
+-----------------
+
+The trainer's contract (``microbatch.__doc__``) with a Hugging Face model,
+under DDP: every micro-batch's *summed* loss times the step's loss scale,
+gradients synchronized at the last micro-step only, every micro-step run on
+every rank (the collator turns an empty micro-batch into a padding document
+with zero loss, and gives an image-less micro-batch of a vision model a
+zero-weighted padding image so the vision tower gets its gradient)::
+
+    import contextlib
+    import torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader
+    from microbatch.hf import PackedCollator
+    from microbatch.torch import BalancedBatchSampler, loss_tokens, summed_loss
+
+    dist.init_process_group("gloo")                   # or "nccl"; torchrun sets the rest
+    model = transformers.Qwen2VLForConditionalGeneration.from_pretrained(...)
+    collator = PackedCollator(model)                  # before DDP; probes the model once
+    # dataset: samples as the processor makes them (input_ids, labels, pixel_values, image_grid_thw, ...)
+    text = [len(s["input_ids"]) for s in dataset]
+    images = [(s["image_grid_thw"].prod(-1) // 4).tolist() if "image_grid_thw" in s else []
+              for s in dataset]                        # tokens per image (spatial_merge_size 2)
+    loss = [loss_tokens(s["labels"]) for s in dataset]
+    sampler = BalancedBatchSampler(text, images, loss_tokens=loss, global_batch_size=256,
+                                   model="qwen2.5-vl-7b", seq_len=8192, seed=0, verify=True)
+    loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collator, num_workers=2)
+    model = DDP(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        batches = iter(loader)
+        for step in sampler.steps():
+            scale = step.loss_scale("token", "mean")
+            for j in range(step.micro_steps):
+                batch = next(batches)                 # never empty: padded by the collator
+                last = j == step.micro_steps - 1
+                with contextlib.nullcontext() if last else model.no_sync():
+                    loss = summed_loss(model(**batch), batch, "token")
+                    (loss * scale).backward()         # never divide by step.micro_steps
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+Do not use ``model(**batch).loss``: it is transformers' mean over the
+micro-batch's tokens (NaN for a padding-only micro-batch), not the summed
+loss the plan's scale expects. ``transformers.Trainer`` users: see
+:mod:`microbatch.hf.trainer`.
+
+What the collator reads from the model, so that other families work too:
+``get_rope_index`` (multimodal RoPE: then ``position_ids`` is ``(4, 1, T)``,
+row 0 the text positions transformers builds the packed mask from),
+``image_token_id``/``video_token_id``, and the vision config's
+``spatial_merge_size``, ``patch_size``, ``temporal_patch_size`` and
+``in_channels`` (the padding image). A vision model of another layout needs
+``padding_sample=`` for its image-less micro-batches.
+
+Example (one process; a tiny Qwen2 from a config, random weights):
+
+>>> import torch, transformers
+>>> from microbatch.hf import PackedCollator
+>>> from microbatch.torch import summed_loss
+>>> torch.manual_seed(0) is not None
+True
+>>> config = transformers.Qwen2Config(vocab_size=32, hidden_size=16, intermediate_size=32,
+...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+>>> model = transformers.Qwen2ForCausalLM(config)
+>>> collator = PackedCollator(model)
+>>> batch = collator([{"input_ids": [1, 2, 3, 4]}, {"input_ids": [5, 6, 7]}])
+>>> loss = summed_loss(model(**batch), batch, "token")   # 3 + 2 loss tokens, summed
+>>> loss.backward()
+>>> empty = collator([])                                   # an empty micro-batch
+>>> zero = summed_loss(model(**empty), empty, "token")
+>>> zero.item(), zero.requires_grad
+(0.0, True)
+"""
+
+from __future__ import annotations
+
+from .collate import ITEM_KEYS, TOKEN_KEYS, PackedCollator, PackingError
+
+__all__ = ["PackedCollator", "PackingError", "TOKEN_KEYS", "ITEM_KEYS"]
