@@ -1,6 +1,7 @@
-//! Known answers: the 1,615 BPPLIB instances in `../shared/data/bpplib`
-//! (or `$MICROBATCH_BPPLIB`), with proven optima and the reference FFD and
-//! BFD bin counts, which do not depend on how ties are broken.
+//! Known answers: the 1,615 BPPLIB instances in `tests/data/bpplib`
+//! (or `$MICROBATCH_BPPLIB`; provenance in `tests/data/README.md`), with
+//! proven optima and the reference FFD and BFD bin counts, which do not depend
+//! on how ties are broken.
 
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ use microbatch::pack::{best_fit_decreasing, first_fit_decreasing, lower_bounds, 
 fn data_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("MICROBATCH_BPPLIB") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/bpplib"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/bpplib"),
     };
     dir.join("optima.tsv").is_file().then_some(dir)
 }
@@ -89,7 +90,7 @@ fn read_instance(path: &std::path::Path) -> (u64, Vec<u64>) {
 #[test]
 fn bpplib_reference_ffd_and_bfd_counts() {
     let Some(dir) = data_dir() else {
-        let msg = "BPPLIB data not found at ../shared/data/bpplib or $MICROBATCH_BPPLIB; \
+        let msg = "BPPLIB data not found at tests/data/bpplib or $MICROBATCH_BPPLIB; \
                    the known-answer test did not run";
         if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
             panic!("{msg} (CI=true requires it)");

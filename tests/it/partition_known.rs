@@ -1,7 +1,8 @@
 //! Known answers: small instances with exact optima and the LPT and KK part
-//! sums of two Python libraries, read from `../shared/data/known_answers.json`
-//! (or `$MICROBATCH_KNOWN_ANSWERS`). The file is not part of the crate; the
-//! test says so and passes when it is absent, except under `CI=true`.
+//! sums of two Python libraries, read from `tests/data/known_answers.json`
+//! (or `$MICROBATCH_KNOWN_ANSWERS`; provenance in `tests/data/README.md`).
+//! Where the file is absent (a copy without `tests/data`), the test says so and
+//! passes, except under `CI=true`.
 
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ fn known_answers() -> Option<Vec<Value>> {
     let path = std::env::var_os("MICROBATCH_KNOWN_ANSWERS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/known_answers.json")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/known_answers.json")
         });
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("known_answers.json is valid JSON")),
