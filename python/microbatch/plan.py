@@ -357,7 +357,22 @@ class Plan:
     @classmethod
     def from_json(cls, text: str) -> "Plan":
         """Reads a plan written by :meth:`to_json`, checking it (a document that
-        is not a plan raises :class:`microbatch.InputError`)."""
+        is not a plan raises :class:`microbatch.InputError`; an argument that
+        is not a ``str`` raises :class:`microbatch.DtypeError`).
+
+        >>> from microbatch import Plan
+        >>> try:
+        ...     Plan.from_json({"ranks": 2})
+        ... except TypeError as e:  # a microbatch.DtypeError, which is a TypeError
+        ...     print(type(e).__name__, e.item)
+        DtypeError text
+        """
+        if not isinstance(text, str):
+            raise DtypeError(
+                f"Plan.from_json reads the JSON text of a plan (a str, as Plan.to_json writes it), got "
+                f"{type(text).__name__}: pass json.dumps(obj) for a parsed document, or .decode() bytes",
+                item="text",
+            )
         return cls(_native.Plan.from_json(text))
 
     def __eq__(self, other: object) -> bool:

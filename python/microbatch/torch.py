@@ -100,7 +100,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _arrays
-from .errors import DtypeError, Error, InputError, SettingError
+from .errors import DtypeError, Error, InputError, InternalError, SettingError
 from .plan import NORMALIZATIONS, Plan, Planner
 
 __all__ = [
@@ -403,41 +403,42 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
     # --- metadata ---------------------------------------------------------
 
     def _set_arrays(self, text: Any, images: _arrays.Ragged, loss: Any) -> None:
-        self._text = _arrays.integers(text, "text_tokens", np.uint32)
-        self._n = n = self._text.shape[0]
-        self._images = _arrays.ragged(images, "image_tokens", n, np.uint32)
-        self._loss = None if loss is None else _arrays.integers(loss, "loss_tokens", np.uint64, length=n)
+        # Checked into locals first: a failure leaves the sampler as it was.
+        text_a = _arrays.integers(_host(text), "text_tokens", np.uint32)
+        n = text_a.shape[0]
+        images_a = _arrays.ragged(_host(images), "image_tokens", n, np.uint32)
+        loss_a = None if loss is None else _arrays.integers(_host(loss), "loss_tokens", np.uint64, length=n)
+        self._text, self._n, self._images, self._loss = text_a, n, images_a, loss_a
 
     def _metadata(self) -> None:
-        if self._meta is None:
+        """Reads the metadata callable once; on any error it stays unread, so the next use raises the same error."""
+        meta = self._meta
+        if meta is None:
             return
-        meta, self._meta = self._meta, None
         text = np.zeros(self._n, dtype=np.int64)
         images: List[Any] = []
         loss: List[Any] = []
         for i in range(self._n):
             row = meta(i)
             if not isinstance(row, (tuple, list)) or len(row) not in (2, 3):
-                self._meta = meta
                 raise DtypeError(
                     f"the metadata callable returned {type(row).__name__} for index {i}: return a tuple "
                     "(text_tokens, image_tokens[, loss_tokens])",
                     item=i,
                 )
             try:
-                text[i] = operator.index(row[0])
+                text[i] = operator.index(_host(row[0]))
                 if len(row) == 3:
-                    loss.append(operator.index(row[2]))
-            except TypeError:
-                self._meta = meta
+                    loss.append(operator.index(_host(row[2])))
+            except (TypeError, ValueError, OverflowError):
                 raise DtypeError(
                     f"the metadata callable returned a non-integer token count for index {i}: {row!r}", item=i
                 ) from None
-            images.append(() if row[1] is None else row[1])
+            images.append(() if row[1] is None else _host(row[1]))
         if loss and len(loss) != self._n:
-            self._meta = meta
             raise DtypeError("the metadata callable returned loss tokens for some indices only", item="loss_tokens")
         self._set_arrays(text, images, loss or None)
+        self._meta = None
 
     def __len__(self) -> int:
         """The micro-batches this rank yields in the current epoch (the same on every rank)."""
@@ -480,7 +481,9 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         return cuts
 
     def _plan(self, idx: np.ndarray) -> Plan:
-        assert self._text is not None and self._images is not None, "metadata read by batches()"
+        self._metadata()
+        if self._text is None or self._images is None:  # unreachable: _metadata sets them or raises
+            raise InternalError("the sampler's metadata was not read")
         text = self._text[idx]
         values, offsets = self._images
         img = _gather_ragged(values, offsets, idx)
@@ -488,7 +491,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         kw: Dict[str, Any] = {}
         if self._units is not None:
             if not self._units_checked:
-                self._units = _arrays.ragged(self._units, "image_units", self._n, np.uint32)
+                self._units = _arrays.ragged(_host(self._units), "image_units", self._n, np.uint32)
                 if not np.array_equal(self._units[1], offsets):
                     raise DtypeError(
                         "image_units must give one unit count per image, in the shape of image_tokens",
@@ -498,9 +501,9 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
             kw["image_units"] = _gather_ragged(self._units[0], offsets, idx)
         if self._costs is not None:
             if isinstance(self._costs, dict):
-                kw["costs"] = {k: np.asarray(v)[idx] for k, v in self._costs.items()}
+                kw["costs"] = {k: np.asarray(_host(v))[idx] for k, v in self._costs.items()}
             else:
-                kw["costs"] = np.asarray(self._costs)[idx]
+                kw["costs"] = np.asarray(_host(self._costs))[idx]
         return self.planner.plan(idx.astype(np.uint64), text, img, loss, **kw)
 
     def _steps(self) -> List[Step]:
@@ -543,6 +546,17 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         )
 
 
+def _host(x: Any) -> Any:
+    """Torch tensors (a tuple or list of them too) as numpy arrays, detached: a tensor that requires grad converts too."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if isinstance(x, tuple):
+        return tuple(_host(v) for v in x)
+    if isinstance(x, list) and any(isinstance(v, torch.Tensor) for v in x):
+        return [_host(v) for v in x]
+    return x
+
+
 def _gather_ragged(values: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """The rows ``idx`` of a CSR ragged array, as ``(values, offsets)`` (vectorized)."""
     off = offsets.astype(np.int64)
@@ -557,8 +571,20 @@ def _gather_ragged(values: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> 
 # --- packed sequences --------------------------------------------------------
 
 
+def _as_tensor(x: Any, what: str, item: Any) -> torch.Tensor:
+    """``x`` as a tensor, detached (data, not parameters); torch's conversion errors become a DtypeError naming ``what``."""
+    if isinstance(x, torch.Tensor):
+        return x.detach()
+    try:
+        return torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+        raise DtypeError(f"{what} cannot be converted to a tensor ({type(x).__name__}): {e}", item=item) from None
+
+
 def _tensor(x: Any, name: str, item: int) -> torch.Tensor:
-    t = torch.as_tensor(x)
+    t = _as_tensor(x, f"sample {item}: {name}", item)
+    if t.dim() == 2 and t.shape[0] == 1:
+        t = t[0]
     if t.dim() != 1:
         raise DtypeError(f"sample {item}: {name} must be 1-D, got shape {tuple(t.shape)}", item=item)
     if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
@@ -566,8 +592,22 @@ def _tensor(x: Any, name: str, item: int) -> torch.Tensor:
     return t.long()
 
 
-def collate_packed(samples: Sequence[Dict[str, Any]], *, label_pad: int = IGNORE_INDEX) -> Dict[str, Any]:
+#: The sample keys :func:`collate_packed` packs per token, like ``input_ids``.
+TOKEN_KEYS = ("token_type_ids", "mm_token_type_ids")
+
+
+def collate_packed(
+    samples: Sequence[Dict[str, Any]],
+    *,
+    label_pad: int = IGNORE_INDEX,
+    token_keys: Sequence[str] = TOKEN_KEYS,
+) -> Dict[str, Any]:
     """Packs a micro-batch's samples into one row, in the layout of Hugging Face's ``DataCollatorWithFlattening``.
+
+    For a Hugging Face model use :class:`microbatch.hf.PackedCollator`
+    instead: ``model(**collate_packed(...))`` runs with the model's cache on
+    (transformers then ignores the packing), 1-D positions for multimodal
+    RoPE, and key names transformers does not read.
 
     Args:
         samples: dicts with ``input_ids`` (a 1-D tensor, array or list of
@@ -575,6 +615,8 @@ def collate_packed(samples: Sequence[Dict[str, Any]], *, label_pad: int = IGNORE
             ``input_ids`` serve as labels).
         label_pad: the label put at the first position of every sample, so
             that the shifted loss never predicts one sample from another.
+        token_keys: the keys that hold one value per token (``(L,)`` or
+            ``(1, L)`` per sample), packed like ``input_ids``.
 
     Returns a dict with:
 
@@ -585,26 +627,41 @@ def collate_packed(samples: Sequence[Dict[str, Any]], *, label_pad: int = IGNORE
     - ``cu_seqlens``: ``(n + 1,)`` int32, the cumulative sample lengths
       (``cu_seq_lens_q``/``cu_seq_lens_k`` of flash-attention's varlen kernels);
     - ``max_length``: the longest sample's length (an int);
-    - every other key: tensors (and arrays) concatenated along dim 0 over the
-      samples that have the key (``pixel_values``, ``image_grid_thw``, ...),
-      anything else gathered into a list.
+    - each of ``token_keys`` present: ``(1, T)``, packed like ``input_ids``
+      (every sample must have it: a sample without it could not be aligned);
+    - every other tensor (or array) key: concatenated along dim 0 over the
+      samples that have it, in sample order (per-image rows: ``pixel_values``,
+      ``image_grid_thw``, ...);
+    - every other key: a list with one entry per sample, ``None`` for the
+      samples without it.
 
-    An empty micro-batch gives ``T = 0`` (and ``cu_seqlens == [0]``): run it anyway.
+    Tensors are detached (a sample's tensor that requires grad is copied as
+    data). An empty micro-batch gives ``T = 0`` (and ``cu_seqlens == [0]``):
+    run it anyway.
+
+    Raises:
+        InputError: a sample that is not a dict with ``input_ids``, a token
+            key that some samples lack.
+        DtypeError: a value that is not a tensor of the expected shape and
+            dtype, or tensors that cannot be concatenated (naming the sample
+            and key).
 
     >>> from microbatch.torch import collate_packed
-    >>> b = collate_packed([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9], "labels": [-100, 4]}])
+    >>> b = collate_packed([{"input_ids": [5, 6, 7], "id": "a"}, {"input_ids": [8, 9], "labels": [-100, 4]}])
     >>> b["input_ids"].tolist(), b["labels"].tolist(), b["position_ids"].tolist()
     ([[5, 6, 7, 8, 9]], [[-100, 6, 7, -100, 4]], [[0, 1, 2, 0, 1]])
-    >>> b["cu_seqlens"].tolist(), b["max_length"]
-    ([0, 3, 5], 3)
+    >>> b["cu_seqlens"].tolist(), b["max_length"], b["id"]
+    ([0, 3, 5], 3, ['a', None])
     >>> collate_packed([])["input_ids"].shape
     torch.Size([1, 0])
     """
+    token_keys = tuple(token_keys)
     ids: List[torch.Tensor] = []
     labels: List[torch.Tensor] = []
-    extra: Dict[str, List[Any]] = {}
+    per_token: Dict[str, List[Optional[torch.Tensor]]] = {}
+    extra: Dict[str, List[Tuple[int, Any]]] = {}
     for i, s in enumerate(samples):
-        if not isinstance(s, dict) or "input_ids" not in s:
+        if not isinstance(s, Mapping) or "input_ids" not in s:
             raise InputError(f"sample {i} is not a dict with 'input_ids': got {type(s).__name__}", item=i)
         x = _tensor(s["input_ids"], "input_ids", i)
         y = x.clone() if s.get("labels") is None else _tensor(s["labels"], "labels", i).clone()
@@ -617,11 +674,27 @@ def collate_packed(samples: Sequence[Dict[str, Any]], *, label_pad: int = IGNORE
         ids.append(x)
         labels.append(y)
         for k, v in s.items():
-            if k not in ("input_ids", "labels"):
-                extra.setdefault(k, []).append(v)
+            if k in ("input_ids", "labels"):
+                continue
+            if k in token_keys:
+                t = _as_tensor(v, f"sample {i}: {k}", i)
+                if t.dim() == 2 and t.shape[0] == 1:
+                    t = t[0]
+                if t.dim() != 1 or t.shape[0] != x.shape[0]:
+                    raise DtypeError(
+                        f"sample {i}: {k} must hold one value per token ({x.shape[0]}), got shape {tuple(t.shape)}",
+                        item=i,
+                    )
+                per_token.setdefault(k, [None] * i).append(t)
+            else:
+                extra.setdefault(k, []).append((i, v))
+        for k, ts in per_token.items():
+            if len(ts) < i + 1:
+                ts.append(None)
+    n = len(ids)
     lengths = torch.tensor([t.shape[0] for t in ids], dtype=torch.int64)
-    cu = torch.zeros(len(ids) + 1, dtype=torch.int32)
-    if len(ids):
+    cu = torch.zeros(n + 1, dtype=torch.int32)
+    if n:
         cu[1:] = torch.cumsum(lengths, 0)
     total = int(cu[-1])
     starts = torch.repeat_interleave(cu[:-1].long(), lengths)
@@ -630,17 +703,40 @@ def collate_packed(samples: Sequence[Dict[str, Any]], *, label_pad: int = IGNORE
         "labels": (torch.cat(labels) if labels else torch.zeros(0, dtype=torch.int64)).unsqueeze(0),
         "position_ids": (torch.arange(total, dtype=torch.int64) - starts).unsqueeze(0),
         "cu_seqlens": cu,
-        "max_length": int(lengths.max()) if len(ids) else 0,
+        "max_length": int(lengths.max()) if n else 0,
     }
-    for k, vs in extra.items():
-        if all(isinstance(v, (torch.Tensor, np.ndarray)) for v in vs):
-            ts = [torch.as_tensor(v) for v in vs]
+    for k, parts in per_token.items():
+        missing = [j for j, t in enumerate(parts) if t is None]
+        if missing:
+            raise InputError(
+                f"sample {missing[0]} has no {k!r} but other samples have: a per-token key must be in every "
+                "sample (or in none)",
+                item=missing[0],
+            )
+        try:
+            out[k] = torch.cat([t for t in parts if t is not None]).unsqueeze(0)
+        except RuntimeError as e:
+            raise DtypeError(f"the samples' {k!r} cannot be packed: {e}", item=k) from None
+    for k, pairs in extra.items():
+        if all(isinstance(v, (torch.Tensor, np.ndarray)) for _, v in pairs):
+            ts = [(j, _as_tensor(v, f"sample {j}: {k}", j)) for j, v in pairs]
+            ts = [(j, t.reshape(1) if t.dim() == 0 else t) for j, t in ts]
+            for (j, t), (_, t0) in zip(ts[1:], ts):
+                if t.shape[1:] != t0.shape[1:]:
+                    raise DtypeError(
+                        f"sample {j}: {k} has shape {tuple(t.shape)}, which cannot be concatenated along dim 0 "
+                        f"with the shape {tuple(t0.shape)} of the sample before it",
+                        item=j,
+                    )
             try:
-                out[k] = torch.cat([t.reshape(1) if t.dim() == 0 else t for t in ts])
+                out[k] = torch.cat([t for _, t in ts])
             except RuntimeError as e:
                 raise DtypeError(f"the samples' {k!r} tensors cannot be concatenated along dim 0: {e}", item=k) from None
         else:
-            out[k] = vs
+            aligned: List[Any] = [None] * n
+            for j, v in pairs:
+                aligned[j] = v
+            out[k] = aligned
     return out
 
 
