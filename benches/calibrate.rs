@@ -11,7 +11,7 @@ use core::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use microbatch::cost::{Calibrator, CostModel, Image, Linear, Preset, Sample, Term, Timing};
 
-#[path = "../tests/common/rng.rs"]
+#[path = "../tests/it/common/rng.rs"]
 mod rng;
 
 /// A calibrator of InternVL's terms holding `w` seeded rows.

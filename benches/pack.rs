@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use microbatch::pack::{self, Packing};
 use std::hint::black_box;
 
-#[path = "../tests/common/rng.rs"]
+#[path = "../tests/it/common/rng.rs"]
 mod rng;
 use rng::TestRng;
 

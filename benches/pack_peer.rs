@@ -27,7 +27,7 @@ use seqpacker::algorithms::optimized_best_fit_decreasing::optimized_best_fit_dec
 use seqpacker::{PackStrategy, Packer};
 use std::hint::black_box;
 
-#[path = "../tests/common/rng.rs"]
+#[path = "../tests/it/common/rng.rs"]
 mod rng;
 use rng::TestRng;
 

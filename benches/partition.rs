@@ -8,7 +8,7 @@ use core::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use microbatch::partition::{exact, karmarkar_karp, lpt, refine, Dims, Partitioner};
 
-#[path = "../tests/common/rng.rs"]
+#[path = "../tests/it/common/rng.rs"]
 mod rng;
 
 /// Seeded sample lengths, uniform in `1..=16384`.
