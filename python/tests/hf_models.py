@@ -160,8 +160,10 @@ def reference(
     *,
     lr: float,
     max_grad_norm: Optional[float] = None,
+    losses: Optional[List[float]] = None,
 ) -> List[torch.Tensor]:
-    """The oracle: parameters after each optimizer step of SGD on the unsplit, unpacked global batches."""
+    """The oracle: parameters after each optimizer step of SGD on the unsplit, unpacked global batches
+    (gradients clipped to ``max_grad_norm`` when given; each step's loss appended to ``losses``)."""
     model = build_model(name, attention)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     params = []
@@ -176,6 +178,8 @@ def reference(
             elif k:
                 total = total + s / k
         loss = total / (tokens if normalization == "token" else len(batch))
+        if losses is not None:
+            losses.append(float(loss.detach()))
         opt.zero_grad()
         loss.backward()
         if max_grad_norm:
