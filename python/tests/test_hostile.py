@@ -204,3 +204,149 @@ def test_cost_and_fit_hostile(seed):
                  values(rng, rows, np.float64))
         if f is not None:
             assert np.isfinite(f.coefficients).all() and (f.coefficients >= 0).all()
+
+
+# --- the Python layer: the sampler, the collate functions, Plan.from_json (issue 20) --------
+
+
+def test_plan_from_json_of_a_non_str_is_a_dtype_error():
+    for bad in (5, None, b"{}", {"ranks": 2}, ["{}"], 1.5):
+        with pytest.raises(microbatch.DtypeError) as e:
+            microbatch.Plan.from_json(bad)
+        assert e.value.item == "text" and type(bad).__name__ in str(e.value)
+    for bad in ("", "[1]", "5", "null", "{", '{"ranks": -1}'):
+        assert call(microbatch.Plan.from_json, bad) is None
+
+
+def test_sampler_after_a_failed_metadata_read_fails_the_same_way_or_recovers():
+    pytest.importorskip("torch")
+    from microbatch.torch import BalancedBatchSampler
+
+    kw = dict(num_samples=12, global_batch_size=4, model="qwen2.5-vl-7b", seq_len=512, num_replicas=2, rank=0)
+    # A metadata row the package refuses: the same clear error on every use, never an AssertionError.
+    s = BalancedBatchSampler(lambda i: (-5 if i == 7 else 10 + i, []), **kw)
+    for use in (lambda: list(s), lambda: len(s), s.steps, s.batches):
+        with pytest.raises(microbatch.InvalidValueError) as e:
+            use()
+        assert e.value.item == 7
+    s = BalancedBatchSampler(lambda i: (10, "x") if i == 3 else (10, []), **kw)
+    for _ in range(2):
+        with pytest.raises(microbatch.InputError):
+            list(s)
+    # The user's own callable failing once (a flaky read): its error, then a normal epoch on the retry.
+    calls = {"n": 0}
+
+    def flaky(i):
+        calls["n"] += 1
+        if i == 5 and calls["n"] < 10:
+            raise OSError("metadata store unavailable")
+        return (10 + i, [4] if i % 2 else [])
+
+    s = BalancedBatchSampler(flaky, **kw)
+    with pytest.raises(OSError):
+        list(s)
+    got = sorted(i for b in s for i in b)
+    other = BalancedBatchSampler(flaky, **dict(kw, rank=1))
+    assert sorted(got + [i for b in other for i in b]) == list(range(12))
+
+
+def test_sampler_takes_tensors_that_require_grad():
+    torch = pytest.importorskip("torch")
+    from microbatch.torch import BalancedBatchSampler
+
+    kw = dict(global_batch_size=4, model="qwen2.5-vl-7b", seq_len=512, num_replicas=2, rank=0)
+    ints = [10 + i for i in range(8)]
+    want = list(BalancedBatchSampler(ints, [[4]] * 8, **kw))
+    text = torch.tensor(ints)
+    images = [torch.tensor([4]) for _ in range(8)]
+    assert list(BalancedBatchSampler(text, images, **kw)) == want
+    floats = torch.tensor([float(v) for v in ints], requires_grad=True)  # a float: refused as such
+    with pytest.raises(microbatch.DtypeError):
+        BalancedBatchSampler(floats, **kw)
+    with pytest.raises(microbatch.DtypeError):
+        BalancedBatchSampler(text, [torch.tensor([4.0], requires_grad=True)] * 8, **kw)
+    meta = BalancedBatchSampler(lambda i: (torch.tensor(ints[i]), torch.tensor([4])), num_samples=8, **kw)
+    assert list(meta) == want
+
+
+def hostile_value(rng, torch):
+    kind = int(rng.integers(0, 12))
+    n = int(rng.integers(0, 5))
+    return [
+        lambda: rng.integers(-5, 50, n).tolist(),
+        lambda: [[1, 2], [3]],
+        lambda: "abc",
+        lambda: None,
+        lambda: {"a": 1},
+        lambda: [2**70] * max(n, 1),
+        lambda: np.array([object(), 1], dtype=object),
+        lambda: torch.randn(n, requires_grad=True),
+        lambda: torch.ones(n, 2),
+        lambda: torch.tensor(rng.integers(0, 9, n)),
+        lambda: 7,
+        lambda: [1.5] * n,
+    ][kind]()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_collate_packed_hostile(seed):
+    """Random junk in every key: a batch whose rows line up, or a microbatch error naming the sample."""
+    torch = pytest.importorskip("torch")
+    from microbatch.torch import collate_packed
+
+    rng = np.random.default_rng(500 + seed)
+    ok = 0
+    for _ in range(ROUNDS):
+        samples = []
+        for _ in range(int(rng.integers(0, 4))):
+            s = {"input_ids": hostile_value(rng, torch) if rng.random() < 0.5 else rng.integers(0, 9, 3).tolist()}
+            for key in ("labels", "token_type_ids", "pixel_values", "meta"):
+                if rng.random() < 0.4:
+                    s[key] = hostile_value(rng, torch)
+            samples.append(s)
+        b = call(collate_packed, samples)
+        if b is None:
+            continue
+        ok += 1
+        T = b["input_ids"].shape[1]
+        assert b["labels"].shape == b["position_ids"].shape == (1, T)
+        assert int(b["cu_seqlens"][-1]) == T and b["cu_seqlens"].shape == (len(samples) + 1,)
+        if "token_type_ids" in b:
+            assert b["token_type_ids"].shape == (1, T)
+        if isinstance(b.get("meta"), list):
+            assert len(b["meta"]) == len(samples)
+        for v in b.values():
+            assert not (isinstance(v, torch.Tensor) and v.requires_grad)
+    assert ok >= ROUNDS // 10, f"only {ok} batches: the generator is too hostile"
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_packed_collator_hostile(seed):
+    """The same junk through microbatch.hf.PackedCollator (bound to a config: no model needed)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from microbatch.hf import PackedCollator
+
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1)
+    collator = PackedCollator(config, item_keys=("pixel_values",), drop_keys=("meta",))
+    rng = np.random.default_rng(600 + seed)
+    ok = 0
+    for _ in range(ROUNDS // 2):
+        samples = []
+        for _ in range(int(rng.integers(0, 4))):
+            s = {"input_ids": hostile_value(rng, torch) if rng.random() < 0.5 else rng.integers(0, 9, 3).tolist()}
+            for key in ("labels", "token_type_ids", "pixel_values", "meta", "attention_mask"):
+                if rng.random() < 0.3:
+                    s[key] = hostile_value(rng, torch)
+            samples.append(s)
+        b = call(collator, samples)
+        if b is None:
+            continue
+        ok += 1
+        T = b["input_ids"].shape[1]
+        assert T >= 1 and b["labels"].shape == b["position_ids"].shape == (1, T)
+        assert int(b["cu_seq_lens_q"][-1]) == T and b["use_cache"] is False
+        if "token_type_ids" in b:
+            assert b["token_type_ids"].shape == (1, T)
+    assert ok >= ROUNDS // 20, f"only {ok} batches: the generator is too hostile"

@@ -113,3 +113,60 @@ def test_summed_loss_equals_the_per_sample_sums():
     with pytest.raises(microbatch.SettingError) as e:
         summed_loss(logits, empty["labels"], empty["cu_seqlens"], "mean")
     assert e.value.item == "normalization"
+
+
+def test_per_token_keys_are_packed_and_other_extras_stay_aligned():
+    samples = [
+        {"input_ids": [1, 2, 3], "mm_token_type_ids": torch.tensor([[0, 1, 0]]), "id": "a",
+         "pixel_values": torch.ones(2, 3, requires_grad=True)},
+        {"input_ids": [4, 5], "mm_token_type_ids": [0, 0]},  # no id, no image
+        {"input_ids": [6], "mm_token_type_ids": np.array([1]), "id": "c", "pixel_values": torch.zeros(1, 3)},
+    ]
+    b = collate_packed(samples)
+    assert b["mm_token_type_ids"].tolist() == [[0, 1, 0, 0, 0, 1]]  # (1, T), like input_ids
+    assert b["id"] == ["a", None, "c"]  # one entry per sample, never shifted
+    assert b["pixel_values"].shape == (3, 3) and not b["pixel_values"].requires_grad
+    with pytest.raises(microbatch.InputError) as e:  # a per-token key some samples lack cannot be aligned
+        collate_packed([{"input_ids": [1], "token_type_ids": [0]}, {"input_ids": [2]}])
+    assert e.value.item == 1
+    with pytest.raises(microbatch.DtypeError) as e:
+        collate_packed([{"input_ids": [1, 2], "token_type_ids": [0]}])
+    assert e.value.item == 0
+    # torch's own errors come back as microbatch errors naming the sample and the key
+    for bad in ([[1, 2], [3]], "abc", {"a": 1}, [2**70]):
+        with pytest.raises(microbatch.DtypeError) as e:
+            collate_packed([{"input_ids": [1]}, {"input_ids": bad}])
+        assert e.value.item == 1 and "input_ids" in str(e.value)
+    with pytest.raises(microbatch.DtypeError) as e:
+        collate_packed([{"input_ids": [1], "x": torch.ones(1, 2)}, {"input_ids": [1], "x": torch.ones(1, 3)}])
+    assert e.value.item == 1 and str(e.value).startswith("sample 1: x has shape (1, 3)")
+    assert collate_packed([{"input_ids": [1], "x": 5}])["x"] == [5]
+
+
+def test_summed_loss_takes_a_model_output_and_the_batch():
+    gen = torch.Generator().manual_seed(4)
+    b = collate_packed([{"input_ids": [1, 2, 3, 4]}, {"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}])
+    logits = torch.randn(1, 9, 10, generator=gen, dtype=torch.float64)
+
+    class Output:  # what transformers' ModelOutput offers
+        def __init__(self, logits):
+            self.logits = logits
+
+    for norm in ("token", "sample"):
+        want = summed_loss(logits, b["labels"], b["cu_seqlens"], norm)
+        assert torch.equal(summed_loss(Output(logits), b["labels"], b["cu_seqlens"], norm), want)
+        assert torch.equal(summed_loss({"logits": logits}, b, norm), want)
+        assert torch.equal(summed_loss(Output(logits), b, normalization=norm), want)
+        # Without cu_seqlens, the boundaries come from position_ids (restarting per sample) ...
+        hf = {"labels": b["labels"], "position_ids": b["position_ids"]}
+        assert torch.equal(summed_loss(logits, hf, norm), want)
+        # ... or from row 0 of multimodal positions (4, 1, T).
+        hf["position_ids"] = torch.cat([b["position_ids"].unsqueeze(0), torch.zeros(3, 1, 9, dtype=torch.int64)])
+        assert torch.equal(summed_loss(logits, hf, norm), want)
+    with pytest.raises(microbatch.DtypeError):
+        summed_loss(object(), b)
+    with pytest.raises(microbatch.SettingError) as e:
+        summed_loss(logits, b["labels"], None, "sample")
+    assert e.value.item == "cu_seqlens"
+    with pytest.raises(microbatch.InputError):
+        summed_loss(logits, {"labels": b["labels"]}, "sample")
