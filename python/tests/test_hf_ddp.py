@@ -223,3 +223,29 @@ def test_hf_ddp_equals_the_unsplit_step(world, tmp_path, monkeypatch):
             f"world {world}, {name}: a batch with {broken} broken matches the reference ({miss:.3g}): "
             "the test cannot fail"
         )
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_hf_vlm.py"
+
+
+def run_example(*flags):
+    """``examples/train_hf_vlm.py`` under torchrun, 2 processes on gloo; returns rank 0's step lines."""
+    import re
+    import subprocess
+    import sys
+
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    done = subprocess.run(command + [str(EXAMPLE), *flags], capture_output=True, text=True, timeout=300, env=env)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert out.rstrip().endswith("done"), out
+    steps = re.findall(r"epoch 0 step (\d+): loss ([0-9.]+), 4 micro-steps, imbalance vision ([0-9.]+) "
+                       r"language ([0-9.]+), naive plan ([0-9.]+)x slower", out)
+    assert [int(s[0]) for s in steps] == [0, 1, 2], out
+    assert all(0 < float(s[1]) < 10 and float(s[2]) >= 1 and float(s[3]) >= 1 for s in steps), out
+    return steps
+
+
+def test_example_train_hf_vlm_under_torchrun():
+    run_example()

@@ -176,3 +176,12 @@ def test_trainer_rejects_what_it_cannot_plan(tmp_path):
         BalancedTrainer(model=model, args=args, train_dataset=data, seq_len=64, normalization="mean")
     with pytest.raises(SettingError, match="by keyword"):
         BalancedTrainer(model, args, seq_len=64)
+
+
+def test_example_train_hf_vlm_with_trainer_under_torchrun():
+    from test_hf_ddp import run_example
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        run_example("--trainer", "--output-dir", out)

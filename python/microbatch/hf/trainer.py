@@ -382,10 +382,13 @@ class BalancedTrainer(transformers.Trainer):
                 len({m.step for m in marks}) != 1  # type: ignore[union-attr]
                 or [m.micro_step for m in marks] != list(range(first.micro_steps))  # type: ignore[union-attr]
             ):
+                seen = [(m.step, m.micro_step) for m in marks]  # type: ignore[union-attr]
                 raise SettingError(
-                    f"Trainer grouped {len(batches)} micro-batches into one optimizer step but the plan's step "
-                    f"{first.step} has {first.micro_steps}: gradient_accumulation_steps must equal the plan's "
-                    "micro-steps (BalancedTrainer plans with micro_steps=gradient_accumulation_steps)",
+                    f"Trainer grouped the micro-batches (step, micro-step) {seen} into one optimizer step, "
+                    f"where the plan's step {first.step} is its micro-steps 0 to {first.micro_steps - 1}: "
+                    "the loader skipped or re-split micro-batches (a sampler sharded again across ranks), or "
+                    "gradient_accumulation_steps differs from the plan's micro-steps; train with "
+                    "BalancedTrainer.get_train_dataloader's loader",
                     item="gradient_accumulation_steps",
                 )
         return batches, None
