@@ -50,6 +50,28 @@ move samples between ranks and micro-steps, provided that:
    BatchNorm statistics, an MoE auxiliary loss computed per micro-batch or
    in-batch negatives of a contrastive loss change when samples move, and no
    scale fixes them.
+5. **Packed documents must not see each other.** With Hugging Face
+   ``transformers`` use :class:`microbatch.hf.PackedCollator`, which makes
+   ``model(**batch)`` keep them apart, and checks once that the model does:
+
+   - ``use_cache=False`` in the batch: transformers builds the block-causal
+     mask of a packed row from ``position_ids`` only when no cache is created
+     and no ``attention_mask`` is given, and ``config.use_cache`` is ``True``
+     by default, so without it every document attends to the ones before it;
+   - multimodal RoPE (the Qwen2-VL family: a ``get_rope_index`` method):
+     ``position_ids`` of shape ``(4, 1, T)``, rows 1-3 computed per document
+     by the model's own ``get_rope_index`` and concatenated, row 0 the text
+     positions restarting per document (transformers reads the packing from
+     it; with the 3 M-RoPE rows only it does not);
+   - an empty micro-batch becomes one padding document whose labels are all
+     ignored: it runs, adds exactly 0 to the loss and gives every parameter a
+     zero gradient; a vision model's micro-batch without images gets a padding
+     document with one small image, so the vision tower runs (and DDP sees its
+     gradient) on every rank;
+   - a model whose attention ignores the packing (the collator's probe finds
+     packed logits that differ from each document alone) is refused with
+     :class:`microbatch.hf.PackingError` instead of training on leaked
+     attention.
 
 Ids are unsigned 64-bit integers; :meth:`Plan.to_json` writes them exactly,
 which Python's ``json`` reads exactly, but JavaScript and any parser that reads

@@ -14,10 +14,14 @@
 - :func:`collate_packed` concatenates a micro-batch's samples into one packed
   row (the layout of Hugging Face's ``DataCollatorWithFlattening``):
   ``position_ids`` restarting at every sample, ``cu_seqlens`` for varlen
-  attention kernels, labels masked at sample boundaries.
+  attention kernels, labels masked at sample boundaries. It is for models
+  you write yourself: for a Hugging Face ``transformers`` model use
+  :class:`microbatch.hf.PackedCollator`, whose batch ``model(**batch)`` keeps
+  the documents apart (``model(**collate_packed(...))`` does not: the
+  model's cache is on by default, and transformers then ignores the packing).
 - :func:`summed_loss` is the micro-batch's *summed* loss under either
-  normalization; :func:`loss_tokens` counts what the planner's ``loss_tokens``
-  must hold for one sample.
+  normalization, from the logits or the model's output; :func:`loss_tokens`
+  counts what the planner's ``loss_tokens`` must hold for one sample.
 - :class:`PlanMismatchError` is raised when ranks planned different steps
   (:meth:`BalancedBatchSampler.verify`).
 
@@ -74,7 +78,7 @@ Hugging Face ``Trainer`` and DeepSpeed divide the loss by the accumulation
 steps by default; ``microbatch.__doc__`` says how to turn that off.
 
 ``python/examples/train_ddp.py`` runs this loop on a tiny model with 2
-processes on the CPU.
+processes on the CPU; :mod:`microbatch.hf` shows it for Hugging Face models.
 
 Example (one process, no process group: rank 0 of 1):
 
@@ -719,9 +723,9 @@ def collate_packed(
             raise DtypeError(f"the samples' {k!r} cannot be packed: {e}", item=k) from None
     for k, pairs in extra.items():
         if all(isinstance(v, (torch.Tensor, np.ndarray)) for _, v in pairs):
-            ts = [(j, _as_tensor(v, f"sample {j}: {k}", j)) for j, v in pairs]
-            ts = [(j, t.reshape(1) if t.dim() == 0 else t) for j, t in ts]
-            for (j, t), (_, t0) in zip(ts[1:], ts):
+            rows = [(j, _as_tensor(v, f"sample {j}: {k}", j)) for j, v in pairs]
+            rows = [(j, t.reshape(1) if t.dim() == 0 else t) for j, t in rows]
+            for (j, t), (_, t0) in zip(rows[1:], rows):
                 if t.shape[1:] != t0.shape[1:]:
                     raise DtypeError(
                         f"sample {j}: {k} has shape {tuple(t.shape)}, which cannot be concatenated along dim 0 "
@@ -729,7 +733,7 @@ def collate_packed(
                         item=j,
                     )
             try:
-                out[k] = torch.cat([t for _, t in ts])
+                out[k] = torch.cat([t for _, t in rows])
             except RuntimeError as e:
                 raise DtypeError(f"the samples' {k!r} tensors cannot be concatenated along dim 0: {e}", item=k) from None
         else:

@@ -100,7 +100,7 @@ def alone(model, s):
 
 
 def rel(a, b):
-    return float((a - b).abs().max() / b.abs().max())
+    return float((a - b).detach().abs().max() / b.detach().abs().max())
 
 
 def use_cache_default(model):
@@ -134,7 +134,7 @@ def test_packed_logits_equal_each_sample_alone(name, attention):
         assert start == packed.shape[0]
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", ["qwen2", "qwen2.5-vl"])
 def test_summed_loss_of_the_packed_batch_is_the_sum_of_the_samples(name):
     model = build(name)
     collator = PackedCollator(model, check_packing=False)
@@ -425,3 +425,78 @@ def test_settings_and_inputs_that_are_not_models_or_samples():
     assert e.value.item == 0
     err = pickle.loads(pickle.dumps(PackingError("m", measured=(1.0, 2.0))))
     assert err.measured == (1.0, 2.0) and err.kind == "Packing"
+
+
+@pytest.mark.parametrize("name", sorted(VLMS))
+def test_videos_are_positioned_per_sample_too(name):
+    model = build(name).eval()
+    gen = torch.Generator().manual_seed(1)
+    video = {"input_ids": torch.tensor([5, 6, START] + [VIDEO] * 4 + [END, 7]),
+             "pixel_values_videos": torch.randn(16, 12, generator=gen, dtype=torch.float64),
+             "video_grid_thw": torch.tensor([[4, 2, 2]])}  # 4 frames of 2 x 2 patches: 4 placeholders
+    if name == "qwen2.5-vl":
+        video["second_per_grid_ts"] = torch.tensor([0.5])
+    data = samples(True, images=(1, 0)) + [video] + samples(True, images=(2,), seed=4)
+    batch = PackedCollator(model)(data)
+    assert batch["video_grid_thw"].tolist() == [[4, 2, 2]]
+    with torch.no_grad():
+        packed = model(**batch).logits[0]
+        start = 0
+        for s in data:
+            kw = {k: s[k] for k in ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw",
+                                    "second_per_grid_ts") if k in s}
+            ids = s["input_ids"]
+            kw["mm_token_type_ids"] = ((ids == IMAGE).long() + 2 * (ids == VIDEO).long()).unsqueeze(0)
+            own = model(input_ids=ids.unsqueeze(0), **kw).logits[0]
+            assert rel(packed[start : start + ids.shape[0]], own) <= 1e-12
+            start += ids.shape[0]
+
+
+def other_family(name):
+    """Tiny models of families the collator knows nothing specific about (None where this transformers lacks one)."""
+    cls = lambda n: getattr(transformers, n, None)  # noqa: E731
+    base = dict(TEXT, head_dim=8)
+    text = {
+        "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=4)),
+        "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(sliding_window=4)),
+        "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(pad_token_id=0)),
+        "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {}),
+        "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(pad_token_id=0)),
+    }
+    if name in text:
+        c, m, kw = text[name]
+        if cls(c) is None or cls(m) is None:
+            return None
+        return cls(m)(cls(c)(**base, **kw))
+    if cls("Qwen3VLConfig") is None:
+        return None
+    rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0, "mrope_interleaved": True}
+    config = transformers.Qwen3VLConfig(
+        text_config=dict(base, rope_parameters=rope),
+        vision_config=dict(VISION, depth=2, intermediate_size=32, out_hidden_size=32, num_position_embeddings=16,
+                           deepstack_visual_indexes=[0]),
+        image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=START, vision_end_token_id=END)
+    return transformers.Qwen3VLForConditionalGeneration(config)
+
+
+@pytest.mark.parametrize("name", ["mistral", "gemma3", "phi3", "qwen3", "smollm3", "qwen3-vl"])
+def test_other_families_through_what_the_collator_reads_from_the_model(name):
+    """Nothing family-specific in the collator: these pass through what it reads (get_rope_index, token ids, vision config)."""
+    torch.manual_seed(0)
+    model = other_family(name)
+    if model is None:
+        pytest.skip(f"this transformers has no {name}")
+    model = model.double().eval()
+    collator = PackedCollator(model)
+    assert collator.mrope == (name == "qwen3-vl")
+    data = samples(name == "qwen3-vl")
+    with torch.no_grad():
+        packed = model(**collator(data)).logits[0]
+        start = 0
+        for s in data:
+            n = s["input_ids"].shape[0]
+            assert rel(packed[start : start + n], alone(model, s)) <= 1e-12, (name, start)
+            start += n
+    batch = collator([])
+    summed_loss(model(**batch), batch).backward()
+    assert all(p.grad is not None for p in model.parameters())

@@ -350,7 +350,6 @@ class PackedCollator:
         if self._pad_token is None or (vocab is not None and not 0 <= self._pad_token < vocab):
             self._pad_token = 0
         self._vocab = vocab
-        self._pixel_dtype = torch.float32
         self._padding: Optional[Dict[str, Any]] = None
         if padding_sample is not None:
             if not isinstance(padding_sample, Mapping) or "input_ids" not in padding_sample:
@@ -379,7 +378,8 @@ class PackedCollator:
         patches = grid_h * grid_w
         width = channels * temporal * patch * patch
         g = torch.Generator().manual_seed(1234 + seed)
-        pixels = torch.rand(patches, width, generator=g, dtype=torch.float64).to(self._pixel_dtype) * 2 - 1
+        # float32, as processors give pixel values; the model casts them to its vision tower's dtype.
+        pixels = torch.rand(patches, width, generator=g, dtype=torch.float32) * 2 - 1
         return {
             "pixel_values": pixels,
             "image_grid_thw": torch.tensor([[1, grid_h, grid_w]], dtype=torch.int64),
@@ -713,11 +713,6 @@ class PackedCollator:
             device, dtype = torch.device("cpu"), torch.float32
         emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
         vocab = int(getattr(emb, "num_embeddings", 0) or self._vocab or 32)
-        if self._grid and self.pad_images:
-            try:
-                self._pixel_dtype = next(model.get_image_features.__self__.visual.parameters()).dtype  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - any model layout: keep float32
-                pass
         docs = self._probe_documents(vocab)
         accepts = set(inspect.signature(model.forward).parameters)
 
