@@ -423,6 +423,12 @@ def test_settings_and_inputs_that_are_not_models_or_samples():
     with pytest.raises(microbatch.DtypeError) as e:
         c([{"input_ids": x, "token_type_ids": [0, 0]}])
     assert e.value.item == 0
+    for bad in (VOCAB, -1):  # the model would raise IndexError in its embedding, for the whole batch
+        with pytest.raises(microbatch.InputError, match="vocabulary") as e:
+            c([{"input_ids": [1]}, {"input_ids": [2, bad]}])
+        assert e.value.item == 1
+    with pytest.raises(microbatch.DtypeError):
+        PackedCollator(config, label_pad=1.5)
     err = pickle.loads(pickle.dumps(PackingError("m", measured=(1.0, 2.0))))
     assert err.measured == (1.0, 2.0) and err.kind == "Packing"
 

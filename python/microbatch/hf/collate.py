@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import operator
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
@@ -289,7 +290,10 @@ class PackedCollator:
                     item="model_or_config",
                 )
         self.config = config
-        self.label_pad = int(label_pad)
+        try:
+            self.label_pad = operator.index(label_pad)
+        except TypeError:
+            raise DtypeError(f"label_pad must be an integer, got {type(label_pad).__name__}", item="label_pad") from None
         self.token_keys: Tuple[str, ...] = tuple(dict.fromkeys(TOKEN_KEYS + tuple(token_keys)))
         self.item_keys: Tuple[str, ...] = tuple(dict.fromkeys(ITEM_KEYS + tuple(item_keys)))
         self.drop_keys: Tuple[str, ...] = tuple(drop_keys)
@@ -314,19 +318,23 @@ class PackedCollator:
         # Multimodal RoPE: the get_rope_index of the module that owns it (or of the config's model class).
         self._rope: Optional[Callable[..., Any]] = None
         self._rope_params: Tuple[str, ...] = ()
-        owner_cls: Optional[Any] = None
-        if model is not None:
-            for m in model.modules():
-                if callable(getattr(m, "get_rope_index", None)):
-                    owner_cls = type(m)
-                    owner_config = m.config
+        # The deepest module that owns it (an outer one may only delegate to it), as a weightless shell
+        # when the shell computes it (it reads only the config), else the module itself.
+        owners = [m for m in model.modules() if callable(getattr(m, "get_rope_index", None))] if model is not None else []
+        if model is None:
+            cls = _model_class(config)
+            if cls is not None:
+                self._rope = _rope_shell(cls, config).get_rope_index
+        elif owners:
+            for m in reversed(owners):
+                rope = _rope_shell(type(m), getattr(m, "config", config)).get_rope_index
+                if _rope_works(rope):
+                    self._rope = rope
                     break
-        else:
-            owner_cls = _model_class(config)
-            owner_config = config
-        if owner_cls is not None:
-            shell = _rope_shell(owner_cls, owner_config)
-            self._rope = shell.get_rope_index
+            else:
+                self._rope = owners[-1].get_rope_index
+        if self._rope is not None:
+            owner_cls = type(getattr(self._rope, "__self__", None))
             params = inspect.signature(self._rope).parameters
             missing = [
                 n for n, p in params.items()
@@ -566,6 +574,11 @@ class PackedCollator:
             else:
                 t = _tensor(v, f"sample {i}: {k}", i)
                 items[k] = t.reshape(1) if t.dim() == 0 else t
+        if n and (int(ids.min()) < 0 or (self._vocab is not None and int(ids.max()) >= self._vocab)):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise InputError(
+                f"sample {i} has the token id {bad}, outside the model's vocabulary of {self._vocab} ids", item=i
+            )
         if self._grid:
             self._check_images(i, ids, items)
         has_vision = any(k in items for k in ("pixel_values", "pixel_values_videos"))
@@ -714,7 +727,10 @@ class PackedCollator:
         emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
         vocab = int(getattr(emb, "num_embeddings", 0) or self._vocab or 32)
         docs = self._probe_documents(vocab)
-        accepts = set(inspect.signature(model.forward).parameters)
+        try:
+            accepts = set(inspect.signature(model.forward).parameters)
+        except (TypeError, ValueError):  # a forward without a signature: pass what the model's own call takes
+            accepts = {"mm_token_type_ids"}
 
         def run(batch: Dict[str, Any]) -> torch.Tensor:
             moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
@@ -795,6 +811,20 @@ def _runs(mask: torch.Tensor) -> List[int]:
     starts = (edges == 1).nonzero().flatten()
     ends = (edges == -1).nonzero().flatten()
     return (ends - starts).tolist()
+
+
+def _rope_works(rope: Callable[..., Any]) -> bool:
+    """Whether ``rope`` (a ``get_rope_index``) computes the positions of a 3-token text document."""
+    ids = torch.ones(1, 3, dtype=torch.int64)
+    kw: Dict[str, Any] = {"input_ids": ids}
+    try:
+        if "mm_token_type_ids" in inspect.signature(rope).parameters:
+            kw["mm_token_type_ids"] = torch.zeros_like(ids)
+        out = rope(**kw)
+    except Exception:  # noqa: BLE001 - any failure: this owner cannot be used as a shell
+        return False
+    pos = out[0] if isinstance(out, (tuple, list)) else out
+    return isinstance(pos, torch.Tensor) and pos.dim() == 3 and tuple(pos.shape[1:]) == (1, 3)
 
 
 def _model_class(config: Any) -> Optional[Any]:
