@@ -86,6 +86,23 @@ impl Sequences {
         }
     }
 
+    /// The sequences with every member list in ascending order again
+    /// (the stages that trade samples leave them in any order).
+    pub(crate) fn sorted(mut self) -> Self {
+        for b in self.members.iter_mut() {
+            b.sort_unstable();
+        }
+        self
+    }
+
+    /// The slots' members: `order[k]` is the sequence in slot `k`.
+    pub(crate) fn into_slots(mut self, order: Vec<u32>) -> Vec<Vec<u32>> {
+        order
+            .into_iter()
+            .map(|b| core::mem::take(&mut self.members[b as usize]))
+            .collect()
+    }
+
     /// The loader-order key of sequence `b`: its smallest position, empty
     /// last.
     pub(crate) fn first(&self, b: u32) -> u32 {

@@ -45,7 +45,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Reverse;
 
-use super::deal::Sequences;
+use super::deal::{give_every_rank_work, Sequences};
 use super::prepare::{Entry, Prepared};
 use super::sample::StepSample;
 use super::shape::Shape;
@@ -290,6 +290,31 @@ impl Units {
                 out
             })
             .collect()
+    }
+}
+
+/// The slots of samples after the stages on units: a unit moved to every
+/// rank without one, from a rank with at least two
+/// ([`give_every_rank_work`]; chunks pinned to their home rank never move),
+/// then with `units` every unit expanded to its samples. `slots[k]` lists
+/// the positions in slot `k`.
+///
+/// O(n + K) time for n positions in K slots, plus O(K A S) for each rank
+/// without work.
+pub(crate) fn ungroup(
+    units: Option<&Units>,
+    shape: Shape,
+    mut slots: Vec<Vec<u32>>,
+) -> Vec<Vec<u32>> {
+    match units {
+        Some(u) => {
+            give_every_rank_work(&mut slots, shape, |p| !u.pinned(p));
+            u.expand(slots)
+        }
+        None => {
+            give_every_rank_work(&mut slots, shape, |_| true);
+            slots
+        }
     }
 }
 

@@ -44,12 +44,16 @@
 //!
 //! # Algorithm
 //!
-//! One stage a file, each taking and returning plain data:
+//! One stage a file, each taking and returning plain data, run by
+//! [`Planner::plan`] in this order:
 //!
-//! 1. `prepare`: sort the samples by id (the plan is a function of the
-//!    *set* of samples), check them, and evaluate each sample's cost vector
-//!    once.
-//! 2. `pack`: pack the samples into `K = R * A * S` sequences that are
+//! 1. `prepare`: check the settings, sort the samples by id (the plan is a
+//!    function of the *set* of samples), check them (ids, sizes against
+//!    the caps, loss tokens, origins), and evaluate each sample's cost
+//!    vector and floor once, with the parts of the lower bound.
+//! 2. `group` (with [groups](#groups)): the groups and their chunks become
+//!    units, each one item that stages 3 to 7 move whole.
+//! 3. `pack`: pack the samples into `K = R * A * S` sequences that are
 //!    balanced, not merely full: the vector LPT with capacities of
 //!    [`partition`](crate::partition) (in decreasing order of cost, each
 //!    sample to the least-loaded sequence it fits in, the load the larger of
@@ -70,27 +74,28 @@
 //!    order,
 //!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
 //!    instead ([`Report::balanced_packing`] says which).
-//! 3. `deal`: deal the sequences to the `R x A` slots: for
+//! 4. `deal`: deal the sequences to the `R x A` slots: for
 //!    [`SyncModel::Step`], LPT with equal counts over ranks
 //!    ([`Partitioner`](crate::partition::Partitioner)); for the
 //!    per-micro-step models, sequences of similar cost form one micro-step
 //!    across ranks, so that no micro-step waits for one outlier. For
 //!    [`SyncModel::Phase`] "similar" is tried two ways (by the larger excess
 //!    over the mean in either phase, by language cost), each refined, and
-//!    the plan with the lowest predicted step time is kept.
-//! 4. `refine`: within each set of groups that wait for each other (the
+//!    the plan with the lowest predicted step time is kept. With groups,
+//!    the chunks of a group then go to its home rank.
+//! 5. `refine`: within each set of groups that wait for each other (the
 //!    ranks for [`SyncModel::Step`], one micro-step's micro-batches
 //!    otherwise), move or swap single samples between the slowest group and
 //!    the fastest ones, keeping every cap, while that lowers the slowest
 //!    (phase by phase for [`SyncModel::Phase`], never raising the other
 //!    phase's maximum).
-//! 5. `pair` (per-micro-step sync models, with the search on): in bulk,
+//! 6. `pair` (per-micro-step sync models, with the search on): in bulk,
 //!    micro-batches at their micro-step's maxima trade one sample with the
 //!    ones farthest below theirs (one round across micro-steps, filling
 //!    the room under the maxima that a single large sample sets), then the
 //!    `k`-th most loaded micro-batch of each micro-step with its `k`-th
 //!    least loaded (two rounds), never raising a barrier's maximum.
-//! 6. `search` (per-micro-step sync models): the barriers (a micro-step in
+//! 7. `search` (per-micro-step sync models): the barriers (a micro-step in
 //!    a phase, or in total) are taken worst excess over their mean first;
 //!    the micro-batch that binds one moves a sample to, or swaps one with,
 //!    a partner found near the wanted cost in the samples sorted once by
@@ -99,20 +104,25 @@
 //!    under its maxima), while the exact predicted step time drops
 //!    (or stays and the binding micro-batch leaves the maximum), within a
 //!    counted work budget ([`Planner::search_effort`]).
-//! 7. `locality` (with [`Planner::locality`] and samples with an origin):
+//! 8. `group`, back: a unit (without groups, a sample) moved from a rank
+//!    with several to every rank without one, so that no rank idles at the
+//!    collective (chunks stay on their home rank), and the units expanded
+//!    to their samples.
+//! 9. `locality` (with [`Planner::locality`] and samples with an origin):
 //!    the plan relabelled and samples swapped home, so that the fewest
 //!    bytes move while the predicted step time stays within the tolerance
 //!    of the plan so far ([`Locality`]).
-//! 8. `finish`: the plan's ids slot by slot, every sequence evaluated as a
-//!    group, the [`Report`] against the bound and the naive baseline, and
-//!    the [`Exchange`] (with its [`Traffic`]) when samples have origins.
+//! 10. `finish`: the plan's ids slot by slot, every sequence evaluated as
+//!     a group, the [`Report`] against the bound and the naive baseline,
+//!     and the [`Exchange`] (with its [`Traffic`]) when samples have
+//!     origins.
 //!
 //! `A` is either given ([`Planner::micro_steps`]) or the smallest value the
 //! planner can fit the batch into: the token (and cap) bound
 //! `ceil(total / capacity / (R * S))` if the balanced packing fits there,
 //! else the first-fit-decreasing count divided by `R * S`, rounded up.
 //!
-//! The cost of a sequence in steps 2 to 6 is the sum of its samples' own
+//! The cost of a sequence in stages 3 to 7 is the sum of its samples' own
 //! costs; the [`Report`] evaluates every sequence as a group with the model
 //! ([`Incremental`](crate::cost::Incremental)), so non-additive terms (full
 //! attention over the packed length, a cost per sequence) are reported

@@ -39,10 +39,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::deal::Sequences;
-use super::prepare::Prepared;
-use super::shape::Shape;
 use super::sync::SyncModel;
-use super::work::key;
+use super::work::{Dim, Stage};
 use crate::cost::Phases;
 
 /// The rounds across micro-steps.
@@ -53,7 +51,7 @@ const PASSES: usize = 2;
 
 /// A micro-step's means and maxima per barrier index.
 struct Row<'a> {
-    dims: &'a [usize],
+    dims: &'a [Dim],
     mean: [f64; 2],
     max: [f64; 2],
 }
@@ -66,9 +64,9 @@ impl Row<'_> {
         for (i, &d) in self.dims.iter().enumerate() {
             let m = self.mean[i];
             let e = if m > 0.0 {
-                (key(c, d) - m) / m
+                (d.of(c) - m) / m
             } else {
-                key(c, d) - m
+                d.of(c) - m
             };
             worst = worst.max(e);
         }
@@ -81,64 +79,51 @@ impl Row<'_> {
         self.dims
             .iter()
             .enumerate()
-            .all(|(i, &d)| key(c, d) <= self.max[i])
+            .all(|(i, &d)| d.of(c) <= self.max[i])
     }
 }
 
-/// Pairs the micro-batches of `seqs` laid out by `slots` (`slot ->
-/// sequence`) for `sync` (nothing for the other sync models; see the module
-/// docs). Positions marked in `pinned` (empty: none) never move. Members
-/// and loads of the sequences are kept up to date; their costs are not
-/// read.
-pub(crate) fn pair(
-    prep: &Prepared,
-    pinned: &[bool],
-    sync: SyncModel,
-    shape: Shape,
-    slots: &[u32],
-    seqs: &mut Sequences,
-) {
-    let dims: &[usize] = match sync {
-        SyncModel::Phase => &[0, 1],
-        SyncModel::MicroStep => &[2],
-        _ => return,
-    };
-    if shape.ranks < 2 || shape.steps == 0 || slots.len() < shape.slots() {
-        return;
+/// The sequences `seqs` with the micro-batches of the stage's deal paired
+/// (see the module docs; unchanged for [`SyncModel::Step`]): members and
+/// loads are kept up to date, the costs are not read; pinned positions
+/// never move.
+pub(crate) fn pair(stage: &Stage<'_>, mut seqs: Sequences) -> Sequences {
+    let shape = stage.shape;
+    if stage.sync == SyncModel::Step
+        || shape.ranks < 2
+        || shape.steps == 0
+        || stage.slots.len() < shape.slots()
+    {
+        return seqs;
     }
-    let pinned_at = |p: u32| pinned.get(p as usize).copied().unwrap_or(false);
     for _ in 0..LEVELS {
-        level(prep, &pinned_at, dims, shape, slots, seqs);
+        level(stage, &mut seqs);
     }
-    within(prep, &pinned_at, dims, shape, slots, seqs);
+    within(stage, &mut seqs);
+    seqs
 }
 
 /// The cost of micro-batch `m` (`rank * A + micro-step`).
-fn batch_cost(prep: &Prepared, shape: Shape, slots: &[u32], seqs: &Sequences, m: usize) -> Phases {
-    slots[m * shape.per_step..][..shape.per_step]
+fn batch_cost(stage: &Stage<'_>, seqs: &Sequences, m: usize) -> Phases {
+    stage
+        .micro_batch(m)
         .iter()
         .flat_map(|&b| &seqs.members[b as usize])
-        .map(|&p| prep.cost(p as usize))
+        .map(|&p| stage.prep.cost(p as usize))
         .sum()
 }
 
 /// The rounds within each micro-step (step 2 of the module docs).
-fn within(
-    prep: &Prepared,
-    pinned_at: &impl Fn(u32) -> bool,
-    dims: &[usize],
-    shape: Shape,
-    slots: &[u32],
-    seqs: &mut Sequences,
-) {
-    let (ranks, steps, per_step) = (shape.ranks, shape.steps, shape.per_step);
-    let batch = |r: usize, j: usize| &slots[shape.micro_batch(r, j)..][..per_step];
+fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
+    let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
+    let (ranks, steps) = (shape.ranks, shape.steps);
+    let batch = |r: usize, j: usize| stage.micro_batch(r * steps + j);
     let mut cost = vec![Phases::ZERO; ranks];
     let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
     for _ in 0..PASSES {
         for j in 0..steps {
             for (r, c) in cost.iter_mut().enumerate() {
-                *c = batch_cost(prep, shape, slots, seqs, r * steps + j);
+                *c = batch_cost(stage, seqs, r * steps + j);
             }
             for (i, &d) in dims.iter().enumerate() {
                 let mut row = Row {
@@ -147,11 +132,11 @@ fn within(
                     max: [0.0; 2],
                 };
                 for (k, &e) in dims.iter().enumerate() {
-                    row.mean[k] = cost.iter().map(|&c| key(c, e)).sum::<f64>() / ranks as f64;
-                    row.max[k] = cost.iter().map(|&c| key(c, e)).fold(0.0, f64::max);
+                    row.mean[k] = cost.iter().map(|&c| e.of(c)).sum::<f64>() / ranks as f64;
+                    row.max[k] = cost.iter().map(|&c| e.of(c)).fold(0.0, f64::max);
                 }
                 order.clear();
-                order.extend(cost.iter().enumerate().map(|(r, &c)| (key(c, d), r as u32)));
+                order.extend(cost.iter().enumerate().map(|(r, &c)| (d.of(c), r as u32)));
                 order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 for k in 0..ranks / 2 {
                     let (x, y) = (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
@@ -159,9 +144,7 @@ fn within(
                         break;
                     }
                     let (bx, by) = (batch(x, j), batch(y, j));
-                    if let Some(dc) =
-                        best(prep, pinned_at, &row, (cost[x], bx), (cost[y], by), seqs)
-                    {
+                    if let Some(dc) = best(stage, &row, (cost[x], bx), (cost[y], by), seqs) {
                         cost[x] = cost[x] - dc;
                         cost[y] += dc;
                     }
@@ -175,8 +158,7 @@ fn within(
 /// that lowers most the larger relative excess of the two, if any lowers
 /// it and keeps both below the maxima; returns the cost moved.
 fn best(
-    prep: &Prepared,
-    pinned: &impl Fn(u32) -> bool,
+    stage: &Stage<'_>,
     row: &Row,
     (cx, bx): (Phases, &[u32]),
     (cy, by): (Phases, &[u32]),
@@ -184,21 +166,21 @@ fn best(
 ) -> Option<Phases> {
     let score = |nx: Phases, ny: Phases| row.excess(nx).max(row.excess(ny));
     let below = |nx: Phases, ny: Phases| row.below(nx) && row.below(ny);
-    change(prep, pinned, score, below, (cx, bx), (cy, by), seqs)
+    change(stage, score, below, (cx, bx), (cy, by), seqs)
 }
 
 /// Applies the change from micro-batch `x` (cost and sequences) to `y`
 /// of least `score(x', y')` if it is below `score(x, y)` and `ok(x', y')`;
 /// returns the cost moved.
 fn change(
-    prep: &Prepared,
-    pinned: &impl Fn(u32) -> bool,
+    stage: &Stage<'_>,
     scoring: impl Fn(Phases, Phases) -> f64,
     ok: impl Fn(Phases, Phases) -> bool,
     (cx, bx): (Phases, &[u32]),
     (cy, by): (Phases, &[u32]),
     seqs: &mut Sequences,
 ) -> Option<Phases> {
+    let prep = stage.prep;
     let (bins, loads) = (&seqs.members, &seqs.loads);
     let now = scoring(cx, cy);
     // (score, sequence of x, index in it, sequence of y, index in it or NONE).
@@ -213,7 +195,7 @@ fn change(
     for &sx in bx {
         let lx = loads[sx as usize];
         for (ia, &pa) in bins[sx as usize].iter().enumerate() {
-            if pinned(pa) {
+            if stage.pinned(pa) {
                 continue;
             }
             let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
@@ -229,7 +211,7 @@ fn change(
             for &sy in by {
                 let ly = loads[sy as usize];
                 for (ib, &pb) in bins[sy as usize].iter().enumerate() {
-                    if pinned(pb) {
+                    if stage.pinned(pb) {
                         continue;
                     }
                     let cb = prep.cost(pb as usize);
@@ -280,23 +262,14 @@ fn change(
 }
 
 /// The rounds across micro-steps (step 1 of the module docs).
-fn level(
-    prep: &Prepared,
-    pinned_at: &impl Fn(u32) -> bool,
-    dims: &[usize],
-    shape: Shape,
-    slots: &[u32],
-    seqs: &mut Sequences,
-) {
-    let (steps, per_step) = (shape.steps, shape.per_step);
+fn level(stage: &Stage<'_>, seqs: &mut Sequences) {
+    let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
+    let steps = shape.steps;
     let nm = shape.ranks * steps;
-    let batch = |m: usize| &slots[m * per_step..][..per_step];
-    let mut cost: Vec<Phases> = (0..nm)
-        .map(|m| batch_cost(prep, shape, slots, seqs, m))
-        .collect();
+    let mut cost: Vec<Phases> = (0..nm).map(|m| batch_cost(stage, seqs, m)).collect();
     let mut norm = [1.0f64; 2];
     for (i, &d) in dims.iter().enumerate() {
-        let mean = cost.iter().map(|&c| key(c, d)).sum::<f64>() / nm as f64;
+        let mean = cost.iter().map(|&c| d.of(c)).sum::<f64>() / nm as f64;
         if mean > 0.0 {
             norm[i] = mean;
         }
@@ -304,13 +277,13 @@ fn level(
     let mut max = vec![[0.0f64; 2]; steps];
     for (m, &c) in cost.iter().enumerate() {
         for (i, &d) in dims.iter().enumerate() {
-            max[m % steps][i] = max[m % steps][i].max(key(c, d));
+            max[m % steps][i] = max[m % steps][i].max(d.of(c));
         }
     }
     let h = |m: usize, c: Phases| -> f64 {
         let mut worst = f64::NEG_INFINITY;
         for (i, &d) in dims.iter().enumerate() {
-            worst = worst.max((key(c, d) - max[m % steps][i]) / norm[i]);
+            worst = worst.max((d.of(c) - max[m % steps][i]) / norm[i]);
         }
         worst
     };
@@ -320,8 +293,11 @@ fn level(
         let (x, y) = (order[k].1 as usize, order[nm - 1 - k].1 as usize);
         let score = |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny));
         let any = |_: Phases, _: Phases| true;
-        let (cx, cy) = ((cost[x], batch(x)), (cost[y], batch(y)));
-        if let Some(dc) = change(prep, pinned_at, score, any, cx, cy, seqs) {
+        let (cx, cy) = (
+            (cost[x], stage.micro_batch(x)),
+            (cost[y], stage.micro_batch(y)),
+        );
+        if let Some(dc) = change(stage, score, any, cx, cy, seqs) {
             cost[x] = cost[x] - dc;
             cost[y] += dc;
         }
@@ -338,13 +314,14 @@ mod tests {
     use crate::plan::StepSample;
     use proptest::prelude::*;
 
-    /// Per micro-step and barrier, the largest value.
-    fn maxima(prep: &Prepared, shape: Shape, slots: &[u32], seqs: &Sequences) -> Vec<[f64; 3]> {
+    /// Per micro-step, the largest value in each of [`Dim::ALL`].
+    fn maxima(stage: &Stage<'_>, seqs: &Sequences) -> Vec<[f64; 3]> {
+        let shape = stage.shape;
         let mut out = vec![[0.0f64; 3]; shape.steps];
         for m in 0..shape.ranks * shape.steps {
-            let c = batch_cost(prep, shape, slots, seqs, m);
-            for (d, v) in out[m % shape.steps].iter_mut().enumerate() {
-                *v = v.max(key(c, d));
+            let c = batch_cost(stage, seqs, m);
+            for (v, d) in out[m % shape.steps].iter_mut().zip(Dim::ALL) {
+                *v = v.max(d.of(c));
             }
         }
         out
@@ -377,19 +354,21 @@ mod tests {
             let request = Request { ranks, per_step: 1, micro_steps: None, phases: phase, fill: false, min_steps: 1 };
             let packed = pack(&prep, request).unwrap();
             let shape = packed.shape;
-            let mut seqs = Sequences::new(&prep, packed.sequences);
+            let seqs = Sequences::new(&prep, packed.sequences);
             let slots = deal(sync, RowKey::Excess, shape, &seqs);
             let pinned: Vec<bool> = (0..prep.len()).map(|p| pin_every > 0 && p % pin_every == 0).collect();
-            let before = maxima(&prep, shape, &slots, &seqs);
+            let stage = Stage { prep: &prep, pinned: &pinned, sync, shape, slots: &slots };
+            let before = maxima(&stage, &seqs);
             let home: Vec<Option<usize>> = (0..prep.len())
                 .map(|p| seqs.members.iter().position(|b| b.contains(&(p as u32))))
                 .collect();
-            pair(&prep, &pinned, sync, shape, &slots, &mut seqs);
-            let after = maxima(&prep, shape, &slots, &seqs);
-            let barriers: &[usize] = if phase { &[0, 1] } else { &[2] };
+            let seqs = pair(&stage, seqs);
+            let after = maxima(&stage, &seqs);
             for (b, a) in before.iter().zip(&after) {
-                for &d in barriers {
-                    prop_assert!(a[d] <= b[d] * (1.0 + 1e-12), "{:?} -> {:?}", b, a);
+                for (k, d) in Dim::ALL.iter().enumerate() {
+                    if Dim::barriers(sync).contains(d) {
+                        prop_assert!(a[k] <= b[k] * (1.0 + 1e-12), "{:?} -> {:?}", b, a);
+                    }
                 }
             }
             let mut all: Vec<u32> = seqs.members.concat();

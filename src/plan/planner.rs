@@ -1,12 +1,12 @@
-//! The planner's configuration and its pipeline: prepare, pack, deal, refine, finish.
+//! The planner's configuration and [`Planner::plan`], which runs the stages of the [module docs](crate::plan#algorithm) in their order.
 
 use alloc::vec::Vec;
 
 use super::baseline::Naive;
-use super::deal::{deal, give_every_rank_work, RowKey, Sequences};
+use super::deal::{deal, RowKey, Sequences};
 use super::evaluate::step_time;
 use super::finish::{finish, Context, Layout};
-use super::group::{units, GroupScope, Units};
+use super::group::{ungroup, units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
 use super::pack::{pack, Packed, Request};
@@ -17,6 +17,7 @@ use super::sample::StepSample;
 use super::search::{search, EFFORT};
 use super::shape::Shape;
 use super::sync::SyncModel;
+use super::work::Stage;
 use crate::cost::{Incremental, Phases};
 use crate::error::Error;
 
@@ -550,20 +551,28 @@ impl<M: Incremental> Planner<M> {
         Ok(())
     }
 
-    /// The caps of a sequence: `L`, units, images.
-    /// The samples checked and costed, with the bound's parts for the sync
-    /// model ([`prepare`]).
-    fn prepare(&self, samples: &[StepSample]) -> Result<Prepared, Error> {
-        prepare(
+    /// The `prepare` stage: the settings checked, the samples checked and
+    /// costed with the bound's parts for the sync model ([`prepare`]), their
+    /// origins checked; with the context the later stages read.
+    fn prepare<'a>(
+        &'a self,
+        samples: &'a [StepSample],
+    ) -> Result<(Prepared, Context<'a, M>), Error> {
+        self.check(samples.len())?;
+        let prep = prepare(
             samples,
             &self.model,
             self.caps(),
             self.ranks,
             self.per_step,
             self.sync,
-        )
+        )?;
+        let cx = self.context(samples);
+        check_origins(&prep, &cx, self.ranks)?;
+        Ok((prep, cx))
     }
 
+    /// The caps of a sequence: `L`, units, images.
     fn caps(&self) -> Caps {
         [
             u64::from(self.seq_len),
@@ -637,74 +646,74 @@ impl<M: Incremental> Planner<M> {
     pub fn plan(&self, samples: &[StepSample]) -> Result<Plan, Error> {
         #[cfg(feature = "std")]
         let start = std::time::Instant::now();
-        self.check(samples.len())?;
-        let prep = self.prepare(samples)?;
-        let cx = self.context(samples);
-        check_origins(&prep, &cx, self.ranks)?;
-        // With groups, the stages run on units (groups and chunks as one
-        // item each), expanded back to samples before finishing.
+        // The stages of the module docs ("Algorithm"), in their order.
+        // 1. prepare
+        let (prep, cx) = self.prepare(samples)?;
+        // 2. group: with groups, stages 3 to 7 run on units (groups and
+        // chunks as one item each).
         let units = units(&prep, samples, self.group_scope, self.ranks)?;
-        let work = units.as_ref().map_or(&prep, |u| &u.prep);
-        let min_steps = match &units {
-            Some(u) => u.min_steps(self.per_step, self.micro_steps)?,
-            None => 1,
-        };
+        let units = units.as_ref();
+        let batch = units.map_or(&prep, |u| &u.prep);
+        let pins = units.map_or_else(Vec::new, Units::pins);
+        // 3. pack (4. deal and 5. refine each packing): per-phase barriers
+        // also try the packing that balances each phase on its own (if it
+        // fits the same request), built around the fill row of the largest
+        // sample where the bound's fill term binds, and keep the better.
         let request = Request {
             ranks: self.ranks,
             per_step: self.per_step,
             micro_steps: self.micro_steps,
             phases: false,
             fill: false,
-            min_steps,
+            min_steps: match units {
+                Some(u) => u.min_steps(self.per_step, self.micro_steps)?,
+                None => 1,
+            },
         };
-        let trial = |packed: Packed| Trial {
-            balanced: packed.balanced,
-            ..self.deal_and_refine(
-                work,
-                packed.shape,
-                Sequences::new(work, packed.sequences),
-                units.as_ref(),
-            )
-        };
-        let mut best = trial(pack(work, request)?);
-        // Per-phase barriers also try the packing that balances each phase
-        // on its own (if it fits the same request), and keep the better.
-        // Where the bound's fill term binds (the largest sample is denser
-        // than what the rest of its micro-step can be filled with at the
-        // mean), that packing is built around the fill row of the largest
-        // sample.
+        let mut best = self.deal_and_refine(batch, pack(batch, request)?, units, &pins);
         if self.sync == SyncModel::Phase {
-            if let Ok(packed) = pack(
-                work,
-                Request {
-                    phases: true,
-                    fill: work.fill_binds(),
-                    ..request
-                },
-            ) {
-                let other = trial(packed);
+            let phases = Request {
+                phases: true,
+                fill: batch.fill_binds(),
+                ..request
+            };
+            if let Ok(packed) = pack(batch, phases) {
+                let other = self.deal_and_refine(batch, packed, units, &pins);
                 if other.time < best.time {
                     best = other;
                 }
             }
         }
-        let shape = best.shape;
-        let balanced = best.balanced;
-        let mut slots = self.search(work, best, units.as_ref());
-        match &units {
-            Some(u) => {
-                give_every_rank_work(&mut slots, shape, |p| !u.pinned(p));
-                slots = u.expand(slots);
-            }
-            None => give_every_rank_work(&mut slots, shape, |_| true),
-        }
-        let mut locality_free = None;
-        // With groups, locality moves only what keeps them whole: whole
+        let Trial {
+            shape,
+            balanced,
+            order,
+            seqs,
+            ..
+        } = best;
+        // 6. pair and 7. search (per-micro-step sync models, with the
+        // refinement and a search effort).
+        let seqs = if self.refine && self.search_effort > 0 {
+            let stage = Stage {
+                prep: batch,
+                pinned: &pins,
+                sync: self.sync,
+                shape,
+                slots: &order,
+            };
+            search(&stage, pair(&stage, seqs), self.search_effort).sorted()
+        } else {
+            seqs
+        };
+        // 8. group, back: every rank some work, units expanded to samples.
+        let mut slots = ungroup(units, shape, seqs.into_slots(order));
+        // 9. locality: with groups, only what keeps them whole moves: whole
         // micro-batches (a group lies in one sequence) or whole ranks (a
         // group spans one rank), never single samples.
+        let mut locality_free = None;
         if let Some(loc) = self.locality {
             if let Some(homes) = Homes::new(&prep, &cx, loc.node_size()) {
-                let movable = match (&units, self.group_scope) {
+                let movable = match (units, self.group_scope) {
                     (None, _) => Movable::Samples,
                     (Some(_), GroupScope::MicroBatch) => Movable::WholeMicroBatches,
                     (Some(_), _) => Movable::WholeRanks,
@@ -714,6 +723,7 @@ impl<M: Incremental> Planner<M> {
                 locality_free = Some(t0);
             }
         }
+        // 10. finish
         let layout = Layout {
             shape,
             slots,
@@ -758,38 +768,38 @@ impl<M: Incremental> Planner<M> {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
-        self.check(samples.len())?;
-        let prep = self.prepare(samples)?;
-        check_origins(&prep, &self.context(samples), self.ranks)?;
+        let (prep, cx) = self.prepare(samples)?;
         let naive = Naive::new(&prep, self.ranks, self.per_step);
         let layout = Layout {
             shape: naive.shape,
             slots: naive.slots(),
             balanced: false,
         };
-        finish(&prep, &self.context(samples), layout)
+        finish(&prep, &cx, layout)
     }
 
-    /// Deals the sequences to slots and refines them, for each row key the
-    /// sync model tries, keeping the layout of least predicted step time
-    /// (computed only for per-phase barriers, which try several starts).
-    /// With `units`, `prep` is theirs: chunks of groups go to their home
-    /// rank after dealing and never move in the refinement.
+    /// The `deal` and `refine` stages on one packing of `batch`, for each
+    /// row key the sync model tries, keeping the layout of least predicted
+    /// step time (computed only for per-phase barriers, which try two
+    /// keys). With `units`, `batch` is theirs: chunks of groups go to their
+    /// home rank after dealing and, `pins` marking them, never move in the
+    /// refinement.
     fn deal_and_refine(
         &self,
-        prep: &Prepared,
-        shape: Shape,
-        mut seqs: Sequences,
+        batch: &Prepared,
+        packed: Packed,
         units: Option<&Units>,
+        pins: &[bool],
     ) -> Trial {
-        let pins = units.map_or_else(Vec::new, Units::pins);
+        let shape = packed.shape;
+        let mut seqs = Sequences::new(batch, packed.sequences);
         let keys: &[RowKey] = match self.sync {
             // The other two keys never won once the per-phase packing,
             // the pairing and the search come after (plan_table).
             SyncModel::Phase => &RowKey::ALL[..2],
             _ => &RowKey::ALL[..1],
         };
-        let mut best: Option<(f64, Vec<u32>, Sequences)> = None;
+        let mut best: Option<Trial> = None;
         for (i, &key) in keys.iter().enumerate() {
             // The last key takes the sequences, the others a copy.
             let mut trial = if i + 1 == keys.len() {
@@ -802,10 +812,14 @@ impl<M: Incremental> Planner<M> {
                 u.gather(self.sync, shape, &mut order, &trial);
             }
             if self.refine {
-                refine(prep, &pins, self.sync, shape, &order, &mut trial);
-                for b in trial.members.iter_mut() {
-                    b.sort_unstable();
-                }
+                let stage = Stage {
+                    prep: batch,
+                    pinned: pins,
+                    sync: self.sync,
+                    shape,
+                    slots: &order,
+                };
+                trial = refine(&stage, trial).sorted();
                 if self.sync == SyncModel::Step {
                     // The data loader's order again within each rank.
                     for rank in order.chunks_mut(shape.per_rank()) {
@@ -819,62 +833,35 @@ impl<M: Incremental> Planner<M> {
                 let cost = |b: &u32| -> Phases {
                     trial.members[*b as usize]
                         .iter()
-                        .map(|&p| prep.cost(p as usize))
+                        .map(|&p| batch.cost(p as usize))
                         .sum()
                 };
                 let slot_costs: Vec<Phases> = order.iter().map(cost).collect();
                 step_time(self.sync, shape, &slot_costs)
             };
-            if best.as_ref().map_or(true, |b| time < b.0) {
-                best = Some((time, order, trial));
+            if best.as_ref().map_or(true, |b| time < b.time) {
+                best = Some(Trial {
+                    time,
+                    shape,
+                    balanced: packed.balanced,
+                    order,
+                    seqs: trial,
+                });
             }
         }
-        let (time, order, seqs) = best.unwrap_or_default();
-        Trial {
-            time,
+        best.unwrap_or(Trial {
+            time: 0.0,
             shape,
-            balanced: false,
-            order,
+            balanced: packed.balanced,
+            order: Vec::new(),
             seqs,
-        }
-    }
-
-    /// The pairing and the search on the chosen trial (per-micro-step sync
-    /// models, with refinement and a search effort), then the slots:
-    /// `slots[k]` lists the positions of slot `k` in ascending order.
-    fn search(&self, prep: &Prepared, trial: Trial, units: Option<&Units>) -> Vec<Vec<u32>> {
-        let Trial {
-            shape,
-            order,
-            seqs: mut chosen,
-            ..
-        } = trial;
-        if self.refine && self.search_effort > 0 {
-            let pins = units.map_or_else(Vec::new, Units::pins);
-            pair(prep, &pins, self.sync, shape, &order, &mut chosen);
-            search(
-                prep,
-                &pins,
-                self.sync,
-                shape,
-                &order,
-                &mut chosen,
-                self.search_effort,
-            );
-            for b in chosen.members.iter_mut() {
-                b.sort_unstable();
-            }
-        }
-        order
-            .into_iter()
-            .map(|b| core::mem::take(&mut chosen.members[b as usize]))
-            .collect()
+        })
     }
 }
 
 /// A dealt and refined layout: its step time (per-phase barriers only),
-/// shape, whether the balanced packing made it, the slots' sequences and
-/// the sequences.
+/// shape, whether the balanced packing made it, the deal (`order[k]` is
+/// the sequence in slot `k`) and the sequences.
 struct Trial {
     time: f64,
     shape: Shape,

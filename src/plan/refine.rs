@@ -45,10 +45,8 @@ use core::cell::Cell;
 use core::cmp::Reverse;
 
 use super::deal::Sequences;
-use super::prepare::Prepared;
-use super::shape::Shape;
 use super::sync::SyncModel;
-use super::work::{self, key};
+use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
 use crate::partition::balancing_window;
 
@@ -69,10 +67,7 @@ const TOLERANCE: f64 = 2e-3;
 const WORK: u64 = 64;
 
 struct Contest<'a> {
-    prep: &'a Prepared,
-    /// Positions that never move (chunks of groups on their home rank);
-    /// empty when none is pinned.
-    pinned: &'a [bool],
+    stage: &'a Stage<'a>,
     /// The sequences of each group.
     groups: Vec<&'a [u32]>,
     cost: Vec<Phases>,
@@ -82,11 +77,6 @@ struct Contest<'a> {
 }
 
 impl Contest<'_> {
-    #[inline]
-    fn pinned(&self, p: u32) -> bool {
-        work::pinned(self.pinned, p)
-    }
-
     /// Spends `units` of work; `false` (and nothing left) when the budget
     /// does not hold them.
     #[inline]
@@ -95,11 +85,11 @@ impl Contest<'_> {
     }
 }
 
-/// The dimension a change is scored on (vision 0, language 1), and the
-/// most the other dimension's maximum may become.
+/// The phase a change is scored on, and the most the other phase's
+/// maximum may become.
 #[derive(Clone, Copy)]
 struct Target {
-    d: usize,
+    d: Dim,
     limit_other: f64,
 }
 
@@ -118,22 +108,19 @@ struct Change {
     score: f64,
 }
 
-/// Refines the sequences `seqs` laid out by `slots` (`slot -> sequence`)
-/// for `sync` (their sizes are kept up to date; their costs are read as
-/// the groups' starting costs). Positions marked in `pinned` (empty: none)
-/// never move.
-pub(crate) fn refine(
-    prep: &Prepared,
-    pinned: &[bool],
-    sync: SyncModel,
-    shape: Shape,
-    slots: &[u32],
-    seqs: &mut Sequences,
-) {
-    let dims: &[usize] = match sync {
-        SyncModel::Phase => &[0, 1],
-        _ => &[2],
-    };
+/// The sequences `seqs` refined for the stage's sync model in its deal
+/// (see the module docs): members and sizes are kept up to date, the costs
+/// are read as the groups' starting costs and left as they were; pinned
+/// positions never move.
+pub(crate) fn refine(stage: &Stage<'_>, mut seqs: Sequences) -> Sequences {
+    let Stage {
+        prep,
+        sync,
+        shape,
+        slots,
+        ..
+    } = *stage;
+    let dims = Dim::barriers(sync);
     let contests: Vec<Vec<&[u32]>> = match sync {
         SyncModel::Step => vec![slots.chunks(shape.per_rank()).collect()],
         _ => (0..shape.steps)
@@ -147,11 +134,6 @@ pub(crate) fn refine(
             })
             .collect(),
     };
-    let largest = [
-        prep.largest.vision,
-        prep.largest.language,
-        prep.largest_total,
-    ];
     let left = Cell::new((prep.len() as u64 + seqs.members.len() as u64).saturating_mul(WORK));
     for groups in contests {
         let cost = groups
@@ -160,22 +142,22 @@ pub(crate) fn refine(
             .collect();
         let n = groups.len();
         let mut contest = Contest {
-            prep,
-            pinned,
+            stage,
             groups,
             cost,
             version: vec![0; n],
             left: &left,
         };
-        contest.run(dims, seqs, largest);
+        contest.run(dims, &mut seqs);
         if left.get() == 0 {
             break;
         }
     }
+    seqs
 }
 
 impl Contest<'_> {
-    fn run(&mut self, dims: &[usize], seqs: &mut Sequences, largest: [f64; 3]) {
+    fn run(&mut self, dims: &[Dim], seqs: &mut Sequences) {
         let n = self.groups.len();
         if n < 2 {
             return;
@@ -183,29 +165,28 @@ impl Contest<'_> {
         // The phase that costs more first: its barrier weighs more, and the
         // other phase's maximum then only caps it once that is refined too.
         let total: Phases = self.cost.iter().sum();
-        let mut order: Vec<usize> = dims.to_vec();
-        order.sort_by(|&a, &b| key(total, b).total_cmp(&key(total, a)));
+        let mut order: Vec<Dim> = dims.to_vec();
+        order.sort_by(|&a, &b| b.of(total).total_cmp(&a.of(total)));
         if order.len() == 2 {
             order.push(order[0]);
         }
         for d in order {
-            let other = dims.iter().copied().find(|&o| o != d);
+            let other = d.other();
             let mut max_heap: BinaryHeap<MaxEntry> = BinaryHeap::with_capacity(n);
             let mut min_heap: BinaryHeap<MinEntry> = BinaryHeap::with_capacity(n);
             for g in 0..n {
-                let k = key(self.cost[g], d).to_bits();
+                let k = d.of(self.cost[g]).to_bits();
                 max_heap.push((k, Reverse(g as u32), self.version[g]));
                 min_heap.push((Reverse(k), Reverse(g as u32), self.version[g]));
             }
             let other_max = |cost: &[Phases]| {
                 other.map_or(f64::INFINITY, |o| {
-                    cost.iter().map(|&c| key(c, o)).fold(0.0, f64::max)
+                    cost.iter().map(|&c| o.of(c)).fold(0.0, f64::max)
                 })
             };
             let mut limit_other = other_max(&self.cost);
-            let mean = self.cost.iter().map(|&c| key(c, d)).sum::<f64>() / n as f64;
-            let largest = largest[d];
-            let good_enough = mean.max(largest) * (1.0 + TOLERANCE);
+            let mean = self.cost.iter().map(|&c| d.of(c)).sum::<f64>() / n as f64;
+            let good_enough = mean.max(d.largest(self.stage.prep)) * (1.0 + TOLERANCE);
             for _ in 0..ROUNDS * n {
                 if self.left.get() == 0 {
                     return;
@@ -217,7 +198,7 @@ impl Contest<'_> {
                         break e.1 .0 as usize;
                     }
                 };
-                if key(self.cost[x], d) <= good_enough {
+                if d.of(self.cost[x]) <= good_enough {
                     break;
                 }
                 // The fastest groups: a few, then more when none of them
@@ -234,7 +215,7 @@ impl Contest<'_> {
                         }
                     }
                     let fresh = &ys[seen..];
-                    best = if d == 2 {
+                    best = if d == Dim::Total {
                         self.best_change_sorted(x, fresh, seqs)
                     } else {
                         let target = Target { d, limit_other };
@@ -250,14 +231,14 @@ impl Contest<'_> {
                 };
                 self.apply(x, c, seqs);
                 for g in [x, c.y] {
-                    let k = key(self.cost[g], d).to_bits();
+                    let k = d.of(self.cost[g]).to_bits();
                     max_heap.push((k, Reverse(g as u32), self.version[g]));
                     min_heap.push((Reverse(k), Reverse(g as u32), self.version[g]));
                 }
                 if let Some(o) = other {
                     limit_other = limit_other
-                        .max(key(self.cost[x], o))
-                        .max(key(self.cost[c.y], o));
+                        .max(o.of(self.cost[x]))
+                        .max(o.of(self.cost[c.y]));
                 }
             }
         }
@@ -270,7 +251,7 @@ impl Contest<'_> {
     fn best_change_sorted(&self, x: usize, ys: &[MinEntry], seqs: &Sequences) -> Option<Change> {
         let (bins, loads) = (&seqs.members, &seqs.loads);
         const NEAR: usize = 3;
-        let prep = self.prep;
+        let prep = self.stage.prep;
         let gx = self.cost[x].total();
         let mut best: Option<Change> = None;
         let mut pool: Vec<(f64, u32, usize)> = Vec::new();
@@ -288,7 +269,7 @@ impl Contest<'_> {
             pool.clear();
             for &by in self.groups[y] {
                 for (ib, &pb) in bins[by as usize].iter().enumerate() {
-                    if !self.pinned(pb) {
+                    if !self.stage.pinned(pb) {
                         pool.push((prep.cost(pb as usize).total(), by, ib));
                     }
                 }
@@ -339,7 +320,7 @@ impl Contest<'_> {
                 };
             for &bx in self.groups[x] {
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                    if self.pinned(pa) {
+                    if self.stage.pinned(pa) {
                         continue;
                     }
                     // A move and at most 2 * NEAR swaps.
@@ -373,14 +354,10 @@ impl Contest<'_> {
     ) -> Option<Change> {
         let Target { d, limit_other } = target;
         let (bins, loads) = (&seqs.members, &seqs.loads);
-        let prep = self.prep;
+        let prep = self.stage.prep;
         let gx = self.cost[x];
-        let m = key(gx, d);
-        let other = match d {
-            0 => Some(1),
-            1 => Some(0),
-            _ => None,
-        };
+        let m = d.of(gx);
+        let other = d.other();
         let mut best: Option<Change> = None;
         for e in ys {
             let y = e.1 .0 as usize;
@@ -388,13 +365,13 @@ impl Contest<'_> {
                 continue;
             }
             let gy = self.cost[y];
-            if key(gy, d) >= m {
+            if d.of(gy) >= m {
                 continue;
             }
             for &bx in self.groups[x] {
                 let lx = loads[bx as usize];
                 for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                    if self.pinned(pa) {
+                    if self.stage.pinned(pa) {
                         continue;
                     }
                     let ca = prep.cost(pa as usize);
@@ -411,7 +388,7 @@ impl Contest<'_> {
                                 None => (Phases::ZERO, [0u64; 3]),
                                 Some(ib) => {
                                     let pb = bins[by as usize][ib];
-                                    if self.pinned(pb) {
+                                    if self.stage.pinned(pb) {
                                         continue;
                                     }
                                     (prep.cost(pb as usize), prep.size(pb as usize))
@@ -419,7 +396,7 @@ impl Contest<'_> {
                             };
                             let nx = gx - ca + cb;
                             let ny = gy + ca - cb;
-                            let (kx, ky) = (key(nx, d), key(ny, d));
+                            let (kx, ky) = (d.of(nx), d.of(ny));
                             if !(kx < m && ky < m) {
                                 continue;
                             }
@@ -427,7 +404,7 @@ impl Contest<'_> {
                             if best.is_some_and(|b| b.score <= score) {
                                 continue;
                             }
-                            let oth = other.map_or(0.0, |o| key(nx, o).max(key(ny, o)));
+                            let oth = other.map_or(0.0, |o| o.of(nx).max(o.of(ny)));
                             if oth > limit_other {
                                 continue;
                             }
@@ -456,7 +433,7 @@ impl Contest<'_> {
 
     fn apply(&mut self, x: usize, c: Change, seqs: &mut Sequences) {
         let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
-        let prep = self.prep;
+        let prep = self.stage.prep;
         let (bx, by) = (c.bx as usize, c.by as usize);
         let pa = bins[bx][c.a];
         let sa = prep.size(pa as usize);

@@ -54,10 +54,8 @@ use core::cell::Cell;
 use core::cmp::Reverse;
 
 use super::deal::Sequences;
-use super::prepare::Prepared;
-use super::shape::Shape;
 use super::sync::SyncModel;
-use super::work::{self, key};
+use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence.
@@ -150,11 +148,9 @@ impl Extremes {
 type Entry = (u64, Reverse<u32>, Reverse<u8>, u32);
 
 struct Search<'a> {
-    prep: &'a Prepared,
-    pinned: &'a [bool],
-    shape: Shape,
-    slots: &'a [u32],
-    dims: &'static [usize],
+    stage: Stage<'a>,
+    /// The barriers of a micro-step, by barrier index.
+    dims: &'static [Dim],
     /// The cost of every micro-batch `r * A + j`.
     cost: Vec<Phases>,
     /// Per micro-step and barrier index, the three largest micro-batches
@@ -183,31 +179,25 @@ struct Search<'a> {
     left: Cell<u64>,
 }
 
-/// Searches the sequences `seqs` laid out by `slots` (`slot -> sequence`)
-/// for `sync` with a budget of `effort * max(n + K, 65536)` (`0`: nothing
-/// is done).
-/// Positions marked in `pinned` (empty: none) never move. Members and loads
-/// of the sequences are kept up to date; their costs are not read.
-pub(crate) fn search(
-    prep: &Prepared,
-    pinned: &[bool],
-    sync: SyncModel,
-    shape: Shape,
-    slots: &[u32],
-    seqs: &mut Sequences,
-    effort: u32,
-) {
-    let dims: &'static [usize] = match sync {
-        SyncModel::Phase => &[0, 1],
-        SyncModel::MicroStep => &[2],
-        _ => return,
-    };
+/// The sequences `seqs` after the search in the stage's deal (see the
+/// module docs; unchanged for [`SyncModel::Step`]) with a budget of `effort
+/// * max(n + K, 65536)` (`0`: nothing is done): members and loads are kept
+/// up to date, the costs are not read; pinned positions never move.
+pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Sequences {
+    let Stage {
+        prep,
+        sync,
+        shape,
+        slots,
+        ..
+    } = *stage;
     let n = prep.len();
     let size = (n as u64 + seqs.members.len() as u64).max(MIN_SIZE);
     let left = size.saturating_mul(u64::from(effort));
-    if left == 0 || shape.ranks < 2 || shape.steps == 0 {
-        return;
+    if sync == SyncModel::Step || left == 0 || shape.ranks < 2 || shape.steps == 0 {
+        return seqs;
     }
+    let dims = Dim::barriers(sync);
     let nm = shape.ranks * shape.steps;
     let mut cost = vec![Phases::ZERO; nm];
     let mut seq_of = vec![NONE; n];
@@ -222,24 +212,20 @@ pub(crate) fn search(
             }
         }
     }
-    let pinned_at = |p: usize| pinned.get(p).copied().unwrap_or(false);
     let mut index: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
     for (i, &d) in dims.iter().enumerate() {
         let mut list: Vec<u32> = (0..n as u32)
-            .filter(|&p| !pinned_at(p as usize) && seq_of[p as usize] != NONE)
+            .filter(|&p| !stage.pinned(p) && seq_of[p as usize] != NONE)
             .collect();
         list.sort_unstable_by(|&a, &b| {
-            key(prep.cost(a as usize), d)
-                .total_cmp(&key(prep.cost(b as usize), d))
+            d.of(prep.cost(a as usize))
+                .total_cmp(&d.of(prep.cost(b as usize)))
                 .then(a.cmp(&b))
         });
         index[i] = list;
     }
     let mut s = Search {
-        prep,
-        pinned,
-        shape,
-        slots,
+        stage: *stage,
         dims,
         cost,
         top: vec![[[(0.0, NONE); 3]; 2]; shape.steps],
@@ -260,19 +246,15 @@ pub(crate) fn search(
             s.rescan(j, i);
         }
     }
-    s.run(seqs);
+    s.run(&mut seqs);
+    seqs
 }
 
 impl Search<'_> {
     /// The micro-step of micro-batch `m`.
     #[inline]
     fn step(&self, m: usize) -> usize {
-        m % self.shape.steps
-    }
-
-    #[inline]
-    fn pinned(&self, p: u32) -> bool {
-        work::pinned(self.pinned, p)
+        m % self.stage.shape.steps
     }
 
     /// Spends `units` of work; `false` when the budget does not hold them.
@@ -283,7 +265,7 @@ impl Search<'_> {
 
     /// The step time: the sum over micro-steps and barriers of the maxima.
     fn objective(&self) -> f64 {
-        (0..self.shape.steps)
+        (0..self.stage.shape.steps)
             .map(|j| {
                 (0..self.dims.len())
                     .map(|i| self.top[j][i][0].0)
@@ -295,7 +277,7 @@ impl Search<'_> {
     /// Barrier `i` of micro-step `j`'s excess of its maximum over its mean.
     #[inline]
     fn excess(&self, j: usize, i: usize) -> f64 {
-        let e = self.top[j][i][0].0 - self.sum[j][i] / self.shape.ranks as f64;
+        let e = self.top[j][i][0].0 - self.sum[j][i] / self.stage.shape.ranks as f64;
         if e > 0.0 {
             e
         } else {
@@ -306,15 +288,15 @@ impl Search<'_> {
     /// Recomputes barrier `i` of micro-step `j`: its extremes and sum, in
     /// O(R + KEPT log KEPT).
     fn rescan(&mut self, j: usize, i: usize) {
-        let (steps, d) = (self.shape.steps, self.dims[i]);
-        self.spend(self.shape.ranks as u64);
+        let (steps, d) = (self.stage.shape.steps, self.dims[i]);
+        self.spend(self.stage.shape.ranks as u64);
         let mut sum = 0.0;
         for sign in [1.0, -1.0] {
             let all = &mut self.scratch;
             all.clear();
-            for r in 0..self.shape.ranks {
+            for r in 0..self.stage.shape.ranks {
                 let m = r * steps + j;
-                all.push((sign * key(self.cost[m], d), m as u32));
+                all.push((sign * d.of(self.cost[m]), m as u32));
             }
             if sign > 0.0 {
                 sum = all.iter().map(|e| e.0).sum();
@@ -346,10 +328,10 @@ impl Search<'_> {
     fn update(&mut self, m: usize, old: Phases) {
         let j = self.step(m);
         let new = self.cost[m];
-        let ranks = self.shape.ranks;
+        let ranks = self.stage.shape.ranks;
         for (i, &d) in self.dims.iter().enumerate() {
-            let v = key(new, d);
-            self.sum[j][i] += v - key(old, d);
+            let v = d.of(new);
+            self.sum[j][i] += v - d.of(old);
             self.spend(2 * KEPT as u64);
             let high = self.high[j][i].set(m as u32, v, ranks.min(3));
             let least = self.least[j][i].set(m as u32, -v, ranks.min(2));
@@ -373,7 +355,7 @@ impl Search<'_> {
             .map_or(0.0, |e| e.0);
         for &(m, c) in &changed {
             if self.step(m) == j {
-                best = best.max(key(c, d));
+                best = best.max(d.of(c));
             }
         }
         best
@@ -398,15 +380,15 @@ impl Search<'_> {
     /// barrier's maximum.
     fn level(&self, x: usize, y: usize, dc: Phases, i: usize, limit: f64, tol: f64) -> bool {
         let nx = self.cost[x] - dc;
-        if key(nx, self.dims[i]) >= limit - tol {
+        if self.dims[i].of(nx) >= limit - tol {
             return false;
         }
         let ny = self.cost[y] + dc;
         [(x, nx), (y, ny)].iter().all(|&(m, new)| {
             let j = self.step(m);
             self.dims.iter().enumerate().all(|(k, &d)| {
-                let v = key(new, d);
-                v <= key(self.cost[m], d) || v < self.top[j][k][0].0 - tol
+                let v = d.of(new);
+                v <= d.of(self.cost[m]) || v < self.top[j][k][0].0 - tol
             })
         })
     }
@@ -429,8 +411,8 @@ impl Search<'_> {
 
     fn run(&mut self, seqs: &mut Sequences) {
         let tol = TOLERANCE * self.objective();
-        let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(2 * self.shape.steps);
-        for j in 0..self.shape.steps {
+        let mut heap: BinaryHeap<Entry> = BinaryHeap::with_capacity(2 * self.stage.shape.steps);
+        for j in 0..self.stage.shape.steps {
             self.push(&mut heap, j, tol);
         }
         while let Some((_, Reverse(j), Reverse(i), version)) = heap.pop() {
@@ -454,24 +436,17 @@ impl Search<'_> {
         }
     }
 
-    /// The sequences of micro-batch `m`.
-    #[inline]
-    fn sequences(&self, m: usize) -> &[u32] {
-        let first = m * self.shape.per_step;
-        &self.slots[first..first + self.shape.per_step]
-    }
-
     /// The best change that improves barrier `i` of micro-step `j` (none
     /// when there is none or the budget ends first).
     fn improve(&self, j: usize, i: usize, seqs: &Sequences, tol: f64) -> Option<Change> {
-        let prep = self.prep;
+        let prep = self.stage.prep;
         let d = self.dims[i];
         let (xm, second) = (self.top[j][i][0], self.top[j][i][1]);
         let x = xm.1 as usize;
         if x >= self.cost.len() {
             return None;
         }
-        let mean = self.sum[j][i] / self.shape.ranks as f64;
+        let mean = self.sum[j][i] / self.stage.shape.ranks as f64;
         let excess = xm.0 - mean;
         let gap = if second.1 == NONE {
             excess
@@ -483,14 +458,14 @@ impl Search<'_> {
         // down by the gap at least.
         let enough = |c: &Option<Change>| {
             c.is_some_and(|c| {
-                c.delta <= -gap + tol && key(self.cost[x] - c.dc, d) <= mean + 0.75 * excess
+                c.delta <= -gap + tol && d.of(self.cost[x] - c.dc) <= mean + 0.75 * excess
             })
         };
         // The micro-steps whose barriers leave the most room under their
         // maxima: moves into their least loaded micro-batches cost nothing.
         let mut rows = [j; 1 + SINKS];
         let mut room = [f64::NEG_INFINITY; SINKS];
-        for r in (0..self.shape.steps).filter(|&r| r != j) {
+        for r in (0..self.stage.shape.steps).filter(|&r| r != j) {
             let e: f64 = (0..self.dims.len()).map(|k| self.excess(r, k)).sum();
             if let Some(at) = room.iter().position(|&x| e > x) {
                 room.copy_within(at..SINKS - 1, at + 1);
@@ -504,14 +479,14 @@ impl Search<'_> {
         let log = u64::from(usize::BITS - index.len().leading_zeros());
         let (bins, loads) = (&seqs.members, &seqs.loads);
         let mut best: Option<Change> = None;
-        for &bx in self.sequences(x) {
+        for &bx in self.stage.micro_batch(x) {
             let lx = loads[bx as usize];
             for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                if self.pinned(pa) {
+                if self.stage.pinned(pa) {
                     continue;
                 }
                 let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
-                let va = key(ca, d);
+                let va = d.of(ca);
                 // Moves into the least loaded micro-batches of `j` and of
                 // the sinks.
                 for (k, row) in (0..self.dims.len()).flat_map(|k| rows.iter().map(move |&r| (k, r)))
@@ -521,11 +496,12 @@ impl Search<'_> {
                         if y >= self.cost.len() || y == x {
                             continue;
                         }
-                        if !self.spend(self.shape.per_step as u64) {
+                        if !self.spend(self.stage.shape.per_step as u64) {
                             return best;
                         }
                         if let Some(&by) = self
-                            .sequences(y)
+                            .stage
+                            .micro_batch(y)
                             .iter()
                             .find(|&&by| prep.fits(loads[by as usize], pa as usize))
                         {
@@ -542,7 +518,7 @@ impl Search<'_> {
                         return best;
                     }
                     let target = va - transfer;
-                    let at = index.partition_point(|&p| key(prep.cost(p as usize), d) < target);
+                    let at = index.partition_point(|&p| d.of(prep.cost(p as usize)) < target);
                     let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
                     for &pb in &index[lo..hi] {
                         if !self.spend(1) {
@@ -559,7 +535,7 @@ impl Search<'_> {
                             self.consider(c, ca, i, xm.0, tol, &mut best);
                         }
                         let cb = prep.cost(pb as usize);
-                        if key(cb, d) >= va {
+                        if d.of(cb) >= va {
                             continue;
                         }
                         let sb = prep.size(pb as usize);
@@ -604,7 +580,7 @@ impl Search<'_> {
             .dims
             .iter()
             .map(|&d| {
-                let (vx, vy, v) = (key(self.cost[x], d), key(self.cost[y], d), key(dc, d));
+                let (vx, vy, v) = (d.of(self.cost[x]), d.of(self.cost[y]), d.of(dc));
                 2.0 * v * (vy - vx + v)
             })
             .sum();
@@ -627,7 +603,7 @@ impl Search<'_> {
     }
 
     fn apply(&mut self, c: Change, seqs: &mut Sequences) {
-        let prep = self.prep;
+        let prep = self.stage.prep;
         let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
         let (bx, by) = (c.bx as usize, c.by as usize);
         let pa = bins[bx][c.a];

@@ -1,17 +1,95 @@
-//! Shared pieces of the stages that trade samples between groups (refine, pair, search): a group's value in a barrier, the counted work budget and the pinned positions.
+//! Shared pieces of the stages that trade samples between groups (refine, pair, search): what they read ([`Stage`]), the dimensions they balance ([`Dim`]) and the counted work budget.
 
 use core::cell::Cell;
 
+use super::prepare::Prepared;
+use super::shape::Shape;
+use super::sync::SyncModel;
 use crate::cost::Phases;
 
-/// The value of a group in barrier `d`: vision (0), language (1) or the
-/// total (2).
-#[inline]
-pub(crate) fn key(c: Phases, d: usize) -> f64 {
-    match d {
-        0 => c.vision,
-        1 => c.language,
-        _ => c.total(),
+/// What the stages after dealing (`refine`, `pair`, `search`) read besides
+/// the sequences they change: the batch, the positions that never move,
+/// the sync model, the shape and the deal. Each of those stages takes the
+/// sequences and returns them changed: a layout in, a layout out.
+#[derive(Clone, Copy)]
+pub(crate) struct Stage<'a> {
+    /// The batch: the samples, or with groups the units.
+    pub(crate) prep: &'a Prepared,
+    /// Positions that never move (chunks of groups on their home rank);
+    /// empty when none is pinned.
+    pub(crate) pinned: &'a [bool],
+    pub(crate) sync: SyncModel,
+    pub(crate) shape: Shape,
+    /// The deal: `slots[k]` is the sequence in slot `k`.
+    pub(crate) slots: &'a [u32],
+}
+
+impl Stage<'_> {
+    /// Whether position `p` is pinned.
+    #[inline]
+    pub(crate) fn pinned(&self, p: u32) -> bool {
+        self.pinned.get(p as usize).copied().unwrap_or(false)
+    }
+
+    /// The sequences of micro-batch `m` (`rank * A + micro-step`).
+    #[inline]
+    pub(crate) fn micro_batch(&self, m: usize) -> &[u32] {
+        &self.slots[m * self.shape.per_step..][..self.shape.per_step]
+    }
+}
+
+/// A dimension a group's cost is balanced in: one phase, or the total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dim {
+    /// The vision phase ([`Phases::vision`]).
+    Vision,
+    /// The language phase ([`Phases::language`]).
+    Language,
+    /// Both phases summed ([`Phases::total`]).
+    Total,
+}
+
+impl Dim {
+    /// Every dimension.
+    #[cfg(test)]
+    pub(crate) const ALL: [Dim; 3] = [Dim::Vision, Dim::Language, Dim::Total];
+
+    /// The dimensions whose barriers `sync` waits at within a contest: both
+    /// phases for [`SyncModel::Phase`], the total for the others.
+    pub(crate) fn barriers(sync: SyncModel) -> &'static [Dim] {
+        match sync {
+            SyncModel::Phase => &[Dim::Vision, Dim::Language],
+            SyncModel::Step | SyncModel::MicroStep => &[Dim::Total],
+        }
+    }
+
+    /// The value of `c` in this dimension.
+    #[inline]
+    pub(crate) fn of(self, c: Phases) -> f64 {
+        match self {
+            Dim::Vision => c.vision,
+            Dim::Language => c.language,
+            Dim::Total => c.total(),
+        }
+    }
+
+    /// The other phase of a phase; none for the total.
+    #[inline]
+    pub(crate) fn other(self) -> Option<Dim> {
+        match self {
+            Dim::Vision => Some(Dim::Language),
+            Dim::Language => Some(Dim::Vision),
+            Dim::Total => None,
+        }
+    }
+
+    /// The largest cost of a single sample of `prep` in this dimension.
+    pub(crate) fn largest(self, prep: &Prepared) -> f64 {
+        match self {
+            Dim::Vision => prep.largest.vision,
+            Dim::Language => prep.largest.language,
+            Dim::Total => prep.largest_total,
+        }
     }
 }
 
@@ -23,11 +101,4 @@ pub(crate) fn spend(left: &Cell<u64>, units: u64) -> bool {
     let have = left.get();
     left.set(have.saturating_sub(units));
     have >= units
-}
-
-/// Whether position `p` is pinned (a chunk of a group on its home rank)
-/// in `pinned` (empty: none is).
-#[inline]
-pub(crate) fn pinned(pinned: &[bool], p: u32) -> bool {
-    pinned.get(p as usize).copied().unwrap_or(false)
 }
