@@ -61,8 +61,9 @@ zero-weighted padding image so the vision tower gets its gradient)::
 
 Do not use ``model(**batch).loss``: it is transformers' mean over the
 micro-batch's tokens (NaN for a padding-only micro-batch), not the summed
-loss the plan's scale expects. ``transformers.Trainer`` users: see
-:mod:`microbatch.hf.trainer`.
+loss the plan's scale expects. ``transformers.Trainer`` users:
+:class:`BalancedTrainer` (:mod:`microbatch.hf.trainer`, imported on first use)
+runs this loop inside ``Trainer.train()``.
 
 What the collator reads from the model, so that other families work too:
 ``get_rope_index`` (multimodal RoPE: then ``position_ids`` is ``(4, 1, T)``,
@@ -94,6 +95,17 @@ True
 
 from __future__ import annotations
 
+from typing import Any
+
 from .collate import ITEM_KEYS, TOKEN_KEYS, PackedCollator, PackingError
 
-__all__ = ["PackedCollator", "PackingError", "TOKEN_KEYS", "ITEM_KEYS"]
+__all__ = ["PackedCollator", "PackingError", "TOKEN_KEYS", "ITEM_KEYS", "BalancedTrainer", "LOSS_SCALE_KEY"]
+
+
+def __getattr__(name: str) -> Any:
+    # The Trainer integration on first use only: importing transformers.Trainer costs seconds (and accelerate).
+    if name in ("BalancedTrainer", "LOSS_SCALE_KEY"):
+        from . import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
