@@ -367,7 +367,7 @@ class PackedCollator:
             self._check_sample(p, "padding_sample")
             self._padding = p
         if model is not None and check_packing:
-            self.check(model)
+            self.check(model_or_config)
 
     # --- the padding document ----------------------------------------------
 
@@ -718,6 +718,9 @@ class PackedCollator:
         >>> packed < 1e-4 < leak
         True
         """
+        # FSDP (version 1) must be called through its wrapper, which gathers the sharded weights;
+        # DDP, DataParallel and torch.compile are called through the module inside.
+        target = model if hasattr(model, "_fsdp_wrapped_module") else _unwrap(model)
         model = _unwrap(model)
         try:
             param = next(model.parameters())
@@ -734,7 +737,7 @@ class PackedCollator:
 
         def run(batch: Dict[str, Any]) -> torch.Tensor:
             moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            out = model(**moved)
+            out = target(**moved)
             logits = getattr(out, "logits", None)
             if logits is None and isinstance(out, (tuple, list)):
                 logits = out[0]
@@ -752,8 +755,8 @@ class PackedCollator:
             return b
 
         impl = getattr(self.config, "_attn_implementation", None)
-        was_training = model.training
-        model.eval()
+        was_training = target.training
+        target.eval()
         try:
             with torch.no_grad():
                 packed = run(self(docs))
@@ -774,7 +777,7 @@ class PackedCollator:
                 item="model_or_config",
             ) from e
         finally:
-            model.train(was_training)
+            target.train(was_training)
         n0 = docs[0]["input_ids"].shape[0]
         scale = max(float(s.abs().max()) for s in singles) or 1.0
         err = max(float((packed[:n0] - singles[0]).abs().max()), float((packed[n0 : n0 + singles[1].shape[0]] - singles[1]).abs().max())) / scale
