@@ -370,6 +370,8 @@ def test_samples_the_model_would_refuse_are_named():
         with pytest.raises(microbatch.InputError) as e:
             c([good[0], bad])
         assert e.value.item == 1, what
+    own = PackedCollator(model, check_packing=False, drop_keys=("position_ids",))  # the collator's own instead
+    assert torch.equal(own([good[0], cases[3][1]])["position_ids"], c(good)["position_ids"])
     # Two images whose placeholders touch: the model's positions would be wrong.
     px, g, n = image(2, 2, torch.Generator().manual_seed(0))
     merged = {"input_ids": torch.tensor([1, START] + [IMAGE] * (2 * n) + [END]),

@@ -231,7 +231,9 @@ class PackedCollator:
             ``None``: built from the config (for a vision model, with one image
             of ``spatial_merge_size`` x ``spatial_merge_size`` patches).
         token_keys, item_keys: more keys packed per token or concatenated per image.
-        drop_keys: sample keys to leave out of the batch.
+        drop_keys: sample keys to leave out of the batch (``position_ids``
+            too: the collator computes its own; an ``attention_mask`` is
+            always checked for padding).
 
     Raises:
         PackingError: the probe found that the model mixes packed documents,
@@ -457,7 +459,7 @@ class PackedCollator:
                 f"(rows per image, concatenated along dim 0) or drop_keys=({k!r},) (left out of the batch)",
                 item=i,
             )
-        if "position_ids" in s and s["position_ids"] is not None:
+        if s.get("position_ids") is not None and "position_ids" not in self.drop_keys:
             raise InputError(
                 f"sample {i} has position_ids: PackedCollator computes them per document (for multimodal RoPE with "
                 "the model's get_rope_index); remove them, or pass drop_keys=('position_ids',)",
