@@ -217,6 +217,11 @@ class PackedCollator:
     ten tokens; under FSDP every rank must construct the collator (the
     forwards are collectives there).
 
+    The collator holds the config and, for multimodal RoPE, a weightless
+    instance of the class that owns ``get_rope_index`` (the module itself
+    only if its ``get_rope_index`` needs more than the config), so it
+    pickles small to ``DataLoader`` workers.
+
     Args:
         model_or_config: the model (a ``PreTrainedModel``, possibly wrapped in
             DDP, FSDP or ``torch.compile``) or its ``PretrainedConfig``.
