@@ -24,27 +24,40 @@ So the gradient of every optimizer step is the one of the unsplit global batch
 (the mean over its loss tokens, or over its samples), whatever rank and
 micro-step each sample lands on. Evaluation and prediction are Trainer's own.
 
-Example (one process; a tiny Qwen2 from a config, random weights)::
+Example (one process; a tiny Qwen2 from a config, random weights; the
+metadata the planner needs is read from the dataset):
 
-    import torch, transformers
-    from microbatch.hf.trainer import BalancedTrainer
-
-    config = transformers.Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32,
-                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
-    model = transformers.Qwen2ForCausalLM(config)
-    g = torch.Generator().manual_seed(0)
-    dataset = [{"input_ids": torch.randint(1, 64, (int(n),), generator=g)}
-               for n in torch.randint(8, 60, (32,), generator=g)]
-    args = transformers.TrainingArguments(
-        output_dir="out", gradient_accumulation_steps=2, num_train_epochs=1,
-        learning_rate=1e-3, report_to="none", save_strategy="no", use_cpu=True)
-    trainer = BalancedTrainer(model=model, args=args, train_dataset=dataset,
-                              global_batch_size=16, seq_len=256, cost_model="qwen2.5-vl-7b")
-    trainer.train()
+>>> import tempfile, torch, transformers
+>>> from microbatch.hf.trainer import BalancedTrainer
+>>> config = transformers.Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32,
+...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+>>> model = transformers.Qwen2ForCausalLM(config)
+>>> g = torch.Generator().manual_seed(0)
+>>> dataset = [{"input_ids": torch.randint(1, 64, (n,), generator=g)}
+...            for n in torch.randint(8, 60, (32,), generator=g).tolist()]
+>>> with tempfile.TemporaryDirectory() as out:
+...     args = transformers.TrainingArguments(
+...         output_dir=out, gradient_accumulation_steps=2, num_train_epochs=1, learning_rate=1e-3,
+...         report_to="none", save_strategy="no", disable_tqdm=True, use_cpu=True)
+...     trainer = BalancedTrainer(model=model, args=args, train_dataset=dataset,
+...                               global_batch_size=16, seq_len=512, cost_model="qwen2.5-vl-7b")
+...     result = trainer.train()  # doctest: +ELLIPSIS
+{'train_runtime': ...}
+>>> trainer.state.global_step, [s.micro_steps for s in trainer.balanced_sampler.steps()]
+(2, [2, 2])
 
 Under ``torchrun`` (DDP) the same script trains on every rank's balanced
 micro-batches; ``python/examples/train_hf_vlm.py --trainer`` runs a tiny
-Qwen2-VL that way.
+Qwen2-VL that way. Every parameter gets a gradient on every rank (the
+collator pads empty and image-less micro-batches), so
+``ddp_find_unused_parameters=False`` is safe and spares DDP its search.
+
+Not supported: an ``IterableDataset`` (a step is planned from the whole
+global batch, so the dataset needs ``__len__``); ``sync="step"`` assumes
+Trainer's DDP (gradients synchronized at the last micro-step), pass
+``"micro-step"`` or ``"phase"`` under FSDP or DeepSpeed ZeRO-3. Resuming
+from a checkpoint goes through Trainer's own batch skipping, which keeps
+each micro-batch's mark, but is not tested here.
 """
 
 from __future__ import annotations
