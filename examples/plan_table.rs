@@ -169,7 +169,7 @@ fn row<M: CostModel + Incremental>(
         tokens / lb,
         rep.ratio(),
         lb,
-        rep.planning_time.map_or(0.0, |t| t.as_secs_f64() * 1e3),
+        plan.planning_time().map_or(0.0, |t| t.as_secs_f64() * 1e3),
     );
 }
 

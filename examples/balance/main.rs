@@ -424,7 +424,7 @@ fn report_json(plan: &Plan, described: &Described) -> Value {
             "efficiency": r.efficiency,
             "sequences": r.sequences,
             "balanced_packing": r.balanced_packing,
-            "planning_ms": r.planning_time.map(|t| t.as_secs_f64() * 1e3),
+            "planning_ms": plan.planning_time().map(|t| t.as_secs_f64() * 1e3),
             "traffic": traffic,
             "locality_free": r.locality_free,
         },
@@ -759,7 +759,7 @@ fn show<M: Incremental>(
             moved.map_or(String::new(), |b| format!(", {} moved", human(b)))
         );
     }
-    if let Some(t) = r.planning_time {
+    if let Some(t) = plan.planning_time() {
         println!("planning time         {:.2} ms", t.as_secs_f64() * 1e3);
     }
     println!(

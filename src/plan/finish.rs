@@ -8,7 +8,7 @@ use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
 use super::exchange::{Exchange, Move, Traffic};
 use super::fingerprint::of_plan;
 use super::loss::Loss;
-use super::output::{Plan, Report};
+use super::output::{Elapsed, Plan, Report};
 use super::prepare::{finite_phases, Prepared};
 use super::sample::StepSample;
 use super::shape::Shape;
@@ -36,7 +36,7 @@ pub(crate) struct Layout {
     pub(crate) balanced: bool,
 }
 
-/// The plan of `layout` with its report (without the planning time): the
+/// The plan of `layout` with its report (without a planning time): the
 /// ids slot by slot, every sequence evaluated as a group with the model,
 /// the predicted step time against the bound and the naive baseline.
 ///
@@ -115,7 +115,6 @@ pub(crate) fn finish<M: Incremental>(
         },
         sequences: used,
         balanced_packing: balanced,
-        planning_time: None,
         traffic,
         locality_free: None,
     };
@@ -129,6 +128,7 @@ pub(crate) fn finish<M: Incremental>(
         loss: Loss::new(loss_tokens, prep.len() as u64, shape.ranks as u64),
         report,
         exchange,
+        planning_time: Elapsed(None),
     })
 }
 

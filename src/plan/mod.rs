@@ -241,8 +241,8 @@
 //! stored, and [`Planner::plan`] refuses settings that would ask for more. O(n) extra space: under 90 bytes a
 //! sample at peak for 10^6 samples, the plan included. Measured: 65,536
 //! samples over 1,024 ranks in about 20 ms, 10^6 over 16,384 ranks in about
-//! 0.65 s (`BENCHMARKS.md`). With `std`, the report states the planning
-//! time; the core is `no_std`.
+//! 0.65 s (`BENCHMARKS.md`). With `std`, [`Plan::planning_time`] states
+//! the planning time; the core is `no_std`.
 //!
 //! # Examples
 //!

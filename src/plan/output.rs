@@ -34,9 +34,10 @@ use crate::grouped::Grouped;
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 ///
-/// Two reports are equal when everything but the planning time is: the
-/// same input and configuration give equal plans, reports included.
-#[derive(Clone, Copy, Debug)]
+/// A report is a function of the samples and the configuration alone, so
+/// the same input gives equal reports; the time planning took is
+/// [`Plan::planning_time`].
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Report {
@@ -86,8 +87,6 @@ pub struct Report {
     /// Whether the balanced packing fitted (`false`: the capacity was too
     /// tight and first-fit-decreasing packed instead).
     pub balanced_packing: bool,
-    /// The time spent planning (with the `std` feature; `None` without).
-    pub planning_time: Option<Duration>,
     /// What the plan moves between ranks, when some sample has an origin
     /// ([`StepSample::with_origin`]); the moves themselves are
     /// [`Plan::exchange`].
@@ -107,20 +106,15 @@ pub struct Report {
     pub locality_free: Option<f64>,
 }
 
-impl PartialEq for Report {
-    fn eq(&self, other: &Self) -> bool {
-        // Everything but `planning_time`, which differs from run to run.
-        self.sync == other.sync
-            && self.predicted == other.predicted
-            && self.lower_bound == other.lower_bound
-            && self.baseline == other.baseline
-            && self.baseline_micro_steps == other.baseline_micro_steps
-            && self.imbalance == other.imbalance
-            && self.efficiency == other.efficiency
-            && self.sequences == other.sequences
-            && self.balanced_packing == other.balanced_packing
-            && self.traffic == other.traffic
-            && self.locality_free == other.locality_free
+/// The time planning took, which no comparison sees: two plans of the same
+/// input are equal however long each took.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Elapsed(pub(crate) Option<Duration>);
+
+impl PartialEq for Elapsed {
+    /// Always `true`: the time is not part of a plan's value.
+    fn eq(&self, _: &Self) -> bool {
+        true
     }
 }
 
@@ -219,12 +213,17 @@ impl Report {
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 ///
+/// Plans compare by value: the ids, shape, costs, loss, report, fingerprint
+/// and exchange; the time planning took ([`Plan::planning_time`]) is not
+/// compared.
+///
 /// # Serialization
 ///
 /// With the `serde` feature a plan is written as its shape (`ranks`,
 /// `micro_steps`, `per_step`), the ids slot by slot (`ids`) with `offsets`
 /// (slot `k` is `ids[offsets[k]..offsets[k + 1]]`), the cost of every slot,
-/// the loss, the report and the fingerprint. Reading one is checked, so
+/// the loss, the report (with the planning time, as `report.planning_time`)
+/// and the fingerprint. Reading one is checked, so
 /// that a corrupted or hand-edited document is an error naming what is
 /// wrong, never a plan that panics or lies later: the shape has no zero and
 /// fits in `usize`; the offsets start at 0, never decrease and end at the
@@ -275,6 +274,8 @@ pub struct Plan {
     pub(crate) fingerprint: u64,
     /// The moves, when some sample has an origin.
     pub(crate) exchange: Option<Exchange>,
+    /// The time planning took (never compared).
+    pub(crate) planning_time: Elapsed,
 }
 
 impl Plan {
@@ -613,6 +614,33 @@ impl Plan {
         &self.report
     }
 
+    /// The time [`Planner::plan`](crate::plan::Planner::plan) took, with
+    /// the `std` feature; `None` without it, for
+    /// [`Planner::baseline`](crate::plan::Planner::baseline), and for a
+    /// plan read from a document that states no time. It is not part of the
+    /// plan's value: plans (and their reports) of the same input are equal
+    /// however long each took.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000);
+    /// let (a, b) = (planner.plan(&samples)?, planner.plan(&samples)?);
+    /// # #[cfg(feature = "std")]
+    /// assert!(a.planning_time().is_some());
+    /// assert_eq!(a, b); // whatever the times
+    /// assert_eq!(planner.baseline(&samples)?.planning_time(), None);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn planning_time(&self) -> Option<Duration> {
+        self.planning_time.0
+    }
+
     /// The exchange schedule: which samples move from which rank to which
     /// (every sample with an origin that the plan puts on another rank).
     /// `None` when no sample has an origin; with origins it is there with
@@ -742,11 +770,12 @@ impl Plan {
 #[cfg(feature = "serde")]
 mod wire {
     use alloc::vec::Vec;
+    use core::time::Duration;
 
     use serde::ser::{SerializeStruct, Serializer};
     use serde::Serialize;
 
-    use super::{Exchange, Loss, Phases, Report};
+    use super::{Elapsed, Exchange, Loss, Phases, Report, SyncModel, Traffic};
     use crate::grouped::{invalid, Grouped, Invalid, Raw};
     use crate::plan::fingerprint::of_plan;
     use crate::plan::shape::Shape;
@@ -761,10 +790,96 @@ mod wire {
         ids: Vec<u64>,
         costs: Vec<Phases>,
         loss: Loss,
-        report: Report,
+        report: ReportDoc,
         fingerprint: u64,
         #[serde(default)]
         exchange: Option<Exchange>,
+    }
+
+    /// A [`Report`] as written in a plan, with the plan's planning time in
+    /// the place it had when it was a field of the report, so that
+    /// documents read and write as before. Converted field by field (no
+    /// `..`), so a new field of the report cannot be left out.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct ReportDoc {
+        sync: SyncModel,
+        predicted: f64,
+        lower_bound: f64,
+        baseline: f64,
+        baseline_micro_steps: usize,
+        imbalance: Phases,
+        efficiency: f64,
+        sequences: usize,
+        balanced_packing: bool,
+        planning_time: Option<Duration>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traffic: Option<Traffic>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        locality_free: Option<f64>,
+    }
+
+    impl ReportDoc {
+        fn new(report: &Report, planning_time: Option<Duration>) -> Self {
+            let Report {
+                sync,
+                predicted,
+                lower_bound,
+                baseline,
+                baseline_micro_steps,
+                imbalance,
+                efficiency,
+                sequences,
+                balanced_packing,
+                traffic,
+                locality_free,
+            } = *report;
+            ReportDoc {
+                sync,
+                predicted,
+                lower_bound,
+                baseline,
+                baseline_micro_steps,
+                imbalance,
+                efficiency,
+                sequences,
+                balanced_packing,
+                planning_time,
+                traffic,
+                locality_free,
+            }
+        }
+
+        /// The report and the planning time.
+        fn split(self) -> (Report, Option<Duration>) {
+            let ReportDoc {
+                sync,
+                predicted,
+                lower_bound,
+                baseline,
+                baseline_micro_steps,
+                imbalance,
+                efficiency,
+                sequences,
+                balanced_packing,
+                planning_time,
+                traffic,
+                locality_free,
+            } = self;
+            let report = Report {
+                sync,
+                predicted,
+                lower_bound,
+                baseline,
+                baseline_micro_steps,
+                imbalance,
+                efficiency,
+                sequences,
+                balanced_packing,
+                traffic,
+                locality_free,
+            };
+            (report, planning_time)
+        }
     }
 
     impl TryFrom<Plan> for super::Plan {
@@ -773,6 +888,7 @@ mod wire {
         /// O(n log n + slots) time (the repeated-id check sorts the ids),
         /// O(n) extra space.
         fn try_from(p: Plan) -> Result<Self, Invalid> {
+            let (report, planning_time) = p.report.split();
             let shape = Shape {
                 ranks: p.ranks,
                 steps: p.micro_steps,
@@ -840,10 +956,10 @@ mod wire {
                     shape.ranks
                 ));
             }
-            if p.report.sequences != used {
+            if report.sequences != used {
                 return Err(invalid!(
                     "the report counts {} non-empty sequences but the plan has {used}",
-                    p.report.sequences
+                    report.sequences
                 ));
             }
             let fingerprint = of_plan(shape, &sequences);
@@ -853,7 +969,7 @@ mod wire {
                     p.fingerprint
                 ));
             }
-            check_exchange(shape, &sequences, p.exchange.as_ref(), &p.report)?;
+            check_exchange(shape, &sequences, p.exchange.as_ref(), &report)?;
             Ok(super::Plan {
                 ranks: shape.ranks,
                 micro_steps: shape.steps,
@@ -861,9 +977,10 @@ mod wire {
                 sequences,
                 costs: p.costs,
                 loss: p.loss,
-                report: p.report,
+                report,
                 fingerprint,
                 exchange: p.exchange,
+                planning_time: Elapsed(planning_time),
             })
         }
     }
@@ -991,7 +1108,10 @@ mod wire {
             s.serialize_field("ids", ids)?;
             s.serialize_field("costs", &self.costs)?;
             s.serialize_field("loss", &self.loss)?;
-            s.serialize_field("report", &self.report)?;
+            s.serialize_field(
+                "report",
+                &ReportDoc::new(&self.report, self.planning_time.0),
+            )?;
             s.serialize_field("fingerprint", &self.fingerprint)?;
             if let Some(x) = &self.exchange {
                 s.serialize_field("exchange", x)?;
@@ -1033,6 +1153,40 @@ mod wire {
             }
             let wire: Plan = serde_json::from_value(doc).unwrap();
             assert_eq!(super::super::Plan::try_from(wire).unwrap(), plan);
+        }
+
+        /// The planning time is written as `report.planning_time`, where
+        /// it was when it was a field of the report, read back from there
+        /// (`None` when absent), and never compared.
+        #[test]
+        fn the_planning_time_is_read_from_the_report() {
+            let samples: alloc::vec::Vec<_> = (0..4)
+                .map(|i| StepSample::new(i, Sample::text_only(100)))
+                .collect();
+            let plan = Planner::new(Tokens::new(1.0).unwrap())
+                .ranks(2)
+                .seq_len(1000)
+                .plan(&samples)
+                .unwrap();
+            let read = |doc: &serde_json::Value| -> super::super::Plan {
+                serde_json::from_value(doc.clone()).unwrap()
+            };
+            let mut doc = serde_json::to_value(&plan).unwrap();
+            assert_eq!(read(&doc).planning_time(), plan.planning_time());
+            doc["report"]["planning_time"] = serde_json::json!({"secs": 2, "nanos": 5});
+            let timed = read(&doc);
+            assert_eq!(timed.planning_time(), Some(core::time::Duration::new(2, 5)));
+            assert_eq!(timed, plan);
+            doc["report"]
+                .as_object_mut()
+                .unwrap()
+                .remove("planning_time");
+            assert_eq!(read(&doc).planning_time(), None);
+            let json = serde_json::to_string(&timed).unwrap();
+            assert!(
+                json.contains(r#""balanced_packing":true,"planning_time":{"secs":2,"nanos":5}}"#),
+                "{json}"
+            );
         }
     }
 }
