@@ -476,6 +476,14 @@ pub enum Error {
         /// The planner's ranks `R`.
         ranks: usize,
     },
+    /// The bytes of a step's samples with an origin
+    /// ([`StepSample::with_bytes`](crate::plan::StepSample::with_bytes))
+    /// sum beyond `u64::MAX`: the exchange's traffic could not be counted
+    /// exactly.
+    BytesOverflow {
+        /// The sample (in id order) at which the sum overflows.
+        id: u64,
+    },
     /// A name (of a cost model preset, a scenario or a sync model) that is
     /// not known.
     UnknownName {
@@ -751,6 +759,12 @@ impl fmt::Display for Error {
                 }
                 f.write_str("; times must be finite and non-negative")
             }
+            Error::BytesOverflow { id } => write!(
+                f,
+                "the bytes of the samples with an origin sum beyond u64::MAX \
+                 (18446744073709551615) at sample {id}; give the bytes in a larger unit \
+                 (KiB, MiB) so that the traffic can be counted exactly"
+            ),
             Error::UnknownName { kind, name, known } => {
                 write!(f, "unknown {kind} {name:?}; known: ")?;
                 for (i, k) in known.iter().enumerate() {

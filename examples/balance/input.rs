@@ -16,8 +16,11 @@
 //! and non-negative numbers, for `--model costs`), on every line or on none.
 //! Blank lines are skipped. An unknown field, a field given twice, a
 //! value of the wrong type or range, and an id already used are errors
-//! naming the line (1-based, as an editor counts them). Memory and time are
-//! proportional to the text.
+//! naming the line (1-based, as an editor counts them). A line is at most
+//! [`MAX_LINE_BYTES`] (4 MiB) long and a sample has at most [`MAX_IMAGES`]
+//! (65,536) images: a longer line is refused before it is parsed, more
+//! images as they are read, so no line drives more time or memory than
+//! those limits allow. Memory and time are proportional to the text.
 
 use std::collections::btree_map::{BTreeMap, Entry};
 use std::fmt;
@@ -33,7 +36,7 @@ use microbatch::Error;
 struct Line {
     id: u64,
     text_tokens: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "image_tokens")]
     image_tokens: Option<Vec<u32>>,
     #[serde(default)]
     loss_tokens: Option<u64>,
@@ -53,6 +56,59 @@ struct Line {
 struct Cost {
     vision: f64,
     language: f64,
+}
+
+/// The longest line read, in bytes (4 MiB): a sample's line with
+/// [`MAX_IMAGES`] images of 10 digits each takes 0.7 MiB, a timing line
+/// thousands of samples. A longer line is refused before it is parsed.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// The most images of one sample (`image_tokens` entries): 65,536, far
+/// above any sample a sequence holds (a packed sequence of 2^20 tokens
+/// holds 65,536 images of 16 tokens). More are refused as they are read,
+/// before they are kept.
+pub const MAX_IMAGES: usize = 1 << 16;
+
+/// Reads an optional `image_tokens` list of at most [`MAX_IMAGES`] entries
+/// (for `#[serde(deserialize_with)]`): `null` or absent is `None`; the
+/// entry past the limit is an error, so a hostile line holds at most that
+/// many in memory. O(entries) time.
+pub fn image_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<u32>>, D::Error> {
+    struct Bounded(Vec<u32>);
+
+    impl<'de> serde::Deserialize<'de> for Bounded {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Bounded;
+
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    write!(f, "a sequence (of at most {MAX_IMAGES} image token counts)")
+                }
+
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<Bounded, A::Error> {
+                    // The size hint is the input's claim: never more than the limit.
+                    let mut images = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+                    while let Some(tokens) = seq.next_element::<u32>()? {
+                        if images.len() == MAX_IMAGES {
+                            return Err(serde::de::Error::custom(format!(
+                                "`image_tokens` has more than {MAX_IMAGES} images; a sample has \
+                                 at most {MAX_IMAGES} (split it into several samples)"
+                            )));
+                        }
+                        images.push(tokens);
+                    }
+                    Ok(Bounded(images))
+                }
+            }
+            d.deserialize_seq(Visit)
+        }
+    }
+
+    Ok(<Option<Bounded> as serde::Deserialize>::deserialize(d)?.map(|b| b.0))
 }
 
 /// What a line holds, for the messages of unknown fields.
@@ -82,7 +138,8 @@ impl fmt::Display for InputError {
 
 /// The objects of a JSON Lines text: `(line, T)` for every non-blank line
 /// (counted from 1, blank lines included), parsed by [`parse_line`] with
-/// `fields`, `more` and `what`; an error names its line.
+/// `fields`, `more` and `what`; an error names its line. A line longer than
+/// [`MAX_LINE_BYTES`] is an error, before it is parsed.
 pub fn objects<'t, T: serde::de::DeserializeOwned + 't>(
     text: &'t str,
     fields: &'t str,
@@ -92,7 +149,19 @@ pub fn objects<'t, T: serde::de::DeserializeOwned + 't>(
     text.lines()
         .enumerate()
         .filter(|(_, raw)| !raw.trim().is_empty())
-        .map(move |(i, raw)| parse_line(raw, i + 1, fields, more, what).map(|t| (i + 1, t)))
+        .map(move |(i, raw)| {
+            if raw.len() > MAX_LINE_BYTES {
+                return Err(at(
+                    i + 1,
+                    format!(
+                        "the line is {} bytes long, above the limit of {MAX_LINE_BYTES} bytes a \
+                         line (4 MiB; a sample has at most {MAX_IMAGES} images); split it",
+                        raw.len()
+                    ),
+                ));
+            }
+            parse_line(raw, i + 1, fields, more, what).map(|t| (i + 1, t))
+        })
 }
 
 /// An error of the input at `line` (no column).
@@ -235,7 +304,8 @@ pub fn without_position(e: &serde_json::Error) -> String {
 /// The first bad line, by its 1-based number: not JSON, not an object, an
 /// unknown or repeated field, a missing `id` or `text_tokens`, a value of
 /// the wrong type or out of range (`text_tokens` and each image's tokens at
-/// most 2^32 - 1; `origin`, `group`, `bytes` and `loss_tokens` at most
+/// most 2^32 - 1, at most [`MAX_IMAGES`] images and [`MAX_LINE_BYTES`] a
+/// line; `origin`, `group`, `bytes` and `loss_tokens` at most
 /// 2^64 - 1, and an origin at most the platform's largest index), or an id
 /// already used on an earlier line (both lines named). An origin not below
 /// the ranks is the planner's to refuse (`Error::InvalidOrigin`, mapped to

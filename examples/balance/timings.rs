@@ -49,7 +49,7 @@ struct Line {
 #[serde(deny_unknown_fields)]
 struct SampleLine {
     text_tokens: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::input::image_tokens")]
     image_tokens: Option<Vec<u32>>,
 }
 

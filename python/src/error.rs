@@ -61,6 +61,7 @@ fn classify(err: &Error) -> (&'static str, &'static str, Option<Item>) {
         Error::InvalidCost { id, .. } => ("InvalidValueError", "InvalidCost", Some(Id(*id))),
         Error::InvalidFloor { id, .. } => ("InvalidValueError", "InvalidFloor", Some(Id(*id))),
         Error::CostOverflow { .. } => ("LimitError", "CostOverflow", None),
+        Error::BytesOverflow { id } => ("LimitError", "BytesOverflow", Some(Id(*id))),
         Error::LossTokens { id, .. } => ("InvalidValueError", "LossTokens", Some(Id(*id))),
         Error::PlanMismatch { id, .. } => ("SettingError", "PlanMismatch", id.map(Id)),
         Error::UnknownName { .. } => ("SettingError", "UnknownName", None),

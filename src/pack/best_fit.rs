@@ -37,8 +37,16 @@ use crate::num::{Item, Size, SizeOps};
 /// histogram of the sizes replaces the sort, and the packing is built in the
 /// result's own buffers. With several dimensions whose secondary capacities
 /// allow at most 256 combinations of remaining capacity `p`, one index per
-/// combination: O(n p log n). Otherwise the query walks upward through the
-/// candidate bins until one fits in every dimension, up to O(bins) per item
+/// combination: O(n p log n). Otherwise the bins are kept in a search tree
+/// (a treap) ordered by (load in the first dimension, last change), each
+/// subtree knowing the least load of its bins in every other dimension: a
+/// query skips every subtree without room and, with two dimensions, finds
+/// the best bin in O(log n) expected time (O(n log n) in all, O(n) extra
+/// space; 50,000 items in about 10 ms, see `benches/pack.rs`). The tree's
+/// priorities are a fixed hash of the bin number, so the expectation holds
+/// for any input not built against that hash; its operations are iterative,
+/// so no input can overflow the stack. With three or more dimensions the
+/// least loads prune the search but do not bound it: up to O(bins) per item
 /// (see the [module docs](crate::pack#multi-dimensional-capacities)).
 ///
 /// # Guarantee
@@ -375,9 +383,14 @@ pub(crate) fn pack_best_fit<T: Size>(
     let dense = input.capacity[0].to_index().filter(|&c| {
         super::order::dense_enough(c.saturating_add(1).saturating_mul(values), input.len())
     });
+    // Several dimensions without groups: the tree of `Bins::tree`, no
+    // index by load (an empty B-tree stands in).
+    let tree = input.dims > 1 && !groups.grouped();
     match dense {
-        Some(c) => run(input, order, sorted, bounds, groups, || Dense::new(c)),
-        None => run(input, order, sorted, bounds, groups, BTreeMap::new),
+        Some(c) if !tree => run(input, order, sorted, bounds, groups, false, || {
+            Dense::new(c)
+        }),
+        _ => run(input, order, sorted, bounds, groups, tree, BTreeMap::new),
     }
 }
 
@@ -450,6 +463,7 @@ fn run<T: Size, X: Index<T>>(
     sorted: Sizes<'_, T>,
     bounds: LowerBounds,
     groups: Groups,
+    tree: bool,
     index: impl Fn() -> X,
 ) -> Packing<T> {
     let d = input.dims;
@@ -467,6 +481,7 @@ fn run<T: Size, X: Index<T>>(
         stamp: Vec::with_capacity(hint),
         clock: 0,
         index: (0..groups.count).map(|_| index()).collect(),
+        tree: tree.then(|| Tree::new(d, hint)),
         groups,
     };
     let mut runs = Runs::new(input.len());
@@ -640,8 +655,11 @@ struct Bins<T: Size, X> {
     /// stacks do within one: the most recent first.
     stamp: Vec<u64>,
     clock: u64,
-    /// One index per group.
+    /// One index per group (unused with `tree`).
     index: Vec<X>,
+    /// Several dimensions without groups: every bin in one tree by
+    /// (load in the first dimension, stamp) instead of the index.
+    tree: Option<Tree<T>>,
     groups: Groups,
 }
 
@@ -667,6 +685,12 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
     }
 
     fn push(&mut self, bin: usize) {
+        if let Some(tree) = &mut self.tree {
+            self.stamp[bin] = self.clock;
+            self.clock += 1;
+            tree.insert(bin, &self.loads, &self.stamp);
+            return;
+        }
         let (key, g) = (self.key(bin), self.group_of(bin));
         let head = self.index[g].head(key);
         self.next[bin] = head;
@@ -680,6 +704,10 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
     }
 
     fn unlink(&mut self, bin: usize) {
+        if let Some(tree) = &mut self.tree {
+            tree.remove(bin, &self.loads, &self.stamp);
+            return;
+        }
         let (p, n) = (self.prev[bin], self.next[bin]);
         if n != NONE {
             self.prev[n] = p;
@@ -706,9 +734,20 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
 
     /// The best bin for the item, if any has room: the least room that
     /// holds it, top of that stack first.
-    fn find(&self, size: &[T]) -> Option<usize> {
+    fn find(&mut self, size: &[T]) -> Option<usize> {
         // The fullest load that still fits, exactly as `T::fits` decides.
         let limit = T::max_load(size[0], self.capacity[0])?;
+        if let Some(tree) = &mut self.tree {
+            return tree.find(limit, size, &self.capacity, &self.loads);
+        }
+        self.find_in_stacks(limit, size)
+    }
+
+    /// [`Bins::find`] through the index (by the stacks of bins of equal
+    /// load), for one dimension or with groups; with several dimensions
+    /// without groups, the walk that [`Tree::find`] replaces (O(bins) per
+    /// item), kept as the tests' oracle.
+    fn find_in_stacks(&self, limit: T, size: &[T]) -> Option<usize> {
         if self.groups.grouped() {
             // Every bin of a group with room has room in the secondary
             // dimensions: each group's best is the head of its least room.
@@ -764,6 +803,9 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
                 self.next.push(NONE);
                 self.prev.push(NONE);
                 self.stamp.push(0);
+                if let Some(tree) = &mut self.tree {
+                    tree.open();
+                }
                 self.next.len() - 1
             }
         };
@@ -785,5 +827,377 @@ impl<T: Size, X: Index<T>> Bins<T, X> {
         }
         self.push(bin);
         (bin, placed)
+    }
+}
+
+/// The bins of several dimensions (without [`Groups`]) in a treap ordered
+/// by key `(load in the first dimension, stamp)`: in-order, the emptiest
+/// bin first and, among equal loads, the least recently changed first, so
+/// that the best bin for an item is the last in order whose load is at
+/// most the item's limit and that fits in the other dimensions. Every node
+/// keeps the least load of its subtree in each other dimension, so that a
+/// search skips a subtree where no bin has room.
+///
+/// Nodes are the bins' numbers. A node's priority is a fixed hash of its
+/// number ([`priority`]): the tree's shape depends only on the keys and
+/// those numbers, never on the order of operations, and its depth is
+/// O(log bins) expected. Insertion, removal and search are iterative, with
+/// reused buffers: no recursion, no allocation after the bins are opened.
+struct Tree<T> {
+    dims: usize,
+    root: usize,
+    left: Vec<usize>,
+    right: Vec<usize>,
+    /// `least[b * (dims - 1) + j]`: the least load in dimension `j + 1`
+    /// over the subtree of `b`.
+    least: Vec<T>,
+    /// Scratch: the nodes above the change, then the spines of a split or
+    /// merge, bottom-up refreshed.
+    path: Vec<usize>,
+    spine: Vec<usize>,
+    /// Scratch of [`Tree::find`]: `(node, whether only the node itself is
+    /// left to check)`, and the limits of the other dimensions.
+    stack: Vec<(usize, bool)>,
+    limits: Vec<T>,
+}
+
+/// The priority of node `b`: splitmix64 of its number (a bijection, so no
+/// two nodes tie).
+#[inline]
+fn priority(b: usize) -> u64 {
+    let mut z = (b as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl<T: Size> Tree<T> {
+    fn new(dims: usize, hint: usize) -> Self {
+        Tree {
+            dims,
+            root: NONE,
+            left: Vec::with_capacity(hint),
+            right: Vec::with_capacity(hint),
+            least: Vec::with_capacity(hint.saturating_mul(dims - 1)),
+            path: Vec::new(),
+            spine: Vec::new(),
+            stack: Vec::new(),
+            limits: Vec::with_capacity(dims - 1),
+        }
+    }
+
+    /// Room for a new bin (not yet in the tree).
+    fn open(&mut self) {
+        self.left.push(NONE);
+        self.right.push(NONE);
+        self.least
+            .extend(core::iter::repeat(T::zero()).take(self.dims - 1));
+    }
+
+    /// The key of bin `b`.
+    #[inline]
+    fn key(&self, b: usize, loads: &[T], stamp: &[u64]) -> (T, u64) {
+        (loads[b * self.dims], stamp[b])
+    }
+
+    /// Recomputes the least loads of `b` from its own and its children's.
+    fn refresh(&mut self, b: usize, loads: &[T]) {
+        let (d, r) = (self.dims, self.dims - 1);
+        for j in 0..r {
+            let mut m = loads[b * d + 1 + j];
+            for c in [self.left[b], self.right[b]] {
+                if c != NONE {
+                    m = m.min(self.least[c * r + j]);
+                }
+            }
+            self.least[b * r + j] = m;
+        }
+    }
+
+    /// Sets the link to a subtree: the root, or the left or right child of
+    /// `parent`.
+    #[inline]
+    fn attach(&mut self, parent: usize, to_left: bool, node: usize) {
+        if parent == NONE {
+            self.root = node;
+        } else if to_left {
+            self.left[parent] = node;
+        } else {
+            self.right[parent] = node;
+        }
+    }
+
+    /// Refreshes the nodes of `self.path`, deepest first.
+    fn refresh_path(&mut self, loads: &[T]) {
+        let path = core::mem::take(&mut self.path);
+        for &b in path.iter().rev() {
+            self.refresh(b, loads);
+        }
+        self.path = path;
+    }
+
+    /// Inserts bin `b` (not in the tree). O(depth).
+    fn insert(&mut self, b: usize, loads: &[T], stamp: &[u64]) {
+        let key = self.key(b, loads, stamp);
+        let p = priority(b);
+        self.path.clear();
+        let (mut parent, mut to_left, mut t) = (NONE, false, self.root);
+        while t != NONE && priority(t) > p {
+            self.path.push(t);
+            parent = t;
+            to_left = key < self.key(t, loads, stamp);
+            t = if to_left { self.left[t] } else { self.right[t] };
+        }
+        // Split the subtree at `t` into the keys below and above `key`: the
+        // two become the children of `b`, which takes its place.
+        let (mut lo, mut hi) = (NONE, NONE);
+        self.spine.clear();
+        while t != NONE {
+            self.spine.push(t);
+            if self.key(t, loads, stamp) < key {
+                self.attach_split(&mut lo, b, true, t);
+                t = self.right[t];
+            } else {
+                self.attach_split(&mut hi, b, false, t);
+                t = self.left[t];
+            }
+        }
+        // Cut the last links of each side.
+        if lo != NONE {
+            self.right[lo] = NONE;
+        } else {
+            self.left[b] = NONE;
+        }
+        if hi != NONE {
+            self.left[hi] = NONE;
+        } else {
+            self.right[b] = NONE;
+        }
+        let spine = core::mem::take(&mut self.spine);
+        for &n in spine.iter().rev() {
+            self.refresh(n, loads);
+        }
+        self.spine = spine;
+        self.refresh(b, loads);
+        self.attach(parent, to_left, b);
+        self.refresh_path(loads);
+    }
+
+    /// One step of the split in [`Tree::insert`]: `t` goes on the side
+    /// whose last node is `*last` (the left side hangs right children under
+    /// `b.left`, the right side left children under `b.right`).
+    #[inline]
+    fn attach_split(&mut self, last: &mut usize, b: usize, low: bool, t: usize) {
+        match (*last, low) {
+            (NONE, true) => self.left[b] = t,
+            (NONE, false) => self.right[b] = t,
+            (l, true) => self.right[l] = t,
+            (l, false) => self.left[l] = t,
+        }
+        *last = t;
+    }
+
+    /// Removes bin `b` (in the tree, with the key it was inserted with).
+    /// O(depth).
+    fn remove(&mut self, b: usize, loads: &[T], stamp: &[u64]) {
+        let key = self.key(b, loads, stamp);
+        self.path.clear();
+        let (mut parent, mut to_left, mut t) = (NONE, false, self.root);
+        while t != b {
+            if t == NONE {
+                debug_assert!(false, "bin {b} is not in the tree");
+                return;
+            }
+            self.path.push(t);
+            parent = t;
+            to_left = key < self.key(t, loads, stamp);
+            t = if to_left { self.left[t] } else { self.right[t] };
+        }
+        // Merge the children (every key of the left below every key of the
+        // right) in place of `b`.
+        let (mut a, mut c) = (self.left[b], self.right[b]);
+        let (mut last, mut last_left) = (parent, to_left);
+        self.spine.clear();
+        loop {
+            if a == NONE || c == NONE {
+                self.attach(last, last_left, if a == NONE { c } else { a });
+                break;
+            }
+            if priority(a) > priority(c) {
+                self.attach(last, last_left, a);
+                self.spine.push(a);
+                (last, last_left) = (a, false);
+                a = self.right[a];
+            } else {
+                self.attach(last, last_left, c);
+                self.spine.push(c);
+                (last, last_left) = (c, true);
+                c = self.left[c];
+            }
+        }
+        let spine = core::mem::take(&mut self.spine);
+        for &n in spine.iter().rev() {
+            self.refresh(n, loads);
+        }
+        self.spine = spine;
+        self.left[b] = NONE;
+        self.right[b] = NONE;
+        self.refresh_path(loads);
+    }
+
+    /// The last bin in key order whose first load is at most `limit` and
+    /// that holds `size` in every other dimension (as [`SizeOps::fits`]
+    /// decides), if any.
+    ///
+    /// A reverse in-order walk that skips every subtree whose least load
+    /// in some dimension is above the limit there. With two dimensions,
+    /// each subtree it enters with keys at most `limit` holds an answer, so
+    /// it stops after O(depth) nodes.
+    fn find(&mut self, limit: T, size: &[T], capacity: &[T], loads: &[T]) -> Option<usize> {
+        let (d, r) = (self.dims, self.dims - 1);
+        self.limits.clear();
+        for j in 1..d {
+            // An item that fits no bin in some dimension fits none.
+            self.limits.push(T::max_load(size[j], capacity[j])?);
+        }
+        self.stack.clear();
+        self.stack.push((self.root, false));
+        while let Some((t, only)) = self.stack.pop() {
+            if only {
+                let fits = (1..d).all(|j| T::fits(loads[t * d + j], size[j], capacity[j]));
+                if fits {
+                    return Some(t);
+                }
+                continue;
+            }
+            if t == NONE || (0..r).any(|j| self.least[t * r + j] > self.limits[j]) {
+                continue;
+            }
+            // Pushed in reverse: the right subtree is searched first, then
+            // the node, then the left subtree.
+            self.stack.push((self.left[t], false));
+            if loads[t * d] <= limit {
+                self.stack.push((t, true));
+                self.stack.push((self.right[t], false));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::vec;
+
+    use ordered_float::NotNan;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Best fit over the validated items, by the tree (where it applies)
+    /// and by the walk over the stacks it replaces (the oracle), decreasing
+    /// or online.
+    fn both<I: Item>(
+        items: &[I],
+        capacity: I::Capacity,
+        decreasing: bool,
+    ) -> (Packing<I::Size>, Packing<I::Size>) {
+        let input = validate(items, &capacity, Keep::Sizes).expect("valid items");
+        let (order, sizes, bounds) = if decreasing {
+            let sorted = order::decreasing(items, &input);
+            let bounds = bounds_of(&input, Some(&sorted.classes));
+            (Some(sorted.order), sorted.sizes, bounds)
+        } else {
+            (None, input.sizes.clone(), bounds_of(&input, None))
+        };
+        let fast = pack_best_fit(&input, order.as_deref(), Sizes::Flat(&sizes), bounds);
+        let groups = Groups::of(&input.capacity);
+        let naive = run(
+            &input,
+            order.as_deref(),
+            Sizes::Flat(&sizes),
+            bounds,
+            groups,
+            false,
+            BTreeMap::new,
+        );
+        (fast, naive)
+    }
+
+    fn bins<T: Size>(p: &Packing<T>) -> Vec<Vec<usize>> {
+        p.bins().map(|b| b.items().to_vec()).collect()
+    }
+
+    /// Equal packings, bin for bin (items and loads).
+    fn same<T: Size>(fast: &Packing<T>, naive: &Packing<T>) {
+        assert_eq!(bins(fast), bins(naive));
+        let loads =
+            |p: &Packing<T>| -> Vec<Vec<T>> { p.bins().map(|b| b.load().to_vec()).collect() };
+        assert_eq!(loads(fast), loads(naive));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Two dimensions, the second capacity too large for groups: the
+        /// tree packs exactly as the walk, with many ties of load.
+        #[test]
+        fn tree_packs_as_the_walk_in_two_dimensions(
+            items in prop::collection::vec((0u32..40, 0u32..400), 0..300),
+            c0 in 40u32..120,
+            c1 in 400u32..1200,
+            decreasing in any::<bool>(),
+        ) {
+            let items: Vec<[u32; 2]> = items.into_iter().map(|(a, b)| [a, b]).collect();
+            let (fast, naive) = both(&items, [c0, c1], decreasing);
+            same(&fast, &naive);
+        }
+
+        /// Three and four dimensions (the least loads only prune).
+        #[test]
+        fn tree_packs_as_the_walk_in_more_dimensions(
+            items in prop::collection::vec(prop::collection::vec(0u64..50, 4), 0..200),
+            caps in prop::collection::vec(300u64..600, 4),
+            three in any::<bool>(),
+            decreasing in any::<bool>(),
+        ) {
+            let d = if three { 3 } else { 4 };
+            let items: Vec<Vec<u64>> = items.into_iter().map(|mut v| { v.truncate(d); v }).collect();
+            let caps = caps[..d].to_vec();
+            let (fast, naive) = both(&items, caps, decreasing);
+            same(&fast, &naive);
+        }
+
+        /// Float sizes (the limits by binary search, rounding at the edge).
+        #[test]
+        fn tree_packs_as_the_walk_for_floats(
+            items in prop::collection::vec((0u32..64, 0u32..64), 0..200),
+            decreasing in any::<bool>(),
+        ) {
+            let f = |x: u32| NotNan::new(f64::from(x) / 8.0 + 0.1).expect("finite");
+            let items: Vec<[NotNan<f64>; 2]> = items.into_iter().map(|(a, b)| [f(a), f(b)]).collect();
+            let cap = [NotNan::new(10.3).expect("finite"), NotNan::new(9.7).expect("finite")];
+            let (fast, naive) = both(&items, cap, decreasing);
+            same(&fast, &naive);
+        }
+    }
+
+    /// The quadratic case of the walk: every bin has room in the first
+    /// dimension and none in the second, so the walk visited every bin for
+    /// every item. Same packing, one bin each.
+    #[test]
+    fn bins_full_in_the_second_dimension() {
+        let items = vec![[1u32, 1000]; 2000];
+        let (fast, naive) = both(&items, [100_000, 1000], true);
+        same(&fast, &naive);
+        assert_eq!(fast.len(), 2000);
+    }
+
+    #[test]
+    fn priorities_differ() {
+        let mut p: Vec<u64> = (0..10_000).map(priority).collect();
+        p.sort_unstable();
+        p.dedup();
+        assert_eq!(p.len(), 10_000);
     }
 }

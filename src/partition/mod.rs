@@ -1340,8 +1340,13 @@ mod wire {
             }
             // Every objective (the largest part, per dimension or combined,
             // or the spread) is at most the sum over dimensions of the
-            // largest part, folded as the objective is.
-            let most = (0..p.dims).fold(T::ZERO, |acc, j| {
+            // largest part, folded as the objective is. Without parts that
+            // sum is zero: the declared dimension count alone must drive no
+            // loop (a document of 100 bytes declaring 2^64 - 1 dimensions),
+            // so the dimensions are walked only when there are sums, and
+            // then `dims <= sums.len()` (one sum per part and dimension).
+            let walked = if p.sums.is_empty() { 0 } else { p.dims };
+            let most = (0..walked).fold(T::ZERO, |acc, j| {
                 let hi = p
                     .sums
                     .iter()

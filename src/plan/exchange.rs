@@ -42,6 +42,12 @@ pub struct Move {
 /// ascend, and every rank computes the same schedule from the same plan.
 /// Memory is O(m) for m moves (never O(R^2)).
 ///
+/// The bytes of all moves sum to at most `u64::MAX`, so that every byte
+/// count below (per rank, between nodes, in all) is exact: the planner
+/// refuses a step whose bytes with an origin sum beyond it
+/// ([`Error::BytesOverflow`](crate::Error::BytesOverflow)), and so does the
+/// reader of a document.
+///
 /// # Examples
 ///
 /// ```
@@ -75,6 +81,10 @@ impl Exchange {
     ///
     /// O(m log m) time, O(m) extra space.
     pub(crate) fn new(mut moves: Vec<Move>) -> Self {
+        debug_assert!(
+            total_bytes(&moves).is_ok(),
+            "the moves' bytes sum beyond u64::MAX"
+        );
         moves.sort_unstable_by_key(|m| (m.from, m.to, m.id));
         let mut by_to: Vec<u32> = (0..moves.len() as u32).collect();
         by_to.sort_unstable_by_key(|&i| {
@@ -227,7 +237,8 @@ impl Exchange {
         self.in_range(rank).len()
     }
 
-    /// The bytes rank `rank` sends (saturating). O(log m + its moves).
+    /// The bytes rank `rank` sends (exact: see [`Exchange`]). O(log m + its
+    /// moves).
     ///
     /// # Examples
     ///
@@ -248,7 +259,8 @@ impl Exchange {
             .fold(0u64, |a, &b| a.saturating_add(b))
     }
 
-    /// The bytes rank `rank` receives (saturating). O(log m + its moves).
+    /// The bytes rank `rank` receives (exact: see [`Exchange`]). O(log m +
+    /// its moves).
     ///
     /// # Examples
     ///
@@ -271,6 +283,9 @@ impl Exchange {
     /// The traffic of these moves; `bytes_total` is the bytes of every
     /// sample with an origin. O(m).
     pub(crate) fn traffic(&self, bytes_total: u64, ranks_per_node: Option<usize>) -> Traffic {
+        // Never saturates: every sum is a part of the moves' bytes, which
+        // fit `u64` (see `Exchange`); saturating only keeps a broken
+        // invariant from wrapping.
         let sum = |it: &mut dyn Iterator<Item = u64>| it.fold(0u64, u64::saturating_add);
         let mut max_out = 0u64;
         let mut i = 0;
@@ -308,7 +323,9 @@ impl Exchange {
 /// What a plan moves between ranks: part of the [`Report`](crate::plan::Report)
 /// when some sample has an origin.
 ///
-/// Bytes are saturating sums of [`StepSample::bytes`](crate::plan::StepSample::bytes).
+/// Bytes are exact sums of [`StepSample::bytes`](crate::plan::StepSample::bytes):
+/// the planner refuses a step whose bytes with an origin sum beyond
+/// `u64::MAX` ([`Error::BytesOverflow`](crate::Error::BytesOverflow)).
 ///
 /// # Examples
 ///
@@ -369,13 +386,22 @@ impl Traffic {
     }
 }
 
+/// The sum of the moves' bytes, or the index of the move at which it
+/// passes `u64::MAX`. O(m).
+fn total_bytes(moves: &[Move]) -> Result<u64, usize> {
+    moves
+        .iter()
+        .enumerate()
+        .try_fold(0u64, |total, (k, m)| total.checked_add(m.bytes).ok_or(k))
+}
+
 #[cfg(feature = "serde")]
 mod wire {
     use alloc::vec::Vec;
 
     use serde::ser::{SerializeStruct, Serializer};
 
-    use super::{Exchange, Move};
+    use super::{total_bytes, Exchange, Move};
     use crate::grouped::{invalid, Invalid};
 
     /// An exchange as written: its moves in order.
@@ -388,8 +414,9 @@ mod wire {
     impl TryFrom<Wire> for Exchange {
         type Error = Invalid;
 
-        /// Checks the order (from, to, id), that no id repeats and that
-        /// nothing moves to its own rank. O(m log m).
+        /// Checks the order (from, to, id), that no id repeats, that
+        /// nothing moves to its own rank and that the bytes sum within
+        /// `u64`. O(m log m).
         fn try_from(w: Wire) -> Result<Self, Invalid> {
             for (k, m) in w.moves.iter().enumerate() {
                 if m.from == m.to {
@@ -411,6 +438,14 @@ mod wire {
                     k + 1,
                     w.moves[k + 1].id,
                     w.moves[k].id
+                ));
+            }
+            if let Err(k) = total_bytes(&w.moves) {
+                return Err(invalid!(
+                    "the bytes of moves 0 to {k} sum beyond u64::MAX (move {k}, id {}, has {} \
+                     bytes): byte counts are exact, so a step moves at most u64::MAX bytes",
+                    w.moves[k].id,
+                    w.moves[k].bytes
                 ));
             }
             let mut ids: Vec<u64> = w.moves.iter().map(|m| m.id).collect();

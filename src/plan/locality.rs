@@ -180,10 +180,10 @@ impl Locality {
 const NONE: u32 = u32::MAX;
 
 /// The weight of a move inside a node against one between nodes.
-const INSIDE_NODE: u64 = 1;
+const INSIDE_NODE: u128 = 1;
 /// The weight of a move between nodes (with nodes; without, a move weighs
 /// its bytes).
-const BETWEEN_NODES: u64 = 8;
+const BETWEEN_NODES: u128 = 8;
 
 /// Candidate changes weighed a sample in one pass of step 3.
 const CANDIDATES: usize = 64;
@@ -236,33 +236,23 @@ impl Homes {
 
     /// The weighted bytes of sample `p` on rank `rank`: 0 at home or
     /// without an origin.
+    ///
+    /// Weights are `u128`, so that they and the sums of a few of them
+    /// (a swap weighs two) are exact for any `u64` bytes: `u64::MAX` bytes
+    /// between nodes weigh `8 * u64::MAX`, above `u64::MAX`.
     #[inline]
-    fn weight(&self, p: usize, rank: usize) -> u64 {
-        let o = self.origin[p];
-        if o == NONE || o as usize == rank {
-            return 0;
-        }
-        match self.node {
-            None => self.bytes[p],
-            Some(n) if o as usize / n == rank / n => self.bytes[p].saturating_mul(INSIDE_NODE),
-            Some(_) => self.bytes[p].saturating_mul(BETWEEN_NODES),
-        }
+    fn weight(&self, p: usize, rank: usize) -> u128 {
+        weighted(self.node, self.origin[p], self.bytes[p], rank)
     }
 
     /// [`Homes::weight`] of a sample's record.
     #[inline]
-    fn weight_of(&self, i: &Info, rank: usize) -> u64 {
-        if i.origin == NONE || i.origin as usize == rank {
-            return 0;
-        }
-        match self.node {
-            None => i.bytes,
-            Some(n) if i.origin as usize / n == rank / n => i.bytes.saturating_mul(INSIDE_NODE),
-            Some(_) => i.bytes.saturating_mul(BETWEEN_NODES),
-        }
+    fn weight_of(&self, i: &Info, rank: usize) -> u128 {
+        weighted(self.node, i.origin, i.bytes, rank)
     }
 
-    /// The weighted bytes and the samples moved of a layout.
+    /// The weighted bytes and the samples moved of a layout (exact: at
+    /// most `n * 8 * u64::MAX < 2^128` for `n < 2^61` samples).
     fn cost(&self, shape: Shape, slots: &[Vec<u32>]) -> (u128, usize) {
         let mut total = (0u128, 0usize);
         for (k, members) in slots.iter().enumerate() {
@@ -270,11 +260,28 @@ impl Homes {
             for &p in members {
                 let w = self.weight(p as usize, rank);
                 let o = self.origin[p as usize];
-                total.0 += u128::from(w);
+                total.0 += w;
                 total.1 += usize::from(o != NONE && o as usize != rank);
             }
         }
         total
+    }
+}
+
+/// The weight of a sample with origin `origin` (`NONE` for none) and
+/// `bytes` bytes on rank `rank`: 0 at home or without an origin, its bytes
+/// without nodes, its bytes times [`INSIDE_NODE`] or [`BETWEEN_NODES`] with
+/// nodes of `node` ranks. Exact (`u128`).
+#[inline]
+fn weighted(node: Option<usize>, origin: u32, bytes: u64, rank: usize) -> u128 {
+    if origin == NONE || origin as usize == rank {
+        return 0;
+    }
+    let bytes = u128::from(bytes);
+    match node {
+        None => bytes,
+        Some(n) if origin as usize / n == rank / n => bytes * INSIDE_NODE,
+        Some(_) => bytes * BETWEEN_NODES,
     }
 }
 
@@ -543,7 +550,9 @@ fn relabel(
     };
     // Edges (column, weight, block rank, origin rank), weights summed per
     // (block, origin).
-    let mut edges: Vec<(usize, u64, usize, usize, usize)> = Vec::new();
+    // The weights are exact `u128` sums (a run of `u64` bytes may sum
+    // above `u64::MAX`, which a saturating sum would tie).
+    let mut edges: Vec<(usize, u128, usize, usize, usize)> = Vec::new();
     let mut buf: Vec<(u32, u64)> = Vec::new();
     for c in 0..cols {
         for r in 0..ranks {
@@ -559,7 +568,7 @@ fn relabel(
             }
             buf.sort_unstable_by_key(|&(o, _)| o);
             for run in buf.chunk_by(|a, b| a.0 == b.0) {
-                let bytes = run.iter().fold(0u64, |a, x| a.saturating_add(x.1));
+                let bytes = run.iter().map(|x| u128::from(x.1)).sum();
                 edges.push((c, bytes, run.len(), r, run[0].0 as usize));
             }
         }
@@ -803,8 +812,8 @@ impl<'a> Search<'a> {
         let mates =
             (first..first.saturating_add(node).min(self.shape.ranks)).filter(move |&q| q != o);
         // (gain, room, slot, partner or NONE)
-        let mut best: Option<(u64, f64, usize, u32)> = None;
-        let mut better = |gain: u64, room: f64, b: usize, t: u32| {
+        let mut best: Option<(u128, f64, usize, u32)> = None;
+        let mut better = |gain: u128, room: f64, b: usize, t: u32| {
             if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
                 best = Some((gain, room, b, t));
             }
@@ -965,7 +974,10 @@ fn sub(a: Phases, b: Phases) -> Phases {
 }
 
 /// [`Error::InvalidOrigin`] for the sample of smallest id whose origin is
-/// not below `ranks`. O(n).
+/// not below `ranks`; else [`Error::BytesOverflow`] for the sample (in id
+/// order) at which the bytes of the samples with an origin sum beyond
+/// `u64::MAX`. Past this check every sum of those bytes (the exchange's
+/// traffic, per rank, between nodes, in all) is exact in `u64`. O(n).
 pub(crate) fn check_origins<M>(
     prep: &Prepared,
     cx: &Context<'_, M>,
@@ -980,6 +992,15 @@ pub(crate) fn check_origins<M>(
                     ranks,
                 });
             }
+        }
+    }
+    let mut total = 0u64;
+    for e in &prep.items {
+        let s = &cx.samples[e.input as usize];
+        if s.origin().is_some() {
+            total = total
+                .checked_add(s.bytes())
+                .ok_or(Error::BytesOverflow { id: e.id })?;
         }
     }
     Ok(())
