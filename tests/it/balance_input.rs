@@ -4,10 +4,7 @@
 //! back to its line, and the optional `cost` is on every line or on none.
 #![cfg(feature = "scenarios")]
 
-#[path = "../../examples/balance/input.rs"]
-mod input;
-
-use input::{read, InputError};
+use crate::examples::input::{read, InputError};
 use microbatch::cost::{Given, Phases, Tokens};
 use microbatch::plan::Planner;
 use proptest::prelude::*;
@@ -412,4 +409,56 @@ proptest! {
             (Err(e), None) => prop_assert!(false, "{}", e),
         }
     }
+}
+
+/// Issue 20: a line of 50 million image entries took 14 s and 785 MB. A
+/// line is now at most 4 MiB, refused before it is parsed, and a sample at
+/// most 65,536 images, refused as they are read; both errors name the line.
+#[test]
+fn huge_lines_and_image_lists_are_refused() {
+    use crate::examples::input::{MAX_IMAGES, MAX_LINE_BYTES};
+    let images = |n: usize| {
+        format!(
+            "{{\"id\": 2, \"text_tokens\": 5, \"image_tokens\": [{}]}}",
+            vec!["1"; n].join(",")
+        )
+    };
+    let ok = format!(
+        "{{\"id\": 1, \"text_tokens\": 5}}\n{}\n",
+        images(MAX_IMAGES)
+    );
+    assert_eq!(
+        read(&ok).unwrap().samples[1].sample().images().len(),
+        MAX_IMAGES
+    );
+    let e = err(&format!(
+        "{{\"id\": 1, \"text_tokens\": 5}}\n{}\n",
+        images(MAX_IMAGES + 1)
+    ));
+    assert_eq!(e.line, 2);
+    assert!(
+        e.message
+            .starts_with("`image_tokens` has more than 65536 images; a sample has at most 65536"),
+        "{e}"
+    );
+    // A line past the limit, whatever it holds, is refused by its length.
+    let line = images(MAX_LINE_BYTES / 2 + 1);
+    let e = err(&format!("\n\n{line}\n"));
+    assert_eq!((e.line, e.column), (3, None));
+    let want = format!(
+        "the line is {} bytes long, above the limit of 4194304 bytes a line",
+        line.len()
+    );
+    assert!(e.message.starts_with(&want), "{e}");
+    // The timing reader shares both limits.
+    let timing = format!(
+        "{{\"seconds\": 1, \"samples\": [{{\"text_tokens\": 5, \"image_tokens\": [{}]}}]}}",
+        vec!["1"; MAX_IMAGES + 1].join(",")
+    );
+    let e = crate::examples::timings::read(&timing).unwrap_err();
+    assert!(
+        e.message
+            .starts_with("`image_tokens` has more than 65536 images"),
+        "{e}"
+    );
 }

@@ -4,16 +4,10 @@
 //! preset's terms on the rows, with its `"fit"` object and summary.
 #![cfg(feature = "scenarios")]
 
-#[allow(dead_code)]
-#[path = "../../examples/balance/input.rs"]
-mod input;
-#[path = "../../examples/balance/timings.rs"]
-mod timings;
-
-use input::InputError;
+use crate::examples::input::InputError;
+use crate::examples::timings::{calibrate, fit_json, fit_summary, read, Measured, Row};
 use microbatch::cost::{CostModel, Image, Linear, Phases, Preset, Sample, Term};
 use proptest::prelude::*;
-use timings::{calibrate, fit_json, fit_summary, read, Measured, Row};
 
 fn err(text: &str) -> InputError {
     read(text).unwrap_err()

@@ -9,8 +9,8 @@ use microbatch::cost::{
 use microbatch::Error;
 use proptest::prelude::*;
 
-use crate::common::rng;
-use rng::TestRng;
+use crate::common::float::rel;
+use crate::common::TestRng;
 
 /// Uniform in `lo..hi`.
 fn range(rng: &mut TestRng, lo: u32, hi: u32) -> u32 {
@@ -88,10 +88,6 @@ fn recover(truth: [f64; 3], noise: f64, seed: u64, rows: usize) -> Recovered {
         r_squared: fit.r_squared(),
         max_relative_error: fit.max_relative_error(),
     }
-}
-
-fn rel(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b
 }
 
 /// The stated tolerance, for 1% multiplicative noise on 64 micro-batches:

@@ -6,11 +6,10 @@
 //! with the calibrator's model, measure under a hidden truth, refit) plans
 //! within 1% of planning with the truth from the third step on.
 
-use crate::common;
-
 use std::num::NonZeroU32;
 
-use common::TestRng;
+use crate::common::cost::refs;
+use crate::common::TestRng;
 use microbatch::cost::{
     Calibrator, CostModel, Fallback, Image, Incremental, Linear, Phases, Preset, Sample, Term,
     Timing,
@@ -39,10 +38,6 @@ fn sample(rng: &mut TestRng) -> Sample {
 fn group(rng: &mut TestRng) -> Vec<Sample> {
     let n = 1 + rng.below(12) as usize;
     (0..n).map(|_| sample(rng)).collect()
-}
-
-fn refs(g: &[Sample]) -> Vec<&Sample> {
-    g.iter().collect()
 }
 
 /// The truth of the recovery tests: InternVL's terms in seconds (vision at
@@ -338,9 +333,7 @@ fn refits_are_deterministic() {
 }
 
 #[cfg(feature = "scenarios")]
-#[path = "../../examples/closed_loop/sim.rs"]
-#[allow(dead_code)]
-mod sim;
+use crate::examples::sim;
 
 /// The loop closes: from the third step on, planning with the calibrator's
 /// model is within 1% of planning with the hidden truth (truth step time

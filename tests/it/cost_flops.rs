@@ -10,6 +10,8 @@ use microbatch::cost::{
 };
 use microbatch::Error;
 
+use crate::common::float::rel;
+
 /// Training FLOPs per token of the linear layers, GEMM by GEMM: a GEMM of
 /// `[T, k] x [k, n]` is `2 T k n` forward, 3x for training.
 fn llm_linear_by_hand(layers: u64, h: u64, ffn: u64, heads: u64, kv_heads: u64, vocab: u64) -> u64 {
@@ -56,10 +58,6 @@ fn megatron(shape: &LlmShape, batch: f64, seq: f64) -> f64 {
         * ((1.0 + f64::from(shape.kv_heads) / f64::from(shape.heads) + seq / h) * 1.0
             + (f64::from(shape.ffn) / h) * 1.0 * gated
             + f64::from(shape.vocab) / (2.0 * l * h))
-}
-
-fn rel(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs()
 }
 
 const LLMS: [(&str, LlmShape, [u64; 6]); 3] = [

@@ -11,6 +11,8 @@ use microbatch::plan::{Planner, StepSample, SyncModel};
 use microbatch::Error;
 use proptest::prelude::*;
 
+use crate::common::float::close;
+
 // ---------------------------------------------------------------- strategies
 
 fn cost() -> impl Strategy<Value = Phases> {
@@ -45,10 +47,6 @@ fn sync() -> impl Strategy<Value = SyncModel> {
         Just(SyncModel::MicroStep),
         Just(SyncModel::Phase)
     ]
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-12 * a.abs().max(b.abs()) + 1e-300
 }
 
 /// The step time of `plan` recomputed from the given costs alone, by the

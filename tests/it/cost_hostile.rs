@@ -14,6 +14,9 @@ use microbatch::plan::{Planner, StepSample, SyncModel};
 use microbatch::Error;
 use proptest::prelude::*;
 
+use crate::common::cost::coef;
+use crate::common::float::rel;
+
 // ------------------------------------------------------------ FLOPs overflow
 
 fn field() -> impl Strategy<Value = u32> {
@@ -204,10 +207,6 @@ proptest! {
 }
 
 // ---------------------------------------------------------------- calibration
-
-fn rel(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs()
-}
 
 /// Rows `(x, sum(c * x))` of exact linear data.
 fn exact_rows(c: &[f64], xs: &[Vec<f64>]) -> Vec<(Vec<f64>, f64)> {
@@ -585,10 +584,6 @@ fn image() -> impl Strategy<Value = Image> {
 fn sample() -> impl Strategy<Value = Sample> {
     (0u32..4000, prop::collection::vec(image(), 0..3))
         .prop_map(|(text, images)| Sample::new(text, images))
-}
-
-fn coef() -> impl Strategy<Value = f64> {
-    prop_oneof![Just(0.0), 1e-6f64..10.0]
 }
 
 /// Every built-in model and combinator, as trait objects, with coefficients

@@ -13,6 +13,9 @@ use microbatch::cost::{
 use microbatch::Error;
 use proptest::prelude::*;
 
+use crate::common::cost::{coef, refs};
+use crate::common::float::close;
+
 // ---------------------------------------------------------------- strategies
 
 fn image() -> impl Strategy<Value = Image> {
@@ -29,10 +32,6 @@ fn group() -> impl Strategy<Value = Vec<Sample>> {
     prop::collection::vec(sample(), 0..12)
 }
 
-fn coef() -> impl Strategy<Value = f64> {
-    prop_oneof![Just(0.0), 1e-6f64..10.0]
-}
-
 /// Every built-in model with coefficients from `c`, as trait objects.
 fn zoo(c: [f64; 4]) -> Vec<Box<dyn CostModel>> {
     vec![
@@ -47,19 +46,11 @@ fn zoo(c: [f64; 4]) -> Vec<Box<dyn CostModel>> {
     ]
 }
 
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-12 * a.abs().max(b.abs()) + 1e-300
-}
-
 fn close_phases(a: Phases, b: Phases) -> bool {
     close(a.vision, b.vision) && close(a.language, b.language)
 }
 
 /// The group as the borrowed slice that `CostModel::cost` takes.
-fn refs(group: &[Sample]) -> Vec<&Sample> {
-    group.iter().collect()
-}
-
 /// The state of a group, sample by sample.
 fn state_of<'a, C: Incremental>(
     model: &C,

@@ -2,9 +2,11 @@
 //! file, the helpers shared in `common`.
 
 mod common;
+mod examples;
 
 mod balance_input;
 mod balance_timings;
+mod cost_boxed;
 mod cost_calibrate;
 mod cost_calibrator;
 mod cost_flops;

@@ -3,9 +3,7 @@
 //! only, and messages that say what to fix. (Checked documents:
 //! `pack_serde.rs`.)
 
-use crate::common;
-
-use common::TestRng;
+use crate::common::TestRng;
 use microbatch::pack::{
     best_fit, best_fit_decreasing, first_fit, first_fit_decreasing, lower_bounds, next_fit,
     Heuristic, Packing, StreamingPacker,
@@ -547,4 +545,32 @@ fn best_fit_decreasing_vectors_under_a_capacity_of_u64_max() {
         assert_eq!(packing.len(), 1, "{name}");
         assert_eq!(packing.bin(0).load(), total, "{name}");
     }
+}
+
+/// Issue 20: best fit over two-dimensional items walked every bin with room
+/// in the first dimension until one fitted the second, quadratic time
+/// (50,000 such items: 11 s in release). Here every bin has room in the
+/// first dimension and none in the second, the walk's worst case: the
+/// search tree answers at once (this test took minutes in a debug build).
+#[test]
+fn best_fit_over_two_dimensions_is_not_quadratic() {
+    let items = vec![[1u32, 1000]; 20_000];
+    for packing in [
+        best_fit_decreasing(&items, [100_000, 1000]).unwrap(),
+        best_fit(&items, [100_000, 1000]).unwrap(),
+    ] {
+        assert_eq!(packing.len(), 20_000);
+        assert!(packing
+            .bins()
+            .enumerate()
+            .all(|(b, bin)| bin.items() == [b]));
+    }
+    // Half the items fill the second dimension, half fit anywhere: the
+    // small ones go to the fullest bins that hold them, the last opened
+    // first.
+    let mut items = vec![[1u32, 600]; 10_000];
+    items.extend(vec![[2u32, 400]; 10_000]);
+    let p = best_fit_decreasing(&items, [100_000, 1000]).unwrap();
+    assert_eq!(p.len(), 10_000);
+    assert!(p.bins().all(|bin| bin.load() == [3, 1000]));
 }

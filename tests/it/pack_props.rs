@@ -1,9 +1,8 @@
 //! Property tests of the bin-packing family against naive oracles and a
 //! brute-force optimum.
 
-use crate::common;
-
-use common::*;
+use crate::common::oracle::*;
+use crate::common::TestRng;
 use microbatch::pack::{
     best_fit, best_fit_decreasing, first_fit, first_fit_decreasing, lower_bounds, next_fit,
     Heuristic, StreamingPacker,

@@ -1,9 +1,7 @@
 //! Value stability: exact outputs pinned for fixed seeds, so that a change in
 //! ordering or tie-breaking shows up as a failing test (and a CHANGELOG entry).
 
-use crate::common;
-
-use common::TestRng;
+use crate::common::TestRng;
 use microbatch::pack::{
     best_fit, best_fit_decreasing, first_fit, first_fit_decreasing, next_fit, Packing,
 };

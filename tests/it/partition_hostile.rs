@@ -633,3 +633,28 @@ fn refinement_is_never_worse_by_rounding() {
         );
     }
 }
+
+/// Issue 20: a partition document's declared dimension count drove a loop
+/// even without parts (this 100-byte document never returned). Now nothing
+/// is walked but the sums given: it reads at once, as a partition of no
+/// parts.
+#[cfg(feature = "serde")]
+#[test]
+fn a_declared_dimension_count_alone_drives_nothing() {
+    let doc = r#"{"parts":[],"dims":18446744073709551615,"sums":[],"objective":0,"lower_bound":0,"proven_optimal":false}"#;
+    let p: Partition<u128> = serde_json::from_str(doc).unwrap();
+    assert_eq!((p.len(), p.dims(), p.objective()), (0, usize::MAX, 0));
+    // With parts, the sums must match the count (one per part and
+    // dimension), which bounds the walk by the document's length.
+    let doc = r#"{"parts":[[0]],"dims":18446744073709551615,"sums":[1],"objective":1,"lower_bound":0,"proven_optimal":false}"#;
+    let err = serde_json::from_str::<Partition<u128>>(doc)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("one sum per part and dimension"), "{err}");
+    // A positive objective above the (empty) sums is still refused.
+    let doc = r#"{"parts":[],"dims":18446744073709551615,"sums":[],"objective":3,"lower_bound":0,"proven_optimal":false}"#;
+    let err = serde_json::from_str::<Partition<u128>>(doc)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("above what the part sums allow"), "{err}");
+}

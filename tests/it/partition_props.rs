@@ -338,7 +338,10 @@ fn naive_lpt(sizes: &[u32], ids: Option<&[u32]>, k: usize) -> Vec<Vec<usize>> {
     let mut parts = vec![Vec::new(); k];
     let mut loads = vec![0u64; k];
     let mut arrival = vec![0usize; k];
-    for (r, i) in common::decreasing_order(sizes, ids).into_iter().enumerate() {
+    for (r, i) in common::oracle::decreasing_order(sizes, ids)
+        .into_iter()
+        .enumerate()
+    {
         let p = if r < k {
             r
         } else {

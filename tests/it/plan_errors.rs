@@ -4,15 +4,7 @@ use microbatch::cost::{sample_fn, Image, Phases, Sample, Tokens};
 use microbatch::plan::{Planner, StepSample, SyncModel};
 use microbatch::{Error, Scalar};
 
-fn text(id: u64, tokens: u32) -> StepSample {
-    StepSample::new(id, Sample::text_only(tokens))
-}
-
-fn planner(ranks: usize, seq_len: u32) -> Planner<Tokens> {
-    Planner::new(Tokens::new(1.0).unwrap())
-        .ranks(ranks)
-        .seq_len(seq_len)
-}
+use crate::common::plan::{text, tokens_planner as planner};
 
 #[test]
 fn fewer_samples_than_ranks() {

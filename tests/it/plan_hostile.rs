@@ -9,18 +9,14 @@ use microbatch::plan::{Plan, Planner, StepSample, SyncModel};
 use microbatch::Error;
 use proptest::prelude::*;
 
-fn text(id: u64, tokens: u32) -> StepSample {
-    StepSample::new(id, Sample::text_only(tokens))
-}
+use crate::common::plan::{text, tokens_planner};
 
 fn batch(n: u64) -> Vec<StepSample> {
     (0..n).map(|i| text(i, 1 + (i * 37 % 50) as u32)).collect()
 }
 
 fn planner(ranks: usize) -> Planner<Tokens> {
-    Planner::new(Tokens::new(1.0).unwrap())
-        .ranks(ranks)
-        .seq_len(1 << 20)
+    tokens_planner(ranks, 1 << 20)
 }
 
 /// The setting an error names, or a panic.
@@ -428,4 +424,135 @@ fn loss_tokens_above_the_tokens_are_refused() {
         StepSample::new(7, Sample::new(10, [Image::new(5)])).with_loss_tokens(15),
     ];
     assert_eq!(planner(1).plan(&ok).unwrap().loss().loss_tokens, 25);
+}
+
+/// Issue 20: huge byte counts. `with_bytes(u64::MAX)` overflowed the
+/// locality search's sums (a panic in a debug build, wrapped weights in
+/// release), and the traffic saturated silently. Now the weights are exact
+/// (`u128`) and a step whose bytes with an origin pass `u64::MAX` is
+/// refused, naming the sample where the sum passes it (in id order).
+#[test]
+fn huge_byte_counts_are_exact_or_refused() {
+    use microbatch::plan::Locality;
+    let big =
+        |id: u64, origin: usize, bytes: u64| text(id, 10).with_origin(origin).with_bytes(bytes);
+    // One sample of u64::MAX bytes, away from home between nodes (weight
+    // 8 * u64::MAX): plans, and the traffic is exact.
+    let mut samples: Vec<StepSample> = (0..8).map(|i| big(i, 0, 1)).collect();
+    samples[3] = big(3, 0, u64::MAX - 7);
+    for node in [None, Some(1), Some(2)] {
+        let loc = Locality::new(0.0).unwrap();
+        let loc = node.map_or(loc, |n| loc.ranks_per_node(n));
+        let plan = planner(4).locality(loc).plan(&samples).unwrap();
+        let t = plan.report().traffic.unwrap();
+        assert_eq!(t.bytes_total, u64::MAX);
+        let moved: u64 = plan.exchange().unwrap().moves().map(|m| m.bytes).sum();
+        assert_eq!(t.bytes_moved, moved);
+    }
+    // Two samples whose bytes pass u64::MAX together: refused, the second
+    // (by id) named; samples without an origin do not count.
+    let mut samples: Vec<StepSample> = (0..8).map(|i| text(i, 10).with_bytes(u64::MAX)).collect();
+    samples[5] = big(5, 1, u64::MAX);
+    samples[2] = big(2, 0, 1);
+    let err = planner(4).plan(&samples).unwrap_err();
+    assert_eq!(err, Error::BytesOverflow { id: 5 });
+    assert_eq!(
+        err.to_string(),
+        "the bytes of the samples with an origin sum beyond u64::MAX (18446744073709551615) at \
+         sample 5; give the bytes in a larger unit (KiB, MiB) so that the traffic can be counted \
+         exactly"
+    );
+    assert_eq!(planner(4).baseline(&samples).unwrap_err(), err);
+    // An invalid origin is named before any overflow.
+    samples[7] = big(7, 9, 0);
+    assert!(matches!(
+        planner(4).plan(&samples),
+        Err(Error::InvalidOrigin { id: 7, .. })
+    ));
+}
+
+/// An exchange document whose moves' bytes pass `u64::MAX` is refused (its
+/// traffic could not be exact).
+#[cfg(feature = "serde")]
+#[test]
+fn exchange_documents_with_overflowing_bytes_are_refused() {
+    use microbatch::plan::Exchange;
+    let doc = r#"{"moves":[{"id":1,"from":0,"to":1,"bytes":18446744073709551615},{"id":2,"from":0,"to":1,"bytes":1}]}"#;
+    let err = serde_json::from_str::<Exchange>(doc)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the bytes of moves 0 to 1 sum beyond u64::MAX (move 1, id 2"),
+        "{err}"
+    );
+    let doc = r#"{"moves":[{"id":1,"from":0,"to":1,"bytes":18446744073709551614},{"id":2,"from":0,"to":1,"bytes":1}]}"#;
+    let x: Exchange = serde_json::from_str(doc).unwrap();
+    assert_eq!(x.bytes_out(0), u64::MAX);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Bytes anywhere in `u64`, with locality on (with and without nodes):
+    /// the plan is refused exactly when the bytes with an origin pass
+    /// `u64::MAX`, and otherwise every byte count of the traffic is the
+    /// exact sum of the moves'.
+    #[test]
+    fn traffic_is_exact_for_huge_byte_counts(
+        samples in prop::collection::vec((1u32..200, 0usize..4, prop::option::of(0u32..3), 0u64..u64::MAX, any::<bool>()), 4..40),
+        node in prop::option::of(1usize..3),
+    ) {
+        use microbatch::plan::Locality;
+        let samples: Vec<StepSample> = samples
+            .iter()
+            .enumerate()
+            .map(|(i, &(t, origin, shift, bytes, with_origin))| {
+                // Mostly huge, sometimes small.
+                let bytes = shift.map_or(bytes, |s| bytes >> (20 * (s + 1)));
+                let s = text(i as u64, t).with_bytes(bytes);
+                if with_origin { s.with_origin(origin) } else { s }
+            })
+            .collect();
+        let loc = Locality::new(0.01).unwrap();
+        let loc = node.map_or(loc, |n| loc.ranks_per_node(n));
+        let total: u128 = samples
+            .iter()
+            .filter(|s| s.origin().is_some())
+            .map(|s| u128::from(s.bytes()))
+            .sum();
+        match planner(4).locality(loc).plan(&samples) {
+            Err(Error::BytesOverflow { id }) => {
+                prop_assert!(total > u128::from(u64::MAX));
+                // The sum passes u64::MAX at `id`, not before.
+                let upto = |last: u64| -> u128 {
+                    samples
+                        .iter()
+                        .filter(|s| s.origin().is_some() && s.id() <= last)
+                        .map(|s| u128::from(s.bytes()))
+                        .sum()
+                };
+                prop_assert!(upto(id) > u128::from(u64::MAX));
+                prop_assert!(id == 0 || upto(id - 1) <= u128::from(u64::MAX));
+            }
+            Err(other) => prop_assert!(false, "unexpected error {other}"),
+            Ok(plan) => {
+                prop_assert!(total <= u128::from(u64::MAX));
+                let Some(t) = plan.report().traffic else {
+                    prop_assert!(samples.iter().all(|s| s.origin().is_none()));
+                    return Ok(());
+                };
+                let x = plan.exchange().unwrap();
+                prop_assert_eq!(u128::from(t.bytes_total), total);
+                let moved: u128 = x.moves().map(|m| u128::from(m.bytes)).sum();
+                prop_assert_eq!(u128::from(t.bytes_moved), moved);
+                let out = (0..4).map(|r| u128::from(x.bytes_out(r))).max().unwrap();
+                let inn = (0..4).map(|r| u128::from(x.bytes_in(r))).max().unwrap();
+                prop_assert_eq!((u128::from(t.max_bytes_out), u128::from(t.max_bytes_in)), (out, inn));
+                for r in 0..4 {
+                    let exact: u128 = x.moves().filter(|m| m.from == r).map(|m| u128::from(m.bytes)).sum();
+                    prop_assert_eq!(u128::from(x.bytes_out(r)), exact);
+                }
+            }
+        }
+    }
 }

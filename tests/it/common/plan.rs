@@ -1,0 +1,17 @@
+//! Samples and planners the planning tests build alike.
+
+use microbatch::cost::{Sample, Tokens};
+use microbatch::plan::{Planner, StepSample};
+
+/// A text-only sample of `tokens` tokens with id `id`.
+pub fn text(id: u64, tokens: u32) -> StepSample {
+    StepSample::new(id, Sample::text_only(tokens))
+}
+
+/// A planner on one unit of cost a token (`Tokens::new(1.0)`): the cost of a
+/// micro-batch is its token count, so expected loads are plain sums.
+pub fn tokens_planner(ranks: usize, seq_len: u32) -> Planner<Tokens> {
+    Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(ranks)
+        .seq_len(seq_len)
+}
