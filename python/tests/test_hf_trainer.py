@@ -3,11 +3,12 @@
 Two processes on gloo (accelerate's own DDP, set up by ``TrainingArguments``
 from the environment torchrun would give) and one process train tiny
 float64 models (``hf_models.py``) for 3 optimizer steps of SGD with Trainer's
-defaults where they matter: gradient clipping (at 0.5, below these steps' gradient norms: on the whole step's
-gradient: the reference clips too), ``average_tokens_across_devices``,
-``remove_unused_columns``. The parameters after every step must be those of
+defaults where they matter: gradient clipping (at 0.5, which these steps'
+gradient norms exceed, asserted: it acts on the whole step's gradient, and
+the reference clips too), ``average_tokens_across_devices``,
+``remove_unused_columns``. The parameters after the 3 steps must be those of
 one process on the unsplit, unpacked global batches (``hf_models.reference``)
-to 1e-10, and the logged loss the reference's step loss. Each rank must see
+to 1e-10, and the logged loss of every step the reference's step loss. Each rank must see
 exactly the plan's micro-batches in order (accelerate's ``BatchSamplerShard``
 would otherwise hand it every second one); one configuration has more
 micro-steps than a rank has samples (empty micro-batches) and a vision model
@@ -90,6 +91,7 @@ def run(name, normalization, accumulation, out, **kw):
         "empty": sum(not s.micro_batch(j) for s in steps for j in range(s.micro_steps)),
         "batches": [b.tolist() for b in sampler.batches()],
         "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
+        "grad_norms": [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h],
         "global_step": trainer.state.global_step,
     }
 
@@ -125,6 +127,7 @@ def check(record, name, normalization, accumulation, what):
         f"{what}: the rank trained other micro-batches than its plan's: {record['marks']}"
     )
     assert record["losses"] == pytest.approx(losses, rel=1e-3, abs=1e-4), f"{what}: logged losses"
+    assert max(record["grad_norms"]) > CLIP, f"{what}: clipping never acted ({record['grad_norms']})"
     return H.rel(record["params"], ref[-1])
 
 
