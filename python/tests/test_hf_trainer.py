@@ -188,3 +188,29 @@ def test_example_train_hf_vlm_with_trainer_under_torchrun():
 
     with tempfile.TemporaryDirectory() as out:
         run_example("--trainer", "--output-dir", out)
+
+
+def test_trainer_checks_each_accumulation_group_is_one_step(tmp_path):
+    import transformers
+
+    from microbatch.errors import SettingError
+    from microbatch.hf import PackedCollator
+    from microbatch.hf.trainer import LOSS_SCALE_KEY, BalancedTrainer
+
+    model = H.build_model("llama", "sdpa")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True,
+                                          gradient_accumulation_steps=2, disable_tqdm=True)
+    data = H.make_dataset("llama", 8)
+    trainer = BalancedTrainer(model=model, args=args, train_dataset=data, seq_len=64, global_batch_size=4,
+                              data_collator=PackedCollator(model, check_packing=False))
+    batches = list(trainer.get_train_dataloader())
+    steps = trainer.balanced_sampler.steps()
+    assert len(batches) == len(trainer.balanced_sampler) == 2 * len(steps) == 4
+    marks = [(b[LOSS_SCALE_KEY].step, b[LOSS_SCALE_KEY].micro_step) for b in batches]
+    assert marks == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [b[LOSS_SCALE_KEY].scale for b in batches] == [s.loss_scale("token", "mean") for s in steps for _ in "ab"]
+    group, items = trainer.get_batch_samples(iter(batches), 2, torch.device("cpu"))
+    assert len(group) == 2 and items is None  # no num_items_in_batch: the plan's scale replaces it
+    # Every second micro-batch, as a sampler sharded again across 2 ranks would give.
+    with pytest.raises(SettingError, match=r"\(step, micro-step\) \[\(0, 0\), \(1, 0\)\]"):
+        trainer.get_batch_samples(iter(batches[::2]), 2, torch.device("cpu"))
