@@ -508,3 +508,41 @@ def test_other_families_through_what_the_collator_reads_from_the_model(name):
     batch = collator([])
     summed_loss(model(**batch), batch).backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+def test_a_vision_model_of_another_layout_gets_a_padding_image_found_by_the_probe():
+    """LLaVA (pixel_values (n, 3, H, W), no grid): the probe sizes a padding image by running the vision tower."""
+    if getattr(transformers, "LlavaConfig", None) is None:
+        pytest.skip("this transformers has no LLaVA")
+    torch.manual_seed(0)
+    vision = dict(model_type="clip_vision_model", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, image_size=8, patch_size=4, projection_dim=16)
+    config = transformers.LlavaConfig(vision_config=vision, text_config=dict(TEXT, model_type="llama"),
+                                      image_token_index=IMAGE, vision_feature_layer=-1)
+    model = transformers.LlavaForConditionalGeneration(config).double()
+    collator = PackedCollator(model)
+    data = samples(False, images=(0, 0))
+    batch = collator(data)
+    assert batch["pixel_values"].shape == (1, 3, 8, 8)  # (8 / 4)^2 = 4 placeholders
+    assert int((batch["input_ids"] == IMAGE).sum()) == 4
+    loss = summed_loss(model(**batch), batch, "token")
+    loss.backward()
+    padded = {n: p.grad for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    real = dict(data[0], input_ids=torch.cat([data[0]["input_ids"], torch.full((4,), IMAGE)]),
+                labels=torch.cat([data[0]["labels"], torch.full((4,), -100)]), pixel_values=torch.randn(1, 3, 8, 8))
+    with_image = collator([real])
+    summed_loss(model(**with_image), with_image).backward()
+    # The padding image reaches every parameter a real image reaches, with a zero gradient in the vision tower.
+    for n, p in model.named_parameters():
+        assert (padded[n] is None) == (p.grad is None), n
+        if padded[n] is not None and ("vision" in n or "projector" in n):
+            assert torch.count_nonzero(padded[n]) == 0, n
+    model.eval()
+    with torch.no_grad():
+        packed = model(**batch).logits[0]
+        start = 0
+        for s in data:
+            n = s["input_ids"].shape[0]
+            assert rel(packed[start : start + n], alone(model, s)) <= 1e-12
+            start += n

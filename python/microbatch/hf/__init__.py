@@ -70,8 +70,9 @@ What the collator reads from the model, so that other families work too:
 row 0 the text positions transformers builds the packed mask from),
 ``image_token_id``/``video_token_id``, and the vision config's
 ``spatial_merge_size``, ``patch_size``, ``temporal_patch_size`` and
-``in_channels`` (the padding image). A vision model of another layout needs
-``padding_sample=`` for its image-less micro-batches.
+``in_channels`` (the padding image); for a vision model of another layout,
+the placeholder count of one image of ``vision_config.image_size`` as its
+``get_image_features`` gives it (or ``padding_sample=``).
 
 Example (one process; a tiny Qwen2 from a config, random weights):
 

@@ -202,9 +202,12 @@ class PackedCollator:
     image, so the vision tower runs on every rank (DDP raises "Expected to
     have finished reduction" otherwise). The image is built from the config
     for models that take ``image_grid_thw`` (the Qwen2-VL family); for other
-    vision models pass ``padding_sample=`` (one sample with one small image,
-    made with the model's processor), or ``pad_images=False`` when no padding
-    image is wanted (one process, or ``find_unused_parameters=True``).
+    layouts (LLaVA, Gemma 3, ...) the probe, when bound to a model, sizes one
+    image of ``vision_config.image_size`` by running ``get_image_features``
+    and keeps it if the packed batch runs with it. Otherwise pass
+    ``padding_sample=`` (one sample with one small image, made with the
+    model's processor), or ``pad_images=False`` when no padding image is
+    wanted (one process, or ``find_unused_parameters=True``).
 
     **The packing probe.** Bound to a model (not a config) with
     ``check_packing=True``, the constructor runs the model once in eval mode
@@ -527,6 +530,9 @@ class PackedCollator:
 
     def __call__(self, samples: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
         """Packs ``samples`` (a micro-batch, possibly empty) into one batch for ``model(**batch)``."""
+        return self._collate(samples, self.pad_images and self.vision)
+
+    def _collate(self, samples: Sequence[Mapping[str, Any]], pad_images: bool) -> Dict[str, Any]:
         if isinstance(samples, Mapping):
             raise InputError("PackedCollator takes a list of samples, got one dict", item=0)
         docs: List[Dict[str, Any]] = []
@@ -543,8 +549,8 @@ class PackedCollator:
                 token_present[k] = token_present.get(k, 0) + 1
             any_images = any_images or bool(doc["has_vision"])
             docs.append(doc)
-        if not docs or (self.pad_images and self.vision and not any_images):
-            pad = self._document(self.padding_document(image=self.pad_images and self.vision), "padding")
+        if not docs or (pad_images and not any_images):
+            pad = self._document(self.padding_document(image=pad_images), "padding")
             if pad is None:
                 raise SettingError("padding_sample has no tokens", item="padding_sample")
             pad["padding"] = True
@@ -688,6 +694,35 @@ class PackedCollator:
 
     # --- the probe -------------------------------------------------------------
 
+    def _discover_padding(self, model: Any, device: Any, dtype: Any) -> Optional[Dict[str, Any]]:
+        """A padding sample with one image of ``vision_config.image_size`` for a vision model of another layout
+        than Qwen2-VL's (LLaVA, Gemma 3, ...): its placeholder count read from ``get_image_features``; ``None``
+        when the model does not say."""
+        vision = self.config.vision_config
+        size = _as_int(getattr(vision, "image_size", None))
+        features = getattr(model, "get_image_features", None)
+        if size is None or self.image_token_id is None or not callable(features):
+            return None
+        channels = _as_int(_first(vision, ("num_channels", "in_channels", "in_chans"))) or 3
+        g = torch.Generator().manual_seed(4321)
+        pixels = torch.rand(1, channels, size, size, generator=g, dtype=torch.float32) * 2 - 1
+        try:
+            out = features(pixel_values=pixels.to(device=device, dtype=dtype))
+        except Exception:  # noqa: BLE001 - a layout that needs more inputs: no padding image
+            return None
+        f = out if isinstance(out, torch.Tensor) else getattr(out, "pooler_output", None)
+        if isinstance(f, (list, tuple)) and len(f) == 1:
+            f = f[0]
+        if not isinstance(f, torch.Tensor) or f.dim() not in (2, 3) or (f.dim() == 3 and f.shape[0] != 1):
+            return None
+        tokens = int(f.shape[-2])
+        if tokens < 1:
+            return None
+        return {
+            "input_ids": torch.tensor([self._pad_token] + [int(self.image_token_id)] * tokens, dtype=torch.int64),
+            "pixel_values": pixels,
+        }
+
     def _probe_documents(self, vocab: int) -> List[Dict[str, Any]]:
         special = {self.image_token_id, self.video_token_id, self._vision_start, self._vision_end, self._pad_token}
         pool = [t for t in range(1, max(vocab, 2)) if t not in special][:997] or [0]
@@ -766,7 +801,20 @@ class PackedCollator:
         target.eval()
         try:
             with torch.no_grad():
-                packed = run(self(docs))
+                # A vision model of another layout than Qwen2-VL's: a padding image found by running its
+                # vision tower on one image of vision_config.image_size, kept if the packed batch runs with it.
+                found = False
+                if self.vision and self.pad_images and not self._grid and self._padding is None:
+                    self._padding = self._discover_padding(model, device, dtype)
+                    found = self._padding is not None
+                pad = self.pad_images and self.vision and (self._grid or self._padding is not None)
+                try:
+                    packed = run(self._collate(docs, pad))
+                except Exception:  # noqa: BLE001 - the found padding image does not fit: ask for padding_sample=
+                    if not found:
+                        raise
+                    self._padding = None
+                    packed = run(self._collate(docs, False))
                 singles = [run(alone(d)) for d in docs]
                 joined: Dict[str, Any] = {"input_ids": torch.cat([d["input_ids"] for d in docs])}
                 for k in ("pixel_values", "image_grid_thw"):
