@@ -546,3 +546,17 @@ def test_a_vision_model_of_another_layout_gets_a_padding_image_found_by_the_prob
             n = s["input_ids"].shape[0]
             assert rel(packed[start : start + n], alone(model, s)) <= 1e-12
             start += n
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_the_probe_bound_in_lower_precisions(dtype, monkeypatch):
+    """A model in float32 passes within float32 rounding, in 16 bits within a tenth of a leak; a leak fails in each."""
+    import transformers.masking_utils as mu
+
+    model = build("qwen2-vl").to(getattr(torch, dtype))
+    collator = PackedCollator(model)
+    packed, leak = collator.check(model)
+    assert packed <= (1.2e-4 if dtype == "float32" else 0.1 * leak)
+    monkeypatch.setattr(mu, "find_packed_sequence_indices", lambda position_ids: None)
+    with pytest.raises(PackingError):
+        collator.check(model)

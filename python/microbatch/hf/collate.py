@@ -748,7 +748,7 @@ class PackedCollator:
         when ``packed`` is within rounding: ``1000 * eps`` of float32 (1.2e-4)
         for float32 and float64 models (eager attention computes its softmax
         in float32), the larger of a tenth of ``leak`` and ``8 * eps`` for
-        16-bit dtypes. Runs in eval mode without
+        16-bit dtypes (bfloat16, float16). Runs in eval mode without
         gradients and restores the model's mode.
 
         >>> import transformers
@@ -837,9 +837,10 @@ class PackedCollator:
         scale = max(float(s.abs().max()) for s in singles) or 1.0
         err = max(float((packed[:n0] - singles[0]).abs().max()), float((packed[n0 : n0 + singles[1].shape[0]] - singles[1]).abs().max())) / scale
         leak = float((together[n0:] - singles[1]).abs().max()) / scale
-        # float64 models too are held to float32 rounding: eager attention computes its softmax in float32.
-        eps = max(torch.finfo(dtype).eps if dtype.is_floating_point else 0.0, torch.finfo(torch.float32).eps)
-        bound = 1000 * eps if eps < 1e-3 else max(0.1 * leak, 8 * eps)
+        if dtype.is_floating_point and torch.finfo(dtype).bits <= 16:  # bfloat16, float16: a tenth of a leak
+            bound = max(0.1 * leak, 8 * torch.finfo(dtype).eps)
+        else:  # float64 too is held to float32 rounding: eager attention computes its softmax in float32
+            bound = 1000 * torch.finfo(torch.float32).eps
         if not math.isfinite(err) or err > bound:
             raise PackingError(
                 f"{type(model).__name__} (attn_implementation={impl!r}, {dtype}) mixes packed documents: the logits of "
