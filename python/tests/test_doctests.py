@@ -25,7 +25,12 @@ def modules():
 
 
 # The optional dependencies each module needs: without them its examples are skipped.
-NEEDS = {"microbatch.torch": ("torch",), "microbatch.hf": ("torch", "transformers")}
+NEEDS = {
+    "microbatch.torch": ("torch",),
+    # The Trainer integration also needs accelerate (transformers.Trainer imports it).
+    "microbatch.hf.trainer": ("torch", "transformers", "accelerate"),
+    "microbatch.hf": ("torch", "transformers"),
+}
 
 
 def needs(name):
