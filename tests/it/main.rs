@@ -1,5 +1,18 @@
-//! The integration tests: one binary (`cargo test --test it`), one module a
-//! file, the helpers shared in `common`.
+//! The integration tests, one binary (`cargo test --test it`; `cargo test`
+//! runs it with the rest): one module a file, named `<area>_<what>` (`pack_`,
+//! `partition_`, `cost_`, `plan_`, `balance_` for the example), so that
+//! `cargo test --test it plan_` runs one area. One binary links the crate
+//! once instead of once a file.
+//!
+//! - `common/`: what the tests share (the seeded generator, the packing
+//!   oracles, sample and planner builders, float comparisons);
+//! - `examples.rs`: the examples' own modules, compiled from their source;
+//! - `../data/`: the known-answer data (BPPLIB, `known_answers.json`) with
+//!   its provenance;
+//! - `../proptest-regressions/<module>.txt`: the pinned seeds of each
+//!   module's property tests. proptest finds them there because this
+//!   directory holds a `main.rs` (its default `SourceParallel` persistence);
+//!   they are replayed before any new case.
 
 mod common;
 mod examples;
