@@ -8,7 +8,7 @@ use super::evaluate::step_time;
 use super::finish::{finish, Context, Layout};
 use super::group::{ungroup, units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
-use super::output::{Elapsed, Plan};
+use super::output::Plan;
 use super::pack::{pack, Packed, Request};
 use super::pair::pair;
 use super::prepare::{prepare, Caps, Prepared};
@@ -735,7 +735,7 @@ impl<M: Incremental> Planner<M> {
         }
         #[cfg(feature = "std")]
         {
-            plan.planning_time = Elapsed(Some(start.elapsed()));
+            plan.planning_time = super::output::Elapsed(Some(start.elapsed()));
         }
         Ok(plan)
     }

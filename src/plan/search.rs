@@ -180,9 +180,10 @@ struct Search<'a> {
 }
 
 /// The sequences `seqs` after the search in the stage's deal (see the
-/// module docs; unchanged for [`SyncModel::Step`]) with a budget of `effort
-/// * max(n + K, 65536)` (`0`: nothing is done): members and loads are kept
-/// up to date, the costs are not read; pinned positions never move.
+/// module docs; unchanged for [`SyncModel::Step`]), within a budget of
+/// `effort * max(n + K, 65536)` units (`0`: nothing is done): members and
+/// loads are kept up to date, the costs are not read; pinned positions
+/// never move.
 pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Sequences {
     let Stage {
         prep,
