@@ -1,5 +1,6 @@
-//! The crate's error type: [`Error`], with the values it names ([`Scalar`],
-//! [`InvalidReason`], [`Oversize`]).
+//! The crate's error type: [`Error`], its [`ErrorKind`] (what a caller
+//! branches on), and the values it names ([`Scalar`], [`InvalidReason`],
+//! [`Oversize`]).
 //!
 //! Every fallible routine of the crate validates its whole input before it
 //! does any work and returns an [`Error`] that names the offending item (its
@@ -11,7 +12,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::cost::Phase;
+use crate::phase::Phase;
 
 /// A size, weight or capacity as it appears in an error message.
 ///
@@ -252,7 +253,7 @@ pub enum Error {
     InvalidTiming {
         /// The phase whose time it is, or `None` for a whole
         /// ([`Timing::Total`](crate::cost::Timing::Total)) time.
-        phase: Option<crate::cost::Phase>,
+        phase: Option<Phase>,
         /// The rejected value.
         value: f64,
         /// Why it was rejected.
@@ -495,6 +496,169 @@ pub enum Error {
         /// The known names.
         known: &'static [&'static str],
     },
+}
+
+/// What kind of failure an [`Error`] is ([`Error::kind`]): the groups a
+/// caller branches on, each a different fix. Every variant of [`Error`]
+/// belongs to exactly one kind; the Python binding raises one exception
+/// class a kind (`microbatch.errors.CapacityError`, ...).
+///
+/// The enum is `#[non_exhaustive]`: a match needs a `_` arm, which a kind
+/// added in a minor release reaches.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::pack::first_fit_decreasing;
+/// use microbatch::ErrorKind;
+///
+/// let err = first_fit_decreasing(&[5u32, 20], 10).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Oversize);
+/// let fix = match err.kind() {
+///     ErrorKind::Oversize | ErrorKind::Infeasible => "a larger capacity or fewer items",
+///     ErrorKind::Setting | ErrorKind::Capacity => "another setting",
+///     _ => "other input",
+/// };
+/// assert_eq!(fix, "a larger capacity or fewer items");
+/// assert_eq!(ErrorKind::Oversize.to_string(), "oversize");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The capacity (or cap) is unusable, or an item does not match its
+    /// dimensions: [`Error::NoDimensions`], [`Error::ZeroCapacity`],
+    /// [`Error::InvalidCapacity`], [`Error::DimensionMismatch`].
+    Capacity,
+    /// A value of the input is invalid (NaN, negative, infinite, out of
+    /// range): [`Error::InvalidSize`], [`Error::InvalidCoefficient`],
+    /// [`Error::InvalidCost`], [`Error::InvalidFloor`],
+    /// [`Error::LossTokens`], [`Error::InvalidOrigin`],
+    /// [`Error::InvalidTiming`].
+    InvalidValue,
+    /// Items (or a group of samples) larger than what holds them:
+    /// [`Error::Oversize`], [`Error::GroupTooLarge`].
+    Oversize,
+    /// A calibration cannot fit its rows: [`Error::TooFewRows`],
+    /// [`Error::RowLength`], [`Error::InvalidMeasurement`],
+    /// [`Error::CoefficientRange`], [`Error::PredictionOverflow`],
+    /// [`Error::RankDeficient`].
+    Fit,
+    /// Sums beyond the range of their type (give the values in a larger
+    /// unit): [`Error::SizeOverflow`], [`Error::CostOverflow`],
+    /// [`Error::BytesOverflow`].
+    Limit,
+    /// A setting or argument out of its range, or arguments that do not
+    /// go together: [`Error::InvalidSetting`], [`Error::ZeroParts`],
+    /// [`Error::TooManyParts`], [`Error::TooFewSamples`],
+    /// [`Error::UnequalCounts`], [`Error::NotAPartition`],
+    /// [`Error::PlanMismatch`], [`Error::UnknownName`].
+    Setting,
+    /// Valid input without a solution under the constraints:
+    /// [`Error::CapExceeded`], [`Error::MicroStepsInfeasible`].
+    Infeasible,
+    /// Two samples of a step share an id: [`Error::DuplicateId`].
+    DuplicateId,
+}
+
+impl ErrorKind {
+    /// Every kind, in order.
+    pub const ALL: [ErrorKind; 8] = [
+        ErrorKind::Capacity,
+        ErrorKind::InvalidValue,
+        ErrorKind::Oversize,
+        ErrorKind::Fit,
+        ErrorKind::Limit,
+        ErrorKind::Setting,
+        ErrorKind::Infeasible,
+        ErrorKind::DuplicateId,
+    ];
+
+    /// The kind's name in lower case with spaces: `"capacity"`, `"invalid
+    /// value"`, `"oversize"`, `"fit"`, `"limit"`, `"setting"`,
+    /// `"infeasible"`, `"duplicate id"` (also its `Display`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::ErrorKind;
+    ///
+    /// assert_eq!(ErrorKind::InvalidValue.name(), "invalid value");
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Capacity => "capacity",
+            ErrorKind::InvalidValue => "invalid value",
+            ErrorKind::Oversize => "oversize",
+            ErrorKind::Fit => "fit",
+            ErrorKind::Limit => "limit",
+            ErrorKind::Setting => "setting",
+            ErrorKind::Infeasible => "infeasible",
+            ErrorKind::DuplicateId => "duplicate id",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Error {
+    /// What kind of failure this is (see [`ErrorKind`]): the group a
+    /// caller branches on, for example to retry with another setting
+    /// ([`ErrorKind::Setting`]) or to drop an oversize sample
+    /// ([`ErrorKind::Oversize`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::lpt;
+    /// use microbatch::{Error, ErrorKind};
+    ///
+    /// let err = lpt(&[3u32, 4], 0).unwrap_err();
+    /// assert_eq!(err, Error::ZeroParts);
+    /// assert_eq!(err.kind(), ErrorKind::Setting);
+    /// ```
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        use ErrorKind as K;
+        match self {
+            Error::NoDimensions
+            | Error::ZeroCapacity { .. }
+            | Error::InvalidCapacity { .. }
+            | Error::DimensionMismatch { .. } => K::Capacity,
+            Error::InvalidSize { .. }
+            | Error::InvalidCoefficient { .. }
+            | Error::InvalidCost { .. }
+            | Error::InvalidFloor { .. }
+            | Error::LossTokens { .. }
+            | Error::InvalidOrigin { .. }
+            | Error::InvalidTiming { .. } => K::InvalidValue,
+            Error::Oversize { .. } | Error::GroupTooLarge { .. } => K::Oversize,
+            Error::TooFewRows { .. }
+            | Error::RowLength { .. }
+            | Error::InvalidMeasurement { .. }
+            | Error::CoefficientRange { .. }
+            | Error::PredictionOverflow { .. }
+            | Error::RankDeficient { .. } => K::Fit,
+            Error::SizeOverflow { .. }
+            | Error::CostOverflow { .. }
+            | Error::BytesOverflow { .. } => K::Limit,
+            Error::InvalidSetting { .. }
+            | Error::ZeroParts
+            | Error::TooManyParts { .. }
+            | Error::TooFewSamples { .. }
+            | Error::UnequalCounts { .. }
+            | Error::NotAPartition { .. }
+            | Error::PlanMismatch { .. }
+            | Error::UnknownName { .. } => K::Setting,
+            Error::CapExceeded { .. } | Error::MicroStepsInfeasible { .. } => K::Infeasible,
+            Error::DuplicateId { .. } => K::DuplicateId,
+        }
+    }
 }
 
 /// How many offending items [`Error::Oversize`] lists in its message.

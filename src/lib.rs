@@ -119,6 +119,7 @@ pub mod cost;
 mod error;
 mod grouped;
 mod num;
+mod phase;
 pub mod pack;
 pub mod partition;
 pub mod plan;
@@ -128,7 +129,7 @@ pub mod scenario;
 #[cfg(test)]
 mod test_rng;
 
-pub use crate::error::{Error, InvalidReason, Oversize, Scalar};
+pub use crate::error::{Error, ErrorKind, InvalidReason, Oversize, Scalar};
 pub use crate::num::{not_nan, Item, Size, Total};
 pub use ordered_float::NotNan;
 

@@ -4,86 +4,92 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use microbatch::cost::Phase;
-use microbatch::Error;
+use microbatch::{Error, ErrorKind};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// The class of `microbatch.errors` an error maps to, its variant name and
 /// the offending item (an index, an id, a dimension or a name), if any.
-fn classify(err: &Error) -> (&'static str, &'static str, Option<Item>) {
+///
+/// The class is the crate's [`Error::kind`], one class a kind; the variant
+/// name is the `Debug` form's leading identifier (`"InvalidSize"` for
+/// `InvalidSize { .. }`), so that a variant added later reaches Python with
+/// its own name.
+fn classify(err: &Error) -> (&'static str, String, Option<Item>) {
+    (class_of(err.kind()), variant(err), item(err))
+}
+
+/// The `microbatch.errors` class of a kind. `ErrorKind` is non-exhaustive: a
+/// kind added later still reaches Python as an input error with its message.
+fn class_of(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Capacity => "CapacityError",
+        ErrorKind::InvalidValue => "InvalidValueError",
+        ErrorKind::Oversize => "OversizeError",
+        ErrorKind::Fit => "FitError",
+        ErrorKind::Limit => "LimitError",
+        ErrorKind::Setting => "SettingError",
+        ErrorKind::Infeasible => "InfeasibleError",
+        ErrorKind::DuplicateId => "DuplicateIdError",
+        _ => "InputError",
+    }
+}
+
+/// The variant's name: the leading identifier of its derived `Debug` form.
+fn variant(err: &Error) -> String {
+    let debug = format!("{err:?}");
+    let end = debug
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(debug.len());
+    debug[..end].to_owned()
+}
+
+/// The offending item an error names, for the exception's `item`: the
+/// first oversize item (by id for samples), the index, dimension, row or
+/// feature, the sample or group id, or the parameter's name.
+fn item(err: &Error) -> Option<Item> {
     use Item::{Id, Index, Name};
     match err {
-        Error::NoDimensions => ("CapacityError", "NoDimensions", None),
-        Error::ZeroCapacity { dim } => ("CapacityError", "ZeroCapacity", Some(Index(*dim))),
-        Error::InvalidCapacity { dim, .. } => {
-            ("CapacityError", "InvalidCapacity", Some(Index(*dim)))
+        Error::ZeroCapacity { dim } | Error::InvalidCapacity { dim, .. } => Some(Index(*dim)),
+        Error::DimensionMismatch { index, .. } | Error::InvalidSize { index, .. } => {
+            Some(Index(*index))
         }
-        Error::DimensionMismatch { index, .. } => {
-            ("CapacityError", "DimensionMismatch", Some(Index(*index)))
+        Error::Oversize { items } => items.first().map(|o| match o.id {
+            Some(id) => Id(id),
+            None => Index(o.index),
+        }),
+        Error::InvalidCoefficient { name, .. } | Error::InvalidSetting { name, .. } => {
+            Some(Name(name))
         }
-        Error::InvalidSize { index, .. } => {
-            ("InvalidValueError", "InvalidSize", Some(Index(*index)))
+        Error::RowLength { row, .. }
+        | Error::InvalidMeasurement { row, .. }
+        | Error::PredictionOverflow { row, .. } => Some(Index(*row)),
+        Error::CoefficientRange { feature, .. } | Error::RankDeficient { feature } => {
+            Some(Index(*feature))
         }
-        Error::Oversize { items } => {
-            let item = items.first().map(|o| match o.id {
-                Some(id) => Id(id),
-                None => Index(o.index),
-            });
-            ("OversizeError", "Oversize", item)
-        }
-        Error::InvalidCoefficient { name, .. } => {
-            ("InvalidValueError", "InvalidCoefficient", Some(Name(name)))
-        }
-        Error::TooFewRows { .. } => ("FitError", "TooFewRows", None),
-        Error::RowLength { row, .. } => ("FitError", "RowLength", Some(Index(*row))),
-        Error::InvalidMeasurement { row, .. } => {
-            ("FitError", "InvalidMeasurement", Some(Index(*row)))
-        }
-        Error::CoefficientRange { feature, .. } => {
-            ("FitError", "CoefficientRange", Some(Index(*feature)))
-        }
-        Error::PredictionOverflow { row, .. } => {
-            ("FitError", "PredictionOverflow", Some(Index(*row)))
-        }
-        Error::RankDeficient { feature } => ("FitError", "RankDeficient", Some(Index(*feature))),
-        Error::SizeOverflow { dim } => ("LimitError", "SizeOverflow", dim.map(Index)),
-        Error::UnequalCounts { part, .. } => ("SettingError", "UnequalCounts", Some(Index(*part))),
-        Error::ZeroParts => ("SettingError", "ZeroParts", None),
-        Error::TooManyParts { .. } => ("SettingError", "TooManyParts", None),
-        Error::CapExceeded { dim, .. } => ("InfeasibleError", "CapExceeded", Some(Index(*dim))),
-        Error::NotAPartition { index, .. } => {
-            ("SettingError", "NotAPartition", Some(Index(*index)))
-        }
-        Error::InvalidSetting { name, .. } => ("SettingError", "InvalidSetting", Some(Name(name))),
-        Error::TooFewSamples { .. } => ("SettingError", "TooFewSamples", None),
-        Error::DuplicateId { id } => ("DuplicateIdError", "DuplicateId", Some(Id(*id))),
-        Error::MicroStepsInfeasible { .. } => ("InfeasibleError", "MicroStepsInfeasible", None),
-        Error::InvalidCost { id, .. } => ("InvalidValueError", "InvalidCost", Some(Id(*id))),
-        Error::InvalidFloor { id, .. } => ("InvalidValueError", "InvalidFloor", Some(Id(*id))),
-        Error::CostOverflow { .. } => ("LimitError", "CostOverflow", None),
-        Error::BytesOverflow { id } => ("LimitError", "BytesOverflow", Some(Id(*id))),
-        Error::LossTokens { id, .. } => ("InvalidValueError", "LossTokens", Some(Id(*id))),
-        Error::PlanMismatch { id, .. } => ("SettingError", "PlanMismatch", id.map(Id)),
-        Error::UnknownName { .. } => ("SettingError", "UnknownName", None),
+        Error::SizeOverflow { dim } => dim.map(Index),
+        Error::UnequalCounts { part, .. } => Some(Index(*part)),
+        Error::CapExceeded { dim, .. } => Some(Index(*dim)),
+        Error::NotAPartition { index, .. } => Some(Index(*index)),
+        Error::DuplicateId { id }
+        | Error::InvalidCost { id, .. }
+        | Error::InvalidFloor { id, .. }
+        | Error::LossTokens { id, .. }
         // A sample's value (its origin), like a bad cost: named by id.
-        Error::InvalidOrigin { id, .. } => ("InvalidValueError", "InvalidOrigin", Some(Id(*id))),
+        | Error::InvalidOrigin { id, .. }
+        | Error::BytesOverflow { id } => Some(Id(*id)),
+        Error::PlanMismatch { id, .. } => id.map(Id),
         // A group too large for one sequence or micro-batch: like an
         // oversize sample, named by its group id.
-        Error::GroupTooLarge { group, .. } => ("OversizeError", "GroupTooLarge", Some(Id(*group))),
+        Error::GroupTooLarge { group, .. } => Some(Id(*group)),
         // A measured time given to a calibrator, named by the keyword
         // argument of `Calibrator.observe` that carried it.
-        Error::InvalidTiming { phase, .. } => (
-            "InvalidValueError",
-            "InvalidTiming",
-            Some(Name(match phase {
-                Some(Phase::Vision) => "vision_seconds",
-                Some(Phase::Language) => "language_seconds",
-                None => "seconds",
-            })),
-        ),
-        // `Error` is non-exhaustive: a variant added later still reaches
-        // Python as an input error with its message.
-        _ => ("InputError", "Other", None),
+        Error::InvalidTiming { phase, .. } => Some(Name(match phase {
+            Some(Phase::Vision) => "vision_seconds",
+            Some(Phase::Language) => "language_seconds",
+            None => "seconds",
+        })),
+        _ => None,
     }
 }
 
@@ -101,7 +107,7 @@ pub(crate) enum Item {
 /// variant name) and `item` attributes and the crate's message.
 pub(crate) fn to_py(py: Python<'_>, err: &Error) -> PyErr {
     let (class, kind, item) = classify(err);
-    raise(py, class, kind, item, err.to_string())
+    raise(py, class, &kind, item, err.to_string())
 }
 
 /// The exception `microbatch.errors.<class>(message, kind=kind, item=item)`.

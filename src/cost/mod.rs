@@ -180,6 +180,8 @@ pub use self::boxed::{BoxCostModel, BoxState};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};
 pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
+// Defined in a leaf module that `error` also imports (no cycle).
+pub use crate::phase::Phase;
 pub use self::flops::{AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape};
 pub use self::given::Given;
 pub use self::linear::{Linear, Term};
@@ -560,51 +562,6 @@ impl Sample {
     #[must_use]
     pub fn tokens(&self) -> u64 {
         u64::from(self.text).saturating_add(self.image_tokens())
-    }
-}
-
-/// A phase of a training step with its own barrier under FSDP/ZeRO-3: the
-/// vision encoder or the language model.
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::cost::{Phase, Phases};
-///
-/// let p = Phases::only(Phase::Vision, 2.0);
-/// assert_eq!((p.get(Phase::Vision), p.get(Phase::Language)), (2.0, 0.0));
-/// assert_eq!(Phase::ALL.len(), 2);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Phase {
-    /// The vision encoder (and its projector).
-    Vision,
-    /// The language model.
-    Language,
-}
-
-impl Phase {
-    /// Every phase, in order.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::cost::{Phase, Phases};
-    ///
-    /// let p = Phases::new(1.0, 4.0);
-    /// let total: f64 = Phase::ALL.iter().map(|&phase| p.get(phase)).sum();
-    /// assert_eq!(total, p.total());
-    /// ```
-    pub const ALL: [Phase; 2] = [Phase::Vision, Phase::Language];
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Phase::Vision => "vision",
-            Phase::Language => "language",
-        })
     }
 }
 
