@@ -4,7 +4,8 @@
 # checked-in seed corpus, and fails if any target finds a crash, a broken
 # invariant, a hang over 10 s or an allocation over 4 GiB.
 #
-#   scripts/fuzz.sh          # 30 s a target (what CI runs)
+#   scripts/fuzz.sh          # 30 s a target
+#   scripts/fuzz.sh 10       # 10 s a target (what CI runs: the seeds and a little more)
 #   scripts/fuzz.sh 600      # the long run: 10 minutes a target
 #   scripts/fuzz.sh 60 plan  # some targets only
 #
