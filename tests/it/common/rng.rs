@@ -3,9 +3,9 @@
 //! input is reproducible, on every platform, from a `u64`. The unit tests
 //! inside the crate use `src/test_rng.rs`, built the same way.
 //!
-//! Tests reach it as `common::rng` (or `#[path = "common/rng.rs"] mod rng;`
-//! where they need nothing else of `common`), benches as
-//! `#[path = "../tests/common/rng.rs"] mod rng;`.
+//! Tests reach it as `crate::common::rng` (`TestRng` also as
+//! `crate::common::TestRng`), benches as
+//! `#[path = "../tests/it/common/rng.rs"] mod rng;`.
 #![allow(dead_code)]
 
 use rand::distr::Open01;
