@@ -113,5 +113,46 @@ fn benches(c: &mut Criterion) {
     }
 }
 
-criterion_group!(pack_benches, benches);
+/// Best fit over 50,000 two-dimensional items whose second capacity is too
+/// large for the groups by remaining capacity (more than 256 values), so
+/// that the search tree answers the queries: (tokens, image tokens) samples
+/// against 16384 tokens and 4096 image tokens, and the walk's worst case
+/// (every bin has room in tokens, none in the second dimension), each with
+/// `sort_unstable` of the same keys.
+fn best_fit_2d_tree(c: &mut Criterion) {
+    const N: usize = 50_000;
+    let mut group = c.benchmark_group("best_fit_decreasing_2d_tree");
+    let vlm: Vec<[u32; 2]> = samples(N, N as u64)
+        .into_iter()
+        .map(|[tokens, tiles]| [tokens, (tiles * 256).min(4096)])
+        .collect();
+    let full = vec![[1u32, 1000]; N];
+    for (name, keys, cap) in [
+        ("vlm", &vlm, [CAPACITY, 4096]),
+        ("second_full", &full, [100_000, 1000]),
+    ] {
+        group.throughput(Throughput::Elements(N as u64));
+        group.bench_with_input(
+            BenchmarkId::new(format!("sort_unstable_{name}"), N),
+            keys,
+            |b, keys| {
+                b.iter_batched_ref(
+                    || keys.clone(),
+                    |k| k.sort_unstable(),
+                    criterion::BatchSize::LargeInput,
+                )
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new(format!("best_fit_decreasing_{name}"), N),
+            keys,
+            |b, keys| {
+                b.iter(|| pack::best_fit_decreasing(black_box(keys), cap).map_or(0, |p| p.len()))
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(pack_benches, benches, best_fit_2d_tree);
 criterion_main!(pack_benches);

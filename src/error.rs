@@ -1071,6 +1071,242 @@ mod tests {
     use super::*;
     use alloc::string::ToString;
 
+    /// Every variant's kind, as the Python binding raised them before the
+    /// taxonomy moved here (one exception class a kind).
+    #[test]
+    fn every_variant_has_its_kind() {
+        use ErrorKind as K;
+        let o = Oversize {
+            index: 0,
+            id: None,
+            dim: 0,
+            name: None,
+            size: Scalar::Int(2),
+            capacity: Scalar::Int(1),
+        };
+        let r = InvalidReason::NaN;
+        let cases = [
+            (Error::NoDimensions, K::Capacity),
+            (Error::ZeroCapacity { dim: 0 }, K::Capacity),
+            (
+                Error::InvalidCapacity {
+                    dim: 0,
+                    value: Scalar::Float(-1.0),
+                    reason: r,
+                },
+                K::Capacity,
+            ),
+            (
+                Error::DimensionMismatch {
+                    index: 0,
+                    expected: 1,
+                    found: 2,
+                },
+                K::Capacity,
+            ),
+            (
+                Error::InvalidSize {
+                    index: 0,
+                    dim: 0,
+                    value: Scalar::Float(-1.0),
+                    reason: r,
+                },
+                K::InvalidValue,
+            ),
+            (
+                Error::Oversize {
+                    items: alloc::vec![o],
+                },
+                K::Oversize,
+            ),
+            (
+                Error::InvalidCoefficient {
+                    name: "a",
+                    value: -1.0,
+                    reason: r,
+                },
+                K::InvalidValue,
+            ),
+            (
+                Error::TooFewRows {
+                    rows: 1,
+                    features: 2,
+                },
+                K::Fit,
+            ),
+            (
+                Error::RowLength {
+                    row: 1,
+                    expected: 1,
+                    found: 2,
+                },
+                K::Fit,
+            ),
+            (
+                Error::InvalidMeasurement {
+                    row: 0,
+                    feature: None,
+                    value: 0.0,
+                },
+                K::Fit,
+            ),
+            (
+                Error::InvalidTiming {
+                    phase: None,
+                    value: -1.0,
+                    reason: r,
+                },
+                K::InvalidValue,
+            ),
+            (
+                Error::CoefficientRange {
+                    feature: 0,
+                    row: 0,
+                    value: 1.0,
+                    time: 1.0,
+                    exponent: 400,
+                },
+                K::Fit,
+            ),
+            (Error::PredictionOverflow { row: 0, time: 1.0 }, K::Fit),
+            (Error::RankDeficient { feature: 0 }, K::Fit),
+            (Error::SizeOverflow { dim: None }, K::Limit),
+            (
+                Error::UnequalCounts {
+                    part: 0,
+                    items: 0,
+                    fewest: 1,
+                },
+                K::Setting,
+            ),
+            (Error::ZeroParts, K::Setting),
+            (Error::TooManyParts { parts: 2, items: 1 }, K::Setting),
+            (
+                Error::CapExceeded {
+                    parts: 1,
+                    dim: 0,
+                    cap: Scalar::Int(1),
+                    best: Scalar::Int(2),
+                    proven: true,
+                    parts_needed: None,
+                },
+                K::Infeasible,
+            ),
+            (
+                Error::NotAPartition {
+                    items: 1,
+                    index: 0,
+                    times: 0,
+                },
+                K::Setting,
+            ),
+            (
+                Error::InvalidSetting {
+                    name: "ranks",
+                    value: 0,
+                    requirement: "at least 1",
+                },
+                K::Setting,
+            ),
+            (
+                Error::TooFewSamples {
+                    samples: 1,
+                    ranks: 2,
+                },
+                K::Setting,
+            ),
+            (
+                Error::GroupTooLarge {
+                    group: 1,
+                    samples: 2,
+                    dim: "tokens",
+                    size: 3,
+                    cap: 2,
+                },
+                K::Oversize,
+            ),
+            (Error::DuplicateId { id: 1 }, K::DuplicateId),
+            (
+                Error::MicroStepsInfeasible {
+                    given: 1,
+                    smallest: 2,
+                },
+                K::Infeasible,
+            ),
+            (
+                Error::InvalidCost {
+                    id: 1,
+                    phase: Phase::Vision,
+                    value: -1.0,
+                },
+                K::InvalidValue,
+            ),
+            (
+                Error::InvalidFloor {
+                    id: 1,
+                    phase: Phase::Vision,
+                    floor: 2.0,
+                    cost: 1.0,
+                },
+                K::InvalidValue,
+            ),
+            (
+                Error::CostOverflow {
+                    phase: None,
+                    samples: 2,
+                },
+                K::Limit,
+            ),
+            (
+                Error::LossTokens {
+                    id: 1,
+                    loss_tokens: 2,
+                    tokens: 1,
+                },
+                K::InvalidValue,
+            ),
+            (
+                Error::PlanMismatch {
+                    id: None,
+                    planned: 1,
+                    given: 2,
+                },
+                K::Setting,
+            ),
+            (
+                Error::InvalidOrigin {
+                    id: 1,
+                    origin: 5,
+                    ranks: 2,
+                },
+                K::InvalidValue,
+            ),
+            (Error::BytesOverflow { id: 1 }, K::Limit),
+            (
+                Error::UnknownName {
+                    kind: "scenario",
+                    name: "x".into(),
+                    known: &[],
+                },
+                K::Setting,
+            ),
+        ];
+        for (err, kind) in &cases {
+            assert_eq!(err.kind(), *kind, "{err:?}");
+        }
+        // Every kind has a variant and a distinct name.
+        for k in ErrorKind::ALL {
+            assert!(cases.iter().any(|(_, kind)| *kind == k), "{k}");
+            assert_eq!(
+                ErrorKind::ALL
+                    .iter()
+                    .filter(|j| j.name() == k.name())
+                    .count(),
+                1
+            );
+        }
+    }
+
     #[test]
     fn floats_print_short_in_messages() {
         assert_eq!(Real(f64::MAX).to_string(), "1.7976931348623157e308");
