@@ -14,6 +14,12 @@ use core::fmt;
 
 use crate::phase::Phase;
 
+mod cost;
+mod items;
+mod partition;
+mod plan;
+mod setting;
+
 /// A size, weight or capacity as it appears in an error message.
 ///
 /// # Examples
@@ -665,365 +671,43 @@ impl Error {
 const LISTED: usize = 8;
 
 impl fmt::Display for Error {
+    /// The message, written by the module of the variant's family
+    /// (`error/items.rs`, `partition.rs`, `cost.rs`, `plan.rs`,
+    /// `setting.rs`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NoDimensions => f.write_str(
-                "an item or the capacity (or cap) has no dimension; every item and capacity \
-                 needs at least one size",
-            ),
-            Error::ZeroCapacity { dim } => write!(
-                f,
-                "the capacity is zero in dimension {dim}; every dimension of a capacity must be positive"
-            ),
-            Error::InvalidCapacity { dim, value, reason } => {
-                write!(
-                    f,
-                    "the capacity {value} in dimension {dim} is invalid: {reason}; \
-                     a capacity must be finite and positive"
-                )
-            }
-            Error::DimensionMismatch {
-                index,
-                expected,
-                found,
-            } => write!(
-                f,
-                "item {index} has {found} dimension(s) but the capacity has {expected}; \
-                 give every item one size per dimension of the capacity"
-            ),
-            Error::InvalidSize {
-                index,
-                dim,
-                value,
-                reason,
-            } => write!(
-                f,
-                "item {index} has size {value} in dimension {dim}: {reason}; \
-                 sizes must be finite and non-negative"
-            ),
-            Error::Oversize { items } => {
-                if items.iter().all(|o| o.id.is_some()) && !items.is_empty() {
-                    write!(f, "{} sample(s) fit no packed sequence:", items.len())?;
-                } else {
-                    write!(f, "{} item(s) larger than the capacity:", items.len())?;
-                }
-                for o in items.iter().take(LISTED) {
-                    match o.id {
-                        Some(id) => write!(f, " sample {id} has ")?,
-                        None => write!(f, " item {} has ", o.index)?,
-                    }
-                    match o.name {
-                        Some(name) => write!(f, "{} {name} > {};", o.size, o.capacity)?,
-                        None => write!(
-                            f,
-                            "size {} > {} in dimension {};",
-                            o.size, o.capacity, o.dim
-                        )?,
-                    }
-                }
-                if items.len() > LISTED {
-                    write!(f, " and {} more", items.len() - LISTED)?;
-                }
-                Ok(())
-            }
-            Error::InvalidCoefficient {
-                name,
-                value,
-                reason,
-            } => {
-                let what = reason.adjective();
-                write!(
-                    f,
-                    "the coefficient `{name}` is {what} ({}); coefficients must be finite and non-negative",
-                    Real(*value)
-                )
-            }
-            Error::TooFewRows { rows, features } => write!(
-                f,
-                "calibration needs more rows than features: {rows} row(s) for {features} feature(s)"
-            ),
-            Error::RowLength {
-                row,
-                expected,
-                found,
-            } => write!(
-                f,
-                "calibration row {row} has {found} features but row 0 has {expected}"
-            ),
-            Error::InvalidMeasurement {
-                row,
-                feature: Some(feature),
-                value,
-            } => write!(
-                f,
-                "calibration row {row} has feature {feature} = {}; features must be finite and non-negative",
-                Real(*value)
-            ),
-            Error::InvalidMeasurement {
-                row,
-                feature: None,
-                value,
-            } => write!(
-                f,
-                "calibration row {row} has time {}; times must be finite and positive",
-                Real(*value)
-            ),
-            Error::InvalidSetting {
-                name,
-                value,
-                requirement,
-            } => write!(
-                f,
-                "the setting `{name}` is {value}; it must be {requirement}"
-            ),
-            Error::TooFewSamples { samples, ranks } => write!(
-                f,
-                "{samples} sample(s) for {ranks} ranks: every rank needs at least one sample \
-                 (plan a larger step or fewer ranks)"
-            ),
-            Error::GroupTooLarge {
-                group,
-                samples,
-                dim: "sequences",
-                size,
-                cap,
-            } => write!(
-                f,
-                "group {group} ({samples} samples) needs {size} packed sequences, more than the \
-                 {cap} one rank holds; every sample of a group lands on one rank: give more \
-                 micro-steps (`Planner::micro_steps`), a longer `seq_len` or larger caps, or \
-                 split the group"
-            ),
-            Error::GroupTooLarge {
-                group,
-                samples,
-                dim,
-                size,
-                cap,
-            } => write!(
-                f,
-                "group {group} ({samples} samples) has {size} {dim} together, more than the {cap} \
-                 one packed sequence holds; every sample of a group lands in one sequence: raise \
-                 {}, or plan with `GroupScope::Rank` to spread the group over the sequences of \
-                 one rank",
-                match *dim {
-                    "units" => "`max_units`",
-                    "images" => "`max_images`",
-                    _ => "`seq_len`",
-                }
-            ),
-            Error::DuplicateId { id } => write!(
-                f,
-                "sample id {id} appears more than once; the ids of a step must be unique"
-            ),
-            Error::MicroStepsInfeasible { given, smallest } => write!(
-                f,
-                "{given} micro-step(s) cannot hold the batch under the sequence length and caps; \
-                 the smallest feasible number is {smallest}"
-            ),
-            Error::InvalidCost { id, phase, value } => write!(
-                f,
-                "the cost model returned {} in the {phase} phase for sample {id} alone; costs must be \
-                 finite and non-negative in every phase (fix the closure or the model, or scale \
-                 its coefficients down if they overflow)",
-                Real(*value)
-            ),
-            Error::InvalidFloor {
-                id,
-                phase,
-                floor,
-                cost,
-            } => write!(
-                f,
-                "the cost model's floor for sample {id} is {} in the {phase} phase, but its cost \
-                 alone is {}; a floor must be finite, non-negative and at most the cost alone \
-                 (fix the model's `CostModel::floor`, or leave it out: zero is always a floor)",
-                Real(*floor),
-                Real(*cost)
-            ),
-            Error::CostOverflow { phase, samples } => {
-                write!(f, "the cost of {samples} sample(s) together is beyond f64::MAX (about 1.8e308)")?;
-                match phase {
-                    Some(phase) => write!(f, " in the {phase} phase")?,
-                    None => f.write_str(" over both phases")?,
-                }
-                f.write_str("; express the cost model in a larger unit (scale it down with `CostModel::scale`)")
-            }
-            Error::PredictionOverflow { row, time } => write!(
-                f,
-                "the fitted coefficients predict a time beyond f64::MAX (about 1.8e308) for \
-                 calibration row {row} (time {}); measure the times in larger units",
-                Real(*time)
-            ),
-            Error::CoefficientRange {
-                feature,
-                row,
-                value,
-                time,
-                exponent,
-            } => {
-                let (side, fix) = if *exponent > 0 {
-                    ("small", "larger")
-                } else {
-                    ("large", "smaller")
-                };
-                write!(
-                    f,
-                    "calibration feature {feature} needs a coefficient of about 1e{exponent}, beyond \
-                     the range of f64 (about 2.2e-308 to 1.8e308): its values are too {side} for the \
-                     times (row {row}: feature {}, time {}); measure the feature in {fix} units or \
-                     the times in {} ones",
-                    Real(*value),
-                    Real(*time),
-                    if *exponent > 0 { "smaller" } else { "larger" },
-                )
-            }
-            Error::LossTokens {
-                id,
-                loss_tokens,
-                tokens,
-            } => write!(
-                f,
-                "sample {id} has {loss_tokens} loss tokens but only {tokens} tokens; count as loss \
-                 tokens exactly the positions that carry loss (at most the sample's tokens)"
-            ),
-            Error::InvalidOrigin { id, origin, ranks } => write!(
-                f,
-                "sample id {id} has origin rank {origin} but the plan has {ranks} ranks \
-                 (0 to {}); give each sample the rank whose data loader holds it",
-                ranks.saturating_sub(1)
-            ),
-            Error::PlanMismatch {
-                id: Some(id),
-                planned,
-                given,
-            } => write!(
-                f,
-                "the plan's sample {id} is not among the {given} sample(s) given (the plan has \
-                 {planned}); pass the samples the plan was made from"
-            ),
-            Error::PlanMismatch {
-                id: None,
-                planned,
-                given,
-            } => write!(
-                f,
-                "the plan has {planned} sample(s) but {given} were given; pass the samples the \
-                 plan was made from"
-            ),
-            Error::InvalidTiming {
-                phase,
-                value,
-                reason,
-            } => {
-                let what = reason.adjective();
-                match phase {
-                    Some(p) => write!(f, "the measured {p} time is {what} ({})", Real(*value))?,
-                    None => write!(f, "the measured time is {what} ({})", Real(*value))?,
-                }
-                f.write_str("; times must be finite and non-negative")
-            }
-            Error::BytesOverflow { id } => write!(
-                f,
-                "the bytes of the samples with an origin sum beyond u64::MAX \
-                 (18446744073709551615) at sample {id}; give the bytes in a larger unit \
-                 (KiB, MiB) so that the traffic can be counted exactly"
-            ),
-            Error::UnknownName { kind, name, known } => {
-                write!(f, "unknown {kind} {name:?}; known: ")?;
-                for (i, k) in known.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    f.write_str(k)?;
-                }
-                Ok(())
-            }
-            Error::RankDeficient { feature } => write!(
-                f,
-                "calibration feature {feature} is zero in every row or a linear combination of \
-                 the features before it; vary the measured groups or drop the feature"
-            ),
-            Error::SizeOverflow { dim } => {
-                f.write_str("the sizes sum beyond f64::MAX (about 1.8e308)")?;
-                match dim {
-                    Some(dim) => write!(f, " in dimension {dim}")?,
-                    None => f.write_str(" over all dimensions")?,
-                }
-                f.write_str("; express them in a larger unit (divide every size by the same factor)")
-            }
-            Error::UnequalCounts {
-                part,
-                items,
-                fewest,
-            } => write!(
-                f,
-                "part {part} of the partition to refine has {items} item(s), but equal counts \
-                 allow {fewest} or {} per part; start from a partition with equal counts (a \
-                 `Partitioner` with `equal_count(true)`) or refine without equal counts",
-                fewest + 1
-            ),
-            Error::ZeroParts => {
-                f.write_str("a partition into 0 parts was asked for; ask for at least 1 part")
-            }
-            Error::TooManyParts { parts, items } => write!(
-                f,
-                "{parts} parts for {items} item(s) would leave a part empty; ask for at most \
-                 {items} parts, or allow empty parts"
-            ),
-            Error::CapExceeded {
-                parts,
-                dim,
-                cap,
-                best,
-                proven,
-                parts_needed,
-            } => {
-                if *proven {
-                    write!(
-                        f,
-                        "no partition into {parts} parts keeps every part within the cap {cap} in dimension {dim}"
-                    )?;
-                } else {
-                    write!(
-                        f,
-                        "found no partition into {parts} parts within the cap {cap} in dimension {dim}"
-                    )?;
-                }
-                write!(f, " (the best found has a part of {best})")?;
-                if let Some(needed) = parts_needed {
-                    write!(f, "; {needed} parts would work")?;
-                }
-                Ok(())
-            }
-            Error::NotAPartition {
-                items,
-                index,
-                times,
-            } => {
-                write!(f, "not a partition of {items} item(s): ")?;
-                if *items == 0 {
-                    write!(f, "it lists index {index}, but there are no items")
-                } else if index >= items {
-                    write!(
-                        f,
-                        "it lists index {index}, out of range (the items are numbered 0 to {}); \
-                         refine a partition of these items",
-                        items.saturating_sub(1)
-                    )
-                } else if *times == 0 {
-                    write!(
-                        f,
-                        "item {index} is in no part; every item must be in exactly one part"
-                    )
-                } else {
-                    write!(
-                        f,
-                        "item {index} is listed {times} times; every item must be in exactly \
-                         one part"
-                    )
-                }
-            }
+            Error::NoDimensions
+            | Error::ZeroCapacity { .. }
+            | Error::InvalidCapacity { .. }
+            | Error::DimensionMismatch { .. }
+            | Error::InvalidSize { .. }
+            | Error::Oversize { .. }
+            | Error::SizeOverflow { .. } => items::fmt(self, f),
+            Error::UnequalCounts { .. }
+            | Error::ZeroParts
+            | Error::TooManyParts { .. }
+            | Error::CapExceeded { .. }
+            | Error::NotAPartition { .. } => partition::fmt(self, f),
+            Error::InvalidCoefficient { .. }
+            | Error::TooFewRows { .. }
+            | Error::RowLength { .. }
+            | Error::InvalidMeasurement { .. }
+            | Error::InvalidTiming { .. }
+            | Error::CoefficientRange { .. }
+            | Error::PredictionOverflow { .. }
+            | Error::RankDeficient { .. }
+            | Error::InvalidCost { .. }
+            | Error::InvalidFloor { .. }
+            | Error::CostOverflow { .. } => cost::fmt(self, f),
+            Error::TooFewSamples { .. }
+            | Error::GroupTooLarge { .. }
+            | Error::DuplicateId { .. }
+            | Error::MicroStepsInfeasible { .. }
+            | Error::LossTokens { .. }
+            | Error::PlanMismatch { .. }
+            | Error::InvalidOrigin { .. }
+            | Error::BytesOverflow { .. } => plan::fmt(self, f),
+            Error::InvalidSetting { .. } | Error::UnknownName { .. } => setting::fmt(self, f),
         }
     }
 }

@@ -39,10 +39,15 @@
 //!   load for every possible remaining secondary capacity; when there are at
 //!   most 64 of those `p`, a search is one exact descent and an update costs
 //!   O(16 p) a level: O(n p log n) in all;
+//! - beyond 256 groups, [`best_fit_decreasing`] and [`best_fit`] keep the
+//!   bins in a treap by (first load, last change) whose subtrees know their
+//!   least load in every other dimension: with two dimensions that is exact,
+//!   O(log n) expected a query, O(n log n) in all;
 //! - beyond those limits the search prunes by each dimension's best value in
 //!   a subtree, which is exact for the first dimension and only a necessary
 //!   condition for the others: a search may visit many paths, up to O(bins)
-//!   per item in the worst case.
+//!   per item in the worst case (first-fit beyond its groups, best fit with
+//!   three or more dimensions).
 //!
 //! The benchmarks (`benches/pack.rs`, figures in the repository's
 //! `BENCHMARKS.md`) measure both cases on (tokens, tiles) samples.

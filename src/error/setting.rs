@@ -1,0 +1,33 @@
+//! The messages of the errors about settings and names: a setting out of
+//! its range, a name that is not known.
+
+use core::fmt;
+
+use super::*;
+
+/// The message of `err`, one of this module's variants (called by
+/// `Display for Error` for those only).
+pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match err {
+        Error::InvalidSetting {
+            name,
+            value,
+            requirement,
+        } => write!(
+            f,
+            "the setting `{name}` is {value}; it must be {requirement}"
+        ),
+        Error::UnknownName { kind, name, known } => {
+            write!(f, "unknown {kind} {name:?}; known: ")?;
+            for (i, k) in known.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                f.write_str(k)?;
+            }
+            Ok(())
+        }
+        // Not a variant of this module: nothing (never called so).
+        _ => Ok(()),
+    }
+}
