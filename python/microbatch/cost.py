@@ -76,19 +76,10 @@ PHASES = ("vision", "language")
 TRAINING = ("frozen", "trained")
 #: The terms of a :class:`Linear` model, each a feature of a group in one phase:
 #: ``W``, ``P`` and ``T`` are positive integers written in the name
-#: (``"vision.tiles(576)"``, ``"vision.window_attention(64,4)"``).
-TERMS = (
-    "vision.image_tokens",
-    "vision.unit_attention",
-    "vision.window_attention(W,P)",
-    "vision.tiles(T)",
-    "vision.images",
-    "vision.units",
-    "language.tokens",
-    "language.document_attention",
-    "language.samples",
-    "language.groups",
-)
+#: (``"vision.tiles(576)"``, ``"vision.window_attention(64,4)"``). Read from
+#: the Rust crate (``Term::NAMES``), in its order, from
+#: ``"vision.image_tokens"`` to ``"language.groups"``.
+TERMS: Tuple[str, ...] = tuple(_native.TERM_NAMES)
 
 Costs = Union[None, Any, Dict[str, Any]]
 

@@ -69,7 +69,7 @@ impl NativeCalibrator {
         window: usize,
         min_rows: Option<usize>,
     ) -> PyResult<Self> {
-        let linear = fallback.model.as_linear().copied();
+        let linear = fallback.as_linear().copied();
         guard(py, || {
             let linear = linear.ok_or_else(|| {
                 setting(

@@ -1,12 +1,12 @@
-//! Cost models built from Python: the crate's terms composed at run time (an enum tree with a flat per-leaf state), per-sample costs from arrays, and `fit`.
+//! Cost models built from Python: the crate's terms composed at run time with the crate's combinators, behind its type-erased model (`BoxCostModel`); per-sample costs from arrays; and `fit`.
 
-use core::fmt;
+use core::fmt::Debug;
 use core::num::NonZeroU32;
 
 use microbatch::cost::{
-    fit, CostModel, DocumentAttention, FullAttention, Given, Image, Incremental, Linear, PerGroup,
-    PerImage, PerSample, PerTile, Phase, Phases, Preset, PresetModel, Sample, Term, Tokens,
-    Training, Vision, Windowed,
+    fit, BoxCostModel, CostModel, DocumentAttention, FullAttention, Given, Image, Incremental,
+    Linear, PerGroup, PerImage, PerSample, PerTile, Phase, Phases, Preset, Sample, Term, Tokens,
+    Training, Windowed,
 };
 use microbatch::Error;
 use numpy::ndarray::Array2;
@@ -15,7 +15,6 @@ use numpy::{
     ToPyArray,
 };
 use pyo3::prelude::*;
-use smallvec::SmallVec;
 
 use crate::error::{guard, Failure, Item};
 
@@ -23,343 +22,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeCostModel>()?;
     m.add_class::<NativeFit>()?;
     m.add_function(wrap_pyfunction!(fit_rows, m)?)?;
+    // `microbatch.cost.TERMS`: the names of the `Linear` terms.
+    m.add("TERM_NAMES", Term::NAMES.to_vec())?;
     Ok(())
-}
-
-// ------------------------------------------------------------------ leaves
-
-/// One built-in term of a composition.
-#[derive(Clone, Copy)]
-pub(crate) enum Leaf {
-    Tokens(Tokens),
-    PerSample(PerSample),
-    PerGroup(PerGroup),
-    DocumentAttention(DocumentAttention),
-    FullAttention(FullAttention),
-    Vision(Vision),
-    Preset(Preset, PresetModel),
-    Given,
-    Linear(Linear),
-}
-
-/// The state of one leaf: the crate's state of that term.
-#[derive(Clone, Debug)]
-pub(crate) enum LeafState {
-    Count(u64),
-    Squares(u128),
-    Vision(<Vision as Incremental>::State),
-    Preset(<PresetModel as Incremental>::State),
-    Given(Phases),
-    Linear(<Linear as Incremental>::State),
-}
-
-/// Applies `$body` to the leaf's model as `$m` (every arm the crate's own
-/// implementation of that term).
-macro_rules! with_leaf {
-    ($leaf:expr, $m:ident => $body:expr) => {
-        match $leaf {
-            Leaf::Tokens($m) => $body,
-            Leaf::PerSample($m) => $body,
-            Leaf::PerGroup($m) => $body,
-            Leaf::DocumentAttention($m) => $body,
-            Leaf::FullAttention($m) => $body,
-            Leaf::Vision($m) => $body,
-            Leaf::Preset(_, $m) => $body,
-            Leaf::Linear($m) => $body,
-            Leaf::Given => {
-                let $m = &Given;
-                $body
-            }
-        }
-    };
-}
-
-/// Applies `$body` to the leaf's model `$m` and its state `$s` (of the
-/// crate's state type); `$else` when the state is not the leaf's, which
-/// cannot happen: states are made by [`Leaf::empty`] of the same leaf.
-macro_rules! with_state {
-    ($leaf:expr, $state:expr, $m:ident, $s:ident => $body:expr, $else:expr) => {
-        match ($leaf, $state) {
-            (Leaf::Tokens($m), LeafState::Count($s)) => $body,
-            (Leaf::PerSample($m), LeafState::Count($s)) => $body,
-            (Leaf::PerGroup($m), LeafState::Count($s)) => $body,
-            (Leaf::FullAttention($m), LeafState::Count($s)) => $body,
-            (Leaf::DocumentAttention($m), LeafState::Squares($s)) => $body,
-            (Leaf::Vision($m), LeafState::Vision($s)) => $body,
-            (Leaf::Preset(_, $m), LeafState::Preset($s)) => $body,
-            (Leaf::Linear($m), LeafState::Linear($s)) => $body,
-            (Leaf::Given, LeafState::Given($s)) => {
-                let $m = &Given;
-                $body
-            }
-            _ => $else,
-        }
-    };
-}
-
-impl Leaf {
-    fn empty(&self) -> LeafState {
-        match self {
-            Leaf::Tokens(m) => LeafState::Count(m.empty()),
-            Leaf::PerSample(m) => LeafState::Count(m.empty()),
-            Leaf::PerGroup(m) => LeafState::Count(m.empty()),
-            Leaf::FullAttention(m) => LeafState::Count(m.empty()),
-            Leaf::DocumentAttention(m) => LeafState::Squares(m.empty()),
-            Leaf::Vision(m) => LeafState::Vision(m.empty()),
-            Leaf::Preset(_, m) => LeafState::Preset(m.empty()),
-            Leaf::Given => LeafState::Given(Given.empty()),
-            Leaf::Linear(m) => LeafState::Linear(m.empty()),
-        }
-    }
-
-    fn insert(&self, state: &mut LeafState, sample: &Sample) {
-        with_state!(self, state, m, s => m.insert(s, sample), ())
-    }
-
-    fn evaluate(&self, state: &LeafState) -> Phases {
-        with_state!(self, state, m, s => m.evaluate(s), Phases::ZERO)
-    }
-
-    fn evaluate_with(&self, state: &LeafState, sample: &Sample) -> Phases {
-        with_state!(self, state, m, s => m.evaluate_with(s, sample), Phases::ZERO)
-    }
-
-    fn cost(&self, group: &[&Sample]) -> Phases {
-        with_leaf!(self, m => m.cost(group))
-    }
-
-    fn floor(&self, sample: &Sample) -> Phases {
-        with_leaf!(self, m => m.floor(sample))
-    }
-}
-
-impl fmt::Debug for Leaf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        with_leaf!(self, m => fmt::Debug::fmt(m, f))
-    }
-}
-
-// -------------------------------------------------------------------- tree
-
-/// The combinators over the leaves, by leaf index.
-#[derive(Clone)]
-enum Tree {
-    Leaf(usize),
-    Sum(Box<Tree>, Box<Tree>),
-    Scale(f64, Box<Tree>),
-    InPhase(Phase, Box<Tree>),
-    Max(Box<Tree>, Box<Tree>),
-}
-
-impl Tree {
-    fn shifted(self, by: usize) -> Tree {
-        match self {
-            Tree::Leaf(i) => Tree::Leaf(i + by),
-            Tree::Sum(a, b) => Tree::Sum(Box::new(a.shifted(by)), Box::new(b.shifted(by))),
-            Tree::Scale(f, a) => Tree::Scale(f, Box::new(a.shifted(by))),
-            Tree::InPhase(p, a) => Tree::InPhase(p, Box::new(a.shifted(by))),
-            Tree::Max(a, b) => Tree::Max(Box::new(a.shifted(by)), Box::new(b.shifted(by))),
-        }
-    }
-
-    /// The cost (or, with `floor`, the floor) from the leaves' values, by
-    /// the crate's combinators' rules: `Sum` adds, `Scale` multiplies (a zero
-    /// factor is zero, even on an infinite cost), `InPhase` moves the total,
-    /// `Max` takes the phase-wise maximum, and its floor is its first
-    /// operand's (see src/cost/combinator.rs).
-    fn value(&self, leaf: &impl Fn(usize) -> Phases, floor: bool) -> Phases {
-        match self {
-            Tree::Leaf(i) => leaf(*i),
-            Tree::Sum(a, b) => a.value(leaf, floor) + b.value(leaf, floor),
-            Tree::Scale(f, a) => {
-                if *f == 0.0 {
-                    Phases::ZERO
-                } else {
-                    a.value(leaf, floor) * *f
-                }
-            }
-            Tree::InPhase(p, a) => Phases::only(*p, a.value(leaf, floor).total()),
-            Tree::Max(a, b) => {
-                if floor {
-                    a.value(leaf, floor)
-                } else {
-                    a.value(leaf, floor).max(b.value(leaf, floor))
-                }
-            }
-        }
-    }
-
-    fn fmt(&self, leaves: &[Leaf], f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Tree::Leaf(i) => match leaves.get(*i) {
-                Some(l) => fmt::Debug::fmt(l, f),
-                None => f.write_str("?"),
-            },
-            Tree::Sum(a, b) => {
-                a.fmt(leaves, f)?;
-                f.write_str(" + ")?;
-                b.fmt(leaves, f)
-            }
-            Tree::Scale(k, a) => {
-                write!(f, "{k:?} * (")?;
-                a.fmt(leaves, f)?;
-                f.write_str(")")
-            }
-            Tree::InPhase(p, a) => {
-                write!(f, "{p}(")?;
-                a.fmt(leaves, f)?;
-                f.write_str(")")
-            }
-            Tree::Max(a, b) => {
-                f.write_str("max(")?;
-                a.fmt(leaves, f)?;
-                f.write_str(", ")?;
-                b.fmt(leaves, f)?;
-                f.write_str(")")
-            }
-        }
-    }
-}
-
-/// A cost model composed at run time: the crate's terms as leaves, the
-/// crate's combinators as a tree over them.
-///
-/// Its [`Incremental`] state is flat: one crate state per leaf, in a
-/// `SmallVec` that holds up to 4 leaves inline (no allocation per group for
-/// the usual compositions).
-///
-/// # Complexity
-///
-/// For a composition of `k` leaves and `t` tree nodes: `insert` O(k) (each
-/// leaf's O(1) insertion, O(images) for vision terms); `evaluate` and
-/// `evaluate_with` O(t) without cloning the state; the state O(k) space,
-/// inline for k <= 4.
-#[derive(Clone)]
-pub(crate) struct Custom {
-    leaves: Vec<Leaf>,
-    tree: Tree,
-}
-
-impl Custom {
-    fn leaf(leaf: Leaf) -> Self {
-        Custom {
-            leaves: vec![leaf],
-            tree: Tree::Leaf(0),
-        }
-    }
-
-    fn join(&self, other: &Custom, node: impl FnOnce(Box<Tree>, Box<Tree>) -> Tree) -> Custom {
-        let by = self.leaves.len();
-        let mut leaves = self.leaves.clone();
-        leaves.extend_from_slice(&other.leaves);
-        Custom {
-            leaves,
-            tree: node(
-                Box::new(self.tree.clone()),
-                Box::new(other.tree.clone().shifted(by)),
-            ),
-        }
-    }
-
-    fn wrap(&self, node: impl FnOnce(Box<Tree>) -> Tree) -> Custom {
-        Custom {
-            leaves: self.leaves.clone(),
-            tree: node(Box::new(self.tree.clone())),
-        }
-    }
-
-    /// The preset, when the model is exactly one preset.
-    fn as_preset(&self) -> Option<(Preset, PresetModel)> {
-        match (&self.tree, self.leaves.as_slice()) {
-            (Tree::Leaf(0), [Leaf::Preset(p, m)]) => Some((*p, *m)),
-            _ => None,
-        }
-    }
-
-    /// The linear model, when the model is exactly one.
-    pub(crate) fn as_linear(&self) -> Option<&Linear> {
-        match (&self.tree, self.leaves.as_slice()) {
-            (Tree::Leaf(0), [Leaf::Linear(m)]) => Some(m),
-            _ => None,
-        }
-    }
-
-    /// Whether the model is exactly `Given`.
-    fn is_given(&self) -> bool {
-        matches!(
-            (&self.tree, self.leaves.as_slice()),
-            (Tree::Leaf(0), [Leaf::Given])
-        )
-    }
-
-    /// Whether any term reads the samples' given costs.
-    pub(crate) fn needs_costs(&self) -> bool {
-        self.leaves.iter().any(|l| matches!(l, Leaf::Given))
-    }
-}
-
-impl fmt::Debug for Custom {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.tree.fmt(&self.leaves, f)
-    }
-}
-
-impl CostModel for Custom {
-    fn cost(&self, group: &[&Sample]) -> Phases {
-        let costs: SmallVec<[Phases; 4]> = self.leaves.iter().map(|l| l.cost(group)).collect();
-        self.tree
-            .value(&|i| costs.get(i).copied().unwrap_or(Phases::ZERO), false)
-    }
-
-    fn floor(&self, sample: &Sample) -> Phases {
-        let floors: SmallVec<[Phases; 4]> = self.leaves.iter().map(|l| l.floor(sample)).collect();
-        self.tree
-            .value(&|i| floors.get(i).copied().unwrap_or(Phases::ZERO), true)
-    }
-}
-
-impl Incremental for Custom {
-    type State = SmallVec<[LeafState; 4]>;
-
-    fn empty(&self) -> Self::State {
-        self.leaves.iter().map(Leaf::empty).collect()
-    }
-
-    fn insert(&self, state: &mut Self::State, sample: &Sample) {
-        for (leaf, s) in self.leaves.iter().zip(state.iter_mut()) {
-            leaf.insert(s, sample);
-        }
-    }
-
-    fn evaluate(&self, state: &Self::State) -> Phases {
-        let values: SmallVec<[Phases; 4]> = self
-            .leaves
-            .iter()
-            .zip(state.iter())
-            .map(|(l, s)| l.evaluate(s))
-            .collect();
-        self.tree
-            .value(&|i| values.get(i).copied().unwrap_or(Phases::ZERO), false)
-    }
-
-    fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
-        let values: SmallVec<[Phases; 4]> = self
-            .leaves
-            .iter()
-            .zip(state.iter())
-            .map(|(l, s)| l.evaluate_with(s, sample))
-            .collect();
-        self.tree
-            .value(&|i| values.get(i).copied().unwrap_or(Phases::ZERO), false)
-    }
-}
-
-/// The model a planner plans with: a preset or `Given` with their static
-/// types, anything else as a [`Custom`] tree.
-pub(crate) enum Resolved {
-    Preset(PresetModel),
-    Given,
-    Custom(Custom),
 }
 
 // ----------------------------------------------------------- sample arrays
@@ -532,85 +197,96 @@ fn training(trained: bool) -> Training {
     }
 }
 
+/// The crate's phase of this name (as `Phase` prints it).
 fn phase(name: &str) -> Result<Phase, Failure> {
-    match name {
-        "vision" => Ok(Phase::Vision),
-        "language" => Ok(Phase::Language),
-        other => Err(Failure::Input {
+    Phase::ALL
+        .into_iter()
+        .find(|p| p.to_string() == name)
+        .ok_or_else(|| Failure::Input {
             class: "SettingError",
             kind: "Binding",
             item: Some(Item::Name("phase")),
-            message: format!("unknown phase {other:?}: use \"vision\" or \"language\""),
-        }),
-    }
+            message: format!("unknown phase {name:?}: use \"vision\" or \"language\""),
+        })
 }
 
-/// A cost model (see `microbatch.cost.CostModel`).
+/// A cost model (see `microbatch.cost.CostModel`): the crate's model,
+/// composed with the crate's combinators and boxed (`Incremental::boxed`),
+/// so that one type holds any composition and the planner plans with it.
 #[pyclass(module = "microbatch._native", name = "CostModel", frozen)]
 pub(crate) struct NativeCostModel {
-    pub(crate) model: Custom,
+    pub(crate) model: BoxCostModel,
+    /// Whether any term reads the samples' given costs (`Given`): the
+    /// binding's check that `costs=` is passed exactly when it is read.
+    pub(crate) needs_costs: bool,
 }
 
 impl NativeCostModel {
-    /// A model of one `Linear` leaf.
-    pub(crate) fn of_linear(model: Linear) -> Self {
+    /// One of the crate's models, boxed.
+    fn of<M>(model: M) -> Self
+    where
+        M: Incremental + Debug + Send + Sync + 'static,
+        M::State: Send + Sync + 'static,
+    {
         NativeCostModel {
-            model: Custom::leaf(Leaf::Linear(model)),
+            model: model.boxed(),
+            needs_costs: false,
         }
     }
 
-    /// The model with its static type where it has one.
-    pub(crate) fn resolve(&self) -> Resolved {
-        if let Some((_, m)) = self.model.as_preset() {
-            Resolved::Preset(m)
-        } else if self.model.is_given() {
-            Resolved::Given
-        } else {
-            Resolved::Custom(self.model.clone())
+    /// A model of one `Linear`.
+    pub(crate) fn of_linear(model: Linear) -> Self {
+        Self::of(model)
+    }
+
+    /// The `Linear` model, when the model is exactly one.
+    pub(crate) fn as_linear(&self) -> Option<&Linear> {
+        self.model.downcast_ref::<Linear>()
+    }
+
+    /// A composition of `self` and `other` by one of the crate's combinators.
+    fn join(&self, other: &NativeCostModel, model: BoxCostModel) -> Self {
+        NativeCostModel {
+            model,
+            needs_costs: self.needs_costs || other.needs_costs,
         }
     }
 }
 
-fn leaf(
-    py: Python<'_>,
-    f: impl FnOnce() -> Result<Leaf, Error> + Send,
-) -> PyResult<NativeCostModel> {
-    guard(py, || {
-        f().map(|l| NativeCostModel {
-            model: Custom::leaf(l),
-        })
-    })
+/// A model from one of the crate's constructors, checked in the crate.
+fn term<M>(py: Python<'_>, f: impl FnOnce() -> Result<M, Error> + Send) -> PyResult<NativeCostModel>
+where
+    M: Incremental + Debug + Send + Sync + 'static,
+    M::State: Send + Sync + 'static,
+{
+    guard(py, || f().map(NativeCostModel::of))
 }
 
 #[pymethods]
 impl NativeCostModel {
     #[staticmethod]
     fn tokens(py: Python<'_>, per_token: f64) -> PyResult<Self> {
-        leaf(py, || Tokens::new(per_token).map(Leaf::Tokens))
+        term(py, || Tokens::new(per_token))
     }
 
     #[staticmethod]
     fn per_sample(py: Python<'_>, cost: f64) -> PyResult<Self> {
-        leaf(py, || PerSample::new(cost).map(Leaf::PerSample))
+        term(py, || PerSample::new(cost))
     }
 
     #[staticmethod]
     fn per_group(py: Python<'_>, cost: f64) -> PyResult<Self> {
-        leaf(py, || PerGroup::new(cost).map(Leaf::PerGroup))
+        term(py, || PerGroup::new(cost))
     }
 
     #[staticmethod]
     fn document_attention(py: Python<'_>, per_token_pair: f64) -> PyResult<Self> {
-        leaf(py, || {
-            DocumentAttention::new(per_token_pair).map(Leaf::DocumentAttention)
-        })
+        term(py, || DocumentAttention::new(per_token_pair))
     }
 
     #[staticmethod]
     fn full_attention(py: Python<'_>, per_token_pair: f64) -> PyResult<Self> {
-        leaf(py, || {
-            FullAttention::new(per_token_pair).map(Leaf::FullAttention)
-        })
+        term(py, || FullAttention::new(per_token_pair))
     }
 
     #[staticmethod]
@@ -620,9 +296,8 @@ impl NativeCostModel {
         tokens_per_tile: u32,
         trained: bool,
     ) -> PyResult<Self> {
-        leaf(py, || {
+        term(py, || {
             PerTile::new(per_tile, tokens_per_tile, training(trained))
-                .map(|m| Leaf::Vision(m.into()))
         })
     }
 
@@ -634,14 +309,13 @@ impl NativeCostModel {
         patches_per_token: u32,
         trained: bool,
     ) -> PyResult<Self> {
-        leaf(py, || {
+        term(py, || {
             PerImage::new(
                 per_patch,
                 per_patch_pair,
                 patches_per_token,
                 training(trained),
             )
-            .map(|m| Leaf::Vision(m.into()))
         })
     }
 
@@ -656,7 +330,7 @@ impl NativeCostModel {
         patches_per_token: u32,
         trained: bool,
     ) -> PyResult<Self> {
-        leaf(py, || {
+        term(py, || {
             Windowed::new(
                 per_patch,
                 per_window_pair,
@@ -665,17 +339,13 @@ impl NativeCostModel {
                 patches_per_token,
                 training(trained),
             )
-            .map(|m| Leaf::Vision(m.into()))
         })
     }
 
     #[staticmethod]
     fn preset(py: Python<'_>, name: &str) -> PyResult<Self> {
         let name = name.to_owned();
-        leaf(py, move || {
-            let p: Preset = name.parse()?;
-            Ok(Leaf::Preset(p, p.cost_model()))
-        })
+        term(py, move || Ok(name.parse::<Preset>()?.cost_model()))
     }
 
     /// `Linear` over the named terms (`Term`'s names) with these
@@ -696,9 +366,7 @@ impl NativeCostModel {
                 parsed.push(term);
             }
             let model = Linear::new(parsed.into_iter().zip(coefficients))?;
-            Ok::<_, Failure>(NativeCostModel {
-                model: Custom::leaf(Leaf::Linear(model)),
-            })
+            Ok::<_, Failure>(NativeCostModel::of_linear(model))
         })
     }
 
@@ -707,16 +375,13 @@ impl NativeCostModel {
     #[staticmethod]
     fn linear_preset(py: Python<'_>, name: &str) -> PyResult<Self> {
         let name = name.to_owned();
-        leaf(py, move || {
-            let p: Preset = name.parse()?;
-            Ok(Leaf::Linear(Linear::preset(p)))
-        })
+        term(py, move || Ok(Linear::preset(name.parse()?)))
     }
 
     /// `(term names, coefficients)` when the model is exactly one `Linear`.
     #[getter]
     fn linear_terms(&self) -> Option<(Vec<String>, Vec<f64>)> {
-        self.model.as_linear().map(|m| {
+        self.as_linear().map(|m| {
             (
                 m.terms().iter().map(|t| t.to_string()).collect(),
                 m.coefficients().to_vec(),
@@ -727,55 +392,40 @@ impl NativeCostModel {
     #[staticmethod]
     fn given() -> Self {
         NativeCostModel {
-            model: Custom::leaf(Leaf::Given),
+            model: Given.boxed(),
+            needs_costs: true,
         }
     }
 
     fn plus(&self, other: &NativeCostModel) -> Self {
-        NativeCostModel {
-            model: self.model.join(&other.model, Tree::Sum),
-        }
+        self.join(other, self.model.clone().plus(other.model.clone()).boxed())
     }
 
     fn max(&self, other: &NativeCostModel) -> Self {
-        NativeCostModel {
-            model: self.model.join(&other.model, Tree::Max),
-        }
+        self.join(other, self.model.clone().max(other.model.clone()).boxed())
     }
 
     fn scale(&self, py: Python<'_>, factor: f64) -> PyResult<Self> {
-        // The crate's check of a scale factor (`Scale::new`), on a stand-in model.
         guard(py, || {
-            let factor = Tokens::new(1.0)?.scale(factor)?.factor();
             Ok::<_, Failure>(NativeCostModel {
-                model: self.model.wrap(|t| Tree::Scale(factor, t)),
+                model: self.model.clone().scale(factor)?.boxed(),
+                needs_costs: self.needs_costs,
             })
         })
     }
 
     fn in_phase(&self, py: Python<'_>, name: &str) -> PyResult<Self> {
         guard(py, || {
-            let p = phase(name)?;
             Ok::<_, Failure>(NativeCostModel {
-                model: self.model.wrap(|t| Tree::InPhase(p, t)),
+                model: self.model.clone().in_phase(phase(name)?).boxed(),
+                needs_costs: self.needs_costs,
             })
         })
     }
 
-    /// The preset's name when the model is exactly one preset.
-    #[getter]
-    fn preset_name(&self) -> Option<&'static str> {
-        self.model.as_preset().map(|(p, _)| p.name())
-    }
-
     #[getter]
     fn needs_costs(&self) -> bool {
-        self.model.needs_costs()
-    }
-
-    #[getter]
-    fn leaves(&self) -> usize {
-        self.model.leaves.len()
+        self.needs_costs
     }
 
     /// The composition as the crate's flat formula (`Debug`).
@@ -802,7 +452,7 @@ impl NativeCostModel {
             costs.as_ref(),
         )?;
         let out = guard(py, || {
-            costs_match(self.model.needs_costs(), arrays.costs.is_some())?;
+            costs_match(self.needs_costs, arrays.costs.is_some())?;
             let name = |i: usize| (format!("sample {i}"), Item::Index(i));
             arrays.check(&name)?;
             let n = arrays.text.len();
@@ -837,7 +487,7 @@ impl NativeCostModel {
             costs.as_ref(),
         )?;
         guard(py, || {
-            costs_match(self.model.needs_costs(), arrays.costs.is_some())?;
+            costs_match(self.needs_costs, arrays.costs.is_some())?;
             let name = |i: usize| (format!("sample {i}"), Item::Index(i));
             arrays.check(&name)?;
             let samples = (0..arrays.text.len())
@@ -947,68 +597,4 @@ fn fit_rows(
             .collect();
         Ok(NativeFit { fit: fit(&rows)? })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn samples() -> Vec<Sample> {
-        (0..40u32)
-            .map(|i| {
-                let images = (0..i % 3).map(|k| Image::new(100 + 37 * i + k));
-                Sample::new(50 + 97 * i, images)
-                    .with_cost(Phases::new(f64::from(i % 5), 0.5 * f64::from(i)))
-                    .unwrap()
-            })
-            .collect()
-    }
-
-    /// The tree agrees with the crate's static composition of the same terms.
-    #[test]
-    fn tree_equals_the_static_composition() {
-        let t = Tokens::new(2.0).unwrap();
-        let a = DocumentAttention::new(1e-3).unwrap();
-        let g = PerGroup::new(5.0).unwrap();
-        let v: Vision = PerTile::new(4.0, 256, Training::Trained).unwrap().into();
-        let p = Preset::Qwen25Vl7b.cost_model();
-        let stat = (t + a)
-            .scale(0.5)
-            .unwrap()
-            .max(g.in_phase(Phase::Vision))
-            .plus(v)
-            .plus(Given)
-            .plus(p.scale(1e-12).unwrap());
-        let leaf = |l| Custom::leaf(l);
-        let dynamic = leaf(Leaf::Tokens(t))
-            .join(&leaf(Leaf::DocumentAttention(a)), Tree::Sum)
-            .wrap(|x| Tree::Scale(0.5, x))
-            .join(
-                &leaf(Leaf::PerGroup(g)).wrap(|x| Tree::InPhase(Phase::Vision, x)),
-                Tree::Max,
-            )
-            .join(&leaf(Leaf::Vision(v)), Tree::Sum)
-            .join(&leaf(Leaf::Given), Tree::Sum)
-            .join(
-                &leaf(Leaf::Preset(Preset::Qwen25Vl7b, p)).wrap(|x| Tree::Scale(1e-12, x)),
-                Tree::Sum,
-            );
-        let samples = samples();
-        for w in [1usize, 3, 7] {
-            for group in samples.chunks(w) {
-                let refs: Vec<&Sample> = group.iter().collect();
-                assert_eq!(dynamic.cost(&refs), stat.cost(&refs));
-                let mut ds = dynamic.empty();
-                let mut ss = stat.empty();
-                for s in group {
-                    assert_eq!(dynamic.evaluate_with(&ds, s), stat.evaluate_with(&ss, s));
-                    dynamic.insert(&mut ds, s);
-                    stat.insert(&mut ss, s);
-                }
-                assert_eq!(dynamic.evaluate(&ds), stat.evaluate(&ss));
-                assert_eq!(dynamic.floor(&group[0]), stat.floor(&group[0]));
-            }
-        }
-        assert_eq!(format!("{dynamic:?}"), format!("{stat:?}"));
-    }
 }

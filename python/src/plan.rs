@@ -1,15 +1,13 @@
 //! `Planner`, `Plan` and `Exchange`: the crate's planner over numpy arrays of ids, text tokens, ragged images, loss tokens, origins, groups and bytes.
 
-use microbatch::cost::{Given, Incremental, Preset};
-use microbatch::plan::{
-    Exchange, GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
-};
+use microbatch::cost::{BoxCostModel, Given, Incremental, Preset};
+use microbatch::plan::{Exchange, Locality, Normalization, Plan, Planner, Reduction, StepSample};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::cost::{costs_match, Arrays, Custom, NativeCostModel, Resolved};
+use crate::cost::{costs_match, Arrays, NativeCostModel};
 use crate::error::{guard, input_error, Failure, Item};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -19,66 +17,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// A planner for one model; presets and `Given` with their static types (no
-/// dynamic dispatch per sample), compositions as a [`Custom`] tree.
-enum AnyPlanner {
-    Preset(Planner<microbatch::cost::PresetModel>),
-    Given(Planner<Given>),
-    Custom(Planner<Custom>),
-}
-
-/// Runs `$body` with `$p` bound to the planner, whatever its model.
-macro_rules! with_planner {
-    ($any:expr, $p:ident => $body:expr) => {
-        match $any {
-            AnyPlanner::Preset($p) => $body,
-            AnyPlanner::Given($p) => $body,
-            AnyPlanner::Custom($p) => $body,
-        }
-    };
-}
-
-/// The planner's settings other than the model.
-struct Settings {
-    ranks: usize,
-    seq_len: u32,
-    sync: SyncModel,
-    micro_steps: Option<usize>,
-    max_units: Option<u32>,
-    max_images: Option<u32>,
-    sequences_per_micro_step: usize,
-    refinement: bool,
-    locality: Option<Locality>,
-    group_scope: GroupScope,
-}
-
-fn configure<M: Incremental>(model: M, s: &Settings) -> Planner<M> {
-    let mut planner = Planner::new(model)
-        .ranks(s.ranks)
-        .seq_len(s.seq_len)
-        .sync(s.sync)
-        .sequences_per_micro_step(s.sequences_per_micro_step)
-        .refinement(s.refinement)
-        .group_scope(s.group_scope);
-    if let Some(l) = s.locality {
-        planner = planner.locality(l);
-    }
-    if let Some(a) = s.micro_steps {
-        planner = planner.micro_steps(a);
-    }
-    if let Some(u) = s.max_units {
-        planner = planner.max_units(u);
-    }
-    if let Some(i) = s.max_images {
-        planner = planner.max_images(i);
-    }
-    planner
-}
-
-/// The crate's `Planner`, configured once (see `microbatch.Planner`).
+/// The crate's `Planner` over the boxed model, configured once by its own
+/// builder (see `microbatch.Planner`).
 #[pyclass(module = "microbatch._native", name = "Planner", frozen)]
 pub(crate) struct NativePlanner {
-    inner: AnyPlanner,
+    inner: Planner<BoxCostModel>,
     needs_costs: bool,
 }
 
@@ -92,7 +35,8 @@ enum Mode {
 #[pymethods]
 impl NativePlanner {
     /// `model`: a preset name, `"costs"` (the `Given` model), or a
-    /// `_native.CostModel`.
+    /// `_native.CostModel`; every model is boxed, so one planner type plans
+    /// with any of them.
     #[new]
     #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope))]
     #[allow(clippy::too_many_arguments)]
@@ -111,8 +55,9 @@ impl NativePlanner {
         ranks_per_node: Option<usize>,
         group_scope: &str,
     ) -> PyResult<Self> {
-        let resolved = if let Ok(native) = model.cast::<NativeCostModel>() {
-            native.get().resolve()
+        let (model, needs_costs) = if let Ok(native) = model.cast::<NativeCostModel>() {
+            let native = native.get();
+            (native.model.clone(), native.needs_costs)
         } else {
             let name: String = model.extract().map_err(|_| {
                 input_error(
@@ -122,57 +67,50 @@ impl NativePlanner {
                 )
             })?;
             if name == "costs" {
-                Resolved::Given
+                (Given.boxed(), true)
             } else {
                 let preset = guard(py, || name.parse::<Preset>())?;
-                Resolved::Preset(preset.cost_model())
+                (preset.cost_model().boxed(), false)
             }
         };
         let sync = sync.to_owned();
         let group_scope = group_scope.to_owned();
         guard(py, move || {
-            let locality = match locality {
-                Some(tol) => {
-                    let l = Locality::new(tol)?;
-                    Some(match ranks_per_node {
+            // The crate's builder holds the settings; the crate parses the
+            // names and checks the values (in the order they were checked
+            // before: locality, sync, group scope).
+            let locality = locality
+                .map(|tolerance| {
+                    Locality::new(tolerance).map(|l| match ranks_per_node {
                         Some(n) => l.ranks_per_node(n),
                         None => l,
                     })
-                }
-                None => None,
-            };
-            let settings = Settings {
-                ranks,
-                seq_len,
-                sync: sync.parse()?,
-                micro_steps,
-                max_units,
-                max_images,
-                sequences_per_micro_step,
-                refinement,
-                locality,
-                group_scope: group_scope.parse()?,
-            };
-            let (inner, needs_costs) = match resolved {
-                Resolved::Preset(m) => (AnyPlanner::Preset(configure(m, &settings)), false),
-                Resolved::Given => (AnyPlanner::Given(configure(Given, &settings)), true),
-                Resolved::Custom(m) => {
-                    let needs = m.needs_costs();
-                    (AnyPlanner::Custom(configure(m, &settings)), needs)
-                }
-            };
-            Ok::<_, Failure>(NativePlanner { inner, needs_costs })
+                })
+                .transpose()?;
+            let mut planner = Planner::new(model)
+                .ranks(ranks)
+                .seq_len(seq_len)
+                .sync(sync.parse()?)
+                .sequences_per_micro_step(sequences_per_micro_step)
+                .refinement(refinement)
+                .group_scope(group_scope.parse()?);
+            if let Some(l) = locality {
+                planner = planner.locality(l);
+            }
+            if let Some(a) = micro_steps {
+                planner = planner.micro_steps(a);
+            }
+            if let Some(u) = max_units {
+                planner = planner.max_units(u);
+            }
+            if let Some(i) = max_images {
+                planner = planner.max_images(i);
+            }
+            Ok::<_, Failure>(NativePlanner {
+                inner: planner,
+                needs_costs,
+            })
         })
-    }
-
-    /// Which static path the planner takes: `"preset"`, `"given"` or `"custom"`.
-    #[getter]
-    fn path(&self) -> &'static str {
-        match self.inner {
-            AnyPlanner::Preset(_) => "preset",
-            AnyPlanner::Given(_) => "given",
-            AnyPlanner::Custom(_) => "custom",
-        }
     }
 
     #[getter]
@@ -261,10 +199,10 @@ impl NativePlanner {
         let plan = guard(py, || {
             costs_match(self.needs_costs, arrays.costs.is_some())?;
             let samples = samples(ids, &arrays, loss_tokens, placement)?;
-            let plan = with_planner!(&self.inner, p => match mode {
-                Mode::Plan => p.plan(&samples),
-                Mode::Baseline => p.baseline(&samples),
-            })?;
+            let plan = match mode {
+                Mode::Plan => self.inner.plan(&samples),
+                Mode::Baseline => self.inner.baseline(&samples),
+            }?;
             Ok::<_, Failure>(plan)
         })?;
         Ok(NativePlan { plan })
@@ -498,7 +436,10 @@ impl NativePlan {
         d.set_item("efficiency", r.efficiency)?;
         d.set_item("sequences", r.sequences)?;
         d.set_item("balanced_packing", r.balanced_packing)?;
-        d.set_item("planning_time", r.planning_time.map(|t| t.as_secs_f64()))?;
+        d.set_item(
+            "planning_time",
+            self.plan.planning_time().map(|t| t.as_secs_f64()),
+        )?;
         d.set_item("ratio", r.ratio())?;
         d.set_item("gain", r.gain())?;
         d.set_item("straggler", r.straggler())?;

@@ -178,3 +178,71 @@ def test_fit_terms_refuses_what_it_cannot_fit():
     assert e.value.item == 0
     with pytest.raises(microbatch.DtypeError):
         mc.fit_terms([], [([10], None)], [1.0])
+
+
+def test_terms_come_from_the_crate():
+    from microbatch import _native
+
+    assert mc.TERMS == tuple(_native.TERM_NAMES)
+    assert mc.TERMS[0] == "vision.image_tokens" and mc.TERMS[-1] == "language.groups"
+    assert len(set(mc.TERMS)) == len(mc.TERMS) == 10
+
+
+def _group(rng, n):
+    text = rng.integers(0, 3000, n)
+    images = [rng.integers(1, 2000, int(k)) for k in rng.integers(0, 3, n)]
+    return text, images
+
+
+def test_compositions_follow_the_combinators_rules():
+    """Every combinator, nested, on random groups, against the rules computed
+    here from the terms' own costs: a sum adds, a scale multiplies (a zero
+    factor gives zero, even on an infinite cost), in_phase moves the total,
+    max is phase-wise; per sample and per group."""
+    rng = np.random.default_rng(5)
+    t, a, g = mc.Tokens(2e-3), mc.DocumentAttention(1e-7), mc.PerGroup(0.5)
+    v = mc.PerTile(4e-3, 256, training="trained")
+    huge = mc.Tokens(1e308)  # every non-empty sample overflows to infinity
+    for _ in range(20):
+        text, images = _group(rng, int(rng.integers(1, 8)))
+        c = lambda m: np.array(m.group_cost(text, images))  # noqa: E731
+        k = float(rng.uniform(0.0, 3.0))
+        assert (c(t + a + g) == c(t) + c(a) + c(g)).all()
+        assert (c((t + a).scale(k)) == (c(t) + c(a)) * k).all()
+        assert (c(huge.scale(0.0)) == 0.0).all() and np.isinf(c(huge)[1])
+        assert (c(v.in_phase("language")) == [0.0, c(v).sum()]).all()
+        assert (c(t.max(g)) == np.maximum(c(t), c(g))).all()
+        deep = (t + a).scale(k).max(g.in_phase("vision")) + v + huge.scale(0.0)
+        want = np.maximum((c(t) + c(a)) * k, [c(g).sum(), 0.0]) + c(v) + 0.0
+        assert (c(deep) == want).all()
+        # Each sample's own cost, through the same composition.
+        per = deep.cost(text, images)
+        for i in range(len(text)):
+            one = np.array(deep.group_cost(text[i : i + 1], images[i : i + 1]))
+            assert (per[i] == one).all()
+    fixed = (t + a).scale(1.5).max(g.in_phase("vision")) + huge.scale(0.0)
+    assert fixed.formula == (
+        "max(1.5 * (Tokens { per_token: 0.002 } + DocumentAttention { per_token_pair: 1e-7 }), "
+        "vision(PerGroup { cost: 0.5 })) + 0.0 * (Tokens { per_token: 1e308 })"
+    )
+
+
+def test_compositions_plan_as_their_formula_says():
+    """A planner over a composition built in Python reports the composition's
+    cost: the predicted step time is at least the heaviest sample's own cost."""
+    rng = np.random.default_rng(9)
+    text, images = _group(rng, 200)
+    ids = np.arange(200)
+    model = (mc.Tokens(2e-5) + mc.DocumentAttention(3e-10)).max(mc.PerSample(1e-3)) + mc.PerTile(
+        4e-3, 256
+    ).in_phase("vision")
+    plan = microbatch.Planner(model, ranks=4, seq_len=16384, sync="phase").plan(ids, text, images)
+    assert len(plan) == 200
+    own = model.cost(text, images)
+    assert plan.report.predicted >= own.sum(axis=1).max()
+    # The same model built twice plans the same.
+    again = (mc.Tokens(2e-5) + mc.DocumentAttention(3e-10)).max(mc.PerSample(1e-3)) + mc.PerTile(
+        4e-3, 256
+    ).in_phase("vision")
+    replan = microbatch.Planner(again, ranks=4, seq_len=16384, sync="phase").plan(ids, text, images)
+    assert replan.fingerprint == plan.fingerprint

@@ -66,14 +66,6 @@ def test_fingerprints_equal_the_crate(kind, sync):
     assert plan.report.predicted == predicted
 
 
-def test_static_paths():
-    assert microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096)._native.path == "preset"
-    assert microbatch.Planner(mc.preset("qwen2.5-vl-7b"), ranks=2, seq_len=4096)._native.path == "preset"
-    assert microbatch.Planner("costs", ranks=2, seq_len=4096)._native.path == "given"
-    assert microbatch.Planner(mc.Given(), ranks=2, seq_len=4096)._native.path == "given"
-    assert microbatch.Planner(custom_model(), ranks=2, seq_len=4096)._native.path == "custom"
-
-
 def test_forms_of_images_plan_the_same():
     ids, text, images, loss, _ = batch()
     planner = microbatch.Planner("qwen2.5-vl-7b", ranks=4, seq_len=8192)

@@ -4,7 +4,7 @@
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-use core::any::{self, Any};
+use core::any::{self, Any, TypeId};
 use core::fmt;
 
 use super::{CostModel, Incremental, Phases, Sample, Zero};
@@ -55,12 +55,15 @@ impl<S: Clone + fmt::Debug + Send + Sync + 'static> ErasedState for S {
 }
 
 /// The state of a [`BoxCostModel`]: the boxed model's own
-/// [`State`](Incremental::State), behind a `Box<dyn ...>`.
+/// [`State`](Incremental::State), erased.
 ///
 /// Made by [`Incremental::empty`] of a [`BoxCostModel`]; only that model (or
-/// a clone of it, or a boxed model of the same type) can read it. Cloning
-/// allocates one box per boxed model in the composition. `Debug` prints the
-/// inner state as it is.
+/// a clone of it, or a boxed model of the same type) can read it. The
+/// states of the built-in terms (integer sums, [`Phases`]) are held inline,
+/// the state of a model over one boxed model ([`CostModel::scale`],
+/// [`CostModel::in_phase`]) is that model's own, and a pair of states (a
+/// sum or a maximum of boxed models) is one box; any other state is a
+/// `Box<dyn ...>`. `Debug` prints the inner state as it is.
 ///
 /// # Examples
 ///
@@ -74,9 +77,65 @@ impl<S: Clone + fmt::Debug + Send + Sync + 'static> ErasedState for S {
 /// assert_eq!(format!("{state:?}"), "5");
 /// # Ok::<(), microbatch::Error>(())
 /// ```
-pub struct BoxState(Box<dyn ErasedState>);
+#[derive(Clone)]
+pub struct BoxState(Repr);
+
+/// How a [`BoxState`] holds its state: inline for the small states of the
+/// built-in terms, so that a composition of boxed terms allocates and
+/// dereferences one box per pair, not one per term.
+#[derive(Clone)]
+enum Repr {
+    U64(u64),
+    U128(u128),
+    U128x3([u128; 3]),
+    Phases(Phases),
+    Pair(Box<(BoxState, BoxState)>),
+    Other(Box<dyn ErasedState>),
+}
+
+impl Clone for Box<dyn ErasedState> {
+    fn clone(&self) -> Self {
+        (**self).clone_box()
+    }
+}
+
+/// `Some(value)` when `value` is a `T`.
+#[inline]
+fn take<S: Any, T: Any>(value: &mut Option<S>) -> Option<T> {
+    (value as &mut dyn Any)
+        .downcast_mut::<Option<T>>()
+        .and_then(Option::take)
+}
 
 impl BoxState {
+    /// Erases `state`, inline where its type allows.
+    #[inline]
+    fn new<S: Clone + fmt::Debug + Send + Sync + 'static>(state: S) -> Self {
+        let mut s = Some(state);
+        // Each `take` compares two constant type ids: the right arm is
+        // chosen at compile time.
+        if let Some(b) = take::<S, BoxState>(&mut s) {
+            return b;
+        }
+        let repr = if let Some(x) = take(&mut s) {
+            Repr::U64(x)
+        } else if let Some(x) = take(&mut s) {
+            Repr::U128(x)
+        } else if let Some(x) = take(&mut s) {
+            Repr::U128x3(x)
+        } else if let Some(x) = take(&mut s) {
+            Repr::Phases(x)
+        } else if let Some(x) = take::<S, (BoxState, BoxState)>(&mut s) {
+            Repr::Pair(Box::new(x))
+        } else {
+            match s {
+                Some(s) => Repr::Other(Box::new(s)),
+                None => Repr::U64(0), // unreachable: no arm took it
+            }
+        };
+        BoxState(repr)
+    }
+
     /// The inner state, if it is a `S` (the [`State`](Incremental::State) of
     /// the boxed model).
     ///
@@ -93,20 +152,60 @@ impl BoxState {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
+    #[inline]
     pub fn downcast_ref<S: Any>(&self) -> Option<&S> {
-        self.0.as_any().downcast_ref()
+        if TypeId::of::<S>() == TypeId::of::<BoxState>() {
+            return (self as &dyn Any).downcast_ref::<S>();
+        }
+        match &self.0 {
+            Repr::U64(x) => (x as &dyn Any).downcast_ref(),
+            Repr::U128(x) => (x as &dyn Any).downcast_ref(),
+            Repr::U128x3(x) => (x as &dyn Any).downcast_ref(),
+            Repr::Phases(x) => (x as &dyn Any).downcast_ref(),
+            Repr::Pair(x) => (&**x as &dyn Any).downcast_ref(),
+            Repr::Other(x) => (**x).as_any().downcast_ref(),
+        }
     }
-}
 
-impl Clone for BoxState {
-    fn clone(&self) -> Self {
-        BoxState(self.0.clone_box())
+    /// [`downcast_ref`](BoxState::downcast_ref), mutably.
+    #[inline]
+    fn downcast_mut<S: Any>(&mut self) -> Option<&mut S> {
+        if TypeId::of::<S>() == TypeId::of::<BoxState>() {
+            return (self as &mut dyn Any).downcast_mut::<S>();
+        }
+        match &mut self.0 {
+            Repr::U64(x) => (x as &mut dyn Any).downcast_mut(),
+            Repr::U128(x) => (x as &mut dyn Any).downcast_mut(),
+            Repr::U128x3(x) => (x as &mut dyn Any).downcast_mut(),
+            Repr::Phases(x) => (x as &mut dyn Any).downcast_mut(),
+            Repr::Pair(x) => (&mut **x as &mut dyn Any).downcast_mut(),
+            Repr::Other(x) => (**x).as_any_mut().downcast_mut(),
+        }
+    }
+
+    /// The name of the inner state's type, for the message of a mismatch.
+    fn type_name(&self) -> &'static str {
+        match &self.0 {
+            Repr::U64(_) => any::type_name::<u64>(),
+            Repr::U128(_) => any::type_name::<u128>(),
+            Repr::U128x3(_) => any::type_name::<[u128; 3]>(),
+            Repr::Phases(_) => any::type_name::<Phases>(),
+            Repr::Pair(_) => any::type_name::<(BoxState, BoxState)>(),
+            Repr::Other(x) => (**x).type_name(),
+        }
     }
 }
 
 impl fmt::Debug for BoxState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.debug(f)
+        match &self.0 {
+            Repr::U64(x) => fmt::Debug::fmt(x, f),
+            Repr::U128(x) => fmt::Debug::fmt(x, f),
+            Repr::U128x3(x) => fmt::Debug::fmt(x, f),
+            Repr::Phases(x) => fmt::Debug::fmt(x, f),
+            Repr::Pair(x) => fmt::Debug::fmt(&**x, f),
+            Repr::Other(x) => (**x).debug(f),
+        }
     }
 }
 
@@ -118,26 +217,28 @@ impl fmt::Debug for BoxState {
 /// (a [`BoxState`] given to a model it was not made by), never a value of
 /// the input.
 #[inline]
-fn state_of<'a, M: Incremental>(state: &'a BoxState) -> &'a M::State
+fn state_of<M: Incremental>(state: &BoxState) -> &M::State
 where
     M::State: Any,
 {
-    match state.0.as_any().downcast_ref() {
+    match state.downcast_ref() {
         Some(s) => s,
-        None => mismatch::<M>(state.0.type_name()),
+        None => mismatch::<M>(state.type_name()),
     }
 }
 
 /// [`state_of`], mutably.
 #[inline]
-fn state_of_mut<'a, M: Incremental>(state: &'a mut BoxState) -> &'a mut M::State
+fn state_of_mut<M: Incremental>(state: &mut BoxState) -> &mut M::State
 where
     M::State: Any,
 {
-    let found = state.0.type_name();
-    match state.0.as_any_mut().downcast_mut() {
+    if state.downcast_mut::<M::State>().is_none() {
+        mismatch::<M>(state.type_name())
+    }
+    match state.downcast_mut() {
         Some(s) => s,
-        None => mismatch::<M>(found),
+        None => mismatch::<M>(""),
     }
 }
 
@@ -167,7 +268,7 @@ where
     }
     #[inline]
     fn erased_empty(&self) -> BoxState {
-        BoxState(Box::new(Incremental::empty(self)))
+        BoxState::new(Incremental::empty(self))
     }
     #[inline]
     fn erased_insert(&self, state: &mut BoxState, sample: &Sample) {

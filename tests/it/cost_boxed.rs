@@ -252,7 +252,7 @@ proptest! {
             .plus(Preset::Qwen25Vl7b.cost_model().boxed().scale(1e-12).unwrap().boxed())
             .boxed();
         same(&stat, &every, &g)?;
-        same(&stat, &stat.clone().boxed(), &g)?;
+        same(&stat, &stat.boxed(), &g)?;
     }
 
     /// A planner over the boxed model makes the plan of the static model,
