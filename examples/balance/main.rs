@@ -248,15 +248,57 @@ fn generated(args: &Args) -> Result<usize, String> {
     Ok(n as usize)
 }
 
+/// The text of the JSON Lines file `path`, read line by line so that a line
+/// longer than [`input::MAX_LINE_BYTES`] is refused (naming it) after at
+/// most that many bytes of it are held: a hostile line costs no more memory
+/// than the limit, whatever its length. O(bytes) time.
+fn read_lines(path: &str) -> Result<String, String> {
+    use std::io::{BufRead, BufReader, Read};
+    let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut reader = BufReader::new(file);
+    let mut text = Vec::new();
+    for line in 1.. {
+        let start = text.len();
+        // One byte past the limit (plus the newline) tells a long line.
+        let limit = input::MAX_LINE_BYTES as u64 + 2;
+        let n = (&mut reader)
+            .take(limit)
+            .read_until(b'\n', &mut text)
+            .map_err(|e| format!("{path}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        let raw = &text[start..];
+        let body = raw.strip_suffix(b"\n").unwrap_or(raw);
+        let body = body.strip_suffix(b"\r").unwrap_or(body);
+        if body.len() > input::MAX_LINE_BYTES {
+            return Err(format!(
+                "{path}, {}",
+                input::at(
+                    line,
+                    format!(
+                        "the line is more than {} bytes long, above the limit of {} bytes a \
+                         line (4 MiB; a sample has at most {} images); split it",
+                        input::MAX_LINE_BYTES,
+                        input::MAX_LINE_BYTES,
+                        input::MAX_IMAGES
+                    )
+                )
+            ));
+        }
+    }
+    String::from_utf8(text).map_err(|e| format!("{path}: not UTF-8 text ({e})"))
+}
+
 /// Reads the JSON Lines file `path`; every error names the file and line.
 fn read_input(path: &str) -> Result<input::Input, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let text = read_lines(path)?;
     input::read(&text).map_err(|e| format!("{path}, {e}"))
 }
 
 /// Reads the `--timings` file `path`; every error names the file and line.
 fn read_timings(path: &str) -> Result<Vec<timings::Row>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let text = read_lines(path)?;
     timings::read(&text).map_err(|e| format!("{path}, {e}"))
 }
 
