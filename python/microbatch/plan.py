@@ -396,9 +396,9 @@ class Planner:
         model: a cost model preset name (``"llava-1.5-7b"``, ``"qwen2.5-vl-7b"``,
             ``"internvl2.5-8b"``), ``"costs"`` (bring your own costs: the
             :class:`microbatch.cost.Given` model, ``costs=`` required by
-            :meth:`plan`), or a model of :mod:`microbatch.cost`. Presets and
-            ``Given`` plan with the crate's static types; compositions through
-            a small tree evaluated per sample.
+            :meth:`plan`), or a model of :mod:`microbatch.cost`. Every model
+            plans as the crate's type-erased model (``BoxCostModel``), a
+            composition as built by the crate's combinators.
         ranks: the data-parallel ranks (``R``).
         seq_len: the packed sequence length in tokens (``L``).
         sync: ``"phase"`` (FSDP/ZeRO-3 with the vision encoder and the LLM
