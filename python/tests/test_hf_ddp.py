@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -40,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 import hf_models as H  # noqa: E402
+from dist_support import free_port, worker_group  # noqa: E402
 from microbatch.hf import PackedCollator  # noqa: E402
 from microbatch.torch import BalancedBatchSampler, summed_loss  # noqa: E402
 
@@ -139,27 +139,13 @@ def train(name, attention, sync, micro_steps, broken=None):
 
 def train_worker(rank, world, port, out):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
+    with worker_group(rank, world, port):
         records = {}
         for c in configs():
             records[c] = train(*c)
         for name, attention, broken in BROKEN:
             records[(name, attention, broken)] = train(name, attention, "step", None, broken=broken)
         torch.save(records, out / f"rank{rank}.pt")
-        dist.barrier()  # no rank tears gloo down while another still talks to it
-    finally:
-        dist.destroy_process_group()
-    # Torch's gloo backend sometimes aborts in its C++ destructors at interpreter exit
-    # ("terminate called without an active exception"), after all work is done: leave
-    # without running them. Failures above still raise.
-    os._exit(0)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _REFERENCES: dict = {}

@@ -20,18 +20,16 @@ accumulation steps, as Trainer does by default, must miss the reference.
 from __future__ import annotations
 
 import os
-import socket
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
-import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 import hf_models as H  # noqa: E402
+from dist_support import free_port, worker_group  # noqa: E402
 
 SAMPLES, GLOBAL_BATCH, SEQ_LEN, SEED, LR, CLIP = 44, 16, 64, 5, 0.5, 0.5
 #: (model, normalization, gradient_accumulation_steps) under 2 processes; 9 micro-steps for
@@ -100,21 +98,10 @@ def worker(rank, world, port, out):
     os.environ.update(OMP_NUM_THREADS="1", RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    try:
+    # Trainer joins the group itself, from the environment above.
+    with worker_group(rank, world, port, init=False):
         records = {c: run(*c, out / f"run{rank}") for c in DDP_CONFIGS}
         torch.save(records, out / f"rank{rank}.pt")
-        dist.barrier()  # no rank tears gloo down while another still talks to it
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    # gloo's C++ destructors sometimes abort at interpreter exit, after all work is done.
-    os._exit(0)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check(record, name, normalization, accumulation, what):

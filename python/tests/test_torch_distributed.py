@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -33,13 +32,13 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
+from dist_support import free_port, worker_group  # noqa: E402
 from microbatch.torch import (  # noqa: E402
     BalancedBatchSampler,
     PlanMismatchError,
@@ -128,8 +127,7 @@ def naive_loss(logits, batch, normalization, accumulation):
 
 def train_worker(rank, world, port, out):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
+    with worker_group(rank, world, port):
         meta = make_dataset()
         for c, (sync, norm, micro_steps) in enumerate(configs(world)):
             for mode in ("scaled", "naive"):
@@ -171,19 +169,6 @@ def train_worker(rank, world, port, out):
         except PlanMismatchError as e:
             mismatch = e.ranks
         torch.save({"mismatch": mismatch}, out / f"mismatch-{rank}.pt")
-        dist.barrier()  # no rank tears gloo down while another still talks to it
-    finally:
-        dist.destroy_process_group()
-    # Torch's gloo backend sometimes aborts in its C++ destructors at interpreter exit
-    # ("terminate called without an active exception", about 1 run in 8 with plain DDP),
-    # after all work is done: leave without running them. Failures above still raise.
-    os._exit(0)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reference(meta, batches, normalization):
