@@ -623,7 +623,8 @@ mod tests {
         } else {
             heap(&inst, &c)
         };
-        crate::partition::finish(&inst, &c, part_of, false).unwrap_or_else(|_| unreachable!())
+        crate::partition::partitioner::finish(&inst, &c, part_of, false)
+            .unwrap_or_else(|_| unreachable!())
     }
 
     #[test]

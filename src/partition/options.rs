@@ -1,0 +1,88 @@
+//! The settings a partition is asked for: the [`Objective`], the objective
+//! over several [`Dims`] and the construction [`Algorithm`].
+
+#[cfg(doc)]
+use super::{exact, karmarkar_karp, lpt, Partitioner};
+
+/// What a partition minimizes.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::partition::{Objective, Partitioner};
+///
+/// let p = Partitioner::new(2).objective(Objective::Spread).partition(&[5u32, 4, 3, 3, 1])?;
+/// assert_eq!(p.objective(), 0); // {5, 3} and {4, 3, 1}
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum Objective {
+    /// The largest part sum (the makespan): what a barrier waits for.
+    #[default]
+    MaxPart,
+    /// The spread, largest part sum minus smallest.
+    Spread,
+}
+
+/// How the objective treats items with several dimensions.
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::partition::{Dims, Partitioner};
+///
+/// // (ViT cost, LLM cost) per sample.
+/// let items = [[6u32, 0], [5, 0], [0, 6], [0, 5]];
+/// // Balanced totals, but one rank has all the ViT work: 11 + 11 per phase.
+/// let combined = Partitioner::new(2).partition(&items)?;
+/// assert_eq!(combined.objective(), 11);
+/// assert_eq!((combined.max_sum(0), combined.max_sum(1)), (11, 11));
+/// // Each phase balanced: 6 + 6.
+/// let per_dim = Partitioner::new(2).dims(Dims::PerDim).partition(&items)?;
+/// assert_eq!(per_dim.objective(), 12);
+/// assert_eq!((per_dim.max_sum(0), per_dim.max_sum(1)), (6, 6));
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum Dims {
+    /// The objective of the combined weight, the sum of an item's sizes over
+    /// its dimensions: the largest part of `sum_d size_d` (one barrier for
+    /// the whole work, as DDP with one all-reduce per step).
+    #[default]
+    Combined,
+    /// The sum over dimensions of each dimension's objective: for
+    /// [`Objective::MaxPart`], the sum of each dimension's largest part
+    /// (phases that each wait at their own barrier, as a ViT and an LLM under
+    /// FSDP).
+    PerDim,
+}
+
+/// The construction algorithm of a [`Partitioner`].
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::partition::{Algorithm, Partitioner};
+///
+/// let p = Partitioner::new(2).algorithm(Algorithm::Exact).partition(&[8u32, 7, 6, 5, 4])?;
+/// assert_eq!(p.objective(), 15);
+/// assert!(p.proven_optimal());
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// Longest processing time first: see [`lpt`].
+    #[default]
+    Lpt,
+    /// The largest differencing method: see [`karmarkar_karp`].
+    KarmarkarKarp,
+    /// Branch and bound from the refined LPT result, within the node
+    /// budget: see [`exact`].
+    Exact,
+}
