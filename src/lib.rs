@@ -119,9 +119,9 @@ pub mod cost;
 mod error;
 mod grouped;
 mod num;
-mod phase;
 pub mod pack;
 pub mod partition;
+mod phase;
 pub mod plan;
 #[cfg(feature = "scenarios")]
 #[cfg_attr(docsrs, doc(cfg(feature = "scenarios")))]
