@@ -10,7 +10,9 @@ use crate::num::{Item, Total};
 
 use super::bounds;
 use super::instance::{self, Config, Instance, Load};
-use super::{Algorithm, Objective, Partition, Partitioner, TotalOf};
+use super::options::{Dims, Objective};
+use super::result::{Partition, TotalOf};
+use super::{karmarkar_karp, lpt, refine, steps};
 
 /// Partitions `items` into `k` parts optimally, or as well as `node_budget`
 /// branch-and-bound nodes allow: the result is the best partition found and
@@ -27,8 +29,8 @@ use super::{Algorithm, Objective, Partition, Partitioner, TotalOf};
 /// is competitive with complete Karmarkar-Karp.
 ///
 /// Use it as an oracle for small inputs, or with a budget as an anytime
-/// improvement over the heuristics. [`Partitioner`] with
-/// [`Algorithm::Exact`] adds constraints and other objectives.
+/// improvement over the heuristics. [`Partitioner`](super::Partitioner) with
+/// [`Algorithm::Exact`](super::Algorithm::Exact) adds constraints and other objectives.
 ///
 /// # Complexity
 ///
@@ -68,10 +70,60 @@ pub fn exact<I: Item>(
     k: usize,
     node_budget: u64,
 ) -> Result<Partition<TotalOf<I>>, Error> {
-    Partitioner::new(k)
-        .algorithm(Algorithm::Exact)
-        .node_budget(node_budget)
-        .partition(items)
+    let inst = instance::instance(items, Dims::Combined, None)?;
+    steps::check_parts(inst.n, k, false)?;
+    let cfg = steps::unconstrained(k);
+    let (part_of, proven) = solve(&inst, &cfg, steps::default_rounds(inst.n, k), node_budget);
+    Ok(steps::uncapped(&inst, &cfg, part_of, proven))
+}
+
+/// [`Algorithm::Exact`](super::Algorithm::Exact) by rank: refined LPT, or
+/// refined KK where it is better (with one objective dimension), as the
+/// incumbent when within the cap, then branch and bound within
+/// `node_budget` nodes. The best assignment and whether it is proven
+/// optimal.
+pub(super) fn solve<T: Total>(
+    inst: &Instance<T>,
+    cfg: &Config<T>,
+    rounds: usize,
+    node_budget: u64,
+) -> (Vec<usize>, bool) {
+    let mut part_of = lpt::run(inst, cfg);
+    refine::run(inst, cfg, &mut part_of, rounds);
+    // The incumbent: the better of refined LPT and refined KK (KK only
+    // where it sees the objective, one objective dimension).
+    if inst.od == 1 {
+        let mut kk = karmarkar_karp::run(inst, cfg);
+        refine::run(inst, cfg, &mut kk, rounds);
+        if rank(inst, cfg, &kk) < rank(inst, cfg, &part_of) {
+            part_of = kk;
+        }
+    }
+    let within_cap = cfg.cap.as_ref().map_or(true, |cap| {
+        instance::cap_violation(cap, inst.d, &inst.sums(cfg.k, &part_of)).is_none()
+    });
+    let incumbent = within_cap.then(|| part_of.clone());
+    let (found, proven) = run(inst, cfg, incumbent, node_budget);
+    (found.unwrap_or(part_of), proven)
+}
+
+/// Orders candidate assignments: within the cap first, then by objective.
+fn rank<T: Total>(inst: &Instance<T>, cfg: &Config<T>, part_of: &[usize]) -> (bool, Load<T>) {
+    let sums = inst.sums(cfg.k, part_of);
+    let over = cfg
+        .cap
+        .as_ref()
+        .is_some_and(|cap| instance::cap_violation(cap, inst.d, &sums).is_some());
+    let osums = inst.objective_sums(cfg.k, &sums);
+    (
+        over,
+        Load(instance::objective_value(
+            cfg.objective,
+            cfg.k,
+            inst.od,
+            &osums,
+        )),
+    )
 }
 
 const NONE: usize = usize::MAX;

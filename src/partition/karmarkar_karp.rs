@@ -9,7 +9,9 @@ use crate::error::Error;
 use crate::num::{Item, Total};
 
 use super::instance::{self, Config, Instance, Load};
-use super::{Algorithm, Partition, Partitioner, TotalOf};
+use super::options::Dims;
+use super::result::{Partition, TotalOf};
+use super::steps;
 
 /// Partitions `items` into `k` parts with the Karmarkar-Karp largest
 /// differencing method (KK).
@@ -21,7 +23,7 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 /// other, until one is left. Ties go by id, then input index.
 ///
 /// Items with several dimensions go by their combined weight. No part is
-/// left empty; use [`Partitioner`] for constraints (equal counts are met by
+/// left empty; use [`Partitioner`](super::Partitioner) for constraints (equal counts are met by
 /// starting from groups of `k` consecutive items), other objectives and
 /// refinement.
 ///
@@ -70,10 +72,11 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 pub fn karmarkar_karp<I: Item>(items: &[I], k: usize) -> Result<Partition<TotalOf<I>>, Error> {
-    Partitioner::new(k)
-        .algorithm(Algorithm::KarmarkarKarp)
-        .refinement(false)
-        .partition(items)
+    let inst = instance::instance(items, Dims::Combined, None)?;
+    steps::check_parts(inst.n, k, false)?;
+    let cfg = steps::unconstrained(k);
+    let part_of = run(&inst, &cfg);
+    Ok(steps::uncapped(&inst, &cfg, part_of, false))
 }
 
 const NONE: usize = usize::MAX;

@@ -14,7 +14,9 @@ use super::bounds;
 use super::instance::{self, Config, Instance, Load};
 use super::load_heap::LoadHeap;
 use super::load_queue::LoadQueue;
-use super::{Algorithm, Partition, Partitioner, TotalOf};
+use super::options::Dims;
+use super::result::{Partition, TotalOf};
+use super::steps;
 
 /// Partitions `items` into `k` parts with LPT: items in decreasing order
 /// (ties by id, then input index); the first `k` open the `k` parts, each
@@ -25,7 +27,7 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 /// this one keeps the queue O(1) a placement.
 ///
 /// Items with several dimensions go by their combined weight (the sum over
-/// dimensions). No part is left empty; use [`Partitioner`] for constraints,
+/// dimensions). No part is left empty; use [`Partitioner`](super::Partitioner) for constraints,
 /// other objectives and refinement.
 ///
 /// # Complexity
@@ -70,10 +72,14 @@ use super::{Algorithm, Partition, Partitioner, TotalOf};
 /// # Ok::<(), microbatch::Error>(())
 /// ```
 pub fn lpt<I: Item>(items: &[I], k: usize) -> Result<Partition<TotalOf<I>>, Error> {
-    Partitioner::new(k)
-        .algorithm(Algorithm::Lpt)
-        .refinement(false)
-        .partition(items)
+    if let Some(p) = counting(items, k) {
+        return Ok(p);
+    }
+    let inst = instance::instance(items, Dims::Combined, None)?;
+    steps::check_parts(inst.n, k, false)?;
+    let cfg = steps::unconstrained(k);
+    let part_of = run(&inst, &cfg);
+    Ok(steps::uncapped(&inst, &cfg, part_of, false))
 }
 
 /// The most size values (`largest + 1`) that [`counting`] counts, and that
@@ -623,7 +629,7 @@ mod tests {
         } else {
             heap(&inst, &c)
         };
-        crate::partition::partitioner::finish(&inst, &c, part_of, false)
+        crate::partition::steps::finish(&inst, &c, part_of, false)
             .unwrap_or_else(|_| unreachable!())
     }
 

@@ -92,6 +92,7 @@ mod options;
 mod partitioner;
 mod refine;
 mod result;
+mod steps;
 mod vector_lpt;
 
 pub use self::bounds::lower_bound;

@@ -1,9 +1,6 @@
 //! The settings a partition is asked for: the [`Objective`], the objective
 //! over several [`Dims`] and the construction [`Algorithm`].
 
-#[cfg(doc)]
-use super::{exact, karmarkar_karp, lpt, Partitioner};
-
 /// What a partition minimizes.
 ///
 /// # Examples
@@ -61,7 +58,7 @@ pub enum Dims {
     PerDim,
 }
 
-/// The construction algorithm of a [`Partitioner`].
+/// The construction algorithm of a [`Partitioner`](super::Partitioner).
 ///
 /// # Examples
 ///
@@ -77,12 +74,12 @@ pub enum Dims {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum Algorithm {
-    /// Longest processing time first: see [`lpt`].
+    /// Longest processing time first: see [`lpt`](super::lpt).
     #[default]
     Lpt,
-    /// The largest differencing method: see [`karmarkar_karp`].
+    /// The largest differencing method: see [`karmarkar_karp`](super::karmarkar_karp).
     KarmarkarKarp,
     /// Branch and bound from the refined LPT result, within the node
-    /// budget: see [`exact`].
+    /// budget: see [`exact`](super::exact).
     Exact,
 }

@@ -3,15 +3,14 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
-use core::cmp::Ordering;
 
 use crate::error::Error;
-use crate::grouped::Grouped;
-use crate::num::{Item, Size, Total, TotalOps};
+use crate::num::{Item, Size};
 
-use super::instance::{self, Config, Instance, Load};
-use super::{bounds, exact, karmarkar_karp, lpt, refine};
-use super::{Algorithm, Dims, Objective, Partition};
+use super::instance::{self, Config, Instance};
+use super::options::{Algorithm, Dims, Objective};
+use super::result::Partition;
+use super::{exact, karmarkar_karp, lpt, refine, steps};
 
 /// Multiway partitioning with options and hard constraints.
 ///
@@ -314,7 +313,7 @@ impl<S: Size> Partitioner<S> {
 
     fn rounds(&self, n: usize, k: usize) -> usize {
         self.max_rounds
-            .unwrap_or_else(|| n.saturating_add(k).saturating_mul(16))
+            .unwrap_or_else(|| steps::default_rounds(n, k))
     }
 
     fn config(&self, k: usize) -> Config<S::Total> {
@@ -328,24 +327,6 @@ impl<S: Size> Partitioner<S> {
                 .as_ref()
                 .map(|c| c.iter().map(|&x| x.widen()).collect()),
         }
-    }
-
-    fn check_parts(&self, n: usize, k: usize) -> Result<(), Error> {
-        if k == 0 {
-            return Err(Error::ZeroParts);
-        }
-        if k > n && !self.allow_empty {
-            return Err(Error::TooManyParts { parts: k, items: n });
-        }
-        if k > n.max(MAX_EMPTY_PARTS) {
-            return Err(Error::InvalidSetting {
-                name: "parts",
-                value: u64::try_from(k).unwrap_or(u64::MAX),
-                requirement: "at most the number of items, or at most 65536 when there are \
-                              fewer items (with empty parts allowed)",
-            });
-        }
-        Ok(())
     }
 
     /// Partitions `items` into the configured number of parts.
@@ -390,22 +371,22 @@ impl<S: Size> Partitioner<S> {
             }
         }
         let inst = instance::instance(items, self.dims, self.cap.as_deref())?;
-        self.check_parts(inst.n, self.parts)?;
+        steps::check_parts(inst.n, self.parts, self.allow_empty)?;
         let cfg = self.config(self.parts);
         // A cap below a lower bound on the largest part is infeasible: no
         // search, only the heuristic for the best part to report.
-        if let Some(dim) = infeasible_dim(&inst, &cfg) {
+        if let Some(dim) = steps::infeasible_dim(&inst, &cfg) {
             let heuristic = match self.algorithm {
                 Algorithm::Exact => Algorithm::Lpt,
                 other => other,
             };
             let (part_of, _) = self.construct(&inst, &cfg, heuristic);
             let sums = inst.sums(cfg.k, &part_of);
-            let best = column_max(&sums, inst.d, dim);
+            let best = steps::column_max(&sums, inst.d, dim);
             return Err(self.cap_error(&inst, &cfg, dim, best, true));
         }
         let (part_of, proven) = self.construct(&inst, &cfg, self.algorithm);
-        match finish(&inst, &cfg, part_of, proven) {
+        match steps::finish(&inst, &cfg, part_of, proven) {
             Ok(p) => Ok(p),
             Err((dim, best)) => self.repair(
                 &inst,
@@ -425,56 +406,17 @@ impl<S: Size> Partitioner<S> {
         cfg: &Config<S::Total>,
         algorithm: Algorithm,
     ) -> (Vec<usize>, bool) {
+        if algorithm == Algorithm::Exact {
+            return exact::solve(inst, cfg, self.rounds(inst.n, cfg.k), self.node_budget);
+        }
         let mut part_of = match algorithm {
             Algorithm::KarmarkarKarp => karmarkar_karp::run(inst, cfg),
             Algorithm::Lpt | Algorithm::Exact => lpt::run(inst, cfg),
         };
-        if self.refinement || algorithm == Algorithm::Exact {
+        if self.refinement {
             refine::run(inst, cfg, &mut part_of, self.rounds(inst.n, cfg.k));
         }
-        if algorithm != Algorithm::Exact {
-            return (part_of, false);
-        }
-        // The incumbent: the better of refined LPT and refined KK (KK only
-        // where it sees the objective, one objective dimension).
-        if inst.od == 1 {
-            let mut kk = karmarkar_karp::run(inst, cfg);
-            refine::run(inst, cfg, &mut kk, self.rounds(inst.n, cfg.k));
-            if self.rank(inst, cfg, &kk) < self.rank(inst, cfg, &part_of) {
-                part_of = kk;
-            }
-        }
-        let within_cap = cfg.cap.as_ref().map_or(true, |cap| {
-            instance::cap_violation(cap, inst.d, &inst.sums(cfg.k, &part_of)).is_none()
-        });
-        let incumbent = within_cap.then(|| part_of.clone());
-        let (found, proven) = exact::run(inst, cfg, incumbent, self.node_budget);
-        (found.unwrap_or(part_of), proven)
-    }
-
-    /// Orders candidate assignments: within the cap first, then by
-    /// objective.
-    fn rank(
-        &self,
-        inst: &Instance<S::Total>,
-        cfg: &Config<S::Total>,
-        part_of: &[usize],
-    ) -> (bool, Load<S::Total>) {
-        let sums = inst.sums(cfg.k, part_of);
-        let over = cfg
-            .cap
-            .as_ref()
-            .is_some_and(|cap| instance::cap_violation(cap, inst.d, &sums).is_some());
-        let osums = inst.objective_sums(cfg.k, &sums);
-        (
-            over,
-            Load(instance::objective_value(
-                cfg.objective,
-                cfg.k,
-                inst.od,
-                &osums,
-            )),
-        )
+        (part_of, false)
     }
 
     /// The heuristic missed the cap: search within the node budget (unless a
@@ -496,7 +438,7 @@ impl<S: Size> Partitioner<S> {
             let nodes = self.node_budget.min(repair_nodes(inst.n, cfg.k, inst.d));
             exact::run(inst, cfg, None, nodes)
         };
-        match found.map(|part_of| finish(inst, cfg, part_of, proven)) {
+        match found.map(|part_of| steps::finish(inst, cfg, part_of, proven)) {
             Some(Ok(p)) => Ok(p),
             // The search's sums are the fresh sums: this cannot happen, but
             // a result above the cap is never returned.
@@ -514,15 +456,7 @@ impl<S: Size> Partitioner<S> {
         best: S::Total,
         proven: bool,
     ) -> Error {
-        let cap = cfg.cap.as_deref().map_or(S::Total::ZERO, |c| c[dim]);
-        Error::CapExceeded {
-            parts: cfg.k,
-            dim,
-            cap: instance::scalar(cap),
-            best: instance::scalar(best),
-            proven,
-            parts_needed: self.parts_needed(inst, cfg),
-        }
+        steps::cap_exceeded(cfg, dim, best, proven, self.parts_needed(inst, cfg))
     }
 
     /// The smallest part count above `cfg.k` for which the heuristic (LPT
@@ -536,7 +470,7 @@ impl<S: Size> Partitioner<S> {
         };
         let fits = |k: usize| {
             let c = Config { k, ..cfg.clone() };
-            if infeasible_dim(inst, &c).is_some() {
+            if steps::infeasible_dim(inst, &c).is_some() {
                 return false;
             }
             let (part_of, _) = self.construct(inst, &c, algorithm);
@@ -592,74 +526,13 @@ impl<S: Size> Partitioner<S> {
     ) -> Result<Partition<S::Total>, Error> {
         let inst = instance::instance(items, self.dims, self.cap.as_deref())?;
         let k = partition.len();
-        self.check_parts(inst.n, k)?;
-        let mut rank_of = vec![0; inst.n];
-        for (r, &i) in inst.index.iter().enumerate() {
-            rank_of[i] = r;
-        }
-        let mut part_of = vec![usize::MAX; inst.n];
-        for (p, items_of) in partition.parts().enumerate() {
-            for &i in items_of {
-                match part_of.get_mut(i) {
-                    Some(slot) if *slot == usize::MAX => *slot = p,
-                    _ => {
-                        let times = partition
-                            .parts()
-                            .map(|q| q.iter().filter(|&&j| j == i).count())
-                            .sum();
-                        return Err(Error::NotAPartition {
-                            items: inst.n,
-                            index: i,
-                            times,
-                        });
-                    }
-                }
-            }
-        }
-        if let Some(index) = part_of.iter().position(|&p| p == usize::MAX) {
-            return Err(Error::NotAPartition {
-                items: inst.n,
-                index,
-                times: 0,
-            });
-        }
-        if self.equal_count {
-            let fewest = inst.n / k;
-            let most = fewest + usize::from(inst.n % k != 0);
-            if let Some((part, p)) = partition
-                .parts()
-                .enumerate()
-                .find(|(_, p)| !(fewest..=most).contains(&p.len()))
-            {
-                return Err(Error::UnequalCounts {
-                    part,
-                    items: p.len(),
-                    fewest,
-                });
-            }
-        }
-        let mut by_rank: Vec<usize> = inst.index.iter().map(|&i| part_of[i]).collect();
+        steps::check_parts(inst.n, k, self.allow_empty)?;
+        let by_rank = refine::by_rank(&inst, partition, self.equal_count)?;
         let cfg = self.config(k);
-        // Floats only: steps are taken on running sums, so a float result
-        // could be an ulp above the input evaluated the same way (integer
-        // sums are exact and steps only improve them).
-        let start = (!<S::Total as TotalOps>::INTEGER).then(|| by_rank.clone());
-        refine::run(&inst, &cfg, &mut by_rank, self.rounds(inst.n, k));
-        let refined = match (finish(&inst, &cfg, by_rank, false), start) {
-            (Ok(r), Some(start)) => match finish(&inst, &cfg, start, false) {
-                Ok(s) if instance::cmp(r.objective(), s.objective()) == Ordering::Greater => Ok(s),
-                _ => Ok(r),
-            },
-            (refined, _) => refined,
-        };
-        refined.map_err(|(dim, best)| self.cap_error(&inst, &cfg, dim, best, false))
+        refine::refined(&inst, &cfg, by_rank, self.rounds(inst.n, k))
+            .map_err(|(dim, best)| self.cap_error(&inst, &cfg, dim, best, false))
     }
 }
-
-/// The most parts accepted with empty parts allowed, when there are fewer
-/// items: a result holds every part, so `k` is bounded by the input (or by
-/// this constant, a few megabytes of parts).
-const MAX_EMPTY_PARTS: usize = 1 << 16;
 
 /// The least work of the search for a partition within the cap, in node
 /// operations (a node costs O(k d)): at most `max(REPAIR_WORK,
@@ -676,62 +549,4 @@ fn repair_nodes(n: usize, k: usize, d: usize) -> u64 {
         .saturating_mul(d as u64)
         .max(REPAIR_WORK);
     (work / per_node).max(1)
-}
-
-/// The first dimension whose cap is below a lower bound on the largest
-/// part of every partition under `cfg` (the sum over `k`, the largest item,
-/// the items that must share a part, the equal counts): a proof that the
-/// cap is infeasible.
-fn infeasible_dim<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Option<usize> {
-    let cap = cfg.cap.as_ref()?;
-    (0..inst.d)
-        .find(|&j| instance::cmp(bounds::dim_bound(inst, cfg, j), cap[j]) == Ordering::Greater)
-}
-
-/// The largest of the sums of dimension `j` (`sums` is `k * d`).
-fn column_max<T: Total>(sums: &[T], d: usize, j: usize) -> T {
-    sums.iter()
-        .skip(j)
-        .step_by(d)
-        .fold(T::ZERO, |acc, &x| instance::max(acc, x))
-}
-
-/// Turns an assignment by rank into a [`Partition`], with its sums computed
-/// afresh in rank order (the sums it reports); the first (dimension, part
-/// sum) above the cap instead, if any, so that a result above the cap is
-/// never returned.
-pub(super) fn finish<T: Total>(
-    inst: &Instance<T>,
-    cfg: &Config<T>,
-    part_of: Vec<usize>,
-    proven: bool,
-) -> Result<Partition<T>, (usize, T)> {
-    let k = cfg.k;
-    let sums = inst.sums(k, &part_of);
-    if let Some(over) = cfg
-        .cap
-        .as_ref()
-        .and_then(|cap| instance::cap_violation(cap, inst.d, &sums))
-    {
-        return Err(over);
-    }
-    let mut counts = vec![0usize; k];
-    for &p in &part_of {
-        counts[p] += 1;
-    }
-    let ranked = part_of.iter().zip(&inst.index).map(|(&p, &i)| (p, i));
-    let (items, offsets) = Grouped::scatter(counts, ranked).into_flat();
-    let objective =
-        instance::objective_value(cfg.objective, k, inst.od, &inst.objective_sums(k, &sums));
-    let lower_bound = bounds::objective_bound(inst, cfg);
-    let proven = proven || instance::cmp(objective, lower_bound) != Ordering::Greater;
-    Ok(Partition::from_flat(
-        items,
-        offsets,
-        inst.d,
-        sums,
-        objective,
-        lower_bound,
-        proven,
-    ))
 }

@@ -6,11 +6,13 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 
 use crate::error::Error;
-use crate::num::{Item, Size, Total};
+use crate::num::{Item, Size, Total, TotalOps};
 
 use super::bounds;
 use super::instance::{self, Config, Instance, Load};
-use super::{Objective, Partition, Partitioner};
+use super::options::{Dims, Objective};
+use super::result::Partition;
+use super::steps;
 
 /// Improves `partition` of `items` by moving single items and swapping
 /// pairs between an extreme part (the heaviest, for the spread also the
@@ -27,6 +29,10 @@ use super::{Objective, Partition, Partitioner};
 /// step whose fresh sums would break the cap is undone. Use [`Partitioner::refine`] for constraints and other
 /// objectives; this function keeps the defaults (largest part, no empty part
 /// created).
+///
+/// [`Partitioner::refine`]: super::Partitioner::refine
+/// [`Partitioner::max_rounds`]: super::Partitioner::max_rounds
+/// [`Partitioner::partition`]: super::Partitioner::partition
 ///
 /// # Complexity
 ///
@@ -76,7 +82,96 @@ pub fn refine<I: Item>(
     items: &[I],
     partition: &Partition<<I::Size as Size>::Total>,
 ) -> Result<Partition<<I::Size as Size>::Total>, Error> {
-    Partitioner::new(partition.len()).refine(items, partition)
+    let k = partition.len();
+    let inst = instance::instance(items, Dims::Combined, None)?;
+    steps::check_parts(inst.n, k, false)?;
+    let by_rank = by_rank(&inst, partition, false)?;
+    let cfg = steps::unconstrained(k);
+    // Without a cap `refined` cannot fail; the error names the dimension
+    // all the same.
+    refined(&inst, &cfg, by_rank, steps::default_rounds(inst.n, k))
+        .map_err(|(dim, best)| steps::cap_exceeded(&cfg, dim, best, false, None))
+}
+
+/// The part of each item by rank, from `partition` of the items of `inst`:
+/// [`Error::NotAPartition`] when it does not hold every item exactly once,
+/// [`Error::UnequalCounts`] under `equal_count` when its parts' counts
+/// differ by more than one.
+pub(super) fn by_rank<T: Total>(
+    inst: &Instance<T>,
+    partition: &Partition<T>,
+    equal_count: bool,
+) -> Result<Vec<usize>, Error> {
+    let k = partition.len();
+    let mut rank_of = vec![0; inst.n];
+    for (r, &i) in inst.index.iter().enumerate() {
+        rank_of[i] = r;
+    }
+    let mut part_of = vec![usize::MAX; inst.n];
+    for (p, items_of) in partition.parts().enumerate() {
+        for &i in items_of {
+            match part_of.get_mut(i) {
+                Some(slot) if *slot == usize::MAX => *slot = p,
+                _ => {
+                    let times = partition
+                        .parts()
+                        .map(|q| q.iter().filter(|&&j| j == i).count())
+                        .sum();
+                    return Err(Error::NotAPartition {
+                        items: inst.n,
+                        index: i,
+                        times,
+                    });
+                }
+            }
+        }
+    }
+    if let Some(index) = part_of.iter().position(|&p| p == usize::MAX) {
+        return Err(Error::NotAPartition {
+            items: inst.n,
+            index,
+            times: 0,
+        });
+    }
+    if equal_count {
+        let fewest = inst.n / k;
+        let most = fewest + usize::from(inst.n % k != 0);
+        if let Some((part, p)) = partition
+            .parts()
+            .enumerate()
+            .find(|(_, p)| !(fewest..=most).contains(&p.len()))
+        {
+            return Err(Error::UnequalCounts {
+                part,
+                items: p.len(),
+                fewest,
+            });
+        }
+    }
+    Ok(inst.index.iter().map(|&i| part_of[i]).collect())
+}
+
+/// Refines the assignment by rank `by_rank` under `cfg` in at most `rounds`
+/// improving steps, never worse than its input evaluated the same way; the
+/// first (dimension, part sum) above the cap instead, if any.
+pub(super) fn refined<T: Total>(
+    inst: &Instance<T>,
+    cfg: &Config<T>,
+    mut by_rank: Vec<usize>,
+    rounds: usize,
+) -> Result<Partition<T>, (usize, T)> {
+    // Floats only: steps are taken on running sums, so a float result
+    // could be an ulp above the input evaluated the same way (integer
+    // sums are exact and steps only improve them).
+    let start = (!<T as TotalOps>::INTEGER).then(|| by_rank.clone());
+    run(inst, cfg, &mut by_rank, rounds);
+    match (steps::finish(inst, cfg, by_rank, false), start) {
+        (Ok(r), Some(start)) => match steps::finish(inst, cfg, start, false) {
+            Ok(s) if instance::cmp(r.objective(), s.objective()) == Ordering::Greater => Ok(s),
+            _ => Ok(r),
+        },
+        (refined, _) => refined,
+    }
 }
 
 /// A candidate step: move `x` to `to` (and `y` the other way, for a swap).

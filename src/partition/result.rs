@@ -8,8 +8,6 @@ use crate::grouped::Grouped;
 use crate::num::{Item, Size, Total};
 
 use super::instance;
-#[cfg(doc)]
-use super::{exact, karmarkar_karp, lower_bound, lpt, refine, Dims, Objective, Partitioner};
 
 /// The sum type of an item's sizes: `u128` for integers, `f64` for floats.
 ///
@@ -28,9 +26,10 @@ pub type TotalOf<I> = <<I as Item>::Size as Size>::Total;
 /// A partition of items into parts, with its part sums, objective value and
 /// a lower bound on the optimum.
 ///
-/// Created by [`lpt`], [`karmarkar_karp`], [`refine`], [`exact`] and
-/// [`Partitioner`]. Each part lists input indices, heaviest item first
-/// (ties by id, then index).
+/// Created by [`lpt`](super::lpt), [`karmarkar_karp`](super::karmarkar_karp),
+/// [`refine`](super::refine), [`exact`](super::exact) and
+/// [`Partitioner`](super::Partitioner). Each part lists input indices,
+/// heaviest item first (ties by id, then index).
 ///
 /// # Examples
 ///
@@ -225,7 +224,7 @@ impl<T: Total> Partition<T> {
     }
 
     /// The objective value the partition was built for (by default the
-    /// largest part sum; see [`Objective`] and [`Dims`]).
+    /// largest part sum; see [`Objective`](super::Objective) and [`Dims`](super::Dims)).
     ///
     /// # Examples
     ///
@@ -245,7 +244,7 @@ impl<T: Total> Partition<T> {
     }
 
     /// A lower bound on the objective of every partition of the same items
-    /// under the same constraints (see [`lower_bound`]).
+    /// under the same constraints (see [`lower_bound`](super::lower_bound)).
     ///
     /// # Examples
     ///
@@ -265,7 +264,7 @@ impl<T: Total> Partition<T> {
     }
 
     /// The objective over its lower bound (1.0 is perfect; the makespan
-    /// ratio for [`Objective::MaxPart`]). `1.0` when both are zero.
+    /// ratio for [`Objective::MaxPart`](super::Objective::MaxPart)). `1.0` when both are zero.
     ///
     /// # Examples
     ///
