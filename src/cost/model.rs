@@ -5,11 +5,6 @@ use core::fmt;
 
 use crate::error::Error;
 
-#[cfg(doc)]
-use super::{
-    cost_fn, sample_fn, BoxState, DocumentAttention, FullAttention, PerGroup, PerSample, Tokens,
-    Zero,
-};
 use super::{BoxCostModel, InPhase, Max, Phase, Phases, Sample, Scale, Sum};
 
 /// A cost model: the cost of a group of samples, per phase.
@@ -77,6 +72,15 @@ pub trait CostModel {
     /// | [`CostModel::scale`] | the inner floor times the factor |
     /// | [`CostModel::in_phase`] | the inner floor's total, in the phase |
     /// | [`CostModel::max`] | the floor of `self` (the first operand: write the dominant model first) |
+    ///
+    /// [`DocumentAttention`]: super::DocumentAttention
+    /// [`FullAttention`]: super::FullAttention
+    /// [`PerGroup`]: super::PerGroup
+    /// [`PerSample`]: super::PerSample
+    /// [`Tokens`]: super::Tokens
+    /// [`Zero`]: super::Zero
+    /// [`cost_fn`]: super::cost_fn
+    /// [`sample_fn`]: super::sample_fn
     ///
     /// The default is zero, which is valid for every model with
     /// non-negative costs; implement it for a model of your own to get a
@@ -217,7 +221,7 @@ pub trait CostModel {
 ///   models: their states are integer sums).
 ///
 /// Every built-in model and every adapter over incremental models is
-/// incremental, except the closure adapter [`cost_fn`], which needs the
+/// incremental, except the closure adapter [`cost_fn`](super::cost_fn), which needs the
 /// whole group.
 ///
 /// # Examples
@@ -319,7 +323,7 @@ pub trait Incremental: CostModel {
     }
 
     /// `self` behind one type-erased model, [`BoxCostModel`], whose state is
-    /// a [`BoxState`]: for a model chosen or composed at run time. It gives
+    /// a [`BoxState`](super::BoxState): for a model chosen or composed at run time. It gives
     /// the same costs, floors and states as `self`, bit for bit, and
     /// composes like any model; boxing a [`BoxCostModel`] returns it as it
     /// is.

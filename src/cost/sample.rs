@@ -8,8 +8,6 @@ use smallvec::SmallVec;
 
 use crate::error::Error;
 
-#[cfg(doc)]
-use super::Given;
 use super::{coefficient, Phases};
 
 /// One image of a [`Sample`]: the tokens it adds to the LLM sequence and the
@@ -149,7 +147,7 @@ pub struct Sample {
     text: u32,
     images: SmallVec<[Image; 1]>,
     /// The cost given by the caller ([`Sample::with_cost`]), read by
-    /// [`Given`]; absent from a document when zero, so that documents
+    /// [`Given`](super::Given); absent from a document when zero, so that documents
     /// written before it read the same.
     #[cfg_attr(
         feature = "serde",
@@ -279,7 +277,7 @@ impl Sample {
     }
 
     /// Attaches the sample's own cost per phase, measured or estimated by the
-    /// caller (a profiler, a model of your own), for the [`Given`] cost
+    /// caller (a profiler, a model of your own), for the [`Given`](super::Given) cost
     /// model; other models ignore it.
     ///
     /// `-0.0` is stored as `0.0`.
