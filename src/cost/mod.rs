@@ -177,19 +177,23 @@ pub use self::boxed::{BoxCostModel, BoxState};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};
 pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
-// Defined in a leaf module that `error` also imports (no cycle).
 pub use self::flops::{AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape};
 pub use self::given::Given;
 pub use self::linear::{Linear, Term};
-pub(crate) use self::model::{alone, cost_by_state};
 pub use self::model::{CostModel, Incremental};
 pub use self::phases::Phases;
 pub use self::sample::{Image, Sample};
-pub(crate) use self::summed::{impl_summed, SaturatingSum};
 pub use self::tokens::{PerGroup, PerSample, Tokens};
-pub(crate) use self::values::{coefficient, f, invalid};
 pub use self::vision::{PerImage, PerTile, Training, Vision, Windowed};
+
+// Defined in a leaf module that `error` also imports (no cycle).
 pub use crate::phase::Phase;
+
+// Crate-internal: the state helpers and `impl_summed!` of the built-in
+// models, and the value checks (`coefficient`) the planner's settings use.
+pub(crate) use self::model::{alone, cost_by_state};
+pub(crate) use self::summed::{impl_summed, SaturatingSum};
+pub(crate) use self::values::{coefficient, f, invalid};
 
 #[cfg(doc)]
 use crate::error::Error;

@@ -101,9 +101,12 @@ pub use self::karmarkar_karp::karmarkar_karp;
 pub use self::lpt::lpt;
 pub use self::options::{Algorithm, Dims, Objective};
 pub use self::partitioner::{Partitioner, DEFAULT_NODE_BUDGET};
-pub(crate) use self::refine::balancing_window;
 pub use self::refine::refine;
 pub use self::result::{Partition, TotalOf};
+
+// Crate-internal, for the planner: LPT over vector items (its phase
+// vectors) and the swap partners around a sorted list's balancing point.
+pub(crate) use self::refine::balancing_window;
 pub(crate) use self::vector_lpt::{vector_lpt, VectorItem};
 
 #[cfg(doc)]
