@@ -550,3 +550,70 @@ fn repair_nodes(n: usize, k: usize, d: usize) -> u64 {
         .max(REPAIR_WORK);
     (work / per_node).max(1)
 }
+
+#[cfg(test)]
+mod tests {
+    use alloc::vec::Vec;
+
+    use ordered_float::NotNan;
+
+    use super::*;
+    use crate::partition::{exact, karmarkar_karp, lpt, refine};
+
+    /// The free functions are the [`Partitioner`] with their settings: the
+    /// same results and the same errors, item for item (they share its
+    /// steps instead of calling it).
+    fn same_as_the_partitioner<I: Item + core::fmt::Debug>(items: &[I], k: usize) {
+        let with = |algorithm| Partitioner::new(k).algorithm(algorithm);
+        assert_eq!(
+            lpt(items, k),
+            with(Algorithm::Lpt).refinement(false).partition(items),
+            "lpt, k = {k}, {items:?}"
+        );
+        assert_eq!(
+            karmarkar_karp(items, k),
+            with(Algorithm::KarmarkarKarp)
+                .refinement(false)
+                .partition(items),
+            "karmarkar_karp, k = {k}, {items:?}"
+        );
+        for budget in [0, 50, 5_000] {
+            assert_eq!(
+                exact(items, k, budget),
+                with(Algorithm::Exact).node_budget(budget).partition(items),
+                "exact, budget {budget}, k = {k}, {items:?}"
+            );
+        }
+        if let Ok(start) = lpt(items, k) {
+            assert_eq!(
+                refine(items, &start),
+                Partitioner::new(k).refine(items, &start),
+                "refine, k = {k}, {items:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn free_functions_equal_the_partitioner_with_their_settings() {
+        let mut next = crate::test_rng::uniform(0x5DEE_CE66_D1CE_4E5Bu64);
+        for round in 0..200u64 {
+            let n = next(18) as usize;
+            let k = next(n as u64 + 3) as usize; // 0 and k > n included
+            let largest = [3, 100, 1 << 20][round as usize % 3];
+            let ints: Vec<u32> = (0..n).map(|_| next(largest) as u32).collect();
+            same_as_the_partitioner(&ints, k);
+            let ids: Vec<(u8, u32)> = ints.iter().map(|&x| (next(4) as u8, x)).collect();
+            same_as_the_partitioner(&ids, k);
+            let vectors: Vec<[u32; 2]> = ints.iter().map(|&x| [x, next(5) as u32]).collect();
+            same_as_the_partitioner(&vectors, k);
+            let floats: Vec<NotNan<f64>> = ints
+                .iter()
+                .map(|&x| NotNan::new(f64::from(x) / 7.0).unwrap())
+                .collect();
+            same_as_the_partitioner(&floats, k);
+        }
+        // Invalid items: the same error from both.
+        let bad = [[1u32, 2].as_slice(), &[3]];
+        same_as_the_partitioner(&bad, 2);
+    }
+}
