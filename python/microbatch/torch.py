@@ -585,15 +585,28 @@ def _as_tensor(x: Any, what: str, item: Any) -> torch.Tensor:
         raise DtypeError(f"{what} cannot be converted to a tensor ({type(x).__name__}): {e}", item=item) from None
 
 
-def _tensor(x: Any, name: str, item: int) -> torch.Tensor:
-    t = _as_tensor(x, f"sample {item}: {name}", item)
+def _tokens(x: Any, what: str, item: Any, *, integer: bool = True) -> torch.Tensor:
+    """A per-token value of one sample as a 1-D tensor (``(L,)`` or ``(1, L)`` accepted); int64 when ``integer``."""
+    t = _as_tensor(x, what, item)
     if t.dim() == 2 and t.shape[0] == 1:
         t = t[0]
     if t.dim() != 1:
-        raise DtypeError(f"sample {item}: {name} must be 1-D, got shape {tuple(t.shape)}", item=item)
-    if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
-        raise DtypeError(f"sample {item}: {name} must hold integers, got {t.dtype}", item=item)
-    return t.long()
+        raise DtypeError(f"{what} must be 1-D (or (1, L)), got shape {tuple(t.shape)}", item=item)
+    if integer:
+        if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
+            raise DtypeError(f"{what} must hold integers, got {t.dtype}", item=item)
+        t = t.long()
+    return t
+
+
+def _packed_layout(lengths: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The packed row of documents of ``lengths``: ``cu_seqlens`` ``(n + 1,)`` int32 and positions ``(T,)`` int64 restarting at 0 per document."""
+    sizes = torch.tensor(list(lengths), dtype=torch.int64)
+    cu = torch.zeros(sizes.shape[0] + 1, dtype=torch.int32)
+    if sizes.shape[0]:
+        cu[1:] = torch.cumsum(sizes, 0)
+    starts = torch.repeat_interleave(cu[:-1].long(), sizes)
+    return cu, torch.arange(int(cu[-1]), dtype=torch.int64) - starts
 
 
 #: The sample keys :func:`collate_packed` packs per token, like ``input_ids``.
@@ -667,8 +680,8 @@ def collate_packed(
     for i, s in enumerate(samples):
         if not isinstance(s, Mapping) or "input_ids" not in s:
             raise InputError(f"sample {i} is not a dict with 'input_ids': got {type(s).__name__}", item=i)
-        x = _tensor(s["input_ids"], "input_ids", i)
-        y = x.clone() if s.get("labels") is None else _tensor(s["labels"], "labels", i).clone()
+        x = _tokens(s["input_ids"], f"sample {i}: input_ids", i)
+        y = x.clone() if s.get("labels") is None else _tokens(s["labels"], f"sample {i}: labels", i).clone()
         if y.shape != x.shape:
             raise DtypeError(
                 f"sample {i}: labels has {y.shape[0]} positions but input_ids has {x.shape[0]}", item=i
@@ -681,10 +694,8 @@ def collate_packed(
             if k in ("input_ids", "labels"):
                 continue
             if k in token_keys:
-                t = _as_tensor(v, f"sample {i}: {k}", i)
-                if t.dim() == 2 and t.shape[0] == 1:
-                    t = t[0]
-                if t.dim() != 1 or t.shape[0] != x.shape[0]:
+                t = _tokens(v, f"sample {i}: {k}", i, integer=False)
+                if t.shape[0] != x.shape[0]:
                     raise DtypeError(
                         f"sample {i}: {k} must hold one value per token ({x.shape[0]}), got shape {tuple(t.shape)}",
                         item=i,
@@ -696,18 +707,14 @@ def collate_packed(
             if len(ts) < i + 1:
                 ts.append(None)
     n = len(ids)
-    lengths = torch.tensor([t.shape[0] for t in ids], dtype=torch.int64)
-    cu = torch.zeros(n + 1, dtype=torch.int32)
-    if n:
-        cu[1:] = torch.cumsum(lengths, 0)
-    total = int(cu[-1])
-    starts = torch.repeat_interleave(cu[:-1].long(), lengths)
+    lengths = [t.shape[0] for t in ids]
+    cu, positions = _packed_layout(lengths)
     out: Dict[str, Any] = {
         "input_ids": (torch.cat(ids) if ids else torch.zeros(0, dtype=torch.int64)).unsqueeze(0),
         "labels": (torch.cat(labels) if labels else torch.zeros(0, dtype=torch.int64)).unsqueeze(0),
-        "position_ids": (torch.arange(total, dtype=torch.int64) - starts).unsqueeze(0),
+        "position_ids": positions.unsqueeze(0),
         "cu_seqlens": cu,
-        "max_length": int(lengths.max()) if n else 0,
+        "max_length": max(lengths, default=0),
     }
     for k, parts in per_token.items():
         missing = [j for j, t in enumerate(parts) if t is None]

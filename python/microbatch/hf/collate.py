@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import torch
 
 from ..errors import DtypeError, InputError, SettingError
-from ..torch import IGNORE_INDEX
+from ..torch import IGNORE_INDEX, _as_tensor, _packed_layout, _tokens
 
 __all__ = ["PackedCollator", "PackingError", "TOKEN_KEYS", "ITEM_KEYS"]
 
@@ -132,29 +132,6 @@ def _rope_shell(cls: Any, config: Any) -> Any:
 
 
 _ROPE_ARGS = ("input_ids", "mm_token_type_ids", "image_grid_thw", "video_grid_thw", "second_per_grid_ts", "attention_mask")
-
-
-def _tensor(x: Any, what: str, item: Any) -> torch.Tensor:
-    """``torch.as_tensor(x)`` detached, with torch's conversion errors turned into a DtypeError naming ``what``."""
-    try:
-        t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(x)
-    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-        raise DtypeError(f"{what} cannot be converted to a tensor ({type(x).__name__}): {e}", item=item) from None
-    return t
-
-
-def _tokens(x: Any, what: str, item: Any, *, integer: bool = True) -> torch.Tensor:
-    """A per-token value of one sample as a 1-D tensor (``(L,)`` or ``(1, L)`` accepted)."""
-    t = _tensor(x, what, item)
-    if t.dim() == 2 and t.shape[0] == 1:
-        t = t[0]
-    if t.dim() != 1:
-        raise DtypeError(f"{what} must be 1-D (or (1, L)), got shape {tuple(t.shape)}", item=item)
-    if integer:
-        if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
-            raise DtypeError(f"{what} must hold integers, got {t.dtype}", item=item)
-        t = t.long()
-    return t
 
 
 class PackedCollator:
@@ -585,7 +562,7 @@ class PackedCollator:
                     raise DtypeError(f"sample {i}: {k} has {t.shape[0]} positions but input_ids has {n}", item=i)
                 tokens[k] = t
             else:
-                t = _tensor(v, f"sample {i}: {k}", i)
+                t = _as_tensor(v, f"sample {i}: {k}", i)
                 items[k] = t.reshape(1) if t.dim() == 0 else t
         if n and (int(ids.min()) < 0 or (self._vocab is not None and int(ids.max()) >= self._vocab)):
             bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
@@ -637,9 +614,7 @@ class PackedCollator:
 
     def _pack(self, docs: List[Dict[str, Any]], token_present: Dict[str, int]) -> Dict[str, Any]:
         lengths = [int(d["input_ids"].shape[0]) for d in docs]
-        cu = torch.zeros(len(docs) + 1, dtype=torch.int32)
-        cu[1:] = torch.cumsum(torch.tensor(lengths, dtype=torch.int64), 0).to(torch.int32)
-        text_pos = torch.cat([torch.arange(n, dtype=torch.int64) for n in lengths])
+        cu, text_pos = _packed_layout(lengths)
         out: Dict[str, Any] = {
             "input_ids": torch.cat([d["input_ids"] for d in docs]).unsqueeze(0),
             "labels": torch.cat([d["labels"] for d in docs]).unsqueeze(0),
