@@ -878,3 +878,12 @@ def _boundaries(batch: Mapping[str, Any]) -> torch.Tensor:
     start = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
     start[1:] = (p[1:] - p[:-1]) != 1
     return torch.cat([torch.nonzero(start).flatten(), torch.tensor([p.shape[0]], device=p.device)])
+
+
+# The streaming path for per-rank loaders (every step: gather the metadata,
+# plan with origins, execute the exchange) lives in its own file; its public
+# names are this module's.
+from ._stream import *  # noqa: E402,F401,F403
+from ._stream import __all__ as _stream_all  # noqa: E402
+
+__all__ += _stream_all
