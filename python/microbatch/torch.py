@@ -96,20 +96,25 @@ True
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import inspect
 import operator
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from . import _arrays
-from .errors import DtypeError, Error, InputError, InternalError, SettingError
+from .errors import DtypeError, Error, InputError, InternalError, InvalidValueError, SettingError
 from .plan import NORMALIZATIONS, Plan, Planner
 
 __all__ = [
     "BalancedBatchSampler",
     "Step",
+    "Steps",
     "PlanMismatchError",
     "collate_packed",
     "loss_tokens",
@@ -160,6 +165,11 @@ def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
 
     >>> verify_plans([0x1234, 0x5678])  # no process group: nothing to compare
     """
+    _verify_fingerprints(fingerprints, group=group, first=0)
+
+
+def _verify_fingerprints(fingerprints: Sequence[int], *, group: Any, first: int) -> None:
+    """:func:`verify_plans` for the steps ``first, first + 1, ...`` (named so in the error)."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
@@ -178,7 +188,9 @@ def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
         where = f"rank {r} planned {len(other)} steps where rank 0 planned {len(reference)}"
     else:
         s = next(i for i, (a, b) in enumerate(zip(reference, other)) if a != b)
-        where = f"at step {s}, rank {r} has fingerprint {other[s]:#018x} where rank 0 has {reference[s]:#018x}"
+        where = (
+            f"at step {first + s}, rank {r} has fingerprint {other[s]:#018x} where rank 0 has {reference[s]:#018x}"
+        )
     raise PlanMismatchError(
         f"the plans differ between ranks (ranks {differ} differ from rank 0; {where}): every rank must "
         "build its sampler from the same metadata, global batch size, seed, epoch and planner settings",
@@ -244,6 +256,88 @@ class Step:
 
 Metadata = Callable[[int], Tuple[Any, ...]]
 
+#: The planned steps a sampler keeps (per sampler, the most recent ones): the
+#: loader's iteration and the training loop's :meth:`BalancedBatchSampler.steps`
+#: share them, so each step is planned once while the loader runs at most this
+#: many steps ahead of the loop (``num_workers * prefetch_factor`` micro-batches).
+KEEP_STEPS = 8
+
+#: The default ``bytes=`` estimate of :class:`BalancedBatchSampler`: bytes per
+#: text token (its ``input_ids`` and ``labels`` entries, two ``int64``).
+TEXT_TOKEN_BYTES = 16
+#: ... and bytes per image token (the ``uint8`` RGB pixels of the 28 x 28
+#: patch behind one Qwen2-VL token: the planner's own default).
+IMAGE_TOKEN_BYTES = 2352
+
+# The keyword arguments of microbatch.Planner that the sampler passes on.
+_PLANNER_SETTINGS = tuple(
+    name for name in inspect.signature(Planner.__init__).parameters if name not in ("self", "model", "ranks", "seq_len")
+)
+
+
+class Steps(Sequence[Step]):
+    """One epoch's steps for one rank, planned on demand: what :meth:`BalancedBatchSampler.steps` returns.
+
+    A read-only sequence. ``len(steps)`` is the number of steps (no planning);
+    iterating plans one step at a time, sharing each plan with the sampler's
+    own iteration (the loader's), so the documented training loop plans every
+    step once and holds O(one step) of plans; with ``verify=True`` each step's
+    fingerprint is checked across ranks before it is yielded (a collective:
+    every rank must iterate). ``steps[k]`` plans step ``k`` if it is not among
+    the :data:`KEEP_STEPS` kept (O(one step)); ``list(steps)`` holds every
+    plan of the epoch: O(epoch) memory, as ``steps()`` returned before.
+
+    >>> import numpy as np
+    >>> from microbatch.torch import BalancedBatchSampler
+    >>> text = 20 + (np.arange(40) * 37) % 200
+    >>> steps = BalancedBatchSampler(text, global_batch_size=16, model="qwen2.5-vl-7b", seq_len=512,
+    ...                              num_replicas=2, rank=0).steps()
+    >>> len(steps), steps[-1].index, steps[2].samples, [s.index for s in steps]
+    (3, 2, 8, [0, 1, 2])
+    """
+
+    __slots__ = ("_sampler", "epoch")
+
+    def __init__(self, sampler: "BalancedBatchSampler", epoch: int) -> None:
+        self._sampler = sampler
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self._sampler._count()
+
+    @overload
+    def __getitem__(self, k: int) -> Step: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> List[Step]: ...
+
+    def __getitem__(self, k: Union[int, slice]) -> Union[Step, List[Step]]:
+        n = len(self)
+        if isinstance(k, slice):
+            return [self._sampler._step(self.epoch, i) for i in range(*k.indices(n))]
+        i = operator.index(k)
+        if not -n <= i < n:
+            raise IndexError(f"step {k} is out of range: the epoch has {n} steps")
+        return self._sampler._step(self.epoch, i % n)
+
+    def __iter__(self) -> Iterator[Step]:
+        s = self._sampler
+        for k in range(len(self)):
+            step = s._step(self.epoch, k, ahead=True)
+            if s.verify_plans and s._verified_epoch != self.epoch:
+                _verify_fingerprints([step.fingerprint], group=None, first=k)
+            yield step
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (Steps, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Steps(epoch={self.epoch}, steps={len(self)}, rank={self._sampler.rank})"
+
 
 class BalancedBatchSampler(torch.utils.data.Sampler):
     """A batch sampler that yields this rank's balanced micro-batches: the drop-in for ``DistributedSampler`` + ``BatchSampler``.
@@ -265,6 +359,28 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         costs: per-sample costs for a planner whose cost model takes them
             (passed on, gathered per step, as ``costs=`` to ``Planner.plan``):
             an ``(n, 2)`` array or a dict of 1-D arrays.
+        origins: the rank that holds each sample, for the plan's
+            :attr:`microbatch.Plan.exchange` and for ``locality``:
+            ``"distributed"``, the rank a ``DistributedSampler`` with the same
+            ``num_replicas``, ``shuffle``, ``seed`` and epoch would have given
+            the sample (position ``p`` of the epoch's order goes to rank
+            ``p % num_replicas``, as ``DistributedSampler`` deals it); an array
+            with one rank per dataset index (``-1``: held nowhere, free to go
+            anywhere), for data that lives on its ranks (local shards, caches);
+            or a callable ``origin(index) -> rank`` (or ``-1``), called for
+            each step's indices when the step is planned. ``None``:
+            ``"distributed"`` when the planner has ``locality``, else no
+            origins (and no exchange: the plan is then the same as without
+            this argument).
+        bytes: what moving each sample from its origin costs, for the
+            exchange's traffic (``report.bytes_moved``, ``Exchange.bytes_in``)
+            and the ``locality`` trade-off: an array with one count per
+            dataset index, or a callable ``size(index) -> bytes`` called for
+            each step's indices. ``None``: an estimate from the metadata,
+            :data:`TEXT_TOKEN_BYTES` (16) per text token plus
+            :data:`IMAGE_TOKEN_BYTES` (2,352) per image token: give the real
+            sizes when they differ (encoded images, float pixel values).
+            Needs origins (given, or from ``locality``).
         num_samples: the dataset's length, required with a callable.
         planner: a ready :class:`microbatch.Planner` (or any object with
             ``ranks`` and ``plan(ids, text_tokens, image_tokens, loss_tokens, **kw)``)
@@ -281,24 +397,48 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
             if it has fewer than ``num_replicas`` samples (too few for every
             rank to get one) it is merged into the step before instead, so
             every sample is used exactly once per epoch.
-        verify: check, in :meth:`steps`, that every rank planned the same
-            epoch (:meth:`verify`; a collective over ``torch.distributed``).
-        planner_settings: other keyword arguments of :class:`microbatch.Planner`
-            (``sync``, ``micro_steps``, ``max_units``, ``max_images``,
-            ``sequences_per_micro_step``, ``refinement``, ...).
+        verify: check that every rank planned the same steps: iterating
+            :meth:`steps` all-gathers each step's fingerprint before yielding
+            it (one small collective per step; every rank must iterate) and
+            raises :class:`PlanMismatchError` on every rank at the first step
+            that differs. :meth:`verify` checks a whole epoch at once.
+        plan_ahead: while a step is used, plan the next one on a background
+            thread (the planner releases the GIL), so that planning overlaps
+            the training step; an error planning it is raised when the next
+            step is asked for, as without ``plan_ahead``.
+        planner_settings: the other keyword arguments of :class:`microbatch.Planner`
+            (``sync``, ``micro_steps``, ``locality``, ``ranks_per_node``,
+            ``max_units``, ``max_images``, ``sequences_per_micro_step``,
+            ``refinement``, ``group_scope``); any other name is a
+            :class:`microbatch.SettingError`.
 
     Iterating yields this rank's micro-batches as lists of dataset indices:
     micro-steps 0 to ``A - 1`` of step 0, then those of step 1, and so on. A
     micro-batch may be an empty list (run it anyway: :func:`collate_packed`
-    makes an empty batch of it). ``len(sampler)`` is the number of micro-batches
-    this rank yields in the epoch, the same on every rank. Every epoch is
-    planned once, on first use, and cached until :meth:`set_epoch` changes it.
+    makes an empty batch of it).
+
+    Planning is lazy, one step at a time: the first micro-batch costs one
+    step's plan (plus, once, the epoch's permutation and, for a metadata
+    callable, reading it), and the sampler keeps at most :data:`KEEP_STEPS`
+    planned steps, so memory is O(one step) beyond the O(n) metadata and
+    permutation. ``len(sampler)``, the micro-batches this rank yields in the
+    epoch (the same on every rank), is ``steps x micro_steps`` without any
+    planning when the micro-steps are fixed (``micro_steps=`` given); with
+    the fewest micro-steps that fit (the default, or a ready ``planner=``
+    whose setting the sampler cannot read) it plans the whole epoch once to
+    count them (O(epoch) time, the counts cached per epoch; the last planned
+    steps are the first ones, so iteration starts without planning). Every
+    rank computes the same plans: each is a pure function of the step's
+    samples and the settings.
 
     Raises:
         SettingError: ``global_batch_size`` below ``num_replicas``, a planner
             for another number of ranks, a rank out of range, a dataset with
-            fewer samples than ranks, missing planner settings.
-        DtypeError, InvalidValueError: metadata of the wrong shape or values.
+            fewer samples than ranks, missing planner settings, an unknown
+            keyword argument, ``bytes=`` without origins, unknown ``origins``.
+        DtypeError, InvalidValueError: metadata of the wrong shape or values,
+            an origin that is not a rank below ``num_replicas`` or ``-1``
+            (``item``: the dataset index).
 
     >>> import numpy as np
     >>> from microbatch.torch import BalancedBatchSampler
@@ -309,6 +449,16 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
     >>> len(ranks[0]) == len(ranks[1])
     True
     >>> sorted(i for s in ranks for batch in s for i in batch) == list(range(30))
+    True
+
+    With locality, samples stay on the rank a ``DistributedSampler`` would
+    have given them where the step time allows (here within 5%), and each
+    step's plan says what still moves:
+
+    >>> s = BalancedBatchSampler(text, images, global_batch_size=8, model="qwen2.5-vl-7b",
+    ...                          seq_len=1024, num_replicas=2, rank=0, locality=0.05)
+    >>> report = s.steps()[0].plan.report
+    >>> report.samples_moved <= 8 and report.bytes_total > 0
     True
     """
 
@@ -321,6 +471,8 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         loss_tokens: Any = None,
         image_units: _arrays.Ragged = None,
         costs: Any = None,
+        origins: Any = None,
+        bytes: Any = None,
         num_samples: Optional[int] = None,
         planner: Optional[Any] = None,
         model: Optional[Any] = None,
@@ -331,8 +483,10 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         seed: int = 0,
         drop_last: bool = False,
         verify: bool = False,
+        plan_ahead: bool = False,
         **planner_settings: Any,
     ) -> None:
+        _known_settings(planner_settings)
         if num_replicas is None or rank is None:
             import torch.distributed as dist
 
@@ -354,6 +508,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.verify_plans = bool(verify)
+        self.plan_ahead = bool(plan_ahead)
         self.epoch = 0
 
         if planner is None:
@@ -363,12 +518,15 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
                     item="model" if model is None else "seq_len",
                 )
             planner = Planner(model, self.num_replicas, seq_len, **planner_settings)
+            fixed = planner_settings.get("micro_steps")
         elif model is not None or seq_len is not None or planner_settings:
             names = [n for n, v in (("model", model), ("seq_len", seq_len)) if v is not None] + sorted(planner_settings)
             raise SettingError(
                 f"planner= is given, so the planner settings {names} would be ignored: set them on the planner",
                 item=names[0],
             )
+        else:
+            fixed = getattr(planner, "micro_steps", None)
         if getattr(planner, "ranks", None) != self.num_replicas:
             raise SettingError(
                 f"the planner plans for {getattr(planner, 'ranks', None)} ranks but num_replicas is "
@@ -376,6 +534,8 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
                 item="planner",
             )
         self.planner = planner
+        #: The micro-steps of every step when the planner's setting fixes them (``len()`` then plans nothing).
+        self.micro_steps: Optional[int] = fixed if isinstance(fixed, int) and not isinstance(fixed, bool) else None
 
         if callable(text_tokens):
             if image_tokens is not None or loss_tokens is not None:
@@ -401,8 +561,26 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         self._units: Any = image_units
         self._costs = costs
         self._units_checked = False
-        self._cache: Optional[Tuple[int, List[Step]]] = None
+        self._origins: Any = _origins_setting(origins, self._n, self.num_replicas, getattr(planner, "locality", None))
+        if bytes is not None and self._origins is None:
+            raise SettingError(
+                "bytes= sizes the exchange, which needs origins: give origins= (or locality=, whose origins "
+                "are the ranks a DistributedSampler would have used)",
+                item="bytes",
+            )
+        self._bytes: Any = (
+            bytes if bytes is None or callable(bytes) else _arrays.integers(_host(bytes), "bytes", np.uint64, length=self._n)
+        )
         self._verified_epoch: Optional[int] = None
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """The planning state: the kept steps, the epoch's order and micro-step counts."""
+        self._lock = threading.Lock()  # the kept steps
+        self._prep_lock = threading.Lock()  # reading the metadata, the epoch's order
+        self._planned: Dict[Tuple[int, int], "Future[Step]"] = {}
+        self._order_cache: Optional[Tuple[int, np.ndarray]] = None
+        self._counts: Optional[Tuple[int, List[int]]] = None
 
     # --- metadata ---------------------------------------------------------
 
@@ -444,110 +622,293 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         self._set_arrays(text, images, loss or None)
         self._meta = None
 
+    def _ready(self) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+        """The metadata arrays, read and checked once (thread-safe: the planning thread may be first)."""
+        with self._prep_lock:
+            self._metadata()
+            if self._text is None or self._images is None:  # unreachable: _metadata sets them or raises
+                raise InternalError("the sampler's metadata was not read")
+            if self._units is not None and not self._units_checked:
+                units = _arrays.ragged(_host(self._units), "image_units", self._n, np.uint32)
+                if not np.array_equal(units[1], self._images[1]):
+                    raise DtypeError(
+                        "image_units must give one unit count per image, in the shape of image_tokens",
+                        item="image_units",
+                    )
+                self._units, self._units_checked = units, True
+            return self._text, self._images
+
     def __len__(self) -> int:
-        """The micro-batches this rank yields in the current epoch (the same on every rank)."""
-        return sum(step.micro_steps for step in self._steps())
+        """The micro-batches this rank yields in the current epoch (the same on every rank).
+
+        ``steps x micro_steps`` when the micro-steps are fixed, without
+        planning; otherwise the epoch is planned once to count them.
+        """
+        if self.micro_steps is not None:
+            return self._count() * self.micro_steps
+        return sum(self._micro_step_counts(self.epoch))
 
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch: with ``shuffle``, every epoch gets another order (call it on every rank)."""
         self.epoch = _arrays.count(epoch, "epoch")
 
-    # --- planning ---------------------------------------------------------
+    # --- the epoch's batches ------------------------------------------------
+
+    def _count(self) -> int:
+        """The steps of an epoch (the same for every epoch): O(1)."""
+        n, b = self._n, self.global_batch_size
+        full, rest = divmod(n, b)
+        if rest and not self.drop_last:
+            if rest >= self.num_replicas:
+                return full + 1
+            if not full:
+                raise SettingError(
+                    f"the dataset has {n} samples, fewer than num_replicas {self.num_replicas}: "
+                    "every rank needs at least one sample per step",
+                    item="num_samples",
+                )
+        return full
+
+    def _bounds(self, k: int) -> Tuple[int, int]:
+        """Step ``k``'s positions ``[start, end)`` in the epoch's order: the last step ends at ``n``
+        unless ``drop_last`` (a remainder below ``num_replicas`` is merged into it)."""
+        b = self.global_batch_size
+        last = k == self._count() - 1 and self._n % b and not self.drop_last
+        return k * b, self._n if last else (k + 1) * b
+
+    def _order(self, epoch: int) -> np.ndarray:
+        """The epoch's permutation of the indices (``DistributedSampler``'s), kept for the current epoch."""
+        with self._prep_lock:
+            if self._order_cache is None or self._order_cache[0] != epoch:
+                if self.shuffle:
+                    g = torch.Generator()
+                    g.manual_seed(self.seed + epoch)
+                    order = torch.randperm(self._n, generator=g).numpy().astype(np.int64)
+                else:
+                    order = np.arange(self._n, dtype=np.int64)
+                self._order_cache = (epoch, order)
+            return self._order_cache[1]
 
     def batches(self) -> List[np.ndarray]:
         """The current epoch's global batches as arrays of dataset indices (every rank's).
 
         The order follows the epoch's permutation; the last batch is
         dropped, kept or merged into the one before as ``drop_last`` says.
+        No planning: O(n) for the permutation.
         """
-        self._metadata()
-        n, b = self._n, self.global_batch_size
-        if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
-            order = torch.randperm(n, generator=g).numpy().astype(np.int64)
-        else:
-            order = np.arange(n, dtype=np.int64)
-        full, rest = divmod(n, b)
-        cuts = [order[k * b : (k + 1) * b] for k in range(full)]
-        if rest and not self.drop_last:
-            tail = order[full * b :]
-            if rest >= self.num_replicas:
-                cuts.append(tail)
-            elif cuts:
-                cuts[-1] = np.concatenate([cuts[-1], tail])
-            else:
-                raise SettingError(
-                    f"the dataset has {n} samples, fewer than num_replicas {self.num_replicas}: "
-                    "every rank needs at least one sample per step",
-                    item="num_samples",
-                )
-        return cuts
+        self._metadata_if_callable()
+        count = self._count()
+        order = self._order(self.epoch)
+        return [order[slice(*self._bounds(k))] for k in range(count)]
 
-    def _plan(self, idx: np.ndarray) -> Plan:
-        self._metadata()
-        if self._text is None or self._images is None:  # unreachable: _metadata sets them or raises
-            raise InternalError("the sampler's metadata was not read")
-        text = self._text[idx]
-        values, offsets = self._images
+    def _metadata_if_callable(self) -> None:
+        # batches() read a metadata callable before (its errors surfaced there): keep that.
+        if self._meta is not None:
+            self._ready()
+
+    # --- planning ---------------------------------------------------------
+
+    def _plan(self, epoch: int, k: int) -> Plan:
+        """Plans step ``k`` of ``epoch``: O(the step's samples) memory."""
+        text_all, (values, offsets) = self._ready()
+        start, end = self._bounds(k)
+        idx = self._order(epoch)[start:end]
+        text = text_all[idx]
         img = _gather_ragged(values, offsets, idx)
         loss = None if self._loss is None else self._loss[idx]
         kw: Dict[str, Any] = {}
         if self._units is not None:
-            if not self._units_checked:
-                self._units = _arrays.ragged(_host(self._units), "image_units", self._n, np.uint32)
-                if not np.array_equal(self._units[1], offsets):
-                    raise DtypeError(
-                        "image_units must give one unit count per image, in the shape of image_tokens",
-                        item="image_units",
-                    )
-                self._units_checked = True
             kw["image_units"] = _gather_ragged(self._units[0], offsets, idx)
         if self._costs is not None:
             if isinstance(self._costs, dict):
                 kw["costs"] = {k: np.asarray(_host(v))[idx] for k, v in self._costs.items()}
             else:
                 kw["costs"] = np.asarray(_host(self._costs))[idx]
+        if self._origins is not None:
+            kw["origins"] = self._step_origins(idx, start)
+            kw["bytes"] = self._step_bytes(idx, text, img)
         return self.planner.plan(idx.astype(np.uint64), text, img, loss, **kw)
 
-    def _steps(self) -> List[Step]:
-        if self._cache is None or self._cache[0] != self.epoch:
-            epoch = self.epoch
-            steps = [Step(k, epoch, self.rank, self._plan(idx)) for k, idx in enumerate(self.batches())]
-            self._cache = (epoch, steps)
-        return self._cache[1]
+    def _step_origins(self, idx: np.ndarray, start: int) -> np.ndarray:
+        o = self._origins
+        if isinstance(o, str):  # "distributed": position p of the order is DistributedSampler's rank p % R
+            return np.arange(start, start + idx.shape[0], dtype=np.int64) % self.num_replicas
+        if isinstance(o, np.ndarray):
+            return o[idx]
+        return np.array([_origin_of(o, int(i), self.num_replicas) for i in idx], dtype=np.int64)
 
-    def steps(self) -> List[Step]:
-        """The current epoch's steps for this rank, in the order the micro-batches are yielded.
+    def _step_bytes(self, idx: np.ndarray, text: np.ndarray, img: Tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        b = self._bytes
+        if b is None:
+            values, offsets = img
+            cum = np.zeros(values.shape[0] + 1, dtype=np.uint64)
+            np.cumsum(values, dtype=np.uint64, out=cum[1:])
+            off = offsets.astype(np.int64)
+            per = cum[off[1:]] - cum[off[:-1]]
+            return text.astype(np.uint64) * np.uint64(TEXT_TOKEN_BYTES) + per * np.uint64(IMAGE_TOKEN_BYTES)
+        if isinstance(b, np.ndarray):
+            return b[idx]
+        return np.array([_size_of(b, int(i)) for i in idx], dtype=np.uint64)
+
+    def _claim(self, epoch: int, k: int) -> Tuple["Future[Step]", bool]:
+        """Step ``k``'s future and whether the caller must plan it (it was not kept or in progress)."""
+        with self._lock:
+            fut = self._planned.get((epoch, k))
+            if fut is not None:
+                return fut, False
+            fut = Future()
+            self._planned[(epoch, k)] = fut
+            while len(self._planned) > KEEP_STEPS:  # the oldest planned first
+                del self._planned[next(iter(self._planned))]
+            return fut, True
+
+    def _fill(self, fut: "Future[Step]", epoch: int, k: int) -> None:
+        try:
+            step = Step(k, epoch, self.rank, self._plan(epoch, k))
+        except BaseException as e:  # noqa: B036 - handed to whoever waits, then raised there
+            with self._lock:
+                if self._planned.get((epoch, k)) is fut:
+                    del self._planned[(epoch, k)]  # not kept: asking again plans again (and raises again)
+            fut.set_exception(e)
+            return
+        fut.set_result(step)
+
+    def _step(self, epoch: int, k: int, *, ahead: bool = False) -> Step:
+        """Step ``k`` of ``epoch``, kept or planned now; with ``ahead`` and ``plan_ahead``, step ``k + 1``
+        starts planning on a background thread."""
+        fut, mine = self._claim(epoch, k)
+        if mine:
+            self._fill(fut, epoch, k)
+        step = fut.result()
+        if ahead and self.plan_ahead and k + 1 < self._count():
+            nxt, mine = self._claim(epoch, k + 1)
+            if mine:
+                threading.Thread(
+                    target=self._fill, args=(nxt, epoch, k + 1), name=f"microbatch-plan-{epoch}-{k + 1}", daemon=True
+                ).start()
+        return step
+
+    def _micro_step_counts(self, epoch: int) -> List[int]:
+        """Every step's micro-steps, planned from the last step to the first (so the first are kept)."""
+        if self._counts is None or self._counts[0] != epoch:
+            count = self._count()
+            counts = [0] * count
+            for k in reversed(range(count)):
+                counts[k] = self._step(epoch, k).micro_steps
+            self._counts = (epoch, counts)
+        return self._counts[1]
+
+    def steps(self) -> Steps:
+        """The current epoch's steps for this rank, in the order the micro-batches are yielded, planned on demand.
 
         Zip them with the loader: step ``k`` owns the next ``step.micro_steps``
-        batches. With ``verify=True``, the first call per epoch checks that
-        every rank planned the same epoch (:meth:`verify`).
+        batches. The returned :class:`Steps` is a lazy sequence: iterating
+        plans one step at a time (each step planned once when the loader's
+        iteration of this sampler runs at most :data:`KEEP_STEPS` steps
+        ahead) and, with ``verify=True``, checks each step across ranks
+        before yielding it; ``list(sampler.steps())`` holds the whole epoch's
+        plans (O(epoch) memory and time).
         """
-        steps = self._steps()
-        if self.verify_plans and self._verified_epoch != self.epoch:
-            self.verify()
-        return steps
+        return Steps(self, self.epoch)
 
     def verify(self, *, group: Any = None) -> None:
         """Checks that every rank planned the same epoch; raises :class:`PlanMismatchError` if not.
 
-        One ``all_gather_object`` of the epoch's fingerprints; every rank of
-        ``group`` must call it. Does nothing without an initialized process group.
+        Plans the whole epoch (O(epoch) time; only the fingerprints are
+        kept) and all-gathers them once; every rank of ``group`` must call
+        it. Does nothing without an initialized process group. After it,
+        iterating :meth:`steps` checks nothing more this epoch.
         """
-        verify_plans([s.fingerprint for s in self._steps()], group=group)
-        self._verified_epoch = self.epoch
+        epoch = self.epoch
+        verify_plans([self._step(epoch, k).fingerprint for k in range(self._count())], group=group)
+        self._verified_epoch = epoch
 
     def __iter__(self) -> Iterator[List[int]]:
-        for step in self._steps():
+        epoch = self.epoch
+        for k in range(self._count()):
+            step = self._step(epoch, k, ahead=True)
             for j in range(step.micro_steps):
                 yield step.micro_batch(j)
 
     def __repr__(self) -> str:
+        extra = "" if self._origins is None else f", origins={self._origins if isinstance(self._origins, str) else '...'}"
         return (
             f"BalancedBatchSampler(samples={self._n}, global_batch_size={self.global_batch_size}, "
-            f"rank={self.rank}/{self.num_replicas}, epoch={self.epoch}, planner={self.planner!r})"
+            f"rank={self.rank}/{self.num_replicas}, epoch={self.epoch}{extra}, planner={self.planner!r})"
         )
+
+
+def _known_settings(settings: Mapping[str, Any]) -> None:
+    """Raises a SettingError naming the first keyword that is neither the sampler's nor a planner setting."""
+    unknown = sorted(set(settings) - set(_PLANNER_SETTINGS))
+    if not unknown:
+        return
+    name = unknown[0]
+    own = [p for p in inspect.signature(BalancedBatchSampler.__init__).parameters if p not in ("self", "planner_settings")]
+    if name == "ranks":
+        hint = ": the sampler's ranks are num_replicas="
+    else:
+        close = difflib.get_close_matches(name, own + list(_PLANNER_SETTINGS), n=1)
+        hint = f": did you mean {close[0]!r}?" if close else ""
+    raise SettingError(
+        f"BalancedBatchSampler has no setting {name!r}{hint} (it takes {', '.join(own)} and the planner "
+        f"settings {', '.join(_PLANNER_SETTINGS)})",
+        item=name,
+    )
+
+
+def _origins_setting(origins: Any, n: int, ranks: int, locality: Any) -> Any:
+    """``origins=`` checked: ``None`` (none), ``"distributed"``, a callable, or an ``int64`` array of ``n`` ranks or ``-1``."""
+    if origins is None:
+        return None if locality is None else "distributed"
+    if isinstance(origins, str):
+        if origins != "distributed":
+            raise SettingError(
+                f"unknown origins {origins!r}: use 'distributed', an array with one rank per dataset index "
+                "(-1 for none) or a callable index -> rank",
+                item="origins",
+            )
+        return origins
+    if callable(origins):
+        return origins
+    a = np.asarray(_host(origins))
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise DtypeError(
+            f"origins must be a 1-D array of integer ranks, got dtype {a.dtype} and shape {a.shape}", item="origins"
+        )
+    if a.shape[0] != n:
+        raise DtypeError(f"origins has {a.shape[0]} entries, expected {n} (one per dataset index)", item="origins")
+    bad = np.flatnonzero((a >= ranks) | ((a < -1) if a.dtype.kind == "i" else False))
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidValueError(
+            f"origins[{i}] is {a[i]}: it must be a rank below num_replicas {ranks}, or -1 for a sample held nowhere",
+            item=i,
+        )
+    return a.astype(np.int64)
+
+
+def _origin_of(origin: Callable[[int], Any], i: int, ranks: int) -> int:
+    try:
+        r = operator.index(_host(origin(i)))
+    except TypeError:
+        raise DtypeError(f"the origins callable returned a non-integer for index {i}", item=i) from None
+    if not -1 <= r < ranks:
+        raise InvalidValueError(
+            f"the origins callable returned {r} for index {i}: return a rank below num_replicas {ranks}, or -1",
+            item=i,
+        )
+    return r
+
+
+def _size_of(size: Callable[[int], Any], i: int) -> int:
+    try:
+        b = operator.index(_host(size(i)))
+    except TypeError:
+        raise DtypeError(f"the bytes callable returned a non-integer for index {i}", item=i) from None
+    if not 0 <= b < 2**64:
+        raise InvalidValueError(f"the bytes callable returned {b} for index {i}: sizes are non-negative", item=i)
+    return b
 
 
 def _host(x: Any) -> Any:

@@ -225,7 +225,7 @@ def test_per_step_metadata_is_gathered_from_the_dataset_arrays():
     rec = Recording(microbatch.Planner(MODEL, ranks=2, seq_len=SEQ_LEN))
     s = BalancedBatchSampler(text, images, loss_tokens=loss, image_units=units, costs=costs,
                              global_batch_size=10, planner=rec, num_replicas=2, rank=0, seed=9)
-    s.steps()
+    list(s.steps())
     assert len(rec.calls) == 3
     for (ids, t, (iv, io), lt, kw), batch in zip(rec.calls, s.batches()):
         assert ids.tolist() == batch.tolist()
@@ -286,3 +286,245 @@ def test_plan_mismatch_error_is_a_microbatch_error_and_pickles():
     verify_plans([1, 2, 3])  # without a process group there is nothing to compare
     s = samplers(30, 2, verify=True)[0]
     assert len(s.steps()) == 2  # verify=True without a process group: no collective, no error
+
+
+# --- lazy planning, one step at a time ------------------------------------------
+
+# Fingerprints of every step (rank 0), len() of rank 1 and its first micro-batches, computed with the
+# sampler that planned the whole epoch up front (before lazy planning): the plans must not change.
+PINNED = [
+    ({"seed": 7}, ["0xb8985b8c39524ba9", "0xec739404a71dc6a1", "0x6dff86983d976416", "0x38f732b43c70b7b8",
+                   "0xb596236e1aef6f6e"], 16, [[7, 12, 36], [16, 56, 97], [18, 53]]),
+    ({"seed": 7, "drop_last": True}, ["0xb8985b8c39524ba9", "0xec739404a71dc6a1", "0x6dff86983d976416",
+                                      "0x38f732b43c70b7b8"], 15, [[7, 12, 36], [16, 56, 97], [18, 53]]),
+    ({"shuffle": False, "sync": "step", "micro_steps": 5},
+     ["0xff2be7a3264e1b0a", "0xa0aa147bc15b5aea", "0x627d9ac3bf6808a", "0xc2cae9c63022f22a", "0xc8e80230f4988a0d"],
+     25, [[1, 6, 22], [7, 16], [14]]),
+    ({"seed": 3, "global_batch_size": 40, "sync": "micro-step"},
+     ["0x271b28bcf34aa854", "0xa45db700fc521e77", "0xbb922a7677181cea"], 15, [[2, 94], [51, 62], [18, 36, 49, 75]]),
+]
+
+
+@pytest.mark.parametrize("kw, fingerprints, length, first", PINNED)
+def test_the_plans_are_those_of_the_epoch_planned_up_front(kw, fingerprints, length, first):
+    ranks = samplers(101, 3, **kw)
+    assert [hex(s.fingerprint) for s in ranks[0].steps()] == fingerprints
+    assert len(ranks[1]) == length == len(list(ranks[1]))
+    assert list(ranks[1])[:3] == first
+    # locality without origins of its own: DistributedSampler's ranks; origins alone leave the plan as it was.
+    same = samplers(101, 3, origins="distributed", **kw)[0]
+    assert [hex(s.fingerprint) for s in same.steps()] == fingerprints
+
+
+def counting(sampler):
+    """Wraps the sampler's planner so that every plan call is recorded (by its first id)."""
+    rec = Recording(sampler.planner)
+    sampler.planner = rec
+    return rec
+
+
+def test_the_first_batch_plans_one_step_and_the_epoch_plans_each_step_once():
+    n = 24 * 6
+    s = samplers(n, 2, seed=1)[0]
+    rec = counting(s)
+    it = iter(s)
+    first = next(it)
+    assert len(rec.calls) == 1 and first == s.steps()[0].micro_batch(0)
+    assert len(rec.calls) == 1  # steps()[0] was kept, not planned again
+    rest = list(it)
+    assert len(rec.calls) == 6
+    assert len(s._planned) <= microbatch.torch.KEEP_STEPS
+    assert sorted(i for b in [first] + rest for i in b) == sorted(
+        int(i) for st in s.steps() for j in range(st.micro_steps) for i in st.micro_batch(j))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_training_loop_and_the_loader_share_each_step(workers):
+    """The documented loop: steps() in the loop, the sampler in a DataLoader; each step is planned once."""
+    n = 24 * 10 + 7
+    s = samplers(n, 2, seed=4)[0]
+    rec = counting(s)
+    batches = iter(DataLoader(Indices(n), batch_sampler=s, collate_fn=keep, num_workers=workers))
+    seen = []
+    for step in s.steps():
+        for j in range(step.micro_steps):
+            b = next(batches)
+            assert b == step.micro_batch(j)
+            seen += b
+    assert next(batches, None) is None
+    assert len(rec.calls) == len(s.batches()) == 11
+    assert len({int(ids[0]) for ids, *_ in rec.calls}) == 11
+
+
+def test_len_with_fixed_micro_steps_plans_nothing():
+    s = samplers(100, 3, sync="step", micro_steps=5)[0]
+    rec = counting(s)
+    assert s.micro_steps == 5 and len(s) == 5 * 5
+    assert rec.calls == []
+    assert len(list(s)) == 25
+    # Without micro_steps=, len() plans the epoch once, from its last step back, so iteration starts kept.
+    free = samplers(24 * 12, 3)[0]
+    rec = counting(free)
+    total = len(free)
+    assert free.micro_steps is None and len(rec.calls) == 12
+    assert len(free) == total and len(rec.calls) == 12  # counted once per epoch
+    assert sum(len(b) > -1 for b in free) == total
+    kept = microbatch.torch.KEEP_STEPS
+    assert len(rec.calls) == 12 + (12 - kept)  # the first KEEP_STEPS steps were kept from the count
+    free.set_epoch(1)
+    len(free)
+    assert len(rec.calls) == 12 + (12 - kept) + 12
+
+
+def test_plan_ahead_plans_the_next_step_on_a_thread_with_the_same_plans():
+    n = 24 * 5
+    plain = samplers(n, 2, seed=2)
+    ahead = samplers(n, 2, seed=2, plan_ahead=True)
+    assert epoch_of(ahead, n) == epoch_of(plain, n)
+    s = samplers(n, 2, seed=2, plan_ahead=True)[0]
+    rec = counting(s)
+    it = iter(s.steps())
+    next(it)
+    s._planned[(0, 1)].result(timeout=60)  # step 1 is being planned (or done) in the background
+    assert len(rec.calls) == 2
+    assert [st.index for st in it] == [1, 2, 3, 4] and len(rec.calls) == 5
+
+
+def test_an_error_planning_ahead_is_raised_at_its_step():
+    text = [100] * 8 + [5000] + [100] * 7  # index 8 is longer than seq_len: step 2 of 4 (4 samples each)
+    s = BalancedBatchSampler(text, global_batch_size=4, model=MODEL, seq_len=SEQ_LEN, num_replicas=2,
+                             rank=0, shuffle=False, plan_ahead=True)
+    got = []
+    with pytest.raises(microbatch.OversizeError):
+        for step in s.steps():
+            got.append(step.index)
+    assert got == [0, 1]
+    with pytest.raises(microbatch.OversizeError):  # not kept: asking again plans (and raises) again
+        s.steps()[2]
+    assert s.steps()[3].index == 3
+
+
+def test_steps_is_a_lazy_sequence_of_the_epoch():
+    s = samplers(101, 3, seed=7)[0]
+    steps = s.steps()
+    assert len(steps) == 5 and repr(steps) == "Steps(epoch=0, steps=5, rank=0)"
+    assert steps[-1].index == 4 and [st.index for st in steps[1:4]] == [1, 2, 3]
+    assert steps == list(steps) and steps == s.steps() and steps != list(steps)[:4] and steps != 3
+    with pytest.raises(IndexError):
+        steps[5]
+    s.set_epoch(1)
+    assert steps[0].epoch == 0 and s.steps()[0].epoch == 1  # a view of the epoch it was made for
+    assert steps[0].fingerprint != s.steps()[0].fingerprint
+
+
+@pytest.mark.parametrize(
+    "kw, item, words",
+    [
+        ({"micro_step": 3}, "micro_step", "did you mean 'micro_steps'"),
+        ({"ranks": 2}, "ranks", "num_replicas="),
+        ({"origin": [0] * 4}, "origin", "did you mean 'origins'"),
+        ({"prefetch": True}, "prefetch", "planner settings"),
+    ],
+)
+def test_unknown_keywords_are_a_setting_error(kw, item, words):
+    with pytest.raises(microbatch.SettingError) as e:
+        BalancedBatchSampler([10, 20, 30, 40], global_batch_size=4, model=MODEL, seq_len=SEQ_LEN,
+                             num_replicas=2, rank=0, **kw)
+    assert e.value.item == item and words in str(e.value)
+
+
+# --- origins, locality, bytes ----------------------------------------------------
+
+
+def distributed_sampler_ranks(n, world, seed, epoch):
+    """Each index's rank under torch's own DistributedSampler (shuffle, seed, epoch)."""
+    from torch.utils.data import DistributedSampler
+
+    owner = {}
+    for r in range(world):
+        ds = DistributedSampler(Indices(n), num_replicas=world, rank=r, shuffle=True, seed=seed)
+        ds.set_epoch(epoch)
+        for i in ds:
+            owner.setdefault(i, r)
+    return owner
+
+
+@pytest.mark.parametrize("epoch", [0, 1])
+def test_locality_keeps_samples_on_their_distributed_sampler_rank(epoch):
+    n, world, batch = 480, 4, 96
+    owner = distributed_sampler_ranks(n, world, 5, epoch)
+    free = samplers(n, world, global_batch_size=batch, seed=5, origins="distributed")[0]
+    local = samplers(n, world, global_batch_size=batch, seed=5, locality=0.01)[0]
+    for s in (free, local):
+        s.set_epoch(epoch)
+    moved = {}
+    for name, s in (("free", free), ("local", local)):
+        moved[name] = 0
+        for st in s.steps():
+            ex, plan = st.plan.exchange, st.plan
+            assert ex is not None
+            moves = ex.moves
+            src = dict(zip(moves.ids.tolist(), moves.src.tolist()))
+            for q in range(world):
+                for i in plan.rank(q).tolist():
+                    if owner[i] == q:
+                        assert i not in src, f"{name}: sample {i} moves but is planned on its own rank {q}"
+                    else:
+                        assert src[i] == owner[i] and dict(zip(moves.ids.tolist(), moves.dst.tolist()))[i] == q
+            r = plan.report
+            assert r.samples_moved == len(ex)
+            if name == "local":
+                assert r.predicted <= r.locality_free * (1 + 0.01) * (1 + 1e-12)
+            moved[name] += r.samples_moved
+    # Every step keeps more samples home than the locality-free plan (the plan honours the origins).
+    assert moved["local"] < 0.7 * moved["free"], moved
+
+
+def test_origins_as_an_array_or_a_callable():
+    n, world = 120, 3
+    home = (np.arange(n) * 7) % world
+    home[::11] = -1
+    a = samplers(n, world, origins=home, locality=0.02)[0]
+    c = samplers(n, world, origins=lambda i: int(home[i]), locality=0.02)[0]
+    assert [s.fingerprint for s in a.steps()] == [s.fingerprint for s in c.steps()]
+    for st in a.steps():
+        moves = st.plan.exchange.moves
+        assert all(home[i] == s for i, s in zip(moves.ids.tolist(), moves.src.tolist()))
+        assert not set(moves.ids.tolist()) & set(np.flatnonzero(home == -1).tolist())  # held nowhere: no move
+    bad = home.copy()
+    bad[17] = world
+    with pytest.raises(microbatch.InvalidValueError) as e:
+        samplers(n, world, origins=bad)
+    assert e.value.item == 17
+    with pytest.raises(microbatch.DtypeError) as e:
+        samplers(n, world, origins=home[:-1])
+    assert e.value.item == "origins"
+    with pytest.raises(microbatch.SettingError) as e:
+        samplers(n, world, origins="local")
+    assert e.value.item == "origins"
+    later = samplers(n, world, origins=lambda i: 5 if i == 33 else 0, shuffle=False)[0]
+    with pytest.raises(microbatch.InvalidValueError) as e:
+        list(later)
+    assert e.value.item == 33
+
+
+def test_bytes_default_to_the_tokens_and_can_be_given():
+    n, world = 96, 2
+    text, images, _ = metadata(n)
+    s = samplers(n, world, origins="distributed")[0]
+    for st, batch in zip(s.steps(), s.batches()):
+        expected = sum(16 * int(text[i]) + 2352 * int(sum(images[i])) for i in batch)
+        assert st.plan.report.bytes_total == expected > 0
+        ex = st.plan.exchange
+        assert st.plan.report.bytes_moved == int(ex.bytes_out.sum()) > 0
+    sizes = np.arange(n) * 1000 + 1
+    given = samplers(n, world, origins="distributed", bytes=sizes)[0]
+    called = samplers(n, world, origins="distributed", bytes=lambda i: int(sizes[i]))[0]
+    for a, b, batch in zip(given.steps(), called.steps(), given.batches()):
+        assert a.plan.report.bytes_total == b.plan.report.bytes_total == int(sizes[batch].sum())
+    with pytest.raises(microbatch.SettingError) as e:
+        samplers(n, world, bytes=sizes)
+    assert e.value.item == "bytes"
+    with pytest.raises(microbatch.InvalidValueError) as e:
+        list(samplers(n, world, origins="distributed", bytes=lambda i: -1)[0])
+    assert isinstance(e.value.item, int)
