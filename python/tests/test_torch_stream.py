@@ -1,0 +1,356 @@
+"""Real gloo runs of ``microbatch.torch.BalancedStream``: per-rank streams balanced, exchanged and trained.
+
+pytest spawns one process group of 2 and one of 4 processes (gloo over
+127.0.0.1). Every rank reads its own ``IterableDataset`` (``Shard``): sample
+``k`` of rank ``r`` is a pure function of ``(r, k)`` (``make_sample``), a dict
+of tensors of several shapes and dtypes (int64 tokens and labels, float32
+pixel rows only when the sample has images, int32 image grid, bool mask,
+float64 scalar, float16 matrix), so the pytest process can rebuild every
+sample. The workers, in one process group each:
+
+- train a tiny float64 language model under DDP (``no_sync`` until the last
+  micro-step) on the stream's micro-batches for 3 steps, without locality
+  (token normalization) and with ``locality=0.0`` (sample normalization);
+  ``torch.distributed.all_to_all_single`` is wrapped to count the bytes the
+  exchange really sends; every received sample is compared, tensor by tensor
+  (dtype, shape, values), with the original;
+- run the faults: a loader that raises on one rank, streams of different
+  lengths under ``uneven="error"``, planner settings that differ (seen in the
+  header) and settings that only the plan's fingerprint shows, a sample that
+  holds a string, an epoch with fewer samples than ranks; and uneven streams
+  under ``uneven="drain"`` (one rank without any sample at 4 ranks).
+
+The pytest process checks: every sample exactly once per step (the expected
+samples, by rank and position); the bytes counted on the wire equal the plan's
+``exchange.bytes_out``/``bytes_in`` and ``report.bytes_moved``, and the sizes of
+the moved samples computed here; fewer bytes move with locality; parameters
+after every step within 1e-10 (relative) of one process training each step's
+samples unsplit, one sample at a time; every fault raised the same error, with
+the same message, on every rank. A last run at 2 ranks has one rank stall in
+its loader past ``timeout``: both ranks raise ``StreamError`` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+from dist_support import free_port, worker_group  # noqa: E402
+from microbatch.torch import (  # noqa: E402
+    BalancedStream,
+    PlanMismatchError,
+    StreamError,
+    collate_packed,
+    loss_tokens,
+    sample_bytes,
+    summed_loss,
+)
+
+VOCAB, DIM, MAX_POS, LR = 24, 6, 64, 0.5
+PER_RANK, STEPS, SEQ_LEN, MODEL = 6, 3, 64, "qwen2.5-vl-7b"
+RUNS = (("plain", None, "token"), ("locality", 0.0, "sample"))
+# Shard lengths of the drain run, by rank (rank 2 of 4 has none; not multiples of PER_RANK).
+DRAIN = (3, 17, 0, 11)
+SPAWN_TIMEOUT = 120  # seconds: a hang fails the test instead of blocking CI
+
+
+def make_sample(rank, k):
+    """Sample ``k`` of rank ``rank``'s shard: images as placeholder tokens (0) before the words."""
+    rng = np.random.default_rng([rank, k, 7])
+    words = rng.integers(1, VOCAB, int(rng.integers(2, 20)))
+    images = [int(rng.choice([3, 6])) for _ in range([0, 0, 1, 2][(k + rank) % 4])]
+    ids = np.concatenate([np.zeros(sum(images), dtype=np.int64), words])
+    labels = ids.copy()
+    labels[: sum(images) + int(rng.integers(0, len(words) // 2 + 1))] = -100
+    if k % 5 == 3:
+        labels[:] = -100
+    sample = {
+        "input_ids": torch.as_tensor(ids),
+        "labels": torch.as_tensor(labels),
+        "image_tokens": torch.as_tensor(images, dtype=torch.int64),
+        "grid": torch.as_tensor(rng.integers(0, 9, (len(images), 3)), dtype=torch.int32),
+        "mask": torch.as_tensor(rng.random(len(ids)) < 0.5),
+        "weight": torch.tensor(float(rng.random()), dtype=torch.float64),
+        "half": torch.as_tensor(rng.random((2, 2)), dtype=torch.float16),
+    }
+    if images:  # a key only some samples have
+        sample["pixel_values"] = torch.as_tensor(rng.random((sum(images), 3)), dtype=torch.float32)
+    return sample
+
+
+def metadata(sample):
+    """(text tokens, image token counts, loss tokens): what the planner is told."""
+    return int((sample["input_ids"] > 0).sum()), sample["image_tokens"].tolist(), loss_tokens(sample["labels"])
+
+
+class Shard(torch.utils.data.IterableDataset):
+    """Rank ``rank``'s stream of ``n`` samples; ``fail_at``: raise there; ``bad_at``: a sample holding a string."""
+
+    def __init__(self, rank, n, *, fail_at=None, bad_at=None, stall=0.0):
+        self.rank, self.n, self.fail_at, self.bad_at, self.stall = rank, n, fail_at, bad_at, stall
+
+    def __iter__(self):
+        time.sleep(self.stall)
+        for k in range(self.n):
+            if k == self.fail_at:
+                raise ValueError(f"corrupt record {k} in shard {self.rank}")
+            s = make_sample(self.rank, k)
+            if k == self.bad_at:
+                s["caption"] = "a string"
+            yield s
+
+
+class TinyLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, DIM)
+        self.pos = nn.Embedding(MAX_POS, DIM)
+        self.head = nn.Linear(DIM, VOCAB)
+
+    def forward(self, input_ids, position_ids):
+        return self.head(torch.tanh(self.tok(input_ids) + self.pos(position_ids)))
+
+
+def new_model():
+    torch.manual_seed(0)
+    return TinyLM().double()
+
+
+def flat(model):
+    return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
+
+
+def same_sample(a, b):
+    return a.keys() == b.keys() and all(
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and torch.equal(a[k], b[k]) for k in a
+    )
+
+
+def stream(rank, shard, **kw):
+    settings = dict(samples_per_rank=PER_RANK, metadata=metadata, model=MODEL, seq_len=SEQ_LEN, sync="step")
+    settings.update(kw)
+    return BalancedStream(shard, **settings)
+
+
+def train(rank, world, locality, norm, sent):
+    """3 steps of DDP on the stream; per step the ids, bytes, parameters and wrongly received samples."""
+    kw = {} if locality is None else {"locality": locality}
+    model = DDP(new_model())
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    steps = []
+    for step in stream(rank, Shard(rank, STEPS * PER_RANK), **kw):
+        wire = list(sent)  # this step's all-to-all (the stream exchanged before yielding the step)
+        del sent[:]
+        scale = step.loss_scale(norm, "mean")
+        wrong = 0
+        for j, samples in enumerate(step.batches):
+            for sid, s in zip(step.micro_batch(j), samples):
+                wrong += not same_sample(s, make_sample(*step.origin(sid)))
+            batch = collate_packed([{"input_ids": s["input_ids"], "labels": s["labels"]} for s in samples])
+            with contextlib.nullcontext() if j == step.micro_steps - 1 else model.no_sync():
+                logits = model(batch["input_ids"], batch["position_ids"])
+                (summed_loss(logits, batch["labels"], batch["cu_seqlens"], norm) * scale).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        ex, report = step.plan.exchange, step.plan.report
+        steps.append({
+            "ids": [step.micro_batch(j) for j in range(step.micro_steps)],
+            "params": flat(model.module),
+            "wire": wire,
+            "bytes_sent": step.bytes_sent,
+            "bytes_received": step.bytes_received,
+            "bytes_out": int(ex.bytes_out[rank]),
+            "bytes_in": int(ex.bytes_in[rank]),
+            "bytes_moved": int(report.bytes_moved),
+            "samples_moved": int(report.samples_moved),
+            "wrong": wrong,
+        })
+    return steps
+
+
+def fault(run):
+    """Runs a stream to its end or error: (steps yielded, what was raised)."""
+    done = 0
+    try:
+        for _ in run():
+            done += 1
+    except (StreamError, PlanMismatchError) as e:
+        return done, {"type": type(e).__name__, "kind": e.kind, "ranks": e.ranks, "message": str(e)}
+    return done, None
+
+
+def worker(rank, world, port, out):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    with worker_group(rank, world, port, init=False):
+        sent = []
+        real = dist.all_to_all_single
+
+        def counting(output, input, output_split_sizes=None, input_split_sizes=None, **kw):
+            sent.append((int(input.numel()), list(input_split_sizes), int(output.numel())))
+            return real(output, input, output_split_sizes, input_split_sizes, **kw)
+
+        dist.all_to_all_single = counting
+        record = {name: train(rank, world, loc, norm, sent) for name, loc, norm in RUNS}
+        dist.all_to_all_single = real
+
+        last = world - 1
+        faults = {
+            "loader raises": fault(lambda: stream(rank, Shard(rank, 18, fail_at=14 if rank == last else None))),
+            "uneven error": fault(lambda: stream(rank, Shard(rank, 9 if rank == 0 else 18), uneven="error")),
+            "settings differ": fault(lambda: stream(rank, Shard(rank, 12), seq_len=SEQ_LEN + 64 * (rank == last))),
+            "plans differ": fault(lambda: stream(rank, Shard(rank, 12), **({"micro_steps": 4} if rank == last else {}))),
+            "not a tensor": fault(lambda: stream(rank, Shard(rank, 12, bad_at=2 if rank == 0 else None))),
+            "too few samples": fault(lambda: stream(rank, Shard(rank, 1 if rank == 0 else 0))),
+        }
+        # Uneven streams drained: every sample once, every step planned over all ranks.
+        drained, wrong, sizes = [], 0, []
+        for step in stream(rank, Shard(rank, DRAIN[rank])):
+            drained.append([i for j in range(step.micro_steps) for i in step.micro_batch(j)])
+            sizes.append(step.samples)
+            wrong += sum(
+                not same_sample(s, make_sample(*step.origin(i)))
+                for j, b in enumerate(step.batches)
+                for i, s in zip(step.micro_batch(j), b)
+            )
+        record["faults"] = faults
+        record["drain"] = {"ids": drained, "wrong": wrong, "sizes": sizes}
+        torch.save(record, out / f"rank{rank}.pt")
+
+
+def spawn(fn, world, tmp_path):
+    ctx = mp.spawn(fn, args=(world, free_port(), tmp_path), nprocs=world, join=False)
+    deadline = time.monotonic() + SPAWN_TIMEOUT
+    while not ctx.join(timeout=max(0.0, deadline - time.monotonic())):
+        if time.monotonic() >= deadline:
+            for p in ctx.processes:
+                p.terminate()
+            pytest.fail(f"the workers did not finish within {SPAWN_TIMEOUT} s: a hang")
+
+
+def reference(batches, norm):
+    """One process, no packing: each step's samples one by one, the loss normalized over the whole step."""
+    model = new_model()
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    params = []
+    for batch in batches:
+        total, tokens = torch.zeros((), dtype=torch.float64), 0
+        for r, k in batch:
+            s = make_sample(r, k)
+            x, y = s["input_ids"], s["labels"]
+            logits = model(x[None], torch.arange(x.shape[0])[None])[0]
+            carries = [t for t in range(1, x.shape[0]) if y[t] != -100]
+            losses = sum((F.cross_entropy(logits[t - 1], y[t]) for t in carries), torch.zeros((), dtype=torch.float64))
+            if norm == "token":
+                total, tokens = total + losses, tokens + len(carries)
+            elif carries:
+                total = total + losses / len(carries)
+        loss = total / (tokens if norm == "token" else len(batch))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        params.append(flat(model))
+    return params
+
+
+def rel(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world, tmp_path, monkeypatch):
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    spawn(worker, world, tmp_path)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+    moved = {}
+    for name, _, norm in RUNS:
+        runs = [r[name] for r in ranks]
+        assert all(len(run) == STEPS for run in runs), f"{name}: not {STEPS} steps"
+        expected = [sorted((r, k) for r in range(world) for k in range(s * PER_RANK, (s + 1) * PER_RANK))
+                    for s in range(STEPS)]
+        batches = []
+        for s in range(STEPS):
+            got = sorted(divmod(i, world)[::-1] for run in runs for ids in run[s]["ids"] for i in ids)
+            assert got == expected[s], f"{name}, step {s}: trained {got}, expected every rank's samples once"
+            batches.append(got)
+            assert sum(run[s]["wrong"] for run in runs) == 0, f"{name}, step {s}: a sample arrived altered"
+            # Bytes: counted at the all-to-all, from the plan, and from the moved samples' tensors.
+            on_wire = 0
+            for r, run in enumerate(runs):
+                (total, splits, received), = run[s]["wire"]
+                assert splits[r] == 0 and total == sum(splits), f"{name}, step {s}, rank {r}: sent to itself"
+                assert total == run[s]["bytes_sent"] == run[s]["bytes_out"], f"{name}, step {s}, rank {r}: sent"
+                assert received == run[s]["bytes_received"] == run[s]["bytes_in"], f"{name}, step {s}, rank {r}"
+                on_wire += total
+            own = sum(
+                sample_bytes(make_sample(*divmod(i, world)[::-1]))
+                for r, run in enumerate(runs) for ids in run[s]["ids"] for i in ids if i % world != r
+            )
+            assert on_wire == own == runs[0][s]["bytes_moved"], f"{name}, step {s}: {on_wire} {own}"
+        moved[name] = sum(runs[0][s]["bytes_moved"] for s in range(STEPS))
+        ref = reference(batches, norm)
+        for s in range(STEPS):
+            for r, run in enumerate(runs):
+                assert rel(run[s]["params"], ref[s]) <= 1e-10, f"{name}, step {s}, rank {r}: {rel(run[s]['params'], ref[s]):.3g}"
+    assert 0 < moved["plain"] and moved["locality"] < moved["plain"], moved
+
+    last = world - 1
+    want = {
+        "loader raises": (1, "StreamError", "StreamFailed", [last], f"corrupt record 14 in shard {last}"),
+        "uneven error": (0, "StreamError", "StreamEnded", [0], "ended early"),
+        "settings differ": (0, "PlanMismatchError", "PlanMismatch", [last], "stream settings"),
+        "plans differ": (0, "PlanMismatchError", "PlanMismatch", [last], "fingerprint"),
+        "not a tensor": (0, "StreamError", "StreamFailed", [0], "sample 2 of rank 0's stream: 'caption' is a str"),
+        "too few samples": (0, "StreamError", "TooFewSamples", list(range(1, world)), "1 samples in all"),
+    }
+    for name, (steps, kind_type, kind, bad, text) in want.items():
+        seen = [r["faults"][name] for r in ranks]
+        for r, (done, err) in enumerate(seen):
+            assert err is not None, f"{name}: rank {r} raised nothing"
+            assert (done, err["type"], err["kind"], err["ranks"]) == (steps, kind_type, kind, bad), f"{name}, rank {r}: {done} {err}"
+            assert text in err["message"], f"{name}, rank {r}: {err['message']}"
+        assert len({err["message"] for _, err in seen}) == 1, f"{name}: the ranks' messages differ: {seen}"
+
+    drains = [r["drain"] for r in ranks]
+    assert sum(d["wrong"] for d in drains) == 0
+    assert len({len(d["ids"]) for d in drains}) == 1
+    trained = sorted(divmod(i, world)[::-1] for d in drains for step in d["ids"] for i in step)
+    assert trained == sorted((r, k) for r in range(world) for k in range(DRAIN[r])), "drain: not every sample once"
+    assert min(drains[0]["sizes"]) >= world
+
+
+def stall_worker(rank, world, port, out):
+    """Rank 1 stalls in its loader for 6 s; the stream's timeout is 1 s."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=30))
+    start = time.monotonic()
+    done, err = fault(lambda: stream(rank, Shard(rank, 12, stall=6.0 if rank == 1 else 0.0), timeout=1.0))
+    torch.save({"err": err, "elapsed": time.monotonic() - start}, out / f"stall{rank}.pt")
+    # Leave only when both ranks are done: a peer that exits turns the other's wait into a connection error.
+    while not all((out / f"stall{r}.pt").exists() for r in range(world)) and time.monotonic() - start < 30:
+        time.sleep(0.1)
+    os._exit(0)
+
+
+def test_a_rank_that_stalls_past_the_timeout_raises_everywhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    spawn(stall_worker, 2, tmp_path)
+    got = [torch.load(tmp_path / f"stall{r}.pt") for r in range(2)]
+    for r, g in enumerate(got):
+        assert g["err"] is not None and g["err"]["type"] == "StreamError", f"rank {r}: {g}"
+        assert g["err"]["kind"] in ("Timeout", "Communication"), f"rank {r}: {g}"
+    assert got[0]["err"]["kind"] == "Timeout" and got[0]["elapsed"] < 5.0, got[0]
