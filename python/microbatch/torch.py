@@ -168,13 +168,16 @@ def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
     _verify_fingerprints(fingerprints, group=group, first=0)
 
 
-def _verify_fingerprints(fingerprints: Sequence[int], *, group: Any, first: int) -> None:
-    """:func:`verify_plans` for the steps ``first, first + 1, ...`` (named so in the error)."""
+def _verify_fingerprints(
+    fingerprints: Sequence[int], *, group: Any, first: int, steps: Optional[int] = None
+) -> None:
+    """:func:`verify_plans` for the steps ``first, first + 1, ...`` (named so in the error); with
+    ``steps``, the ranks' numbers of steps in the epoch are compared first."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         return
-    mine = [int(f) for f in fingerprints]
+    mine = (steps, [int(f) for f in fingerprints])
     world = dist.get_world_size(group)
     gathered: List[Any] = [None] * world
     dist.all_gather_object(gathered, mine, group=group)
@@ -183,14 +186,14 @@ def _verify_fingerprints(fingerprints: Sequence[int], *, group: Any, first: int)
     if not differ:
         return
     r = differ[0]
-    other = gathered[r]
-    if len(other) != len(reference):
-        where = f"rank {r} planned {len(other)} steps where rank 0 planned {len(reference)}"
+    (count, other), (count0, ref) = gathered[r], reference
+    if count != count0:
+        where = f"rank {r} has {count} steps in the epoch where rank 0 has {count0}"
+    elif len(other) != len(ref):
+        where = f"rank {r} planned {len(other)} steps where rank 0 planned {len(ref)}"
     else:
-        s = next(i for i, (a, b) in enumerate(zip(reference, other)) if a != b)
-        where = (
-            f"at step {first + s}, rank {r} has fingerprint {other[s]:#018x} where rank 0 has {reference[s]:#018x}"
-        )
+        s = next(i for i, (a, b) in enumerate(zip(ref, other)) if a != b)
+        where = f"at step {first + s}, rank {r} has fingerprint {other[s]:#018x} where rank 0 has {ref[s]:#018x}"
     raise PlanMismatchError(
         f"the plans differ between ranks (ranks {differ} differ from rank 0; {where}): every rank must "
         "build its sampler from the same metadata, global batch size, seed, epoch and planner settings",
@@ -283,7 +286,8 @@ class Steps(Sequence[Step]):
     own iteration (the loader's), so the documented training loop plans every
     step once and holds O(one step) of plans; with ``verify=True`` each step's
     fingerprint is checked across ranks before it is yielded (a collective:
-    every rank must iterate). ``steps[k]`` plans step ``k`` if it is not among
+    every rank must iterate; at step 0 the ranks' step counts are compared
+    too, so a rank with another epoch length raises instead of hanging). ``steps[k]`` plans step ``k`` if it is not among
     the :data:`KEEP_STEPS` kept (O(one step)); ``list(steps)`` holds every
     plan of the epoch: O(epoch) memory, as ``steps()`` returned before.
 
@@ -322,16 +326,24 @@ class Steps(Sequence[Step]):
 
     def __iter__(self) -> Iterator[Step]:
         s = self._sampler
-        for k in range(len(self)):
+        count = len(self)
+        for k in range(count):
             step = s._step(self.epoch, k, ahead=True)
             if s.verify_plans and s._verified_epoch != self.epoch:
-                _verify_fingerprints([step.fingerprint], group=None, first=k)
+                # At step 0 the step counts too: every rank then runs as many of these collectives.
+                _verify_fingerprints([step.fingerprint], group=None, first=k, steps=count if k == 0 else None)
             yield step
 
     def __eq__(self, other: object) -> bool:
+        """Equal to a sequence of as many steps with the same index, epoch, rank and plan fingerprint
+        (a step planned again is equal although its report's ``planning_time`` differs)."""
         if not isinstance(other, (Steps, list, tuple)):
             return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+        def key(st: Any) -> Any:
+            return (st.index, st.epoch, st.rank, st.fingerprint) if isinstance(st, Step) else st
+
+        return len(self) == len(other) and all(key(a) == key(b) for a, b in zip(self, other))
 
     __hash__ = None  # type: ignore[assignment]
 
