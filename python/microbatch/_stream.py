@@ -463,7 +463,8 @@ class BalancedStream:
     ...     batches = [collate_packed(samples) for samples in step.batches]
     ...     print(step.index, step.samples, step.micro_steps)
     0 4 1
-    1 6 1
+    1 4 1
+    2 2 1
     >>> dist.destroy_process_group()
     """
 
