@@ -136,48 +136,58 @@ def sample_bytes(sample: Mapping[str, Any]) -> int:
 
 
 def _encode(records: Sequence[Tuple[int, Dict[str, torch.Tensor]]], keys: Dict[str, int], size: int) -> torch.Tensor:
-    """The records as one CPU ``uint8`` buffer of exactly ``size`` bytes."""
-    buf = torch.zeros(size, dtype=torch.uint8)
+    """The records as one CPU ``uint8`` buffer of exactly ``size`` bytes (numpy copies: no intra-op threads)."""
+    buf = np.empty(size, dtype=np.uint8)
     off = 0
     for sid, sample in records:
-        words = [sid, len(sample)]
-        buf[off : off + 16] = torch.tensor(words, dtype=torch.int64).view(torch.uint8)
+        buf[off : off + 16] = np.array([sid, len(sample)], dtype=np.int64).view(np.uint8)
         off += 16
         for k, t in sample.items():
-            head = [keys[k], _DTYPE_CODE[t.dtype], t.dim(), *t.shape]
-            n = 8 * len(head)
-            buf[off : off + n] = torch.tensor(head, dtype=torch.int64).view(torch.uint8)
-            off += n
+            head = np.array([keys[k], _DTYPE_CODE[t.dtype], t.dim(), *t.shape], dtype=np.int64).view(np.uint8)
+            buf[off : off + head.shape[0]] = head
+            off += head.shape[0]
             nbytes = t.numel() * t.element_size()
             if nbytes:
-                buf[off : off + nbytes] = t.contiguous().cpu().reshape(-1).view(torch.uint8)
-            off += _pad8(nbytes)
+                buf[off : off + nbytes] = t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+            end = off + _pad8(nbytes)
+            buf[off + nbytes : end] = 0
+            off = end
     if off != size:
         raise InternalError(f"the exchange encoded {off} bytes where the plan counted {size}")
-    return buf
+    return torch.from_numpy(buf)
 
 
-def _decode(buf: torch.Tensor, expected: Sequence[int], table: Sequence[str], src: int) -> Dict[int, Dict[str, torch.Tensor]]:
-    """The records of ``buf`` (from rank ``src``), which must be the samples ``expected`` in order."""
+def _decode(buf: np.ndarray, expected: Sequence[int], table: Sequence[str], src: int) -> Dict[int, Dict[str, torch.Tensor]]:
+    """The records of ``buf`` (``uint8``, from rank ``src``), which must be the samples ``expected`` in order."""
     out: Dict[int, Dict[str, torch.Tensor]] = {}
     off = 0
+    total = buf.shape[0]
+
+    def words(start: int, count: int) -> List[int]:
+        if start + 8 * count > total:
+            raise InternalError(f"rank {src} sent {total} bytes, fewer than its samples' headers say")
+        return buf[start : start + 8 * count].view(np.int64).tolist()
+
     for want in expected:
-        sid, count = (int(x) for x in buf[off : off + 16].view(torch.int64))
+        sid, count = words(off, 2)
         off += 16
         if sid != want:
             raise InternalError(f"rank {src} sent sample {sid} where the plan expects {want}")
         sample: Dict[str, torch.Tensor] = {}
         for _ in range(count):
-            key, code, ndim = (int(x) for x in buf[off : off + 24].view(torch.int64))
-            shape = [int(x) for x in buf[off + 24 : off + 24 + 8 * ndim].view(torch.int64)]
+            key, code, ndim = words(off, 3)
+            shape = words(off + 24, ndim)
             off += 24 + 8 * ndim
             dtype = _DTYPES[code]
             n = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
-            sample[table[key]] = buf[off : off + n].view(dtype).reshape(shape).clone()
+            if n:  # a copy: it owns its memory and is aligned for any dtype (complex128 needs 16 bytes)
+                sample[table[key]] = torch.from_numpy(buf[off : off + n].copy()).view(dtype).reshape(shape)
+            else:
+                sample[table[key]] = torch.empty(shape, dtype=dtype)
             off += _pad8(n)
         out[want] = sample
-    if off != buf.numel():
-        raise InternalError(f"rank {src} sent {buf.numel()} bytes where its samples take {off}")
+    if off != total:
+        raise InternalError(f"rank {src} sent {total} bytes where its samples take {off}")
     return out
 
 
@@ -244,15 +254,19 @@ class StreamStep:
         plan: the step's plan (every rank's micro-batches, by sample id).
         batches: this rank's micro-batches in plan order, each a list of
             sample dicts (ready for :func:`collate_packed` or
-            :class:`microbatch.hf.PackedCollator`). Samples read on this rank
-            are the loader's own dicts (numpy values as tensors); samples
-            received from another rank are new CPU tensors.
+            :class:`microbatch.hf.PackedCollator`). A sample read on this rank
+            holds the loader's own tensors (in a new dict; numpy arrays as
+            tensors); a sample received from another rank holds new CPU
+            tensors of the same dtypes, shapes and values.
         bytes_sent, bytes_received: the bytes this rank's all-to-all sent to
             and received from the other ranks (equal to the plan's
             ``exchange.bytes_out[rank]`` and ``bytes_in[rank]``).
-        timings: seconds spent on this rank: ``"read"`` (the loader),
-            ``"gather"`` (status and metadata), ``"plan"``, ``"exchange"``
-            (fingerprints, encoding, all-to-all, decoding).
+        timings: seconds spent on this rank: ``"read"`` (the loader, since
+            the step before), ``"gather"`` (the metadata all-gather),
+            ``"plan"`` (the planner), ``"exchange"`` (everything after
+            planning: ``"check"``, the fingerprint all-gather; ``"encode"``;
+            ``"transfer"``, the all-to-all; ``"decode"``; and building
+            :attr:`batches`).
 
     Sample ids are ``rank + ranks * k`` for the ``k``-th sample the stream of
     ``rank`` produced in this pass: :meth:`origin` inverts it.
@@ -434,8 +448,9 @@ class BalancedStream:
     waits longer than the slowest rank takes to reach that round. A rank that
     stops without raising inside the stream (killed, hung, or failed in the
     training loop between steps) leaves the others waiting in a collective
-    until ``timeout``. No sample is dropped or trained twice: a step is either
-    yielded whole on every rank or raises on every rank.
+    until ``timeout``; so does a rank that stops iterating while the others go
+    on (stop every rank at the same step). No sample is dropped or trained
+    twice: a step is either yielded on every rank or raises on every rank.
 
     Per step: three ``all_gather`` (a header of 8 words + 1 KiB per rank, the
     metadata of 5 words a sample + 1 word an image, the fingerprints) and one
@@ -537,8 +552,13 @@ class BalancedStream:
             backend = str(dist.get_backend(group)).lower()
             device = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
         self.device = torch.device(device)
-        # What every rank must agree on besides the plan itself (compared each step).
-        self._settings = _stable_hash(f"{planner!r}|{self.samples_per_rank}|{self.uneven}")
+        # What every rank must agree on besides the plan itself (compared each step); a repr that
+        # holds an address differs between processes, so only the type counts then (the plans are
+        # compared by fingerprint anyway).
+        described = repr(planner)
+        if " at 0x" in described:
+            described = type(planner).__qualname__
+        self._settings = _stable_hash(f"{described}|{self.samples_per_rank}|{self.uneven}")
 
     def __repr__(self) -> str:
         return (
@@ -594,10 +614,14 @@ class BalancedStream:
                 return got, e, f"{where} could not be read: {type(e).__name__}: {e}"
             try:
                 sample = _as_sample(raw, where)
-                text, images, loss = _meta_row(self.metadata, sample)
-            except Exception as e:
+            except Error as e:  # names the sample and the key
                 state["failed"] = True
-                return got, e, f"{where}: {type(e).__name__}: {e}"
+                return got, e, str(e)
+            try:
+                text, images, loss = _meta_row(self.metadata, raw)
+            except Exception as e:  # the user's metadata callable
+                state["failed"] = True
+                return got, e, f"{where}: the metadata callable raised {type(e).__name__}: {e}"
             size = 16 + sum(8 * (3 + t.dim()) + _pad8(t.numel() * t.element_size()) for t in sample.values())
             for key in sample:
                 if key not in keys and key not in state["new_keys"]:
@@ -702,9 +726,11 @@ class BalancedStream:
         )
 
     def _exchange(
-        self, step: int, plan: Plan, cur: List[_Local], keys: Dict[str, int], table: List[str]
+        self, step: int, plan: Plan, cur: List[_Local], keys: Dict[str, int], table: List[str], timings: Dict[str, float]
     ) -> Tuple[Dict[int, Dict[str, torch.Tensor]], int, int]:
-        """Sends this rank's moving samples and receives the ones it is planned: ``(received by id, bytes sent, bytes received)``."""
+        """Sends this rank's moving samples and receives the ones it is planned: ``(received by id, bytes sent,
+        bytes received)``; adds the seconds of ``"encode"``, ``"transfer"`` and ``"decode"`` to ``timings``."""
+        t0 = time.perf_counter()
         import torch.distributed as dist
 
         ex = plan.exchange
@@ -727,16 +753,19 @@ class BalancedStream:
         work = dist.all_to_all_single(
             received, payload, recv_sizes.tolist(), send_sizes.tolist(), group=self.group, async_op=True
         )
+        t1 = time.perf_counter()
         self._wait(work, step, "exchange")
-        received = received.cpu()
+        data = received.cpu().numpy()
+        t2 = time.perf_counter()
         out: Dict[int, Dict[str, torch.Tensor]] = {}
         off = 0
         in_src, in_ids = src[in_mask], mids[in_mask]
         for r in range(self.ranks):
             n = int(recv_sizes[r])
             expected = [int(i) for i in in_ids[in_src == r]]
-            out.update(_decode(received[off : off + n], expected, table, r))
+            out.update(_decode(data[off : off + n], expected, table, r))
             off += n
+        timings.update(encode=t1 - t0, transfer=t2 - t1, decode=time.perf_counter() - t2)
         return out, int(send_sizes.sum()), int(recv_sizes.sum())
 
     def _check(self, step: int, plan: Optional[Plan], error: Optional[BaseException], message: str) -> None:
@@ -832,12 +861,13 @@ class BalancedStream:
             self._check(step, plan, error, message)
             if plan is None:  # unreachable: _check raised
                 raise InternalError("a failed plan passed the fingerprint round")
-            received, sent, got = self._exchange(step, plan, cur, keys, table)
+            timings = {"read": t_read, "gather": t2 - t1, "plan": t3 - t2, "check": time.perf_counter() - t3}
+            received, sent, got = self._exchange(step, plan, cur, keys, table, timings)
             local = {s.id: s.sample for s in cur}
             local.update(received)
             batches = [[local[int(i)] for i in plan.micro_batch(self.rank, j)] for j in range(plan.micro_steps)]
             t4 = time.perf_counter()
-            timings = {"read": t_read, "gather": t2 - t1, "plan": t3 - t2, "exchange": t4 - t3}
+            timings["exchange"] = t4 - t3
             result = StreamStep(step, self.rank, plan, batches, sent, got, timings)
             del local, received
             cur, cur_n = nxt, nxt_n

@@ -42,11 +42,14 @@ import time
 import numpy as np
 import pytest
 
+import microbatch
+
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.utils.data import IterableDataset  # noqa: E402
 
 from dist_support import free_port  # noqa: E402
 from microbatch.torch import (  # noqa: E402
@@ -97,7 +100,7 @@ def metadata(sample):
     return int((sample["input_ids"] > 0).sum()), sample["image_tokens"].tolist(), loss_tokens(sample["labels"])
 
 
-class Shard(torch.utils.data.IterableDataset):
+class Shard(IterableDataset):
     """Rank ``rank``'s stream of ``n`` samples; ``fail_at``: raise there; ``bad_at``: a sample holding a string."""
 
     def __init__(self, rank, n, *, fail_at=None, bad_at=None, stall=0.0):
@@ -330,7 +333,7 @@ def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world,
         "uneven error": (0, "StreamError", "StreamEnded", [0], "ended early"),
         "settings differ": (0, "PlanMismatchError", "PlanMismatch", [last], "stream settings"),
         "plans differ": (0, "PlanMismatchError", "PlanMismatch", [last], "fingerprint"),
-        "not a tensor": (0, "StreamError", "StreamFailed", [0], "sample 2 of rank 0's stream: 'caption' is a str"),
+        "not a tensor": (0, "StreamError", "StreamFailed", [0], "step 0: sample 2 of rank 0's stream: 'caption' is a str"),
         "too few samples": (0, "StreamError", "TooFewSamples", list(range(1, world)), "1 samples in all"),
     }
     for name, (steps, kind_type, kind, bad, text) in want.items():
@@ -364,3 +367,60 @@ def test_the_stream_docstring_examples_run():
 
     result = doctest.testmod(microbatch._stream, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0, result
+
+
+# --- one process: the wire format and the settings ----------------------------------------
+
+
+def test_the_wire_format_round_trips_every_dtype_and_shape_in_sample_bytes():
+    from microbatch._stream import _decode, _encode
+
+    g = torch.Generator().manual_seed(0)
+    samples = [
+        {"a": torch.randn(3, 5, generator=g, dtype=torch.float64).t(),  # not contiguous
+         "b": torch.tensor(7, dtype=torch.int16), "c": torch.zeros(0, 4, dtype=torch.bfloat16)},
+        {"a": torch.randn(2, generator=g).to(torch.complex128), "d": torch.rand(3, generator=g) < 0.5,
+         "e": np.arange(5, dtype=np.uint8)},
+        {},
+    ]
+    keys = {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4}
+    table = list(keys)
+    records = [(10 + i, {k: torch.as_tensor(v) for k, v in s.items()}) for i, s in enumerate(samples)]
+    size = sum(sample_bytes(s) for s in samples)
+    buf = _encode(records, keys, size)
+    assert buf.numel() == size and size % 8 == 0
+    out = _decode(buf.numpy(), [10, 11, 12], table, 1)
+    for i, (_, s) in enumerate(records):
+        assert same_sample(out[10 + i], s), i
+    with pytest.raises(Exception, match="plan expects 13"):
+        _decode(buf.numpy(), [13], table, 1)
+
+
+@pytest.fixture
+def one_rank(monkeypatch):
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_settings_that_do_not_work_are_named():
+    with pytest.raises(microbatch.SettingError, match="initialized torch.distributed"):
+        BalancedStream([], samples_per_rank=2, model=MODEL, seq_len=SEQ_LEN)
+
+
+def test_settings_errors_on_one_rank(one_rank):
+    with pytest.raises(microbatch.SettingError, match="unknown planner setting 'micro_step'") as e:
+        BalancedStream([], samples_per_rank=2, model=MODEL, seq_len=SEQ_LEN, micro_step=2)
+    assert e.value.item == "micro_step"
+    with pytest.raises(microbatch.SettingError, match="unknown uneven policy 'stop'"):
+        BalancedStream([], samples_per_rank=2, model=MODEL, seq_len=SEQ_LEN, uneven="stop")
+    with pytest.raises(microbatch.SettingError, match="plans for 2 ranks but the process group has 1"):
+        BalancedStream([], samples_per_rank=2, planner=microbatch.Planner(MODEL, ranks=2, seq_len=SEQ_LEN))
+    with pytest.raises(microbatch.SettingError, match="samples_per_rank"):
+        BalancedStream([], samples_per_rank=0, model=MODEL, seq_len=SEQ_LEN)
+    # One rank: every sample stays, in plan order; an empty stream yields no step.
+    steps = list(stream(0, Shard(0, 8)))
+    assert [s.samples for s in steps] == [6, 2] and all(s.bytes_sent == s.bytes_received == 0 for s in steps)
+    assert sorted(i for s in steps for j in range(s.micro_steps) for i in s.micro_batch(j)) == list(range(8))
+    assert list(stream(0, Shard(0, 0))) == []
