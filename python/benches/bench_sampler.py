@@ -15,10 +15,15 @@ growth. Times are wall seconds (``time.perf_counter``).
 - ``epoch``: construction + iterating the whole epoch;
 - ``steps``: construction + iterating ``sampler.steps()`` and the sampler
   together, as the documented training loop does (a step, then its
-  micro-batches).
+  micro-batches), with ``--work`` seconds of sleep per step standing in for
+  the training step (a GPU-bound step leaves the CPU to a planning thread).
+
+Memory is given twice: the growth of the peak RSS (a lower bound: building
+the metadata already raised the peak), and the growth of the current RSS
+after the work (what the sampler still holds: kept plans, the permutation).
 
     python python/benches/bench_sampler.py [--samples 1000000] [--ranks 64] [--batch 4096] \
-        [--what first len epoch steps] [--setting micro_steps=4] [--setting plan_ahead=True]
+        [--what first len epoch steps] [--work 0.0] [--setting micro_steps=16] [--setting plan_ahead=True]
 
 ``--setting`` passes extra keyword arguments to the sampler (a Python literal
 after ``=``; a setting the installed version does not know fails). Build the
@@ -52,12 +57,17 @@ def peak_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def rss_kib() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() // 1024
+
+
 def child(args: argparse.Namespace) -> None:
     from microbatch.torch import BalancedBatchSampler
 
     settings = dict(args.setting)
     text, images = metadata(args.samples)
-    before = peak_kib()
+    before, held = peak_kib(), rss_kib()
     t0 = time.perf_counter()
     sampler = BalancedBatchSampler(text, images, global_batch_size=args.batch, model="qwen2.5-vl-7b",
                                    seq_len=8192, num_replicas=args.ranks, rank=0, seed=0, **settings)
@@ -76,9 +86,11 @@ def child(args: argparse.Namespace) -> None:
             for _ in range(step.micro_steps):
                 next(batches)
                 count += 1
+            time.sleep(args.work)
         out["micro_batches"] = count
     out["seconds"] = time.perf_counter() - t0
     out["peak_growth_mib"] = (peak_kib() - before) / 1024
+    out["held_mib"] = (rss_kib() - held) / 1024
     print(json.dumps(out))
 
 
@@ -93,16 +105,18 @@ def main() -> None:
     p.add_argument("--ranks", type=int, default=64)
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--what", nargs="+", default=["first", "len", "epoch", "steps"])
+    p.add_argument("--work", type=float, default=0.0, help="seconds of sleep per step in 'steps'")
     p.add_argument("--setting", type=setting, action="append", default=[])
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         child(args)
         return
-    print(f"samples {args.samples}, ranks {args.ranks}, global batch {args.batch}, settings {dict(args.setting)}")
+    print(f"samples {args.samples}, ranks {args.ranks}, global batch {args.batch}, work {args.work} s a step, "
+          f"settings {dict(args.setting)}")
     for what in args.what:
         cmd = [sys.executable, __file__, "--child", "--samples", str(args.samples), "--ranks", str(args.ranks),
-               "--batch", str(args.batch), "--what", what]
+               "--batch", str(args.batch), "--what", what, "--work", str(args.work)]
         for name, value in args.setting:
             cmd += ["--setting", f"{name}={value!r}"]
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -110,8 +124,9 @@ def main() -> None:
             print(f"{what:6s} failed: {done.stderr.strip().splitlines()[-1]}")
             continue
         r = json.loads(done.stdout)
-        print(f"{what:6s} {r['seconds']:8.2f} s   peak RSS growth {r['peak_growth_mib']:8.1f} MiB   "
-              + ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("seconds", "peak_growth_mib")))
+        rest = ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("seconds", "peak_growth_mib", "held_mib"))
+        print(f"{what:6s} {r['seconds']:8.2f} s   peak RSS +{r['peak_growth_mib']:6.1f} MiB   "
+              f"held after +{r['held_mib']:6.1f} MiB   {rest}")
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ import difflib
 import inspect
 import operator
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
@@ -593,6 +593,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         self._planned: Dict[Tuple[int, int], "Future[Step]"] = {}
         self._order_cache: Optional[Tuple[int, np.ndarray]] = None
         self._counts: Optional[Tuple[int, List[int]]] = None
+        self._ahead: Optional[ThreadPoolExecutor] = None  # plan_ahead's thread, started on first use
 
     # --- metadata ---------------------------------------------------------
 
@@ -795,9 +796,12 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         if ahead and self.plan_ahead and k + 1 < self._count():
             nxt, mine = self._claim(epoch, k + 1)
             if mine:
-                threading.Thread(
-                    target=self._fill, args=(nxt, epoch, k + 1), name=f"microbatch-plan-{epoch}-{k + 1}", daemon=True
-                ).start()
+                with self._lock:
+                    if self._ahead is None:
+                        # One thread per sampler, kept: a thread a step would leave a malloc arena each.
+                        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="microbatch-plan")
+                    ahead_pool = self._ahead
+                ahead_pool.submit(self._fill, nxt, epoch, k + 1)
         return step
 
     def _micro_step_counts(self, epoch: int) -> List[int]:
@@ -819,8 +823,10 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         iteration of this sampler runs at most :data:`KEEP_STEPS` steps
         ahead) and, with ``verify=True``, checks each step across ranks
         before yielding it; ``list(sampler.steps())`` holds the whole epoch's
-        plans (O(epoch) memory and time).
+        plans (O(epoch) memory and time). A metadata callable is read here
+        if it was not yet (its errors are raised here, as before any planning).
         """
+        self._metadata_if_callable()
         return Steps(self, self.epoch)
 
     def verify(self, *, group: Any = None) -> None:
