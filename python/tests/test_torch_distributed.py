@@ -48,6 +48,7 @@ from microbatch.torch import (  # noqa: E402
 )
 
 VOCAB, DIM, MAX_POS = 24, 6, 64
+ODD = 32  # the first sample of step 2 (seed SEED): one rank's copy of it differs in the mismatch case
 SAMPLES, GLOBAL_BATCH, SEQ_LEN, SEED, LR = 54, 16, 48, 3, 0.5
 MODEL = "qwen2.5-vl-7b"
 SYNCS = ("step", "micro-step", "phase")
@@ -56,11 +57,14 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_ddp.py"
 
 
 def configs(world):
-    """(sync, normalization, micro_steps): every sync x normalization with the fewest micro-steps,
-    and two with more micro-steps than a rank has samples (empty micro-batches)."""
-    out = [(s, n, None) for s in SYNCS for n in NORMALIZATIONS]
+    """(sync, normalization, micro_steps, other sampler settings): every sync x normalization with the
+    fewest micro-steps, two with more micro-steps than a rank has samples (empty micro-batches), and
+    two whose plans keep samples on their DistributedSampler rank (locality, planned ahead on a thread)."""
+    out = [(s, n, None, {}) for s in SYNCS for n in NORMALIZATIONS]
     empty = GLOBAL_BATCH // world + 1
-    out += [("step", "sample", empty), ("micro-step", "token", empty)]
+    out += [("step", "sample", empty, {}), ("micro-step", "token", empty, {})]
+    out += [("step", "token", None, {"locality": 0.01, "plan_ahead": True}),
+            ("phase", "sample", empty, {"locality": 0.0, "ranks_per_node": 2})]
     return out
 
 
@@ -105,9 +109,10 @@ def flat(model):
     return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
 
 
-def sampler_for(data_meta, world, rank, sync, micro_steps, *, seed=SEED, verify=False):
+def sampler_for(data_meta, world, rank, sync, micro_steps, *, seed=SEED, verify=False, **settings):
     _, text, images, loss = data_meta
-    settings = {} if micro_steps is None else {"micro_steps": micro_steps}
+    if micro_steps is not None:
+        settings["micro_steps"] = micro_steps
     return BalancedBatchSampler(
         text, images, loss_tokens=loss, global_batch_size=GLOBAL_BATCH, model=MODEL, seq_len=SEQ_LEN,
         sync=sync, num_replicas=world, rank=rank, seed=seed, verify=verify, **settings,
@@ -129,15 +134,15 @@ def train_worker(rank, world, port, out):
     torch.set_num_threads(1)
     with worker_group(rank, world, port):
         meta = make_dataset()
-        for c, (sync, norm, micro_steps) in enumerate(configs(world)):
+        for c, (sync, norm, micro_steps, extra) in enumerate(configs(world)):
             for mode in ("scaled", "naive"):
                 # Rank and world size come from the process group.
-                sampler = sampler_for(meta, None, None, sync, micro_steps, verify=True)
+                sampler = sampler_for(meta, None, None, sync, micro_steps, verify=True, **extra)
                 assert (sampler.rank, sampler.num_replicas) == (rank, world)
                 loader = DataLoader(meta[0], batch_sampler=sampler, collate_fn=collate_packed)
                 model = DDP(new_model())
                 opt = torch.optim.SGD(model.parameters(), lr=LR)
-                record = {"params": [], "ids": [], "micro_steps": [], "empty": 0}
+                record = {"params": [], "ids": [], "micro_steps": [], "empty": 0, "moved": 0}
                 batches = iter(loader)
                 for step in sampler.steps():
                     scale = step.loss_scale(norm, "mean")
@@ -159,16 +164,32 @@ def train_worker(rank, world, port, out):
                     record["params"].append(flat(model.module))
                     record["ids"].append(ids)
                     record["micro_steps"].append(step.micro_steps)
+                    if step.plan.exchange is not None:
+                        record["moved"] += step.plan.report.samples_moved
                 assert next(batches, None) is None, "the loader yields more micro-batches than the steps own"
                 torch.save(record, out / f"{c}-{mode}-{rank}.pt")
-        # Ranks that shuffle with different seeds plan different epochs: every rank raises.
-        sampler = sampler_for(meta, None, None, "phase", None, seed=SEED + (rank == world - 1), verify=True)
-        try:
-            sampler.steps()
-            mismatch = None
-        except PlanMismatchError as e:
-            mismatch = e.ranks
-        torch.save({"mismatch": mismatch}, out / f"mismatch-{rank}.pt")
+        # Ranks that plan different steps raise on every rank, at the first step that differs (verify=True
+        # checks each step as steps() yields it): another seed differs at step 0; one sample's metadata
+        # (index ODD, in step 2) at step 2; another epoch length (drop_last) at step 0, never a hang.
+        text, images = meta[1].copy(), list(meta[2])
+        if rank == world - 1:
+            text[ODD], images[ODD] = 40, []
+        cases = {
+            "seed": sampler_for(meta, None, None, "phase", None, seed=SEED + (rank == world - 1), verify=True),
+            "metadata": sampler_for((meta[0], text, images, meta[3]), None, None, "phase", None, verify=True),
+            "length": BalancedBatchSampler(meta[1], meta[2], global_batch_size=GLOBAL_BATCH, model=MODEL,
+                                           seq_len=SEQ_LEN, seed=SEED, verify=True, drop_last=rank == 0),
+        }
+        result = {}
+        for name, sampler in cases.items():
+            seen = []
+            try:
+                for step in sampler.steps():
+                    seen.append(step.index)
+                result[name] = (None, seen, "")
+            except PlanMismatchError as e:
+                result[name] = (e.ranks, seen, str(e))
+        torch.save(result, out / f"mismatch-{rank}.pt")
 
 
 def reference(meta, batches, normalization):
@@ -210,10 +231,11 @@ def test_ddp_on_the_plan_equals_the_unsplit_step(world, tmp_path, monkeypatch):
     start = flat(new_model())
     batches = sampler_for(meta, world, 0, "phase", None).batches()
     assert len(batches) >= 3 and len({len(b) for b in batches}) > 1  # a partial last step
+    assert int(batches[2][0]) == ODD
     refs = {n: reference(meta, batches, n) for n in NORMALIZATIONS}
     empty = 0
-    for c, (sync, norm, micro_steps) in enumerate(configs(world)):
-        what = f"world {world}, sync {sync!r}, normalization {norm!r}, micro_steps {micro_steps}"
+    for c, (sync, norm, micro_steps, extra) in enumerate(configs(world)):
+        what = f"world {world}, sync {sync!r}, normalization {norm!r}, micro_steps {micro_steps}, {extra}"
         runs = {m: [torch.load(tmp_path / f"{c}-{m}-{r}.pt") for r in range(world)] for m in ("scaled", "naive")}
         ranks = runs["scaled"]
         assert len({tuple(r["micro_steps"]) for r in ranks}) == 1, f"{what}: ranks ran different micro-steps"
@@ -229,10 +251,22 @@ def test_ddp_on_the_plan_equals_the_unsplit_step(world, tmp_path, monkeypatch):
         last = len(batches) - 1
         naive = rel(runs["naive"][0]["params"][last], refs[norm][last])
         assert naive > 1e-6, f"{what}: the naive per-micro-batch mean matches the reference ({naive:.3g}): the test cannot fail"
+        if "locality" in extra:
+            # The plans with locality move fewer samples than the same plans without it.
+            free = sampler_for(meta, world, 0, sync, micro_steps, origins="distributed")
+            moved = sum(st.plan.report.samples_moved for st in free.steps())
+            assert ranks[0]["moved"] < moved, f"{what}: locality moved {ranks[0]['moved']} samples, without it {moved}"
     assert empty > 0, "no configuration ran an empty micro-batch"
     for r in range(world):
-        got = torch.load(tmp_path / f"mismatch-{r}.pt")["mismatch"]
-        assert got == [world - 1], f"rank {r}: expected PlanMismatchError naming rank {world - 1}, got {got}"
+        got = torch.load(tmp_path / f"mismatch-{r}.pt")
+        for name, step, seen in (("seed", 0, []), ("metadata", 2, [0, 1]), ("length", None, [])):
+            ranks, yielded, message = got[name]
+            # The last rank differs, or (drop_last on rank 0) every rank but rank 0.
+            differ = list(range(1, world)) if name == "length" else [world - 1]
+            assert ranks == differ, f"rank {r}, {name}: expected PlanMismatchError naming {differ}, got {ranks}"
+            assert yielded == seen, f"rank {r}, {name}: steps yielded before the error: {yielded}"
+            where = "steps in the epoch" if step is None else f"at step {step},"
+            assert where in message, message
 
 
 def test_example_train_ddp_runs():
