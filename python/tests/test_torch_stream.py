@@ -146,8 +146,13 @@ def flat(model):
 
 
 def same_sample(a, b):
+    """The same keys, and per key the same dtype, shape and bytes."""
+
+    def raw(t):
+        return t.contiguous().reshape(-1).view(torch.uint8)
+
     return a.keys() == b.keys() and all(
-        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and torch.equal(a[k], b[k]) for k in a
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and torch.equal(raw(a[k]), raw(b[k])) for k in a
     )
 
 
@@ -382,18 +387,22 @@ def test_the_wire_format_round_trips_every_dtype_and_shape_in_sample_bytes():
         {"a": torch.randn(2, generator=g).to(torch.complex128), "d": torch.rand(3, generator=g) < 0.5,
          "e": np.arange(5, dtype=np.uint8)},
         {},
+        {"b": torch.randn(3, 1, generator=g).to(torch.bfloat16), "c": torch.arange(6).to(torch.uint32).reshape(2, 3)[:, 1:],
+         "f": torch.randn(2, 2, generator=g).to(torch.float8_e4m3fn)},
     ]
-    keys = {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4}
+    keys = {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4, "f": 5}
     table = list(keys)
     records = [(10 + i, {k: torch.as_tensor(v) for k, v in s.items()}) for i, s in enumerate(samples)]
     size = sum(sample_bytes(s) for s in samples)
     buf = _encode(records, keys, size)
     assert buf.numel() == size and size % 8 == 0
-    out = _decode(buf.numpy(), [10, 11, 12], table, 1)
+    out = _decode(buf.numpy(), [10, 11, 12, 13], table, 1)
     for i, (_, s) in enumerate(records):
         assert same_sample(out[10 + i], s), i
-    with pytest.raises(Exception, match="plan expects 13"):
-        _decode(buf.numpy(), [13], table, 1)
+    with pytest.raises(microbatch.InternalError, match="plan expects 14"):
+        _decode(buf.numpy(), [14], table, 1)
+    with pytest.raises(microbatch.InternalError, match="fewer than its samples' headers say"):
+        _decode(buf.numpy()[:100], [10], table, 1)
 
 
 @pytest.fixture
