@@ -819,7 +819,8 @@ class BalancedStream:
             r = failed[0]
             text = rows[r, 2:].tobytes().rstrip(b"\0").decode(errors="replace")
             raise StreamError(
-                f"step {step}: {text} (ranks {failed} failed, the others planned: their planner settings differ)",
+                f"step {step}: {text} (ranks {failed} failed where the others planned the same metadata: "
+                "check that every rank builds its planner with the same settings)",
                 ranks=failed,
                 step=step,
                 kind="StreamFailed",

@@ -149,7 +149,7 @@ def same_sample(a, b):
     """The same keys, and per key the same dtype, shape and bytes."""
 
     def raw(t):
-        return t.contiguous().reshape(-1).view(torch.uint8)
+        return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else torch.zeros(0, dtype=torch.uint8)
 
     return a.keys() == b.keys() and all(
         a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and torch.equal(raw(a[k]), raw(b[k])) for k in a
