@@ -16,11 +16,12 @@ sample. The workers, in one process group each:
   ``torch.distributed.all_to_all_single`` is wrapped to count the bytes the
   exchange really sends; every received sample is compared, tensor by tensor
   (dtype, shape, values), with the original;
-- run the faults: a loader that raises on one rank, streams of different
-  lengths under ``uneven="error"``, planner settings that differ (seen in the
+- run the faults: a loader that raises on one rank, a metadata callable that
+  raises on one rank, streams of different lengths under ``uneven="error"``, planner settings that differ (seen in the
   header) and settings that only the plan's fingerprint shows, a sample that
   holds a string, an epoch with fewer samples than ranks; and uneven streams
-  under ``uneven="drain"`` (one rank without any sample at 4 ranks).
+  under ``uneven="drain"`` (one rank without any sample at 4 ranks; the
+  epoch's tail, fewer samples than ranks, joins the step before).
 
 The pytest process checks: every sample exactly once per step (the expected
 samples, by rank and position); the bytes counted on the wire equal the plan's
@@ -65,8 +66,10 @@ from microbatch.torch import (  # noqa: E402
 VOCAB, DIM, MAX_POS, LR = 24, 6, 64, 0.5
 PER_RANK, STEPS, SEQ_LEN, MODEL = 6, 3, 64, "qwen2.5-vl-7b"
 RUNS = (("plain", None, "token"), ("locality", 0.0, "sample"))
-# Shard lengths of the drain run, by rank (rank 2 of 4 has none; not multiples of PER_RANK).
-DRAIN = (3, 17, 0, 11)
+# Shard lengths of the drain run, by rank (rank 2 of 4 has none; not multiples of PER_RANK): the
+# reads go [3, 6, 0, 6], [0, 6, 0, 5], [0, 1, 0, 0]; the last read (1 sample, fewer than the ranks,
+# every stream ended) joins the step before, so there are 2 steps.
+DRAIN = (3, 13, 0, 11)
 STALL = 2.5  # seconds rank 1's loader stalls in the last run (the stream's timeout: 0.5 s)
 SPAWN_TIMEOUT = 120  # seconds: a hang fails the test instead of blocking CI
 
@@ -115,6 +118,19 @@ class Shard(IterableDataset):
             if k == self.bad_at:
                 s["caption"] = "a string"
             yield s
+
+
+def failing_metadata(fails):
+    """``metadata`` that raises on its fifth sample when ``fails``."""
+    calls = []
+
+    def meta(sample):
+        calls.append(1)
+        if fails and len(calls) == 5:
+            raise KeyError("image_tokens")
+        return metadata(sample)
+
+    return meta
 
 
 class TinyLM(nn.Module):
@@ -233,6 +249,7 @@ def worker(rank, world, port, out):
         "plans differ": fault(lambda: stream(rank, Shard(rank, 12), **({"micro_steps": 4} if rank == last else {}))),
         "not a tensor": fault(lambda: stream(rank, Shard(rank, 12, bad_at=2 if rank == 0 else None))),
         "too few samples": fault(lambda: stream(rank, Shard(rank, 1 if rank == 0 else 0))),
+        "metadata raises": fault(lambda: stream(rank, Shard(rank, 12), metadata=failing_metadata(rank == last))),
     }
     # Uneven streams drained: every sample once, every step planned over all ranks.
     drained, wrong, sizes = [], 0, []
@@ -340,6 +357,8 @@ def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world,
         "plans differ": (0, "PlanMismatchError", "PlanMismatch", [last], "fingerprint"),
         "not a tensor": (0, "StreamError", "StreamFailed", [0], "step 0: sample 2 of rank 0's stream: 'caption' is a str"),
         "too few samples": (0, "StreamError", "TooFewSamples", list(range(1, world)), "1 samples in all"),
+        "metadata raises": (0, "StreamError", "StreamFailed", [last],
+                            f"sample 4 of rank {last}'s stream: the metadata callable raised KeyError"),
     }
     for name, (steps, kind_type, kind, bad, text) in want.items():
         seen = [r["faults"][name] for r in ranks]
@@ -354,7 +373,7 @@ def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world,
     assert len({len(d["ids"]) for d in drains}) == 1
     trained = sorted(divmod(i, world)[::-1] for d in drains for step in d["ids"] for i in step)
     assert trained == sorted((r, k) for r in range(world) for k in range(DRAIN[r])), "drain: not every sample once"
-    assert min(drains[0]["sizes"]) >= world
+    assert len(drains[0]["sizes"]) == 2 and min(drains[0]["sizes"]) >= world, drains[0]["sizes"]
 
     # The stalled rank: every rank raises (the others when the timeout passes, before the stall ends).
     stalls = [torch.load(tmp_path / f"stall{r}.pt") for r in range(world)]
@@ -411,6 +430,14 @@ def one_rank(monkeypatch):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+
+
+def test_stream_errors_pickle_with_their_ranks_and_step():
+    import pickle
+
+    e = pickle.loads(pickle.dumps(StreamError("rank 1 failed", ranks=[1, 3], step=2, kind="StreamEnded")))
+    assert (str(e), e.ranks, e.step, e.kind, e.item) == ("rank 1 failed", [1, 3], 2, "StreamEnded", 1)
+    assert isinstance(e, microbatch.Error) and isinstance(e, RuntimeError)
 
 
 def test_settings_that_do_not_work_are_named():
