@@ -71,7 +71,7 @@ RUNS = (("plain", None, "token"), ("locality", 0.0, "sample"))
 # every stream ended) joins the step before, so there are 2 steps.
 DRAIN = (3, 13, 0, 11)
 STALL = 2.5  # seconds rank 1's loader stalls in the last run (the stream's timeout: 0.5 s)
-SPAWN_TIMEOUT = 120  # seconds: a hang fails the test instead of blocking CI
+SPAWN_TIMEOUT = 240  # seconds: a hang fails the test instead of blocking CI (a run takes 20-50 s loaded)
 
 
 def make_sample(rank, k):
