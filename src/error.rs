@@ -1,6 +1,6 @@
 //! The crate's error type: [`Error`], its [`ErrorKind`] (what a caller
-//! branches on), and the values it names ([`Scalar`], [`InvalidReason`],
-//! [`Oversize`]).
+//! branches on), and the values it names ([`Scalar`], [`Locator`],
+//! [`InvalidReason`], [`Oversize`]).
 //!
 //! Every fallible routine of the crate validates its whole input before it
 //! does any work and returns an [`Error`] that names the offending item (its
@@ -14,7 +14,10 @@ use core::fmt;
 
 use crate::phase::Phase;
 
+pub use self::invalid::{InvalidReason, Locator};
+
 mod cost;
+mod invalid;
 mod items;
 mod partition;
 mod plan;
@@ -67,49 +70,6 @@ impl fmt::Display for Real {
         } else {
             write!(f, "{x}")
         }
-    }
-}
-
-/// Why a float value was rejected.
-///
-/// # Examples
-///
-/// ```
-/// use microbatch::InvalidReason;
-///
-/// assert_eq!(InvalidReason::Negative.to_string(), "negative values are not sizes");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[non_exhaustive]
-pub enum InvalidReason {
-    /// The value is NaN.
-    NaN,
-    /// The value is below zero.
-    Negative,
-    /// The value is infinite.
-    Infinite,
-}
-
-impl InvalidReason {
-    /// The reason as an adjective of the value: "NaN", "negative",
-    /// "infinite" (for the messages of coefficients and times).
-    const fn adjective(self) -> &'static str {
-        match self {
-            InvalidReason::NaN => "NaN",
-            InvalidReason::Negative => "negative",
-            InvalidReason::Infinite => "infinite",
-        }
-    }
-}
-
-impl fmt::Display for InvalidReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            InvalidReason::NaN => "NaN is not a size",
-            InvalidReason::Negative => "negative values are not sizes",
-            InvalidReason::Infinite => "infinite values are not sizes",
-        })
     }
 }
 
@@ -182,15 +142,6 @@ pub enum Error {
         /// The dimension.
         dim: usize,
     },
-    /// A float capacity is negative or infinite.
-    InvalidCapacity {
-        /// The dimension.
-        dim: usize,
-        /// The rejected value.
-        value: Scalar,
-        /// Why it was rejected.
-        reason: InvalidReason,
-    },
     /// An item has a different number of dimensions than the capacity.
     DimensionMismatch {
         /// The item's index in the input.
@@ -200,13 +151,41 @@ pub enum Error {
         /// The item's number of dimensions.
         found: usize,
     },
-    /// A float size is NaN, negative or infinite.
-    InvalidSize {
-        /// The item's index in the input.
-        index: usize,
-        /// The dimension.
-        dim: usize,
-        /// The rejected value.
+    /// A value of the input is invalid: NaN, negative, infinite, zero or
+    /// out of its range. [`at`](Locator) says where it is (a capacity, an
+    /// item's size, a coefficient, a calibration value, a measured time, a
+    /// setting, a sample's cost, floor or origin), `reason` what is wrong
+    /// with it. Its [`kind`](Error::kind) follows the locator (see
+    /// [`Locator`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::pack::first_fit_decreasing;
+    /// use microbatch::{Error, ErrorKind, InvalidReason, Locator, NotNan, Scalar};
+    ///
+    /// let sizes = [NotNan::new(1.0).unwrap(), NotNan::new(-2.0).unwrap()];
+    /// let err = first_fit_decreasing(&sizes, NotNan::new(4.0).unwrap()).unwrap_err();
+    /// assert_eq!(
+    ///     err,
+    ///     Error::Invalid {
+    ///         at: Locator::Size { index: 1, dim: 0 },
+    ///         value: Scalar::Float(-2.0),
+    ///         reason: InvalidReason::Negative,
+    ///     }
+    /// );
+    /// assert_eq!(err.kind(), ErrorKind::InvalidValue);
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "item 1 has size -2 in dimension 0: negative values are not sizes; \
+    ///      sizes must be finite and non-negative"
+    /// );
+    /// ```
+    Invalid {
+        /// Where the value is.
+        at: Locator,
+        /// The rejected value ([`Scalar::Float`] for a float,
+        /// [`Scalar::Int`] for a setting or an origin rank).
         value: Scalar,
         /// Why it was rejected.
         reason: InvalidReason,
@@ -217,15 +196,6 @@ pub enum Error {
     Oversize {
         /// The offending items.
         items: Vec<Oversize>,
-    },
-    /// A cost model coefficient is NaN, infinite or negative.
-    InvalidCoefficient {
-        /// The parameter, as named in the constructor's signature.
-        name: &'static str,
-        /// The rejected value.
-        value: f64,
-        /// Why it was rejected.
-        reason: InvalidReason,
     },
     /// A calibration has too few rows to fit and judge its coefficients:
     /// it needs more rows than features.
@@ -243,27 +213,6 @@ pub enum Error {
         expected: usize,
         /// This row's number of features.
         found: usize,
-    },
-    /// A calibration value is invalid: a feature that is NaN, infinite or
-    /// negative, or a time that is not finite and positive.
-    InvalidMeasurement {
-        /// The row's index.
-        row: usize,
-        /// The feature's index, or `None` for the measured time.
-        feature: Option<usize>,
-        /// The rejected value.
-        value: f64,
-    },
-    /// A measured time given to a [`Calibrator`](crate::cost::Calibrator)
-    /// is NaN, infinite or negative.
-    InvalidTiming {
-        /// The phase whose time it is, or `None` for a whole
-        /// ([`Timing::Total`](crate::cost::Timing::Total)) time.
-        phase: Option<Phase>,
-        /// The rejected value.
-        value: f64,
-        /// Why it was rejected.
-        reason: InvalidReason,
     },
     /// A calibration's fitted coefficient of a feature is beyond the range
     /// of `f64` (above `f64::MAX`, about 1.8e308, or below the smallest
@@ -358,20 +307,6 @@ pub enum Error {
         /// How many times the index appears in the partition.
         times: usize,
     },
-    /// A setting is out of its range: a planner setting (zero ranks, a zero
-    /// sequence length or cap, zero micro-steps, more samples than the
-    /// planner indexes), a model shape parameter (zero heads, a zero tile
-    /// size), a calibration's feature count, or a packing capacity with more
-    /// than 65536 dimensions (`capacity dimensions`).
-    InvalidSetting {
-        /// The setting, as named by the builder method, the shape's field or
-        /// the constructor's parameter.
-        name: &'static str,
-        /// The rejected value.
-        value: u64,
-        /// What the setting must be, for example "at least 1".
-        requirement: &'static str,
-    },
     /// A step has fewer samples than ranks: some rank would get no work and
     /// hang the collective.
     TooFewSamples {
@@ -415,32 +350,6 @@ pub enum Error {
         /// batch into.
         smallest: usize,
     },
-    /// A cost model returned a cost that is NaN, infinite or negative in a
-    /// phase for a sample alone (a closure or a model of your own, or a
-    /// built-in model whose coefficient times the sample's size exceeds
-    /// `f64::MAX`).
-    InvalidCost {
-        /// The sample's id.
-        id: u64,
-        /// The phase of the rejected value.
-        phase: Phase,
-        /// The rejected value: the sample's cost alone in `phase`.
-        value: f64,
-    },
-    /// A cost model's [`floor`](crate::cost::CostModel::floor) for a sample
-    /// is NaN, infinite, negative or above the sample's cost alone in a
-    /// phase, so that it cannot be a share of every group's cost (a model
-    /// of your own that implements `floor`).
-    InvalidFloor {
-        /// The sample's id.
-        id: u64,
-        /// The phase of the rejected floor.
-        phase: Phase,
-        /// The rejected floor.
-        floor: f64,
-        /// The sample's cost alone in `phase`.
-        cost: f64,
-    },
     /// The costs of a step's samples, each finite, reach beyond `f64::MAX`
     /// (about 1.8e308) together: summed over the step, over a rank, or as
     /// the cost of one packed sequence (a model that grows faster than the
@@ -472,16 +381,6 @@ pub enum Error {
         planned: usize,
         /// The samples given.
         given: usize,
-    },
-    /// A sample's origin rank ([`StepSample::with_origin`](crate::plan::StepSample::with_origin))
-    /// is not below the planner's ranks.
-    InvalidOrigin {
-        /// The sample's id (the smallest such id).
-        id: u64,
-        /// Its origin.
-        origin: u64,
-        /// The planner's ranks `R`.
-        ranks: usize,
     },
     /// The bytes of a step's samples with an origin
     /// ([`StepSample::with_bytes`](crate::plan::StepSample::with_bytes))
@@ -534,31 +433,33 @@ pub enum Error {
 pub enum ErrorKind {
     /// The capacity (or cap) is unusable, or an item does not match its
     /// dimensions: [`Error::NoDimensions`], [`Error::ZeroCapacity`],
-    /// [`Error::InvalidCapacity`], [`Error::DimensionMismatch`].
+    /// [`Error::DimensionMismatch`], and [`Error::Invalid`] at a
+    /// [`Locator::Capacity`].
     Capacity,
     /// A value of the input is invalid (NaN, negative, infinite, out of
-    /// range): [`Error::InvalidSize`], [`Error::InvalidCoefficient`],
-    /// [`Error::InvalidCost`], [`Error::InvalidFloor`],
-    /// [`Error::LossTokens`], [`Error::InvalidOrigin`],
-    /// [`Error::InvalidTiming`].
+    /// range): [`Error::Invalid`] at a size, coefficient, measured time,
+    /// cost, floor or origin ([`Locator::Size`], [`Locator::Coefficient`],
+    /// [`Locator::Timing`], [`Locator::Cost`], [`Locator::Floor`],
+    /// [`Locator::Origin`]), [`Error::LossTokens`].
     InvalidValue,
     /// Items (or a group of samples) larger than what holds them:
     /// [`Error::Oversize`], [`Error::GroupTooLarge`].
     Oversize,
     /// A calibration cannot fit its rows: [`Error::TooFewRows`],
-    /// [`Error::RowLength`], [`Error::InvalidMeasurement`],
-    /// [`Error::CoefficientRange`], [`Error::PredictionOverflow`],
-    /// [`Error::RankDeficient`].
+    /// [`Error::RowLength`], [`Error::Invalid`] at a
+    /// [`Locator::Measurement`], [`Error::CoefficientRange`],
+    /// [`Error::PredictionOverflow`], [`Error::RankDeficient`].
     Fit,
     /// Sums beyond the range of their type (give the values in a larger
     /// unit): [`Error::SizeOverflow`], [`Error::CostOverflow`],
     /// [`Error::BytesOverflow`].
     Limit,
     /// A setting or argument out of its range, or arguments that do not
-    /// go together: [`Error::InvalidSetting`], [`Error::ZeroParts`],
-    /// [`Error::TooManyParts`], [`Error::TooFewSamples`],
-    /// [`Error::UnequalCounts`], [`Error::NotAPartition`],
-    /// [`Error::PlanMismatch`], [`Error::UnknownName`].
+    /// go together: [`Error::Invalid`] at a [`Locator::Setting`],
+    /// [`Error::ZeroParts`], [`Error::TooManyParts`],
+    /// [`Error::TooFewSamples`], [`Error::UnequalCounts`],
+    /// [`Error::NotAPartition`], [`Error::PlanMismatch`],
+    /// [`Error::UnknownName`].
     Setting,
     /// Valid input without a solution under the constraints:
     /// [`Error::CapExceeded`], [`Error::MicroStepsInfeasible`].
@@ -632,29 +533,31 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         use ErrorKind as K;
         match self {
-            Error::NoDimensions
-            | Error::ZeroCapacity { .. }
-            | Error::InvalidCapacity { .. }
-            | Error::DimensionMismatch { .. } => K::Capacity,
-            Error::InvalidSize { .. }
-            | Error::InvalidCoefficient { .. }
-            | Error::InvalidCost { .. }
-            | Error::InvalidFloor { .. }
-            | Error::LossTokens { .. }
-            | Error::InvalidOrigin { .. }
-            | Error::InvalidTiming { .. } => K::InvalidValue,
+            Error::Invalid { at, .. } => match at {
+                Locator::Capacity { .. } => K::Capacity,
+                Locator::Measurement { .. } => K::Fit,
+                Locator::Setting { .. } => K::Setting,
+                Locator::Size { .. }
+                | Locator::Coefficient { .. }
+                | Locator::Timing { .. }
+                | Locator::Cost { .. }
+                | Locator::Floor { .. }
+                | Locator::Origin { .. } => K::InvalidValue,
+            },
+            Error::NoDimensions | Error::ZeroCapacity { .. } | Error::DimensionMismatch { .. } => {
+                K::Capacity
+            }
+            Error::LossTokens { .. } => K::InvalidValue,
             Error::Oversize { .. } | Error::GroupTooLarge { .. } => K::Oversize,
             Error::TooFewRows { .. }
             | Error::RowLength { .. }
-            | Error::InvalidMeasurement { .. }
             | Error::CoefficientRange { .. }
             | Error::PredictionOverflow { .. }
             | Error::RankDeficient { .. } => K::Fit,
             Error::SizeOverflow { .. }
             | Error::CostOverflow { .. }
             | Error::BytesOverflow { .. } => K::Limit,
-            Error::InvalidSetting { .. }
-            | Error::ZeroParts
+            Error::ZeroParts
             | Error::TooManyParts { .. }
             | Error::TooFewSamples { .. }
             | Error::UnequalCounts { .. }
@@ -663,6 +566,32 @@ impl Error {
             | Error::UnknownName { .. } => K::Setting,
             Error::CapExceeded { .. } | Error::MicroStepsInfeasible { .. } => K::Infeasible,
             Error::DuplicateId { .. } => K::DuplicateId,
+        }
+    }
+}
+
+impl Error {
+    /// [`Error::Invalid`] at the setting `name`: its `value` is out of
+    /// range, and it must be `requirement` (for example "at least 1").
+    pub(crate) const fn setting(
+        name: &'static str,
+        value: u64,
+        requirement: &'static str,
+    ) -> Error {
+        Error::Invalid {
+            at: Locator::Setting { name, requirement },
+            value: Scalar::Int(value),
+            reason: InvalidReason::OutOfRange,
+        }
+    }
+
+    /// [`Error::Invalid`] at `at` for the float `value`, NaN, negative or
+    /// infinite as `reason` says.
+    pub(crate) const fn float(at: Locator, value: f64, reason: InvalidReason) -> Error {
+        Error::Invalid {
+            at,
+            value: Scalar::Float(value),
+            reason,
         }
     }
 }
@@ -676,11 +605,21 @@ impl fmt::Display for Error {
     /// `setting.rs`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Error::Invalid { at, value, reason } => match at {
+                Locator::Capacity { .. } | Locator::Size { .. } => {
+                    items::invalid(*at, *value, *reason, f)
+                }
+                Locator::Coefficient { .. }
+                | Locator::Measurement { .. }
+                | Locator::Timing { .. }
+                | Locator::Cost { .. }
+                | Locator::Floor { .. } => cost::invalid(*at, *value, *reason, f),
+                Locator::Origin { .. } => plan::invalid(*at, *value, *reason, f),
+                Locator::Setting { .. } => setting::invalid(*at, *value, *reason, f),
+            },
             Error::NoDimensions
             | Error::ZeroCapacity { .. }
-            | Error::InvalidCapacity { .. }
             | Error::DimensionMismatch { .. }
-            | Error::InvalidSize { .. }
             | Error::Oversize { .. }
             | Error::SizeOverflow { .. } => items::fmt(self, f),
             Error::UnequalCounts { .. }
@@ -688,16 +627,11 @@ impl fmt::Display for Error {
             | Error::TooManyParts { .. }
             | Error::CapExceeded { .. }
             | Error::NotAPartition { .. } => partition::fmt(self, f),
-            Error::InvalidCoefficient { .. }
-            | Error::TooFewRows { .. }
+            Error::TooFewRows { .. }
             | Error::RowLength { .. }
-            | Error::InvalidMeasurement { .. }
-            | Error::InvalidTiming { .. }
             | Error::CoefficientRange { .. }
             | Error::PredictionOverflow { .. }
             | Error::RankDeficient { .. }
-            | Error::InvalidCost { .. }
-            | Error::InvalidFloor { .. }
             | Error::CostOverflow { .. } => cost::fmt(self, f),
             Error::TooFewSamples { .. }
             | Error::GroupTooLarge { .. }
@@ -705,9 +639,8 @@ impl fmt::Display for Error {
             | Error::MicroStepsInfeasible { .. }
             | Error::LossTokens { .. }
             | Error::PlanMismatch { .. }
-            | Error::InvalidOrigin { .. }
             | Error::BytesOverflow { .. } => plan::fmt(self, f),
-            Error::InvalidSetting { .. } | Error::UnknownName { .. } => setting::fmt(self, f),
+            Error::UnknownName { .. } => setting::fmt(self, f),
         }
     }
 }
@@ -773,8 +706,8 @@ mod tests {
             (Error::NoDimensions, K::Capacity),
             (Error::ZeroCapacity { dim: 0 }, K::Capacity),
             (
-                Error::InvalidCapacity {
-                    dim: 0,
+                Error::Invalid {
+                    at: Locator::Capacity { dim: 0 },
                     value: Scalar::Float(-1.0),
                     reason: r,
                 },
@@ -789,9 +722,8 @@ mod tests {
                 K::Capacity,
             ),
             (
-                Error::InvalidSize {
-                    index: 0,
-                    dim: 0,
+                Error::Invalid {
+                    at: Locator::Size { index: 0, dim: 0 },
                     value: Scalar::Float(-1.0),
                     reason: r,
                 },
@@ -804,9 +736,9 @@ mod tests {
                 K::Oversize,
             ),
             (
-                Error::InvalidCoefficient {
-                    name: "a",
-                    value: -1.0,
+                Error::Invalid {
+                    at: Locator::Coefficient { name: "a" },
+                    value: Scalar::Float(-1.0),
                     reason: r,
                 },
                 K::InvalidValue,
@@ -827,17 +759,20 @@ mod tests {
                 K::Fit,
             ),
             (
-                Error::InvalidMeasurement {
-                    row: 0,
-                    feature: None,
-                    value: 0.0,
+                Error::Invalid {
+                    at: Locator::Measurement {
+                        row: 0,
+                        feature: None,
+                    },
+                    value: Scalar::Float(0.0),
+                    reason: InvalidReason::Zero,
                 },
                 K::Fit,
             ),
             (
-                Error::InvalidTiming {
-                    phase: None,
-                    value: -1.0,
+                Error::Invalid {
+                    at: Locator::Timing { phase: None },
+                    value: Scalar::Float(-1.0),
                     reason: r,
                 },
                 K::InvalidValue,
@@ -885,10 +820,13 @@ mod tests {
                 K::Setting,
             ),
             (
-                Error::InvalidSetting {
-                    name: "ranks",
-                    value: 0,
-                    requirement: "at least 1",
+                Error::Invalid {
+                    at: Locator::Setting {
+                        name: "ranks",
+                        requirement: "at least 1",
+                    },
+                    value: Scalar::Int(0),
+                    reason: InvalidReason::OutOfRange,
                 },
                 K::Setting,
             ),
@@ -918,19 +856,25 @@ mod tests {
                 K::Infeasible,
             ),
             (
-                Error::InvalidCost {
-                    id: 1,
-                    phase: Phase::Vision,
-                    value: -1.0,
+                Error::Invalid {
+                    at: Locator::Cost {
+                        id: 1,
+                        phase: Phase::Vision,
+                    },
+                    value: Scalar::Float(-1.0),
+                    reason: InvalidReason::Negative,
                 },
                 K::InvalidValue,
             ),
             (
-                Error::InvalidFloor {
-                    id: 1,
-                    phase: Phase::Vision,
-                    floor: 2.0,
-                    cost: 1.0,
+                Error::Invalid {
+                    at: Locator::Floor {
+                        id: 1,
+                        phase: Phase::Vision,
+                        cost: 1.0,
+                    },
+                    value: Scalar::Float(2.0),
+                    reason: InvalidReason::AboveCost,
                 },
                 K::InvalidValue,
             ),
@@ -958,10 +902,10 @@ mod tests {
                 K::Setting,
             ),
             (
-                Error::InvalidOrigin {
-                    id: 1,
-                    origin: 5,
-                    ranks: 2,
+                Error::Invalid {
+                    at: Locator::Origin { id: 1, ranks: 2 },
+                    value: Scalar::Int(5),
+                    reason: InvalidReason::NotARank,
                 },
                 K::InvalidValue,
             ),
@@ -988,6 +932,116 @@ mod tests {
                     .count(),
                 1
             );
+        }
+    }
+
+    /// One message a locator, each written by its module; the texts are
+    /// those of the nine variants `Error::Invalid` replaced.
+    #[test]
+    fn invalid_values_keep_their_messages() {
+        let float = |at, value, reason| Error::float(at, value, reason).to_string();
+        assert_eq!(
+            float(Locator::Capacity { dim: 1 }, -2.0, InvalidReason::Negative),
+            "the capacity -2 in dimension 1 is invalid: negative values are not sizes; \
+             a capacity must be finite and positive"
+        );
+        assert_eq!(
+            float(
+                Locator::Size { index: 3, dim: 0 },
+                f64::NAN,
+                InvalidReason::NaN
+            ),
+            "item 3 has size NaN in dimension 0: NaN is not a size; sizes must be finite and \
+             non-negative"
+        );
+        assert_eq!(
+            float(
+                Locator::Coefficient { name: "per_token" },
+                f64::INFINITY,
+                InvalidReason::Infinite
+            ),
+            "the coefficient `per_token` is infinite (inf); coefficients must be finite and \
+             non-negative"
+        );
+        let row = |feature| Locator::Measurement { row: 2, feature };
+        assert_eq!(
+            float(row(Some(1)), -1.0, InvalidReason::Negative),
+            "calibration row 2 has feature 1 = -1; features must be finite and non-negative"
+        );
+        assert_eq!(
+            float(row(None), 0.0, InvalidReason::Zero),
+            "calibration row 2 has time 0; times must be finite and positive"
+        );
+        assert_eq!(
+            float(
+                Locator::Timing {
+                    phase: Some(Phase::Vision)
+                },
+                -1.0,
+                InvalidReason::Negative
+            ),
+            "the measured vision time is negative (-1); times must be finite and non-negative"
+        );
+        assert_eq!(
+            float(
+                Locator::Timing { phase: None },
+                f64::NAN,
+                InvalidReason::NaN
+            ),
+            "the measured time is NaN (NaN); times must be finite and non-negative"
+        );
+        let cost = Locator::Cost {
+            id: 7,
+            phase: Phase::Language,
+        };
+        assert!(float(cost, f64::NAN, InvalidReason::NaN)
+            .starts_with("the cost model returned NaN in the language phase for sample 7 alone;"));
+        let floor = Locator::Floor {
+            id: 7,
+            phase: Phase::Vision,
+            cost: 1.5,
+        };
+        // The cost alone is named whatever is wrong with the floor.
+        for (value, reason) in [
+            (2.0, InvalidReason::AboveCost),
+            (f64::NAN, InvalidReason::NaN),
+        ] {
+            let msg = float(floor, value, reason);
+            let want = alloc::format!(
+                "the cost model's floor for sample 7 is {} in the vision phase, but its cost alone is 1.5;",
+                Real(value)
+            );
+            assert!(msg.starts_with(&want), "{msg}");
+        }
+        assert_eq!(
+            Error::setting("ranks", 0, "at least 1").to_string(),
+            "the setting `ranks` is 0; it must be at least 1"
+        );
+        let origin = Error::Invalid {
+            at: Locator::Origin { id: 4, ranks: 2 },
+            value: Scalar::Int(9),
+            reason: InvalidReason::NotARank,
+        };
+        assert_eq!(
+            origin.to_string(),
+            "sample id 4 has origin rank 9 but the plan has 2 ranks (0 to 1); give each sample \
+             the rank whose data loader holds it"
+        );
+        // Every reason reads differently.
+        let reasons = [
+            InvalidReason::NaN,
+            InvalidReason::Negative,
+            InvalidReason::Infinite,
+            InvalidReason::Zero,
+            InvalidReason::AboveCost,
+            InvalidReason::NotARank,
+            InvalidReason::OutOfRange,
+        ];
+        for a in reasons {
+            for b in reasons {
+                assert_eq!(a == b, a.to_string() == b.to_string(), "{a:?} {b:?}");
+                assert_eq!(a == b, a.adjective() == b.adjective(), "{a:?} {b:?}");
+            }
         }
     }
 

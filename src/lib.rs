@@ -129,7 +129,7 @@ pub mod scenario;
 #[cfg(test)]
 mod test_rng;
 
-pub use crate::error::{Error, ErrorKind, InvalidReason, Oversize, Scalar};
+pub use crate::error::{Error, ErrorKind, InvalidReason, Locator, Oversize, Scalar};
 pub use crate::num::{not_nan, Item, Size, Total};
 pub use ordered_float::NotNan;
 

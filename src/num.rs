@@ -169,9 +169,10 @@ pub(crate) use self::ops::{SizeOps, TotalOps};
 /// adding for integers and sums are kept in [`Size::Total`].
 ///
 /// Float sizes must be finite and non-negative; the algorithms check this and
-/// return [`Error::InvalidSize`](crate::Error::InvalidSize) naming the item
-/// otherwise. `NotNan` keeps NaN out by construction; [`not_nan`] converts a
-/// slice of raw `f64` with an error that names the first NaN.
+/// return [`Error::Invalid`](crate::Error::Invalid) at a
+/// [size](crate::Locator::Size) naming the item otherwise. `NotNan` keeps NaN
+/// out by construction; [`not_nan`] converts a slice of raw `f64` with an error
+/// that names the first NaN.
 ///
 /// # Examples
 ///
@@ -678,8 +679,8 @@ impl<K: Ord, I: Item> Item for (K, I) {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidSize`](crate::Error::InvalidSize) with the index of the
-/// first NaN.
+/// [`Error::Invalid`](crate::Error::Invalid) at a [size](crate::Locator::Size)
+/// with the index of the first NaN.
 ///
 /// # Examples
 ///
@@ -698,9 +699,8 @@ pub fn not_nan(values: &[f64]) -> Result<Vec<NotNan<f64>>, crate::Error> {
         .iter()
         .enumerate()
         .map(|(index, &v)| {
-            NotNan::new(v).map_err(|_| crate::Error::InvalidSize {
-                index,
-                dim: 0,
+            NotNan::new(v).map_err(|_| crate::Error::Invalid {
+                at: crate::error::Locator::Size { index, dim: 0 },
                 value: Scalar::Float(v),
                 reason: InvalidReason::NaN,
             })

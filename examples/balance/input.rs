@@ -27,7 +27,7 @@ use std::fmt;
 
 use microbatch::cost::{Image, Phases, Sample};
 use microbatch::plan::StepSample;
-use microbatch::Error;
+use microbatch::{Error, Locator};
 
 /// One line as read: `deny_unknown_fields` refuses other keys, and the
 /// derived visitor refuses a key given twice ("duplicate field").
@@ -264,9 +264,18 @@ impl Input {
                 out
             }
             Error::LossTokens { id, .. }
-            | Error::InvalidOrigin { id, .. }
-            | Error::InvalidCost { id, .. }
-            | Error::InvalidFloor { id, .. } => format!("{}: {err}", at(Some(*id))),
+            | Error::Invalid {
+                at: Locator::Origin { id, .. },
+                ..
+            }
+            | Error::Invalid {
+                at: Locator::Cost { id, .. },
+                ..
+            }
+            | Error::Invalid {
+                at: Locator::Floor { id, .. },
+                ..
+            } => format!("{}: {err}", at(Some(*id))),
             Error::GroupTooLarge { group, .. } => {
                 let lines: Vec<String> = self
                     .samples
@@ -308,7 +317,7 @@ pub fn without_position(e: &serde_json::Error) -> String {
 /// line; `origin`, `group`, `bytes` and `loss_tokens` at most
 /// 2^64 - 1, and an origin at most the platform's largest index), or an id
 /// already used on an earlier line (both lines named). An origin not below
-/// the ranks is the planner's to refuse (`Error::InvalidOrigin`, mapped to
+/// the ranks is the planner's to refuse (`Error::Invalid` at an origin, mapped to
 /// its line by [`Input::explain`]). A `cost` that is not an object with
 /// exactly `vision` and `language`, a phase's cost negative (or out of
 /// `f64`'s range), and a line with a `cost` when the first sample line had

@@ -12,7 +12,7 @@ use microbatch::cost::{
     Calibrator, CostModel, Fallback, Image, Incremental, Linear, Phases, Preset, Sample, Term,
     Timing,
 };
-use microbatch::Error;
+use microbatch::{Error, Locator};
 use microbatch_fuzz::{check, Count, F};
 
 #[derive(Arbitrary, Debug)]
@@ -130,7 +130,10 @@ fn run(fallback: Linear, input: &Input, pool: &[Sample]) -> Calibrator {
                         );
                         since_refit += 1;
                     }
-                    Err(Error::InvalidTiming { .. }) => {
+                    Err(Error::Invalid {
+                        at: Locator::Timing { .. },
+                        ..
+                    }) => {
                         check!(
                             "calibrator_timing_refused",
                             !valid(time),
@@ -286,7 +289,14 @@ fuzz_target!(|input: Input| {
                     m
                 }
                 Err(
-                    Error::InvalidCoefficient { .. } | Error::InvalidSetting { name: "terms", .. },
+                    Error::Invalid {
+                        at: Locator::Coefficient { .. },
+                        ..
+                    }
+                    | Error::Invalid {
+                        at: Locator::Setting { name: "terms", .. },
+                        ..
+                    },
                 ) => {
                     // Justified: a bad coefficient (or a sum that overflows),
                     // or too many distinct terms.

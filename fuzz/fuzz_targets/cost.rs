@@ -12,7 +12,7 @@ use microbatch::cost::{
     Incremental, LlmShape, PerGroup, PerImage, PerSample, PerTile, Phase, Phases, Sample, Tokens,
     Training, VitScope, VitShape, Windowed,
 };
-use microbatch::Error;
+use microbatch::{Error, Locator, Scalar};
 use microbatch_fuzz::{check, F};
 
 #[derive(Arbitrary, Debug)]
@@ -68,12 +68,19 @@ fuzz_target!(|input: Input| {
         let ok = coefs.iter().all(|&x| good(x));
         match r {
             Ok(()) => check!("cost_ctor", ok, "{name} accepted {coefs:?}"),
-            Err(Error::InvalidCoefficient { value, .. }) => check!(
+            Err(Error::Invalid {
+                at: Locator::Coefficient { .. },
+                value: Scalar::Float(value),
+                ..
+            }) => check!(
                 "cost_ctor",
                 !ok && (!good(value) || value.is_nan()),
                 "{name} refused {coefs:?} naming {value}"
             ),
-            Err(Error::InvalidSetting { .. }) => {}
+            Err(Error::Invalid {
+                at: Locator::Setting { .. },
+                ..
+            }) => {}
             Err(e) => check!("cost_ctor", false, "{name}: unexpected {e:?}"),
         }
     };
@@ -404,10 +411,10 @@ fn calibrate(rows: &[(Vec<f64>, f64)]) {
                 "RowLength {row} unjustified"
             );
         }
-        Err(Error::InvalidMeasurement {
-            row,
-            feature,
-            value,
+        Err(Error::Invalid {
+            at: Locator::Measurement { row, feature },
+            value: Scalar::Float(value),
+            ..
         }) => {
             let ok = rows.get(row).is_some_and(|r| match feature {
                 Some(j) => {
@@ -426,7 +433,10 @@ fn calibrate(rows: &[(Vec<f64>, f64)]) {
             rows: m,
             features: k,
         }) => check!("fit_error", m == rows.len() && m <= k, "TooFewRows {m} {k}"),
-        Err(Error::InvalidSetting { .. }) => check!(
+        Err(Error::Invalid {
+            at: Locator::Setting { .. },
+            ..
+        }) => check!(
             "fit_error",
             features == 0,
             "InvalidSetting with {features} features"

@@ -11,7 +11,7 @@ use microbatch::pack::{
     best_fit, best_fit_decreasing, first_fit, first_fit_decreasing, lower_bounds, next_fit,
     Heuristic, Packing, StreamingPacker,
 };
-use microbatch::{Error, Item, NotNan, Scalar};
+use microbatch::{Error, Item, Locator, NotNan, Scalar};
 use microbatch_fuzz::{check, exactly_once, for_each_assignment, fresh_sum, not_nan, F};
 
 /// A size type of the crate, with what the checks need.
@@ -349,7 +349,14 @@ fn check_result<V: Num>(name: &str, r: Option<&Error>, expected: &Expected, m: &
                 m.cap
             );
         }
-        (Ok(Error::InvalidCapacity { dim, value, .. }), Expected::BadCapacity(d)) => {
+        (
+            Ok(Error::Invalid {
+                at: Locator::Capacity { dim },
+                value,
+                ..
+            }),
+            Expected::BadCapacity(d),
+        ) => {
             check!(
                 "pack_error",
                 dim == d && !m.cap[*d].valid() && m.cap[*d].scalar_is(value),
@@ -374,8 +381,10 @@ fn check_result<V: Num>(name: &str, r: Option<&Error>, expected: &Expected, m: &
             check!("pack_error", ok, "{name}: DimensionMismatch {{ index: {index}, expected: {expected}, found: {found} }} unjustified");
         }
         (
-            Ok(Error::InvalidSize {
-                index, dim, value, ..
+            Ok(Error::Invalid {
+                at: Locator::Size { index, dim },
+                value,
+                ..
             }),
             Expected::Malformed,
         ) => {

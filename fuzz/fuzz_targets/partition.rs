@@ -12,7 +12,7 @@ use microbatch::partition::{
     exact, karmarkar_karp, lower_bound, lpt, refine, Algorithm, Dims, Objective, Partition,
     Partitioner,
 };
-use microbatch::{Error, Item, NotNan, Scalar};
+use microbatch::{Error, Item, Locator, NotNan, Scalar};
 use microbatch_fuzz::{check, exactly_once, for_each_assignment, fresh_sum, not_nan, Count, F};
 
 #[derive(Arbitrary, Debug)]
@@ -675,8 +675,10 @@ fn justify<I, S>(
                 "{name}: {e:?} for k = {k}, n = {n}, allow_empty = {allow_empty}"
             );
         }
-        Error::InvalidSize {
-            index, dim, value, ..
+        Error::Invalid {
+            at: Locator::Size { index, dim },
+            value,
+            ..
         } => {
             let x = m.items.get(*index).and_then(|s| s.get(*dim));
             check!(
@@ -685,7 +687,11 @@ fn justify<I, S>(
                 "{name}: {e:?} unjustified"
             );
         }
-        Error::InvalidCapacity { dim, value, .. } => {
+        Error::Invalid {
+            at: Locator::Capacity { dim },
+            value,
+            ..
+        } => {
             let c = cap.and_then(|c| c.0.get(*dim).copied());
             check!(
                 "part_error",
@@ -704,9 +710,9 @@ fn justify<I, S>(
                 };
             check!("part_error", ok, "{name}: {e:?} unjustified");
         }
-        Error::InvalidSetting {
-            name: setting,
-            value,
+        Error::Invalid {
+            at: Locator::Setting { name: setting, .. },
+            value: Scalar::Int(value),
             ..
         } => {
             // The documented parts limit: with allow_empty, k > max(n, 65536).

@@ -19,7 +19,7 @@ use microbatch::cost::{
 use microbatch::plan::{
     GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
 };
-use microbatch::Error;
+use microbatch::{Error, InvalidReason, Locator, Scalar};
 use microbatch_fuzz::{check, Count, F};
 
 #[derive(Arbitrary, Debug)]
@@ -803,7 +803,11 @@ fn justify<M: Incremental + Clone>(
 ) {
     let n = samples.len();
     match e {
-        Error::InvalidSetting { name, value, .. } => {
+        Error::Invalid {
+            at: Locator::Setting { name, .. },
+            value: Scalar::Int(value),
+            ..
+        } => {
             let v = *value as usize;
             let zero = match *name {
                 "ranks" => cfg.ranks == 0,
@@ -863,7 +867,11 @@ fn justify<M: Incremental + Clone>(
             }
             check!("plan_error", !items.is_empty(), "empty Oversize");
         }
-        Error::InvalidCost { id, phase, value } => {
+        Error::Invalid {
+            at: Locator::Cost { id, phase },
+            value: Scalar::Float(value),
+            ..
+        } => {
             // The value named is the sample's cost alone in that phase.
             let alone = samples
                 .iter()
@@ -936,14 +944,23 @@ fn justify<M: Incremental + Clone>(
                     // (or for an origin, which the planner checks after packing)
                     matches!(
                         r,
-                        Ok(_) | Err(Error::CostOverflow { .. } | Error::InvalidOrigin { .. })
+                        Ok(_)
+                            | Err(Error::CostOverflow { .. }
+                                | Error::Invalid {
+                                    at: Locator::Origin { .. },
+                                    ..
+                                })
                     ),
                     "{e:?}, but {smallest} micro-steps fail too: {:?}",
                     r.err()
                 );
             }
         }
-        Error::InvalidOrigin { id, origin, ranks } => {
+        Error::Invalid {
+            at: Locator::Origin { id, ranks },
+            value: Scalar::Int(origin),
+            reason: InvalidReason::NotARank,
+        } => {
             let s = samples.iter().find(|s| s.id() == *id);
             check!(
                 "plan_error",

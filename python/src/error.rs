@@ -4,7 +4,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use microbatch::cost::Phase;
-use microbatch::{Error, ErrorKind};
+use microbatch::{Error, ErrorKind, Locator};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -12,9 +12,10 @@ use pyo3::types::PyDict;
 /// the offending item (an index, an id, a dimension or a name), if any.
 ///
 /// The class is the crate's [`Error::kind`], one class a kind; the variant
-/// name is the `Debug` form's leading identifier (`"InvalidSize"` for
-/// `InvalidSize { .. }`), so that a variant added later reaches Python with
-/// its own name.
+/// name is the `Debug` form's leading identifier (`"Oversize"` for
+/// `Oversize { .. }`), so that a variant added later reaches Python with
+/// its own name, except for [`Error::Invalid`], named by its locator (see
+/// [`invalid_name`]).
 fn classify(err: &Error) -> (&'static str, String, Option<Item>) {
     (class_of(err.kind()), variant(err), item(err))
 }
@@ -35,13 +36,36 @@ fn class_of(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// The variant's name: the leading identifier of its derived `Debug` form.
+/// The variant's name: the leading identifier of its derived `Debug` form,
+/// or for [`Error::Invalid`] the name [`invalid_name`] gives its locator.
 fn variant(err: &Error) -> String {
+    if let Error::Invalid { at, .. } = err {
+        return invalid_name(at).to_owned();
+    }
     let debug = format!("{err:?}");
     let end = debug
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(debug.len());
     debug[..end].to_owned()
+}
+
+/// The `kind` Python sees for [`Error::Invalid`]: the name of the variant
+/// the crate had for its locator before the nine became one
+/// (`"InvalidSize"` at a size, `"InvalidSetting"` at a setting, ...), which
+/// Python code matches on; `"Invalid"` for a locator added later.
+fn invalid_name(at: &Locator) -> &'static str {
+    match at {
+        Locator::Capacity { .. } => "InvalidCapacity",
+        Locator::Size { .. } => "InvalidSize",
+        Locator::Coefficient { .. } => "InvalidCoefficient",
+        Locator::Measurement { .. } => "InvalidMeasurement",
+        Locator::Timing { .. } => "InvalidTiming",
+        Locator::Setting { .. } => "InvalidSetting",
+        Locator::Cost { .. } => "InvalidCost",
+        Locator::Floor { .. } => "InvalidFloor",
+        Locator::Origin { .. } => "InvalidOrigin",
+        _ => "Invalid",
+    }
 }
 
 /// The offending item an error names, for the exception's `item`: the
@@ -50,19 +74,19 @@ fn variant(err: &Error) -> String {
 fn item(err: &Error) -> Option<Item> {
     use Item::{Id, Index, Name};
     match err {
-        Error::ZeroCapacity { dim } | Error::InvalidCapacity { dim, .. } => Some(Index(*dim)),
-        Error::DimensionMismatch { index, .. } | Error::InvalidSize { index, .. } => {
+        Error::ZeroCapacity { dim } | Error::Invalid { at: Locator::Capacity { dim }, .. } => Some(Index(*dim)),
+        Error::DimensionMismatch { index, .. } | Error::Invalid { at: Locator::Size { index, .. }, .. } => {
             Some(Index(*index))
         }
         Error::Oversize { items } => items.first().map(|o| match o.id {
             Some(id) => Id(id),
             None => Index(o.index),
         }),
-        Error::InvalidCoefficient { name, .. } | Error::InvalidSetting { name, .. } => {
+        Error::Invalid { at: Locator::Coefficient { name }, .. } | Error::Invalid { at: Locator::Setting { name, .. }, .. } => {
             Some(Name(name))
         }
         Error::RowLength { row, .. }
-        | Error::InvalidMeasurement { row, .. }
+        | Error::Invalid { at: Locator::Measurement { row, .. }, .. }
         | Error::PredictionOverflow { row, .. } => Some(Index(*row)),
         Error::CoefficientRange { feature, .. } | Error::RankDeficient { feature } => {
             Some(Index(*feature))
@@ -72,11 +96,11 @@ fn item(err: &Error) -> Option<Item> {
         Error::CapExceeded { dim, .. } => Some(Index(*dim)),
         Error::NotAPartition { index, .. } => Some(Index(*index)),
         Error::DuplicateId { id }
-        | Error::InvalidCost { id, .. }
-        | Error::InvalidFloor { id, .. }
+        | Error::Invalid { at: Locator::Cost { id, .. }, .. }
+        | Error::Invalid { at: Locator::Floor { id, .. }, .. }
         | Error::LossTokens { id, .. }
         // A sample's value (its origin), like a bad cost: named by id.
-        | Error::InvalidOrigin { id, .. }
+        | Error::Invalid { at: Locator::Origin { id, .. }, .. }
         | Error::BytesOverflow { id } => Some(Id(*id)),
         Error::PlanMismatch { id, .. } => id.map(Id),
         // A group too large for one sequence or micro-batch: like an
@@ -84,7 +108,7 @@ fn item(err: &Error) -> Option<Item> {
         Error::GroupTooLarge { group, .. } => Some(Id(*group)),
         // A measured time given to a calibrator, named by the keyword
         // argument of `Calibrator.observe` that carried it.
-        Error::InvalidTiming { phase, .. } => Some(Name(match phase {
+        Error::Invalid { at: Locator::Timing { phase }, .. } => Some(Name(match phase {
             Some(Phase::Vision) => "vision_seconds",
             Some(Phase::Language) => "language_seconds",
             None => "seconds",

@@ -1,7 +1,7 @@
 //! Bin packing over numpy arrays: the crate's `pack` functions on 1-D or row-major 2-D sizes, integer or float.
 
 use microbatch::pack::{self, LowerBounds, Packing};
-use microbatch::{Error, InvalidReason, Item, NotNan, Scalar, Size};
+use microbatch::{Error, InvalidReason, Item, Locator, NotNan, Scalar, Size};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
@@ -58,8 +58,8 @@ impl Algorithm {
 }
 
 /// Float values as `NotNan`, naming the first NaN as the crate would:
-/// `InvalidSize` (item `i / dims`, dimension `i % dims`) for sizes,
-/// `InvalidCapacity` for a capacity. The crate itself refuses negative and
+/// `Error::Invalid` at a size (item `i / dims`, dimension `i % dims`) for
+/// sizes, at a capacity for a capacity. The crate itself refuses negative and
 /// infinite values.
 pub(crate) fn not_nan(
     values: &[f64],
@@ -73,15 +73,17 @@ pub(crate) fn not_nan(
         .map(|(i, &v)| {
             NotNan::new(v).map_err(|_| {
                 if capacity {
-                    Error::InvalidCapacity {
-                        dim: i,
+                    Error::Invalid {
+                        at: Locator::Capacity { dim: i },
                         value: Scalar::Float(v),
                         reason: InvalidReason::NaN,
                     }
                 } else {
-                    Error::InvalidSize {
-                        index: i / dims,
-                        dim: i % dims,
+                    Error::Invalid {
+                        at: Locator::Size {
+                            index: i / dims,
+                            dim: i % dims,
+                        },
                         value: Scalar::Float(v),
                         reason: InvalidReason::NaN,
                     }

@@ -39,8 +39,8 @@ impl DocumentAttention {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `per_token_pair` if it is NaN,
-    /// infinite or negative.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `per_token_pair` if it is NaN, infinite or negative.
     ///
     /// # Examples
     ///
@@ -118,8 +118,8 @@ impl FullAttention {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `per_token_pair` if it is NaN,
-    /// infinite or negative.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `per_token_pair` if it is NaN, infinite or negative.
     ///
     /// # Examples
     ///

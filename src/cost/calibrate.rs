@@ -5,7 +5,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::{CostModel, Sample};
-use crate::error::Error;
+use crate::error::{Error, InvalidReason, Locator};
 use crate::num::abs;
 
 /// A feature is linearly dependent on the ones before it when its residual
@@ -196,10 +196,12 @@ impl Fit {
 ///
 /// # Errors
 ///
-/// - [`Error::InvalidSetting`] naming `features` if rows have no feature;
+/// - [`Error::Invalid`] at a [setting](crate::Locator::Setting) naming
+///   `features` if rows have no feature;
 /// - [`Error::RowLength`] if a row's length differs from the first row's;
-/// - [`Error::InvalidMeasurement`] for a NaN, infinite or negative feature
-///   or a time that is not finite and positive;
+/// - [`Error::Invalid`] at a [measurement](crate::Locator::Measurement) for a
+///   NaN, infinite or negative feature or a time that is not finite and
+///   positive;
 /// - [`Error::TooFewRows`] if there are not more rows than features;
 /// - [`Error::RankDeficient`] if a feature is zero in every row or a linear
 ///   combination of the features before it (for example, if all rows have
@@ -249,11 +251,7 @@ impl Fit {
 pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
     let k = rows.first().map_or(0, |r| r.0.as_ref().len());
     if k == 0 && !rows.is_empty() {
-        return Err(Error::InvalidSetting {
-            name: "features",
-            value: 0,
-            requirement: "at least 1 per row",
-        });
+        return Err(Error::setting("features", 0, "at least 1 per row"));
     }
     for (i, (features, time)) in rows.iter().enumerate() {
         let features = features.as_ref();
@@ -265,20 +263,21 @@ pub fn fit<F: AsRef<[f64]>>(rows: &[(F, f64)]) -> Result<Fit, Error> {
             });
         }
         for (j, &x) in features.iter().enumerate() {
-            if !x.is_finite() || x < 0.0 {
-                return Err(Error::InvalidMeasurement {
+            if let Some(reason) = InvalidReason::of_float(x) {
+                let at = Locator::Measurement {
                     row: i,
                     feature: Some(j),
-                    value: x,
-                });
+                };
+                return Err(Error::float(at, x, reason));
             }
         }
-        if !time.is_finite() || *time <= 0.0 {
-            return Err(Error::InvalidMeasurement {
+        let zero = (*time == 0.0).then_some(InvalidReason::Zero);
+        if let Some(reason) = InvalidReason::of_float(*time).or(zero) {
+            let at = Locator::Measurement {
                 row: i,
                 feature: None,
-                value: *time,
-            });
+            };
+            return Err(Error::float(at, *time, reason));
         }
     }
     let m = rows.len();

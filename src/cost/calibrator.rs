@@ -13,7 +13,7 @@ use core::fmt;
 use super::calibrate::fit;
 use super::linear::{Linear, Term};
 use super::{invalid, Incremental, Phase, Phases, Sample};
-use crate::error::Error;
+use crate::error::{Error, Locator};
 use crate::num::abs;
 
 /// A measured time of one micro-batch (or any group of samples), in seconds
@@ -60,11 +60,7 @@ impl Timing {
     fn check(&self) -> Result<(), Error> {
         let one = |phase: Option<Phase>, value: f64| match invalid(value) {
             None => Ok(()),
-            Some(reason) => Err(Error::InvalidTiming {
-                phase,
-                value,
-                reason,
-            }),
+            Some(reason) => Err(Error::float(Locator::Timing { phase }, value, reason)),
         };
         match self {
             Timing::Phases(p) => {
@@ -581,8 +577,9 @@ impl Calibrator {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidTiming`] naming the phase (or the total) whose time
-    /// is NaN, infinite or negative; nothing is stored then.
+    /// [`Error::Invalid`] at a [timing](crate::Locator::Timing) naming the
+    /// phase (or the total) whose time is NaN, infinite or negative; nothing is
+    /// stored then.
     ///
     /// # Complexity
     ///
@@ -593,13 +590,13 @@ impl Calibrator {
     ///
     /// ```
     /// use microbatch::cost::{Calibrator, Linear, Phases, Preset, Sample, Timing};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let mut c = Calibrator::new(Linear::preset(Preset::Llava15_7b));
     /// let group = vec![Sample::text_only(100), Sample::text_only(300)];
     /// c.observe(&group, Timing::Phases(Phases::new(0.0, 0.02)))?;
     /// let bad = c.observe(&group, Timing::Phases(Phases::new(f64::NAN, 0.02)));
-    /// assert!(matches!(bad, Err(Error::InvalidTiming { .. })));
+    /// assert!(matches!(bad, Err(Error::Invalid { at: Locator::Timing { .. }, .. })));
     /// assert_eq!(c.rows(), 1);
     /// # Ok::<(), microbatch::Error>(())
     /// ```

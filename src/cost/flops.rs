@@ -178,32 +178,32 @@ impl LlmShape {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSetting`] naming `heads` or `kv_heads`.
+    /// [`Error::Invalid`] at a [setting](crate::Locator::Setting) naming
+    /// `heads` or `kv_heads`.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::LlmShape;
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// assert!(LlmShape::QWEN2_7B.check().is_ok());
     /// let bad = LlmShape { kv_heads: 64, ..LlmShape::VICUNA_7B }; // more KV heads than heads
-    /// assert!(matches!(bad.check(), Err(Error::InvalidSetting { name: "kv_heads", .. })));
+    /// assert!(matches!(
+    ///     bad.check(),
+    ///     Err(Error::Invalid { at: Locator::Setting { name: "kv_heads", .. }, .. })
+    /// ));
     /// ```
     pub fn check(&self) -> Result<(), Error> {
         if self.heads == 0 {
-            return Err(Error::InvalidSetting {
-                name: "heads",
-                value: 0,
-                requirement: "at least 1",
-            });
+            return Err(Error::setting("heads", 0, "at least 1"));
         }
         if self.kv_heads == 0 || self.kv_heads > self.heads {
-            return Err(Error::InvalidSetting {
-                name: "kv_heads",
-                value: u64::from(self.kv_heads),
-                requirement: "between 1 and heads",
-            });
+            return Err(Error::setting(
+                "kv_heads",
+                u64::from(self.kv_heads),
+                "between 1 and heads",
+            ));
         }
         Ok(())
     }
@@ -311,7 +311,8 @@ impl LlmShape {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSetting`] if [`check`](LlmShape::check) fails.
+    /// [`Error::Invalid`] at a [setting](crate::Locator::Setting) if
+    /// [`check`](LlmShape::check) fails.
     ///
     /// # Examples
     ///
@@ -611,8 +612,8 @@ impl VitShape {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSetting`] if a count of the scope is zero or
-    /// `full_layers` exceeds `layers`.
+    /// [`Error::Invalid`] at a [setting](crate::Locator::Setting) if a count of
+    /// the scope is zero or `full_layers` exceeds `layers`.
     ///
     /// # Examples
     ///
@@ -643,11 +644,11 @@ impl VitShape {
                 patches_per_token,
             } => {
                 if full_layers > self.layers {
-                    return Err(Error::InvalidSetting {
-                        name: "full_layers",
-                        value: u64::from(full_layers),
-                        requirement: "at most layers",
-                    });
+                    return Err(Error::setting(
+                        "full_layers",
+                        u64::from(full_layers),
+                        "at most layers",
+                    ));
                 }
                 at_least_one("window", window)?;
                 at_least_one("patches_per_token", patches_per_token)?

@@ -408,23 +408,24 @@ impl Linear {
     ///
     /// # Errors
     ///
-    /// - [`Error::InvalidCoefficient`] naming the term's
-    ///   [`kind`](Term::kind) for a NaN, infinite or negative coefficient;
-    /// - [`Error::InvalidSetting`] named `terms` for more than
-    ///   [`MAX_TERMS`](Linear::MAX_TERMS) distinct terms.
+    /// - [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    ///   naming the term's [`kind`](Term::kind) for a NaN, infinite or negative
+    ///   coefficient;
+    /// - [`Error::Invalid`] at a [setting](crate::Locator::Setting) named
+    ///   `terms` for more than [`MAX_TERMS`](Linear::MAX_TERMS) distinct terms.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{Linear, Term};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let model = Linear::new([(Term::Tokens, 1.0), (Term::Samples, 2.0), (Term::Tokens, 0.5)])?;
     /// assert_eq!(model.terms(), [Term::Tokens, Term::Samples]);
     /// assert_eq!(model.coefficients(), [1.5, 2.0]);
     /// assert!(matches!(
     ///     Linear::new([(Term::Images, -1.0)]),
-    ///     Err(Error::InvalidCoefficient { name: "vision.images", .. })
+    ///     Err(Error::Invalid { at: Locator::Coefficient { name: "vision.images" }, .. })
     /// ));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -439,11 +440,11 @@ impl Linear {
             }
             let n = usize::from(model.len);
             if n == Linear::MAX_TERMS {
-                return Err(Error::InvalidSetting {
-                    name: "terms",
-                    value: (n + 1) as u64,
-                    requirement: "at most 12 distinct terms",
-                });
+                return Err(Error::setting(
+                    "terms",
+                    (n + 1) as u64,
+                    "at most 12 distinct terms",
+                ));
             }
             model.terms[n] = term;
             model.coefficients[n] = c;
@@ -621,8 +622,8 @@ impl Linear {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming the term of a NaN, infinite or
-    /// negative coefficient.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming the term of a NaN, infinite or negative coefficient.
     ///
     /// # Examples
     ///

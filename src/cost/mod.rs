@@ -40,13 +40,14 @@
 //!   [`Incremental::boxed`], a [`BoxCostModel`].
 //!
 //! Every constructor validates its coefficients: a NaN, infinite or negative
-//! coefficient is an [`Error::InvalidCoefficient`] naming the parameter, so
-//! a model, once built, only produces non-negative costs, finite unless a
-//! coefficient times a size exceeds `f64::MAX` (closures excepted: their
-//! results are the caller's). The FLOPs models of [`LlmShape`] and
-//! [`VitShape`] are finite for every shape and sample (below about 1e80),
-//! and their integer counts cannot overflow. The [`Planner`](crate::plan::Planner)
-//! refuses a sample whose cost is not finite ([`Error::InvalidCost`], naming
+//! coefficient is an [`Error::Invalid`] at a
+//! [coefficient](crate::Locator::Coefficient) naming the parameter, so a model,
+//! once built, only produces non-negative costs, finite unless a coefficient
+//! times a size exceeds `f64::MAX` (closures excepted: their results are the
+//! caller's). The FLOPs models of [`LlmShape`] and [`VitShape`] are finite for
+//! every shape and sample (below about 1e80), and their integer counts cannot
+//! overflow. The [`Planner`](crate::plan::Planner) refuses a sample whose cost
+//! is not finite ([`Error::Invalid`] at a [cost](crate::Locator::Cost), naming
 //! the phase).
 //!
 //! Every model also gives each sample a [`floor`](CostModel::floor): a

@@ -87,7 +87,7 @@ pub trait CostModel {
     /// useful bound. A floor must be finite, non-negative and at most the
     /// sample's cost alone (`floor(s) <= cost(&[s])`, the law for the group
     /// of one); the planner checks that and reports
-    /// [`Error::InvalidFloor`] otherwise.
+    /// [`Error::Invalid`] at a [floor](crate::Locator::Floor) otherwise.
     ///
     /// # Complexity
     ///
@@ -134,8 +134,8 @@ pub trait CostModel {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `factor` if it is NaN, infinite or
-    /// negative.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `factor` if it is NaN, infinite or negative.
     ///
     /// # Examples
     ///

@@ -284,20 +284,21 @@ impl Sample {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `"vision cost"` or `"language
-    /// cost"` if that phase's cost is NaN, infinite or negative.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `"vision cost"` or `"language cost"` if that phase's cost is NaN,
+    /// infinite or negative.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{Phases, Sample};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let sample = Sample::text_only(700).with_cost(Phases::new(0.0, 0.25))?;
     /// assert_eq!(sample.given_cost(), Phases::new(0.0, 0.25));
     /// assert!(matches!(
     ///     Sample::text_only(1).with_cost(Phases::new(f64::NAN, 1.0)),
-    ///     Err(Error::InvalidCoefficient { name: "vision cost", .. })
+    ///     Err(Error::Invalid { at: Locator::Coefficient { name: "vision cost" }, .. })
     /// ));
     /// # Ok::<(), microbatch::Error>(())
     /// ```

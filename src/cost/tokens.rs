@@ -36,18 +36,18 @@ impl Tokens {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `per_token` if it is NaN,
-    /// infinite or negative.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `per_token` if it is NaN, infinite or negative.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{CostModel, Sample, Tokens};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let model = Tokens::new(0.5)?;
     /// assert_eq!(model.cost(&[&Sample::text_only(100)]).language, 50.0);
-    /// assert!(matches!(Tokens::new(-1.0), Err(Error::InvalidCoefficient { name: "per_token", .. })));
+    /// assert!(matches!(Tokens::new(-1.0), Err(Error::Invalid { at: Locator::Coefficient { name: "per_token" }, .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(per_token: f64) -> Result<Self, Error> {
@@ -110,18 +110,18 @@ impl PerSample {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `cost` if it is NaN, infinite or
-    /// negative.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `cost` if it is NaN, infinite or negative.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{CostModel, PerSample, Sample};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let model = PerSample::new(0.1)?;
     /// assert_eq!(model.cost(&[&Sample::text_only(5); 3]).language, 0.1 * 3.0);
-    /// assert!(matches!(PerSample::new(f64::INFINITY), Err(Error::InvalidCoefficient { name: "cost", .. })));
+    /// assert!(matches!(PerSample::new(f64::INFINITY), Err(Error::Invalid { at: Locator::Coefficient { name: "cost" }, .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(cost: f64) -> Result<Self, Error> {
@@ -183,18 +183,18 @@ impl PerGroup {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `cost` if it is NaN, infinite or
-    /// negative.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `cost` if it is NaN, infinite or negative.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{CostModel, PerGroup, Sample};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let model = PerGroup::new(0.3)?;
     /// assert_eq!(model.cost(&[&Sample::text_only(5); 4]).language, 0.3); // once, not per sample
-    /// assert!(matches!(PerGroup::new(f64::NAN), Err(Error::InvalidCoefficient { name: "cost", .. })));
+    /// assert!(matches!(PerGroup::new(f64::NAN), Err(Error::Invalid { at: Locator::Coefficient { name: "cost" }, .. })));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(cost: f64) -> Result<Self, Error> {

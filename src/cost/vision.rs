@@ -102,11 +102,7 @@ macro_rules! impl_vision {
 /// Checks that a count parameter is at least 1.
 pub(super) fn at_least_one(name: &'static str, value: u32) -> Result<u32, Error> {
     if value == 0 {
-        Err(Error::InvalidSetting {
-            name,
-            value: 0,
-            requirement: "at least 1",
-        })
+        Err(Error::setting(name, 0, "at least 1"))
     } else {
         Ok(value)
     }
@@ -147,19 +143,20 @@ impl PerTile {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `per_tile` if it is NaN, infinite
-    /// or negative; [`Error::InvalidSetting`] if `tokens_per_tile` is zero.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `per_tile` if it is NaN, infinite or negative; [`Error::Invalid`]
+    /// at a [setting](crate::Locator::Setting) if `tokens_per_tile` is zero.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{CostModel, Image, PerTile, Sample, Training};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let clip = PerTile::new(1.0, 576, Training::Frozen)?;
     /// assert_eq!(clip.cost(&[&Sample::new(0, [Image::new(577)])]).vision, 2.0); // two tiles
     /// let err = PerTile::new(1.0, 0, Training::Frozen).unwrap_err();
-    /// assert!(matches!(err, Error::InvalidSetting { name: "tokens_per_tile", .. }));
+    /// assert!(matches!(err, Error::Invalid { at: Locator::Setting { name: "tokens_per_tile", .. }, .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(per_tile: f64, tokens_per_tile: u32, training: Training) -> Result<Self, Error> {
@@ -286,20 +283,21 @@ impl PerImage {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming `per_patch` or `per_patch_pair`
-    /// if one is NaN, infinite or negative; [`Error::InvalidSetting`] if
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming `per_patch` or `per_patch_pair` if one is NaN, infinite or
+    /// negative; [`Error::Invalid`] at a [setting](crate::Locator::Setting) if
     /// `patches_per_token` is zero.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{CostModel, Image, PerImage, Sample, Training};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// let vit = PerImage::new(1.0, 0.0, 4, Training::Trained)?;
     /// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(10)])]).vision, 3.0 * 40.0); // 40 patches, trained
     /// let err = PerImage::new(1.0, 0.0, 0, Training::Frozen).unwrap_err();
-    /// assert!(matches!(err, Error::InvalidSetting { name: "patches_per_token", .. }));
+    /// assert!(matches!(err, Error::Invalid { at: Locator::Setting { name: "patches_per_token", .. }, .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(
@@ -434,21 +432,22 @@ impl Windowed {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] naming the first NaN, infinite or
-    /// negative coefficient; [`Error::InvalidSetting`] if `window` or
-    /// `patches_per_token` is zero.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient)
+    /// naming the first NaN, infinite or negative coefficient;
+    /// [`Error::Invalid`] at a [setting](crate::Locator::Setting) if `window`
+    /// or `patches_per_token` is zero.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{CostModel, Image, Sample, Training, Windowed};
-    /// use microbatch::Error;
+    /// use microbatch::{Error, Locator};
     ///
     /// // Full attention only: 10 tokens = 40 patches, 40^2.
     /// let vit = Windowed::new(0.0, 0.0, 64, 1.0, 4, Training::Frozen)?;
     /// assert_eq!(vit.cost(&[&Sample::new(0, [Image::new(10)])]).vision, 1600.0);
     /// let err = Windowed::new(0.0, 1.0, 0, 0.0, 4, Training::Frozen).unwrap_err();
-    /// assert!(matches!(err, Error::InvalidSetting { name: "window", .. }));
+    /// assert!(matches!(err, Error::Invalid { at: Locator::Setting { name: "window", .. }, .. }));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     pub fn new(

@@ -17,13 +17,6 @@ pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f,
                 "the capacity is zero in dimension {dim}; every dimension of a capacity must be positive"
             ),
-            Error::InvalidCapacity { dim, value, reason } => {
-                write!(
-                    f,
-                    "the capacity {value} in dimension {dim} is invalid: {reason}; \
-                     a capacity must be finite and positive"
-                )
-            }
             Error::DimensionMismatch {
                 index,
                 expected,
@@ -32,16 +25,6 @@ pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f,
                 "item {index} has {found} dimension(s) but the capacity has {expected}; \
                  give every item one size per dimension of the capacity"
-            ),
-            Error::InvalidSize {
-                index,
-                dim,
-                value,
-                reason,
-            } => write!(
-                f,
-                "item {index} has size {value} in dimension {dim}: {reason}; \
-                 sizes must be finite and non-negative"
             ),
             Error::Oversize { items } => {
                 if items.iter().all(|o| o.id.is_some()) && !items.is_empty() {
@@ -77,6 +60,29 @@ pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("; express them in a larger unit (divide every size by the same factor)")
             }
         // Not a variant of this module: nothing (never called so).
+        _ => Ok(()),
+    }
+}
+
+/// The message of [`Error::Invalid`] at a capacity or an item's size.
+pub(super) fn invalid(
+    at: Locator,
+    value: Scalar,
+    reason: InvalidReason,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    match at {
+        Locator::Capacity { dim } => write!(
+            f,
+            "the capacity {value} in dimension {dim} is invalid: {reason}; \
+             a capacity must be finite and positive"
+        ),
+        Locator::Size { index, dim } => write!(
+            f,
+            "item {index} has size {value} in dimension {dim}: {reason}; \
+             sizes must be finite and non-negative"
+        ),
+        // Not a locator of this module: nothing (never called so).
         _ => Ok(()),
     }
 }

@@ -64,12 +64,6 @@ pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             "sample {id} has {loss_tokens} loss tokens but only {tokens} tokens; count as loss \
                  tokens exactly the positions that carry loss (at most the sample's tokens)"
         ),
-        Error::InvalidOrigin { id, origin, ranks } => write!(
-            f,
-            "sample id {id} has origin rank {origin} but the plan has {ranks} ranks \
-                 (0 to {}); give each sample the rank whose data loader holds it",
-            ranks.saturating_sub(1)
-        ),
         Error::PlanMismatch {
             id: Some(id),
             planned,
@@ -95,6 +89,25 @@ pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                  (KiB, MiB) so that the traffic can be counted exactly"
         ),
         // Not a variant of this module: nothing (never called so).
+        _ => Ok(()),
+    }
+}
+
+/// The message of [`Error::Invalid`] at a sample's origin.
+pub(super) fn invalid(
+    at: Locator,
+    value: Scalar,
+    _reason: InvalidReason,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    match at {
+        Locator::Origin { id, ranks } => write!(
+            f,
+            "sample id {id} has origin rank {value} but the plan has {ranks} ranks \
+             (0 to {}); give each sample the rank whose data loader holds it",
+            ranks.saturating_sub(1)
+        ),
+        // Not a locator of this module: nothing (never called so).
         _ => Ok(()),
     }
 }

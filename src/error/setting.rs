@@ -9,14 +9,6 @@ use super::*;
 /// `Display for Error` for those only).
 pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     match err {
-        Error::InvalidSetting {
-            name,
-            value,
-            requirement,
-        } => write!(
-            f,
-            "the setting `{name}` is {value}; it must be {requirement}"
-        ),
         Error::UnknownName { kind, name, known } => {
             write!(f, "unknown {kind} {name:?}; known: ")?;
             for (i, k) in known.iter().enumerate() {
@@ -28,6 +20,23 @@ pub(super) fn fmt(err: &Error, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             Ok(())
         }
         // Not a variant of this module: nothing (never called so).
+        _ => Ok(()),
+    }
+}
+
+/// The message of [`Error::Invalid`] at a setting.
+pub(super) fn invalid(
+    at: Locator,
+    value: Scalar,
+    _reason: InvalidReason,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    match at {
+        Locator::Setting { name, requirement } => write!(
+            f,
+            "the setting `{name}` is {value}; it must be {requirement}"
+        ),
+        // Not a locator of this module: nothing (never called so).
         _ => Ok(()),
     }
 }

@@ -4,7 +4,7 @@
 
 use alloc::vec::Vec;
 
-use crate::error::{Error, Oversize};
+use crate::error::{Error, Locator, Oversize};
 use crate::grouped::Grouped;
 use crate::num::{Item, Size, SizeOps};
 
@@ -42,18 +42,18 @@ pub(crate) fn check_capacity<C: Item>(capacity: &C) -> Result<Vec<C::Size>, Erro
         return Err(Error::NoDimensions);
     }
     if dims > MAX_DIMS {
-        return Err(Error::InvalidSetting {
-            name: "capacity dimensions",
-            value: dims as u64,
-            requirement: "at most 65536",
-        });
+        return Err(Error::setting(
+            "capacity dimensions",
+            dims as u64,
+            "at most 65536",
+        ));
     }
     let mut cap = Vec::with_capacity(dims);
     for dim in 0..dims {
         let c = capacity.size(dim);
         if let Err(reason) = c.check() {
-            return Err(Error::InvalidCapacity {
-                dim,
+            return Err(Error::Invalid {
+                at: Locator::Capacity { dim },
                 value: c.to_scalar(),
                 reason,
             });
@@ -86,9 +86,8 @@ pub(crate) fn check_item<I: Item>(
     for (dim, &cap) in capacity.iter().enumerate() {
         let s = item.size(dim);
         if let Err(reason) = s.check() {
-            return Err(Error::InvalidSize {
-                index,
-                dim,
+            return Err(Error::Invalid {
+                at: Locator::Size { index, dim },
                 value: s.to_scalar(),
                 reason,
             });

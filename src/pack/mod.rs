@@ -56,14 +56,15 @@
 //!
 //! Every function validates the whole input before packing and returns an
 //! [`Error`] naming what is wrong: a capacity with no dimension
-//! ([`Error::NoDimensions`]) or more than 65536
-//! ([`Error::InvalidSetting`] for `capacity dimensions`), a zero dimension
-//! ([`Error::ZeroCapacity`]), a negative or infinite float capacity
-//! ([`Error::InvalidCapacity`]), an item with a different number of
-//! dimensions ([`Error::DimensionMismatch`]), a float size that is negative
-//! or infinite ([`Error::InvalidSize`]), and every item larger than the
-//! capacity ([`Error::Oversize`]). Zero-size items are legal. No input makes
-//! these functions panic.
+//! ([`Error::NoDimensions`]) or more than 65536 ([`Error::Invalid`] at a
+//! [setting](crate::Locator::Setting) for `capacity dimensions`), a zero
+//! dimension ([`Error::ZeroCapacity`]), a negative or infinite float capacity
+//! ([`Error::Invalid`] at a [capacity](crate::Locator::Capacity)), an item with
+//! a different number of dimensions ([`Error::DimensionMismatch`]), a float
+//! size that is negative or infinite ([`Error::Invalid`] at a
+//! [size](crate::Locator::Size)), and every item larger than the capacity
+//! ([`Error::Oversize`]). Zero-size items are legal. No input makes these
+//! functions panic.
 //!
 //! # Resources
 //!

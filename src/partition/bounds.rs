@@ -30,7 +30,8 @@ use super::{Dims, Objective, TotalOf};
 /// # Errors
 ///
 /// [`Error::ZeroParts`] for `k == 0`; [`Error::DimensionMismatch`],
-/// [`Error::NoDimensions`] and [`Error::InvalidSize`] for invalid items.
+/// [`Error::NoDimensions`] and [`Error::Invalid`] at a
+/// [size](crate::Locator::Size) for invalid items.
 ///
 /// # Examples
 ///

@@ -5,7 +5,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 
-use crate::error::{Error, Oversize, Scalar};
+use crate::error::{Error, Locator, Oversize, Scalar};
 use crate::num::{Item, Size, SizeOps, Total, TotalOps, MAX_DIMS};
 
 use super::{Dims, Objective};
@@ -219,20 +219,20 @@ pub(crate) fn instance<I: Item>(
         return Err(Error::NoDimensions);
     }
     if d > MAX_DIMS {
-        return Err(Error::InvalidSetting {
-            name: if cap.is_some() {
+        return Err(Error::setting(
+            if cap.is_some() {
                 "cap dimensions"
             } else {
                 "item dimensions"
             },
-            value: d as u64,
-            requirement: "at most 65536",
-        });
+            d as u64,
+            "at most 65536",
+        ));
     }
     if let Some(c) = cap {
         for (dim, &x) in c.iter().enumerate() {
-            x.check().map_err(|reason| Error::InvalidCapacity {
-                dim,
+            x.check().map_err(|reason| Error::Invalid {
+                at: Locator::Capacity { dim },
                 value: x.to_scalar(),
                 reason,
             })?;
@@ -254,9 +254,8 @@ pub(crate) fn instance<I: Item>(
         }
         for dim in 0..d {
             let x = item.size(dim);
-            x.check().map_err(|reason| Error::InvalidSize {
-                index,
-                dim,
+            x.check().map_err(|reason| Error::Invalid {
+                at: Locator::Size { index, dim },
                 value: x.to_scalar(),
                 reason,
             })?;

@@ -57,7 +57,7 @@ use super::steps;
 ///
 /// [`Error::ZeroParts`] for `k == 0`, [`Error::TooManyParts`] for `k > n`,
 /// and [`Error::DimensionMismatch`], [`Error::NoDimensions`] or
-/// [`Error::InvalidSize`] for invalid items.
+/// [`Error::Invalid`] at a [size](crate::Locator::Size) for invalid items.
 ///
 /// # Examples
 ///

@@ -336,17 +336,18 @@ impl<S: Size> Partitioner<S> {
     /// - [`Error::ZeroParts`] for zero parts;
     /// - [`Error::TooManyParts`] for more parts than items unless empty
     ///   parts are allowed;
-    /// - [`Error::InvalidSetting`] (`parts`) with empty parts allowed, for
-    ///   more than `max(n, 65536)` parts (a result holds every part: at the
-    ///   limit, 65536 parts of 3 items take about 6 MB and a few
-    ///   milliseconds);
+    /// - [`Error::Invalid`] at a [setting](crate::Locator::Setting) (`parts`)
+    ///   with empty parts allowed, for more than `max(n, 65536)` parts (a
+    ///   result holds every part: at the limit, 65536 parts of 3 items take
+    ///   about 6 MB and a few milliseconds);
     /// - [`Error::DimensionMismatch`] when an item has another number of
     ///   dimensions than the first item (or the cap), [`Error::NoDimensions`]
-    ///   for items (or a cap) without dimensions, [`Error::InvalidSetting`]
-    ///   for more than 65536 dimensions;
-    /// - [`Error::InvalidSize`] / [`Error::InvalidCapacity`] for a negative
-    ///   or infinite float; [`Error::SizeOverflow`] for float sizes whose
-    ///   sum is beyond `f64::MAX`;
+    ///   for items (or a cap) without dimensions, [`Error::Invalid`] at a
+    ///   [setting](crate::Locator::Setting) for more than 65536 dimensions;
+    /// - [`Error::Invalid`] at a [size](crate::Locator::Size) /
+    ///   [`Error::Invalid`] at a [capacity](crate::Locator::Capacity) for a
+    ///   negative or infinite float; [`Error::SizeOverflow`] for float sizes
+    ///   whose sum is beyond `f64::MAX`;
     /// - [`Error::Oversize`] listing every item larger than the cap;
     /// - [`Error::CapExceeded`] when no partition within the cap is found.
     ///

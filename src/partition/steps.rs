@@ -30,9 +30,9 @@ use super::result::Partition;
 const MAX_EMPTY_PARTS: usize = 1 << 16;
 
 /// Checks the part count `k` for `n` items: [`Error::ZeroParts`] for
-/// none, [`Error::TooManyParts`] for more parts than items unless empty
-/// parts are allowed, [`Error::InvalidSetting`] (`parts`) above
-/// `max(n, 65536)`.
+/// none, [`Error::TooManyParts`] for more parts than items unless empty parts
+/// are allowed, [`Error::Invalid`] at a [setting](crate::Locator::Setting)
+/// (`parts`) above `max(n, 65536)`.
 pub(super) fn check_parts(n: usize, k: usize, allow_empty: bool) -> Result<(), Error> {
     if k == 0 {
         return Err(Error::ZeroParts);
@@ -41,12 +41,12 @@ pub(super) fn check_parts(n: usize, k: usize, allow_empty: bool) -> Result<(), E
         return Err(Error::TooManyParts { parts: k, items: n });
     }
     if k > n.max(MAX_EMPTY_PARTS) {
-        return Err(Error::InvalidSetting {
-            name: "parts",
-            value: u64::try_from(k).unwrap_or(u64::MAX),
-            requirement: "at most the number of items, or at most 65536 when there are \
+        return Err(Error::setting(
+            "parts",
+            u64::try_from(k).unwrap_or(u64::MAX),
+            "at most the number of items, or at most 65536 when there are \
                           fewer items (with empty parts allowed)",
-        });
+        ));
     }
     Ok(())
 }

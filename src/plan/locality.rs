@@ -8,7 +8,7 @@ use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
-use crate::error::Error;
+use crate::error::{Error, InvalidReason, Locator, Scalar};
 
 /// Locality settings for [`Planner::locality`](crate::plan::Planner::locality):
 /// move as few bytes between ranks as possible while the predicted step
@@ -103,8 +103,8 @@ impl Locality {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCoefficient`] named `tolerance` for a NaN, negative
-    /// or infinite tolerance.
+    /// [`Error::Invalid`] at a [coefficient](crate::Locator::Coefficient) named
+    /// `tolerance` for a NaN, negative or infinite tolerance.
     ///
     /// # Examples
     ///
@@ -127,7 +127,7 @@ impl Locality {
     /// form node `k`, moves inside a node weigh 1/8 of moves between nodes, and
     /// the report counts the bytes between nodes. `0` is refused by
     /// [`Planner::plan`](crate::plan::Planner::plan) with
-    /// [`Error::InvalidSetting`].
+    /// [`Error::Invalid`] at a [setting](crate::Locator::Setting).
     ///
     /// # Examples
     ///
@@ -973,11 +973,12 @@ fn sub(a: Phases, b: Phases) -> Phases {
     Phases::new(a.vision - b.vision, a.language - b.language)
 }
 
-/// [`Error::InvalidOrigin`] for the sample of smallest id whose origin is
-/// not below `ranks`; else [`Error::BytesOverflow`] for the sample (in id
-/// order) at which the bytes of the samples with an origin sum beyond
-/// `u64::MAX`. Past this check every sum of those bytes (the exchange's
-/// traffic, per rank, between nodes, in all) is exact in `u64`. O(n).
+/// [`Error::Invalid`] at an [origin](crate::Locator::Origin) for the sample of
+/// smallest id whose origin is not below `ranks`; else [`Error::BytesOverflow`]
+/// for the sample (in id order) at which the bytes of the samples with an
+/// origin sum beyond `u64::MAX`. Past this check every sum of those bytes (the
+/// exchange's traffic, per rank, between nodes, in all) is exact in `u64`.
+/// O(n).
 pub(crate) fn check_origins<M>(
     prep: &Prepared,
     cx: &Context<'_, M>,
@@ -986,10 +987,10 @@ pub(crate) fn check_origins<M>(
     for e in &prep.items {
         if let Some(o) = cx.samples[e.input as usize].origin() {
             if o >= ranks {
-                return Err(Error::InvalidOrigin {
-                    id: e.id,
-                    origin: o as u64,
-                    ranks,
+                return Err(Error::Invalid {
+                    at: Locator::Origin { id: e.id, ranks },
+                    value: Scalar::Int(o as u64),
+                    reason: InvalidReason::NotARank,
                 });
             }
         }

@@ -27,7 +27,8 @@ const MAX_SAMPLES: usize = u32::MAX as usize;
 /// The sequences (`R * A * S`) a plan may store beyond one a sample: a plan
 /// of n samples has at most `max(n, SLOTS)` sequences when `A` is given, so
 /// that empty micro-steps cannot make memory or time grow with a setting
-/// alone. Quoted in [`Error::InvalidSetting`]'s requirement.
+/// alone. Quoted in the requirement of an [`Error::Invalid`] at a
+/// [setting](crate::Locator::Setting).
 const SLOTS: usize = 1 << 16;
 
 /// A reusable planner configuration: the cost model, `R` ranks, the packed
@@ -250,9 +251,10 @@ impl<M: Incremental> Planner<M> {
     ///
     /// Every sequence of the plan is stored, empty ones too, so
     /// `ranks * a * sequences_per_micro_step` may be at most 65,536 or the
-    /// number of samples, whichever is larger; [`plan`](Planner::plan)
-    /// returns [`Error::InvalidSetting`] naming `micro_steps` beyond that
-    /// (memory and time then follow the batch, not the setting).
+    /// number of samples, whichever is larger; [`plan`](Planner::plan) returns
+    /// [`Error::Invalid`] at a [setting](crate::Locator::Setting) naming
+    /// `micro_steps` beyond that (memory and time then follow the batch, not
+    /// the setting).
     ///
     /// # Examples
     ///
@@ -299,9 +301,9 @@ impl<M: Incremental> Planner<M> {
     /// `s` packed sequences per micro-step (default 1).
     ///
     /// `ranks * s` may be at most 65,536 or the number of samples, whichever
-    /// is larger; [`plan`](Planner::plan) returns
-    /// [`Error::InvalidSetting`] naming `sequences_per_micro_step` beyond
-    /// that.
+    /// is larger; [`plan`](Planner::plan) returns [`Error::Invalid`] at a
+    /// [setting](crate::Locator::Setting) naming `sequences_per_micro_step`
+    /// beyond that.
     ///
     /// # Examples
     ///
@@ -480,11 +482,7 @@ impl<M: Incremental> Planner<M> {
     }
 
     fn check(&self, n: usize) -> Result<(), Error> {
-        let bad = |name, value: u64, requirement| Error::InvalidSetting {
-            name,
-            value,
-            requirement,
-        };
+        let bad = Error::setting;
         if self.ranks == 0 {
             return Err(bad("ranks", 0, "at least 1 (set it with `Planner::ranks`)"));
         }
@@ -596,13 +594,13 @@ impl<M: Incremental> Planner<M> {
     ///
     /// # Errors
     ///
-    /// - [`Error::InvalidSetting`] for zero ranks, length, caps, micro-steps
-    ///   or sequences per micro-step; for more than 2^32 - 1 samples; naming
-    ///   `sequences_per_micro_step` when `ranks * sequences_per_micro_step`
-    ///   exceeds the limit, and `micro_steps` when
-    ///   `ranks * micro_steps * sequences_per_micro_step` does, the limit
-    ///   being 65,536 or the number of samples n, whichever is larger (every
-    ///   sequence is stored, empty ones too);
+    /// - [`Error::Invalid`] at a [setting](crate::Locator::Setting) for zero
+    ///   ranks, length, caps, micro-steps or sequences per micro-step; for more
+    ///   than 2^32 - 1 samples; naming `sequences_per_micro_step` when `ranks *
+    ///   sequences_per_micro_step` exceeds the limit, and `micro_steps` when
+    ///   `ranks * micro_steps * sequences_per_micro_step` does, the limit being
+    ///   65,536 or the number of samples n, whichever is larger (every sequence
+    ///   is stored, empty ones too);
     /// - [`Error::TooFewSamples`] when there are fewer samples than ranks
     ///   (so `ranks` is at most n);
     /// - [`Error::DuplicateId`] for a repeated id;
@@ -610,10 +608,11 @@ impl<M: Incremental> Planner<M> {
     ///   `L` or a cap;
     /// - [`Error::LossTokens`] for a sample with more loss tokens than
     ///   tokens;
-    /// - [`Error::InvalidCost`] when the model returns a NaN, infinite or
-    ///   negative cost in a phase for a sample alone (only closures and
-    ///   models of your own can), [`Error::InvalidFloor`] for a floor that
-    ///   is not between zero and that cost;
+    /// - [`Error::Invalid`] at a [cost](crate::Locator::Cost) when the model
+    ///   returns a NaN, infinite or negative cost in a phase for a sample alone
+    ///   (only closures and models of your own can), [`Error::Invalid`] at a
+    ///   [floor](crate::Locator::Floor) for a floor that is not between zero
+    ///   and that cost;
     /// - [`Error::CostOverflow`] when costs that are finite alone are not
     ///   together: summed over the step, or as one sequence's cost;
     /// - [`Error::MicroStepsInfeasible`] when the given micro-steps cannot

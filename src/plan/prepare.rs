@@ -6,7 +6,7 @@ use super::evaluate::{fill_excess, staircase, BoundParts};
 use super::sample::StepSample;
 use super::sync::SyncModel;
 use crate::cost::{Incremental, Phase, Phases};
-use crate::error::{Error, Oversize, Scalar};
+use crate::error::{Error, InvalidReason, Locator, Oversize, Scalar};
 use crate::partition::VectorItem;
 
 /// The names of the size dimensions, for errors.
@@ -109,11 +109,12 @@ impl Prepared {
 ///
 /// # Errors
 ///
-/// [`Error::DuplicateId`] for a repeated id, [`Error::InvalidCost`] for a
-/// NaN, infinite or negative cost in a phase, [`Error::InvalidFloor`] for a
-/// floor that is not between zero and the cost alone, [`Error::CostOverflow`]
-/// when the costs sum beyond `f64::MAX`, [`Error::Oversize`] listing every
-/// sample over a cap.
+/// [`Error::DuplicateId`] for a repeated id, [`Error::Invalid`] at a
+/// [cost](crate::Locator::Cost) for a NaN, infinite or negative cost in a
+/// phase, [`Error::Invalid`] at a [floor](crate::Locator::Floor) for a floor
+/// that is not between zero and the cost alone, [`Error::CostOverflow`] when
+/// the costs sum beyond `f64::MAX`, [`Error::Oversize`] listing every sample
+/// over a cap.
 ///
 /// # Complexity
 ///
@@ -173,16 +174,17 @@ pub(crate) fn prepare<M: Incremental>(
         for phase in Phase::ALL {
             let (value, low) = (c.get(phase), floor.get(phase));
             // NaN-safe: `!(x >= 0.0)` is also true for NaN.
-            if !(value >= 0.0 && value.is_finite()) {
-                return Err(Error::InvalidCost { id, phase, value });
+            if let Some(reason) = InvalidReason::of_float(value) {
+                return Err(Error::float(Locator::Cost { id, phase }, value, reason));
             }
             if !(low >= 0.0 && low <= value) {
-                return Err(Error::InvalidFloor {
+                let reason = InvalidReason::of_float(low).unwrap_or(InvalidReason::AboveCost);
+                let at = Locator::Floor {
                     id,
                     phase,
-                    floor: low,
                     cost: value,
-                });
+                };
+                return Err(Error::float(at, low, reason));
             }
         }
         total += c;

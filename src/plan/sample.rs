@@ -162,7 +162,8 @@ impl StepSample {
     /// the planner keeps it there where it can, and the plan's
     /// [`Exchange`](crate::plan::Exchange) says what moves. The planner
     /// refuses an origin that is not below its ranks
-    /// ([`Error::InvalidOrigin`](crate::Error::InvalidOrigin)).
+    /// ([`Error::Invalid`](crate::Error::Invalid) at an
+    /// [origin](crate::Locator::Origin)).
     ///
     /// # Examples
     ///

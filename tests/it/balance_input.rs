@@ -7,6 +7,7 @@
 use crate::examples::input::{read, InputError};
 use microbatch::cost::{Given, Phases, Tokens};
 use microbatch::plan::Planner;
+use microbatch::Locator;
 use proptest::prelude::*;
 
 fn err(text: &str) -> InputError {
@@ -217,7 +218,13 @@ fn origins_and_groups_the_planner_refuses_are_named_by_line() {
         .plan(&input.samples)
         .unwrap_err();
     assert!(
-        matches!(e, microbatch::Error::InvalidOrigin { id: 4, .. }),
+        matches!(
+            e,
+            microbatch::Error::Invalid {
+                at: Locator::Origin { id: 4, .. },
+                ..
+            }
+        ),
         "{e:?}"
     );
     assert!(

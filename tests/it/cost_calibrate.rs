@@ -6,7 +6,7 @@ use microbatch::cost::{
     fit, fit_terms, CostModel, DocumentAttention, Image, PerSample, PerTile, Sample, Tokens,
     Training,
 };
-use microbatch::Error;
+use microbatch::{Error, Locator};
 use proptest::prelude::*;
 
 use crate::common::float::rel;
@@ -259,18 +259,22 @@ fn refuses_invalid_measurements() {
     let nan = [ok, ([1.0, f64::NAN], 1.0), ok, ok];
     assert!(matches!(
         fit(&nan),
-        Err(Error::InvalidMeasurement {
-            row: 1,
-            feature: Some(1),
+        Err(Error::Invalid {
+            at: Locator::Measurement {
+                row: 1,
+                feature: Some(1)
+            },
             ..
         })
     ));
     let negative = [ok, ok, ([-1.0, 2.0], 1.0), ok];
     assert!(matches!(
         fit(&negative),
-        Err(Error::InvalidMeasurement {
-            row: 2,
-            feature: Some(0),
+        Err(Error::Invalid {
+            at: Locator::Measurement {
+                row: 2,
+                feature: Some(0)
+            },
             ..
         })
     ));
@@ -283,9 +287,11 @@ fn refuses_invalid_measurements() {
     let infinite = [ok, ([1.0, 2.0], f64::INFINITY), ok, ok];
     assert!(matches!(
         fit(&infinite),
-        Err(Error::InvalidMeasurement {
-            row: 1,
-            feature: None,
+        Err(Error::Invalid {
+            at: Locator::Measurement {
+                row: 1,
+                feature: None
+            },
             ..
         })
     ));
@@ -301,8 +307,11 @@ fn refuses_invalid_measurements() {
     let empty: [(&[f64], f64); 2] = [(&[], 1.0), (&[], 1.0)];
     assert!(matches!(
         fit(&empty),
-        Err(Error::InvalidSetting {
-            name: "features",
+        Err(Error::Invalid {
+            at: Locator::Setting {
+                name: "features",
+                ..
+            },
             ..
         })
     ));

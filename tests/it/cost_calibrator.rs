@@ -14,7 +14,7 @@ use microbatch::cost::{
     Calibrator, CostModel, Fallback, Image, Incremental, Linear, Phases, Preset, Sample, Term,
     Timing,
 };
-use microbatch::Error;
+use microbatch::{Error, Locator};
 use proptest::prelude::*;
 
 fn nz(x: u32) -> NonZeroU32 {
@@ -106,8 +106,10 @@ fn linear_state_is_the_group_cost_in_any_order() {
 fn bad_coefficients_and_too_many_terms_are_refused() {
     assert!(matches!(
         Linear::new([(Term::Tokens, f64::NAN)]),
-        Err(Error::InvalidCoefficient {
-            name: "language.tokens",
+        Err(Error::Invalid {
+            at: Locator::Coefficient {
+                name: "language.tokens"
+            },
             ..
         })
     ));
@@ -121,7 +123,10 @@ fn bad_coefficients_and_too_many_terms_are_refused() {
     });
     assert!(matches!(
         Linear::new(many),
-        Err(Error::InvalidSetting { name: "terms", .. })
+        Err(Error::Invalid {
+            at: Locator::Setting { name: "terms", .. },
+            ..
+        })
     ));
 }
 
@@ -306,7 +311,10 @@ fn bad_times_name_the_phase_and_store_nothing() {
         (Timing::Total(f64::NAN), None),
     ] {
         match c.observe(&g, t) {
-            Err(Error::InvalidTiming { phase: p, .. }) => assert_eq!(p, phase),
+            Err(Error::Invalid {
+                at: Locator::Timing { phase: p },
+                ..
+            }) => assert_eq!(p, phase),
             other => panic!("{other:?}"),
         }
     }

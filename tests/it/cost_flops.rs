@@ -8,7 +8,7 @@ use core::num::NonZeroU32;
 use microbatch::cost::{
     AttentionCount, CostModel, Image, LlmShape, Phases, Preset, Sample, Training, VitShape,
 };
-use microbatch::Error;
+use microbatch::{Error, Locator, Scalar};
 
 use crate::common::float::rel;
 
@@ -310,7 +310,10 @@ fn invalid_shapes_are_errors() {
     };
     assert!(matches!(
         no_heads.cost_model(),
-        Err(Error::InvalidSetting { name: "heads", .. })
+        Err(Error::Invalid {
+            at: Locator::Setting { name: "heads", .. },
+            ..
+        })
     ));
     let too_many_kv = LlmShape {
         kv_heads: 64,
@@ -324,9 +327,12 @@ fn invalid_shapes_are_errors() {
     vit.layers = 3;
     assert!(matches!(
         vit.cost_model(Training::Trained),
-        Err(Error::InvalidSetting {
-            name: "full_layers",
-            value: 4,
+        Err(Error::Invalid {
+            at: Locator::Setting {
+                name: "full_layers",
+                ..
+            },
+            value: Scalar::Int(4),
             ..
         })
     ));

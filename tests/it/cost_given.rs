@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use microbatch::cost::{sample_fn, CostModel, Given, Image, Incremental, Phases, Sample, Tokens};
 use microbatch::plan::{Planner, StepSample, SyncModel};
-use microbatch::Error;
+use microbatch::{Error, Locator};
 use proptest::prelude::*;
 
 use crate::common::float::close;
@@ -163,7 +163,10 @@ fn bad_costs_are_refused_naming_the_phase() {
         (Phases::new(0.0, -1e-300), "language cost"),
     ] {
         match base.clone().with_cost(cost) {
-            Err(Error::InvalidCoefficient { name: n, .. }) => assert_eq!(n, name, "{cost:?}"),
+            Err(Error::Invalid {
+                at: Locator::Coefficient { name: n },
+                ..
+            }) => assert_eq!(n, name, "{cost:?}"),
             other => panic!("{cost:?}: {other:?}"),
         }
     }
@@ -203,7 +206,13 @@ fn sums_beyond_f64_are_refused_by_the_planner() {
         .plan(&samples)
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidCost { .. } | Error::CostOverflow { .. }),
+        matches!(
+            err,
+            Error::Invalid {
+                at: Locator::Cost { .. },
+                ..
+            } | Error::CostOverflow { .. }
+        ),
         "{err:?}"
     );
 }

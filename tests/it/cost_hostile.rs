@@ -11,7 +11,7 @@ use microbatch::cost::{
     Phases, Preset, Sample, Tokens, Training, VitScope, VitShape, Windowed, Zero,
 };
 use microbatch::plan::{Planner, StepSample, SyncModel};
-use microbatch::Error;
+use microbatch::{Error, InvalidReason, Locator, Scalar};
 use proptest::prelude::*;
 
 use crate::common::cost::coef;
@@ -179,7 +179,7 @@ proptest! {
             Err(e) => {
                 let bad_heads = shape.heads == 0 || shape.kv_heads == 0 || shape.kv_heads > shape.heads;
                 prop_assert!(bad_heads, "{e}");
-                let named = matches!(e, Error::InvalidSetting { name: "heads" | "kv_heads", .. });
+                let named = matches!(e, Error::Invalid { at: Locator::Setting { name: "heads" | "kv_heads", .. }, .. });
                 prop_assert!(named, "{}", e);
             }
         }
@@ -201,7 +201,7 @@ proptest! {
                     prop_assert!(finite_non_negative(two.vision) && two.vision >= one.vision);
                 }
             }
-            Err(e) => prop_assert!(matches!(e, Error::InvalidSetting { .. }), "{e}"),
+            Err(e) => prop_assert!(matches!(e, Error::Invalid { at: Locator::Setting { .. }, .. }), "{e}"),
         }
     }
 }
@@ -346,7 +346,7 @@ fn calibration_of_overflowing_terms_names_the_measurement() {
     let groups: Vec<Vec<Sample>> = (1..=4).map(|i| vec![Sample::text_only(i)]).collect();
     let err = fit_terms(&terms, groups.iter().map(|g| (g, 1.0))).unwrap_err();
     assert!(
-        matches!(err, Error::InvalidMeasurement { row: 1, feature: Some(1), value } if value.is_infinite()),
+        matches!(err, Error::Invalid { at: Locator::Measurement { row: 1, feature: Some(1) }, value: Scalar::Float(value), .. } if value.is_infinite()),
         "{err:?}"
     );
 }
@@ -437,10 +437,13 @@ fn invalid_cost_names_the_phase_and_its_value() {
     let err = refusal(model, &samples);
     assert_eq!(
         err,
-        Error::InvalidCost {
-            id: 1,
-            phase: Phase::Vision,
-            value: -1.0
+        Error::Invalid {
+            at: Locator::Cost {
+                id: 1,
+                phase: Phase::Vision
+            },
+            value: Scalar::Float(-1.0),
+            reason: InvalidReason::Negative
         }
     );
     let msg = err.to_string();
@@ -454,12 +457,12 @@ fn invalid_cost_names_the_phase_and_its_value() {
     let nan = sample_fn(|_: &Sample| Phases::new(0.5, f64::NAN));
     let err = refusal(nan, &samples);
     assert!(
-        matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_nan())
+        matches!(err, Error::Invalid { at: Locator::Cost { id: 0, phase: Phase::Language }, value: Scalar::Float(value), .. } if value.is_nan())
     );
     let big = Tokens::new(f64::MAX).unwrap();
     let err = refusal(big, &samples);
     assert!(
-        matches!(err, Error::InvalidCost { id: 0, phase: Phase::Language, value } if value.is_infinite())
+        matches!(err, Error::Invalid { at: Locator::Cost { id: 0, phase: Phase::Language }, value: Scalar::Float(value), .. } if value.is_infinite())
     );
     assert!(
         err.to_string()
@@ -536,11 +539,14 @@ fn a_floor_above_the_cost_alone_is_an_error() {
     let err = refusal(BadFloor, &samples);
     assert_eq!(
         err,
-        Error::InvalidFloor {
-            id: 0,
-            phase: Phase::Language,
-            floor: 2.0,
-            cost: 1.0
+        Error::Invalid {
+            at: Locator::Floor {
+                id: 0,
+                phase: Phase::Language,
+                cost: 1.0
+            },
+            value: Scalar::Float(2.0),
+            reason: InvalidReason::AboveCost
         }
     );
     let msg = err.to_string();

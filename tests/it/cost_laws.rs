@@ -10,7 +10,7 @@ use microbatch::cost::{
     cost_fn, sample_fn, CostModel, DocumentAttention, FullAttention, Image, Incremental, PerGroup,
     PerImage, PerSample, PerTile, Phase, Phases, Sample, Tokens, Training, Windowed, Zero,
 };
-use microbatch::Error;
+use microbatch::{Error, Locator};
 use proptest::prelude::*;
 
 use crate::common::cost::{coef, refs};
@@ -277,7 +277,13 @@ fn constructors_reject_nan_infinite_and_negative_coefficients() {
         ];
         for e in errors {
             assert!(
-                matches!(e, Err(Error::InvalidCoefficient { .. })),
+                matches!(
+                    e,
+                    Err(Error::Invalid {
+                        at: Locator::Coefficient { .. },
+                        ..
+                    })
+                ),
                 "{bad}: {e:?}"
             );
         }
@@ -309,12 +315,18 @@ fn shape_counts_must_be_positive() {
     );
     assert!(matches!(
         Windowed::new(1.0, 1.0, 0, 1.0, 4, Training::Frozen),
-        Err(Error::InvalidSetting { name: "window", .. })
+        Err(Error::Invalid {
+            at: Locator::Setting { name: "window", .. },
+            ..
+        })
     ));
     assert!(matches!(
         PerImage::new(1.0, 1.0, 0, Training::Frozen),
-        Err(Error::InvalidSetting {
-            name: "patches_per_token",
+        Err(Error::Invalid {
+            at: Locator::Setting {
+                name: "patches_per_token",
+                ..
+            },
             ..
         })
     ));

@@ -5,7 +5,7 @@ use microbatch::pack::{
     best_fit, best_fit_decreasing, first_fit, first_fit_decreasing, lower_bounds, next_fit,
     Packing, StreamingPacker,
 };
-use microbatch::{not_nan, Error, InvalidReason, NotNan, Oversize, Scalar};
+use microbatch::{not_nan, Error, InvalidReason, Locator, NotNan, Oversize, Scalar};
 
 type Algo<I, C> = fn(&[I], C) -> Result<Packing<u32>, Error>;
 
@@ -102,8 +102,8 @@ fn bad_capacities_are_refused() {
     let neg = NotNan::new(-1.0).unwrap();
     assert_eq!(
         next_fit(&[NotNan::new(0.5).unwrap()], neg).unwrap_err(),
-        Error::InvalidCapacity {
-            dim: 0,
+        Error::Invalid {
+            at: Locator::Capacity { dim: 0 },
             value: Scalar::Float(-1.0),
             reason: InvalidReason::Negative
         }
@@ -111,7 +111,8 @@ fn bad_capacities_are_refused() {
     let inf = NotNan::new(f64::INFINITY).unwrap();
     assert!(matches!(
         best_fit(&[NotNan::new(0.5).unwrap()], inf).unwrap_err(),
-        Error::InvalidCapacity {
+        Error::Invalid {
+            at: Locator::Capacity { .. },
             reason: InvalidReason::Infinite,
             ..
         }
@@ -142,15 +143,14 @@ fn nan_negative_and_infinite_float_sizes_are_named() {
     // A NaN payload never compares equal, so match the other fields.
     let err = not_nan(&[0.5, 0.25, f64::NAN]).unwrap_err();
     assert!(
-        matches!(err, Error::InvalidSize { index: 2, dim: 0, reason: InvalidReason::NaN, value: Scalar::Float(v) } if v.is_nan()),
+        matches!(err, Error::Invalid { at: Locator::Size { index: 2, dim: 0 }, value: Scalar::Float(v), reason: InvalidReason::NaN } if v.is_nan()),
         "{err:?}"
     );
     let sizes = not_nan(&[0.5, -0.25, 0.1]).unwrap();
     assert_eq!(
         first_fit_decreasing(&sizes, NotNan::new(1.0).unwrap()).unwrap_err(),
-        Error::InvalidSize {
-            index: 1,
-            dim: 0,
+        Error::Invalid {
+            at: Locator::Size { index: 1, dim: 0 },
             value: Scalar::Float(-0.25),
             reason: InvalidReason::Negative
         }
@@ -160,8 +160,8 @@ fn nan_negative_and_infinite_float_sizes_are_named() {
     assert!(
         matches!(
             err,
-            Error::InvalidSize {
-                index: 2,
+            Error::Invalid {
+                at: Locator::Size { index: 2, .. },
                 reason: InvalidReason::Infinite,
                 ..
             }

@@ -8,7 +8,7 @@ use microbatch::pack::{
     best_fit, best_fit_decreasing, first_fit, first_fit_decreasing, lower_bounds, next_fit,
     Heuristic, Packing, StreamingPacker,
 };
-use microbatch::{Error, InvalidReason, Item, NotNan};
+use microbatch::{Error, InvalidReason, Item, Locator, NotNan, Scalar};
 use proptest::prelude::*;
 
 type F = NotNan<f64>;
@@ -383,10 +383,13 @@ impl Item for Claims {
 #[test]
 fn a_capacity_claiming_huge_dimension_counts_is_refused_at_once() {
     for dims in [usize::MAX, 1 << 40, u32::MAX as usize, (1 << 16) + 1] {
-        let want = Error::InvalidSetting {
-            name: "capacity dimensions",
-            value: dims as u64,
-            requirement: "at most 65536",
+        let want = Error::Invalid {
+            at: Locator::Setting {
+                name: "capacity dimensions",
+                requirement: "at most 65536",
+            },
+            value: Scalar::Int(dims as u64),
+            reason: InvalidReason::OutOfRange,
         };
         let items = [Claims(dims)];
         for (name, pack) in packers::<Claims>() {
@@ -498,8 +501,8 @@ fn pack_errors_say_what_to_fix() {
     );
     assert!(matches!(
         first_fit(&[f(1.0)], f(f64::INFINITY)).unwrap_err(),
-        Error::InvalidCapacity {
-            dim: 0,
+        Error::Invalid {
+            at: Locator::Capacity { dim: 0 },
             reason: InvalidReason::Infinite,
             ..
         }

@@ -4,7 +4,7 @@
 use microbatch::partition::{
     exact, karmarkar_karp, lower_bound, lpt, refine, Algorithm, Dims, Objective, Partitioner,
 };
-use microbatch::{not_nan, Error, InvalidReason, Scalar};
+use microbatch::{not_nan, Error, InvalidReason, Locator, Scalar};
 
 use crate::common::rng;
 
@@ -69,9 +69,8 @@ fn invalid_items_are_named() {
     let err = lpt(&floats, 2).unwrap_err();
     assert_eq!(
         err,
-        Error::InvalidSize {
-            index: 1,
-            dim: 0,
+        Error::Invalid {
+            at: Locator::Size { index: 1, dim: 0 },
             value: Scalar::Float(-2.0),
             reason: InvalidReason::Negative
         }
@@ -79,7 +78,10 @@ fn invalid_items_are_named() {
     let inf = not_nan(&[1.0, f64::INFINITY]).unwrap();
     assert!(matches!(
         karmarkar_karp(&inf, 2),
-        Err(Error::InvalidSize { index: 1, .. })
+        Err(Error::Invalid {
+            at: Locator::Size { index: 1, .. },
+            ..
+        })
     ));
 }
 

@@ -6,7 +6,7 @@ use microbatch::partition::{
     exact, karmarkar_karp, lower_bound, lpt, refine, Algorithm, Dims, Objective, Partition,
     Partitioner,
 };
-use microbatch::{not_nan, Error, Scalar};
+use microbatch::{not_nan, Error, Locator, Scalar};
 use ordered_float::NotNan;
 use proptest::prelude::*;
 
@@ -49,7 +49,7 @@ fn parts_beyond_the_limit_are_refused_before_any_allocation() {
         {
             let err = p.partition(&items).unwrap_err();
             assert!(
-                matches!(err, Error::InvalidSetting { name: "parts", value, .. } if value == k as u64),
+                matches!(err, Error::Invalid { at: Locator::Setting { name: "parts", .. }, value: Scalar::Int(value), .. } if value == k as u64),
                 "{k}: {err:?}"
             );
         }
@@ -549,9 +549,12 @@ fn too_many_item_dimensions_are_refused() {
     assert!(
         matches!(
             err,
-            Error::InvalidSetting {
-                name: "item dimensions",
-                value: 65_537,
+            Error::Invalid {
+                at: Locator::Setting {
+                    name: "item dimensions",
+                    ..
+                },
+                value: Scalar::Int(65_537),
                 ..
             }
         ),

@@ -2,7 +2,7 @@
 
 use microbatch::cost::{sample_fn, Image, Phases, Sample, Tokens};
 use microbatch::plan::{Planner, StepSample, SyncModel};
-use microbatch::{Error, Scalar};
+use microbatch::{Error, Locator, Scalar};
 
 use crate::common::plan::{text, tokens_planner as planner};
 
@@ -126,7 +126,10 @@ fn infeasible_micro_steps_name_the_smallest() {
 fn invalid_settings() {
     let s = [text(1, 5)];
     let check = |r: Result<_, Error>, name: &str| match r {
-        Err(Error::InvalidSetting { name: n, .. }) => assert_eq!(n, name),
+        Err(Error::Invalid {
+            at: Locator::Setting { name: n, .. },
+            ..
+        }) => assert_eq!(n, name),
         other => panic!("{other:?}"),
     };
     check(planner(0, 100).plan(&s), "ranks");
@@ -172,7 +175,16 @@ fn invalid_costs_are_refused() {
         .seq_len(100)
         .plan(&[text(1, 5), text(2, 7)])
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidCost { id: 2, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Invalid {
+                at: Locator::Cost { id: 2, .. },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let negative = sample_fn(|_: &Sample| Phases::new(-1.0, 0.0));
     let err = Planner::new(negative)
         .ranks(1)

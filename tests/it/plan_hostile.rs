@@ -6,7 +6,7 @@
 
 use microbatch::cost::{Image, Preset, Sample, Tokens};
 use microbatch::plan::{Plan, Planner, StepSample, SyncModel};
-use microbatch::Error;
+use microbatch::{Error, Locator, Scalar};
 use proptest::prelude::*;
 
 use crate::common::plan::{text, tokens_planner};
@@ -22,7 +22,11 @@ fn planner(ranks: usize) -> Planner<Tokens> {
 /// The setting an error names, or a panic.
 fn setting(r: Result<Plan, Error>) -> (&'static str, u64) {
     match r {
-        Err(Error::InvalidSetting { name, value, .. }) => (name, value),
+        Err(Error::Invalid {
+            at: Locator::Setting { name, .. },
+            value: Scalar::Int(value),
+            ..
+        }) => (name, value),
         other => panic!("expected InvalidSetting, got {other:?}"),
     }
 }
@@ -325,7 +329,7 @@ proptest! {
                     None => prop_assert!(stored < n as u128 + per_row),
                 }
             }
-            Err(Error::InvalidSetting { name, .. }) => {
+            Err(Error::Invalid { at: Locator::Setting { name, .. }, .. }) => {
                 prop_assert!(over, "refused {name} within the limit");
             }
             Err(Error::TooFewSamples { .. }) => prop_assert!((n as usize) < ranks),
@@ -467,7 +471,10 @@ fn huge_byte_counts_are_exact_or_refused() {
     samples[7] = big(7, 9, 0);
     assert!(matches!(
         planner(4).plan(&samples),
-        Err(Error::InvalidOrigin { id: 7, .. })
+        Err(Error::Invalid {
+            at: Locator::Origin { id: 7, .. },
+            ..
+        })
     ));
 }
 

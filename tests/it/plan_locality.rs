@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use microbatch::cost::{Image, Preset, Sample};
 use microbatch::plan::{GroupScope, Locality, Plan, Planner, StepSample, SyncModel};
-use microbatch::Error;
+use microbatch::{Error, InvalidReason, Locator, Scalar};
 use proptest::prelude::*;
 
 /// A case: samples (origins set), ranks, settings.
@@ -308,10 +308,10 @@ fn errors_name_what_is_wrong() {
     let err = p.plan(&samples).unwrap_err();
     assert_eq!(
         err,
-        Error::InvalidOrigin {
-            id: 2,
-            origin: 4,
-            ranks: 4
+        Error::Invalid {
+            at: Locator::Origin { id: 2, ranks: 4 },
+            value: Scalar::Int(4),
+            reason: InvalidReason::NotARank
         }
     );
     assert_eq!(
@@ -327,8 +327,11 @@ fn errors_name_what_is_wrong() {
     assert!(
         matches!(
             err,
-            Error::InvalidSetting {
-                name: "ranks_per_node",
+            Error::Invalid {
+                at: Locator::Setting {
+                    name: "ranks_per_node",
+                    ..
+                },
                 ..
             }
         ),
@@ -337,8 +340,8 @@ fn errors_name_what_is_wrong() {
     for bad in [f64::NAN, -0.5, f64::INFINITY] {
         assert!(matches!(
             Locality::new(bad),
-            Err(Error::InvalidCoefficient {
-                name: "tolerance",
+            Err(Error::Invalid {
+                at: Locator::Coefficient { name: "tolerance" },
                 ..
             })
         ));
