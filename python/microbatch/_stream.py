@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from . import _arrays
+from ._step import PlanView
 from .errors import DtypeError, Error, InputError, InternalError, SettingError
 from .plan import Plan, Planner
 
@@ -275,7 +276,7 @@ def _rebuild_stream_error(message: str, ranks: List[int], step: Optional[int], k
 
 
 @dataclasses.dataclass(frozen=True)
-class StreamStep:
+class StreamStep(PlanView):
     """One optimizer step of a :class:`BalancedStream`, as seen from one rank.
 
     Run forward and backward on every micro-batch in :attr:`batches` (an empty
@@ -322,29 +323,6 @@ class StreamStep:
     bytes_sent: int
     bytes_received: int
     timings: Dict[str, float]
-
-    @property
-    def micro_steps(self) -> int:
-        """The micro-steps of this step (the same on every rank)."""
-        return self.plan.micro_steps
-
-    @property
-    def fingerprint(self) -> int:
-        """The plan's fingerprint (the ranks checked that theirs are equal)."""
-        return self.plan.fingerprint
-
-    @property
-    def samples(self) -> int:
-        """The samples of the whole step (all ranks)."""
-        return len(self.plan)
-
-    def loss_scale(self, normalization: str, reduction: str) -> float:
-        """The factor each micro-batch's summed loss is multiplied by: see :meth:`microbatch.Plan.loss_scale`."""
-        return self.plan.loss_scale(normalization, reduction)
-
-    def micro_batch(self, micro_step: int) -> List[int]:
-        """The sample ids of this rank's micro-batch ``micro_step`` (in the order of :attr:`batches`)."""
-        return self.plan.micro_batch(self.rank, micro_step).tolist()
 
     def origin(self, sample_id: int) -> Tuple[int, int]:
         """``(rank, k)``: the sample is the ``k``-th that rank ``rank``'s stream produced in this pass."""

@@ -108,6 +108,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _arrays
+from ._step import PlanView
 from .errors import DtypeError, Error, InputError, InternalError, InvalidValueError, SettingError
 from .plan import NORMALIZATIONS, Plan, Planner
 
@@ -202,7 +203,7 @@ def _verify_fingerprints(
 
 
 @dataclasses.dataclass(frozen=True)
-class Step:
+class Step(PlanView):
     """One optimizer step of an epoch, as seen from one rank.
 
     The sampler yields the step's :attr:`micro_steps` micro-batches in order;
@@ -232,29 +233,6 @@ class Step:
     epoch: int
     rank: int
     plan: Plan
-
-    @property
-    def micro_steps(self) -> int:
-        """The micro-steps of this step (the same on every rank)."""
-        return self.plan.micro_steps
-
-    @property
-    def fingerprint(self) -> int:
-        """The plan's fingerprint (equal on every rank that planned the same step)."""
-        return self.plan.fingerprint
-
-    @property
-    def samples(self) -> int:
-        """The samples of the whole step (all ranks)."""
-        return len(self.plan)
-
-    def loss_scale(self, normalization: str, reduction: str) -> float:
-        """The factor each micro-batch's summed loss is multiplied by: see :meth:`microbatch.Plan.loss_scale`."""
-        return self.plan.loss_scale(normalization, reduction)
-
-    def micro_batch(self, micro_step: int) -> List[int]:
-        """This rank's dataset indices at ``micro_step`` (possibly none)."""
-        return self.plan.micro_batch(self.rank, micro_step).tolist()
 
 
 Metadata = Callable[[int], Tuple[Any, ...]]
