@@ -1244,3 +1244,10 @@ from ._stream import *  # noqa: E402,F401,F403
 from ._stream import __all__ as _stream_all  # noqa: E402
 
 __all__ += _stream_all
+
+# Per-phase timings of a real model (the vision tower and the language model
+# of each micro-batch, forward and backward) live in their own file too.
+from ._timing import *  # noqa: E402,F401,F403
+from ._timing import __all__ as _timing_all  # noqa: E402
+
+__all__ += _timing_all
