@@ -3,22 +3,23 @@
     python python/examples/collect_timings.py --steps 6 --ranks 2
     python python/examples/collect_timings.py --whole   # time only the whole micro-step
 
-A tiny vision-language model (a vision encoder with attention within each
-image, a language model with attention within each sample) trains on a
+A tiny Qwen2-VL (transformers, random weights, nothing downloaded; sdpa
+attention, packed rows by :class:`microbatch.hf.PackedCollator`) trains on a
 synthetic batch each step. How a trainer collects the rows a
 :class:`microbatch.cost.Calibrator` needs:
 
-1. **Time each phase of each micro-batch** where it runs. With CUDA, record
-   ``torch.cuda.Event(enable_timing=True)`` around the vision encoder and the
-   language model; they are asynchronous, so call ``torch.cuda.synchronize()``
-   once at the step's end (not after every micro-batch: that would stall the
-   GPU) before reading ``elapsed_time``. On a CPU, ``time.perf_counter``. To
-   time the phases separately in the backward pass too, the vision output
-   enters the language model detached (``requires_grad_``): the language
-   model's backward runs first, then ``vision_out.backward(grad)`` runs the
-   encoder's, each between its own events. Without that split, time the
-   whole micro-step (``--whole``) and give ``seconds=``: the calibrator then
-   fits all terms on the totals.
+1. **Time each phase of each micro-batch** where it runs, with
+   :class:`microbatch.torch.PhaseTimer`: hooks on the model's vision tower
+   and language model (found at ``model.model.visual`` and
+   ``model.model.language_model``) time both forward and backward with no
+   change to the model, CUDA events on a GPU (read after one synchronize in
+   ``timer.collect()`` once a step, not after every micro-batch: that would
+   stall the GPU), ``time.perf_counter`` on a CPU. Wrap each micro-batch's
+   forward and backward in ``timer.micro_batch(text_tokens=..., image_tokens=...)``;
+   each row gives the calibrator ``vision_seconds`` (the vision tower) and
+   ``language_seconds`` (the rest of the micro-batch). Without the split,
+   time the whole micro-step (``--whole``) and give ``seconds=``: the
+   calibrator then fits all terms on the totals.
 2. **Time the compute, not the waits.** Under FSDP/ZeRO-3, a rank that
    finishes early waits at the next collective; that wait is the imbalance
    the planner removes, not a cost of the rank's own micro-batch. Record the
@@ -50,149 +51,83 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch import nn
 
 import microbatch
 import microbatch.cost as mc
+from microbatch.torch import MicroBatchTime, PhaseTimer, loss_tokens, summed_loss
 
-DIM, PATCH_DIM, VOCAB = 32, 48, 64
-
-
-class VisionEncoder(nn.Module):
-    """Patch embedding, attention within each image, an MLP: linear plus quadratic in an image's tokens."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Linear(PATCH_DIM, DIM)
-        self.attn = nn.MultiheadAttention(DIM, 2, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
-
-    def forward(self, images: List[torch.Tensor]) -> torch.Tensor:
-        out = []
-        for patches in images:  # one image at a time: attention stays within it
-            x = self.embed(patches)[None]
-            x = x + self.attn(x, x, x, need_weights=False)[0]
-            out.append((x + self.mlp(x))[0])
-        # No image: an empty output still connected to the encoder (backward runs on every rank).
-        return torch.cat(out) if out else self.embed(self.embed.weight.new_zeros(0, PATCH_DIM))
+# Qwen2-VL token ids of the tiny model (inside VOCAB; text tokens are 1..TEXT_VOCAB-1).
+VOCAB, TEXT_VOCAB = 160, 150
+IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END = 151, 152, 153, 154
+PATCH, TEMPORAL, MERGE, CHANNELS = 2, 2, 2, 3
+PIXEL_DIM = CHANNELS * TEMPORAL * PATCH * PATCH
 
 
-class LanguageModel(nn.Module):
-    """Token embedding, attention within each sample (a document mask), an MLP and the head."""
+def tiny_qwen2_vl(attention: str = "sdpa") -> torch.nn.Module:
+    """A random Qwen2-VL of 2 layers and hidden size 32 (a vision tower of depth 2 on 2x2-pixel patches)."""
+    import transformers as tr
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.tok = nn.Embedding(VOCAB, DIM)
-        self.attn = nn.MultiheadAttention(DIM, 2, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
-        self.head = nn.Linear(DIM, VOCAB)
-
-    def forward(self, samples: List[Dict[str, Any]], vision: torch.Tensor) -> torch.Tensor:
-        # Connected to both models even for an empty micro-batch (contract 3 of microbatch).
-        loss = vision.sum() * 0.0 + self.head.weight.sum() * 0.0
-        at = 0
-        for s in samples:
-            n_img = sum(s["image_tokens"])
-            x = torch.cat([vision[at : at + n_img], self.tok(s["ids"])])[None]
-            at += n_img
-            x = x + self.attn(x, x, x, need_weights=False)[0]
-            x = x + self.mlp(x)
-            logits = self.head(x[0, n_img:-1])
-            loss = loss + nn.functional.cross_entropy(logits, s["ids"][1:], reduction="sum")
-        return loss
+    text = dict(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        bos_token_id=1, eos_token_id=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]},
+    )
+    vision = dict(depth=2, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=2, in_channels=CHANNELS,
+                  patch_size=PATCH, spatial_merge_size=MERGE, temporal_patch_size=TEMPORAL)
+    config = tr.Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=IMAGE_TOKEN,
+                              video_token_id=VIDEO_TOKEN, vision_start_token_id=VISION_START,
+                              vision_end_token_id=VISION_END)
+    config._attn_implementation = attention
+    model = tr.Qwen2VLForConditionalGeneration(config)
+    model.train()
+    return model
 
 
-class Stopwatch:
-    """Marks on the device's timeline: CUDA events with CUDA (read after one synchronize), else ``perf_counter``."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-
-    def mark(self) -> Any:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def seconds(self, start: Any, end: Any) -> float:
-        """Seconds from ``start`` to ``end``; with CUDA, only after ``synchronize``."""
-        if self.cuda:
-            return start.elapsed_time(end) / 1e3  # milliseconds
-        return end - start
-
-    def synchronize(self) -> None:
-        """Waits for the device, so that the marks can be read (once a step)."""
-        if self.cuda:
-            torch.cuda.synchronize()
-
-
-def synthetic_batch(n: int, rng: np.random.Generator, device: torch.device) -> List[Dict[str, Any]]:
-    """``n`` samples on ``device``: 16..400 text tokens, a third with one or two images of 16..144 tokens."""
+def synthetic_batch(n: int, rng: np.random.Generator) -> List[Dict[str, Any]]:
+    """``n`` samples as a processor makes them: 16..400 text tokens, a third with one or two
+    images of 4x4 to 16x16 patches (4 to 64 tokens after the 2x2 merge)."""
     out = []
     for i in range(n):
         text = int(rng.integers(16, 400))
-        images = [int(rng.integers(16, 145)) for _ in range(int(rng.integers(1, 3)))] if rng.random() < 0.35 else []
-        out.append(
-            {
-                "id": i,
-                "text_tokens": text,
-                "image_tokens": images,
-                "ids": torch.as_tensor(rng.integers(0, VOCAB, text), device=device),
-                "pixels": [
-                    torch.as_tensor(rng.standard_normal((t, PATCH_DIM)), dtype=torch.float32, device=device)
-                    for t in images
-                ],
-            }
-        )
+        count = int(rng.integers(1, 3)) if rng.random() < 0.35 else 0
+        grids = [(1, 2 * int(rng.integers(2, 9)), 2 * int(rng.integers(2, 9))) for _ in range(count)]
+        ids: List[int] = []
+        for g in grids:
+            ids += [VISION_START] + [IMAGE_TOKEN] * (g[1] * g[2] // MERGE**2) + [VISION_END]
+        ids += rng.integers(1, TEXT_VOCAB, text).tolist()
+        sample: Dict[str, Any] = {"input_ids": torch.tensor(ids), "labels": torch.tensor(ids)}
+        if grids:
+            rows = sum(a * b * c for a, b, c in grids)
+            sample["pixel_values"] = torch.as_tensor(rng.standard_normal((rows, PIXEL_DIM)), dtype=torch.float32)
+            sample["image_grid_thw"] = torch.tensor(grids)
+        out.append({
+            "id": i,
+            "image_tokens": [g[1] * g[2] // MERGE**2 for g in grids],
+            "text_tokens": len(ids) - sum(g[1] * g[2] // MERGE**2 for g in grids),
+            "loss_tokens": loss_tokens(sample["labels"]),
+            "sample": sample,
+        })
     return out
 
 
-def run_micro_batch(
-    vit: VisionEncoder,
-    lm: LanguageModel,
-    samples: List[Dict[str, Any]],
-    scale: float,
-    watch: Stopwatch,
-    whole: bool,
-) -> Dict[str, Any]:
-    """Forward and backward of one micro-batch, its summed loss times the plan's ``scale``.
+def to_device(batch: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
-    Returns the marks around each phase (read after the step's synchronize).
-    """
-    m0 = watch.mark()
-    vision = vit([p for s in samples for p in s["pixels"]])
-    m1 = watch.mark()
+
+def row(timed: MicroBatchTime, whole: bool) -> Dict[str, Any]:
+    """One calibration row: the samples and the phases' times (or the whole micro-batch's)."""
+    out = dict(timed.features)
     if whole:
-        (lm(samples, vision) * scale).backward()  # one backward through both models
-        m2 = m3 = watch.mark()
+        out["seconds"] = timed.total
     else:
-        detached = vision.detach().requires_grad_()
-        (lm(samples, detached) * scale).backward()
-        m2 = watch.mark()
-        vision.backward(detached.grad)  # the encoder's backward, in its own window
-        m3 = watch.mark()
-    return {"samples": samples, "marks": (m0, m1, m2, m3)}
-
-
-def row(pending: Dict[str, Any], watch: Stopwatch, whole: bool) -> Dict[str, Any]:
-    """One calibration row from a micro-batch's marks (after ``watch.synchronize()``)."""
-    m0, m1, m2, m3 = pending["marks"]
-    out: Dict[str, Any] = {
-        "text_tokens": [s["text_tokens"] for s in pending["samples"]],
-        "image_tokens": [s["image_tokens"] for s in pending["samples"]],
-    }
-    if whole:
-        out["seconds"] = watch.seconds(m0, m3)
-    else:
-        out["vision_seconds"] = watch.seconds(m0, m1) + watch.seconds(m2, m3)
-        out["language_seconds"] = watch.seconds(m1, m2)
+        out["vision_seconds"] = timed.vision
+        out["language_seconds"] = max(timed.total - timed.vision, 0.0)  # the rest of the micro-batch
     return out
 
 
@@ -226,41 +161,48 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    watch = Stopwatch(device)
-    vit, lm = VisionEncoder().to(device), LanguageModel().to(device)
-    params = list(vit.parameters()) + list(lm.parameters())
-    optimizer = torch.optim.SGD(params, lr=1e-3)
+    from microbatch.hf import PackedCollator
+
+    model = tiny_qwen2_vl().to(device)
+    collator = PackedCollator(model)  # probes once that packed documents stay apart
+    timer = PhaseTimer(model)  # hooks on model.model.visual and model.model.language_model
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     calibrator = mc.Calibrator(args.preset)
     rng = np.random.default_rng(args.seed)  # the same batches on every rank
     history = []
     for step in range(args.steps):
-        batch = synthetic_batch(ranks * args.samples_per_rank, rng, device)
+        batch = synthetic_batch(ranks * args.samples_per_rank, rng)
         # Every rank plans the same step on the same model: the same plan.
         planner = microbatch.Planner(calibrator.model, ranks=ranks, seq_len=args.seq_len, sync="phase")
         plan = planner.plan(
             ids=[s["id"] for s in batch],
             text_tokens=[s["text_tokens"] for s in batch],
             image_tokens=[s["image_tokens"] for s in batch],
-            loss_tokens=[s["text_tokens"] - 1 for s in batch],  # each text token predicts the next
+            loss_tokens=[s["loss_tokens"] for s in batch],
         )
         # The trainer's contract: each micro-batch's summed loss times this
         # step-global factor (the mean over the step's loss tokens; gradients summed).
         scale = plan.loss_scale("token", "sum")
-        pending = []
+        timed = 0
         for r in range(plan.ranks) if rank is None else [rank]:
             for j in range(plan.micro_steps):
                 samples = [batch[int(i)] for i in plan.micro_batch(r, j)]
-                pending.append(run_micro_batch(vit, lm, samples, scale, watch, args.whole))
-        watch.synchronize()  # once a step, before reading the marks
+                packed = to_device(collator([s["sample"] for s in samples]), device)
+                with timer.micro_batch(
+                    text_tokens=[s["text_tokens"] for s in samples],
+                    image_tokens=[s["image_tokens"] for s in samples],
+                ):
+                    (summed_loss(model(**packed), packed, "token") * scale).backward()
+                timed += 1
+        rows = [row(t, args.whole) for t in timer.collect()]  # synchronizes CUDA once a step
         if distributed:  # the step's gradient reduction, outside the timed windows
-            for param in params:
+            for param in model.parameters():
                 if param.grad is not None:
                     dist.all_reduce(param.grad)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        for got in gather_rows([row(m, watch, args.whole) for m in pending]):
-            timing = {k: got[k] for k in ("seconds", "vision_seconds", "language_seconds") if k in got}
-            calibrator.observe(got["text_tokens"], got["image_tokens"], **timing)
+        for got in gather_rows(rows):
+            calibrator.observe(**got)
         status = calibrator.refit()  # the step boundary: the next plan uses this model
         history.append(status)
         if rank in (None, 0):
@@ -277,7 +219,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 if status.fitted
                 else f"the preset until fitted ({status.reason})"
             )
-            print(f"step {step}: {plan.micro_steps} micro-steps, {len(pending)} micro-batches timed; {what}", flush=True)
+            print(f"step {step}: {plan.micro_steps} micro-steps, {timed} micro-batches timed; {what}", flush=True)
     if rank is not None:
         # The same on every rank: all fitted on the same rows in the same order.
         print(f"rank {rank}: model {calibrator.model.coefficients}", flush=True)

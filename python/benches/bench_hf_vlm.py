@@ -1,0 +1,334 @@
+"""A small real Qwen2-VL on CPU: the users' baseline, the preset plan and the calibrated plan, measured.
+
+    python python/benches/bench_hf_vlm.py                      # small defaults: a few minutes on 2 cores
+    python python/benches/bench_hf_vlm.py --ranks 4 --samples 96 --steps 4 --repeats 3 --hidden 128
+
+A random Qwen2-VL (transformers, float32, sdpa attention, ``--hidden`` wide,
+2 layers; a vision tower of depth 2) trains on synthetic steps of
+``--samples`` samples with a skewed image distribution: ``--heavy`` of the
+samples carry 8 to 16 images, 15% one image, the rest none; 32 to 480 text
+tokens. Every micro-batch is packed into rows of at most ``--seq-len`` tokens
+by :class:`microbatch.hf.PackedCollator` (under sdpa a packed row costs its
+dense block mask: O(T^2) in its T tokens), and each row's forward and
+backward is timed per phase by :class:`microbatch.torch.PhaseTimer`. The
+``R`` ranks run one after another (one process), so a step's time is
+computed from the rows: under ``step`` sync the slowest rank's sum; under
+``phase`` sync, per micro-step, the slowest rank's vision plus the slowest
+rank's language (the rest of the micro-batch).
+
+Configurations, per sync model (``step`` and ``phase``):
+
+- ``users``: the global batch in its given order dealt as ``DistributedSampler``
+  does (sample ``i`` to rank ``i mod R``), each rank's samples cut in order
+  into micro-batches of equal count over the calibrated plan's micro-steps,
+  each micro-batch packed first-fit in order into rows;
+- ``preset``: the planner on the FLOPs preset (``qwen2.5-vl-7b``);
+- ``calibrated``: the planner on a :class:`microbatch.cost.Linear` fitted by a
+  :class:`microbatch.cost.Calibrator` to rows timed in ``--calibration-steps``
+  steps before (rows of the users' baseline and of the preset plan), with
+  the attention term of the kernel in use: ``language.row_attention`` (each
+  packed row's tokens squared) when the crate has it, else
+  ``language.document_attention`` (each document's tokens squared: the
+  varlen kernel's cost; the output says which).
+
+Per configuration: the measured step time (seconds), the max/mean imbalance
+(step time over the ranks' mean work), the predicted step time over the
+measured (calibrated plan and, with the calibrated model, the users'
+baseline), and the gain over the users' baseline (``users`` / plan). The
+machine is shared, so every figure is a ratio within one repeat (the three
+configurations run back to back on the same step), and the table shows the
+medians over steps and repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import statistics
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+import microbatch
+import microbatch.cost as mc
+from microbatch.hf import PackedCollator
+from microbatch.torch import PhaseTimer, loss_tokens, summed_loss
+
+VOCAB, TEXT_VOCAB = 160, 150
+IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END = 151, 152, 153, 154
+PATCH, TEMPORAL, MERGE, CHANNELS = 2, 2, 2, 3
+PIXEL_DIM = CHANNELS * TEMPORAL * PATCH * PATCH
+PRESET = "qwen2.5-vl-7b"
+ROW_TERM, DOC_TERM = "language.row_attention", "language.document_attention"
+
+
+def build_model(hidden: int, seed: int) -> torch.nn.Module:
+    import transformers as tr
+
+    heads = max(hidden // 16, 2)
+    text = dict(
+        vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+        num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=8192,
+        bos_token_id=1, eos_token_id=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "mrope_section": [hidden // heads // 4, hidden // heads // 8, hidden // heads // 8]},
+    )
+    vision = dict(depth=2, embed_dim=hidden // 2, hidden_size=hidden, num_heads=2, mlp_ratio=2,
+                  in_channels=CHANNELS, patch_size=PATCH, spatial_merge_size=MERGE, temporal_patch_size=TEMPORAL)
+    config = tr.Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=IMAGE_TOKEN,
+                              video_token_id=VIDEO_TOKEN, vision_start_token_id=VISION_START,
+                              vision_end_token_id=VISION_END)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(seed)
+    model = tr.Qwen2VLForConditionalGeneration(config)
+    model.train()
+    return model
+
+
+@dataclasses.dataclass
+class Sample:
+    text: int
+    images: List[int]
+    loss: int
+    hf: Dict[str, torch.Tensor]
+
+
+def make_step(n: int, heavy: float, rng: np.random.Generator, seq_len: int) -> List[Sample]:
+    out = []
+    for _ in range(n):
+        u = rng.random()
+        count = int(rng.integers(8, 17)) if u < heavy else (1 if u < heavy + 0.15 else 0)
+        grids = [(1, 2 * int(rng.integers(2, 7)), 2 * int(rng.integers(2, 7))) for _ in range(count)]
+        text = int(rng.integers(32, 481))
+        image_tok = [g[1] * g[2] // MERGE**2 for g in grids]
+        text = min(text, seq_len - sum(image_tok) - 2 * count)
+        ids: List[int] = []
+        for k in image_tok:
+            ids += [VISION_START] + [IMAGE_TOKEN] * k + [VISION_END]
+        ids += rng.integers(1, TEXT_VOCAB, text).tolist()
+        s: Dict[str, torch.Tensor] = {"input_ids": torch.tensor(ids), "labels": torch.tensor(ids)}
+        if grids:
+            rows = sum(a * b * c for a, b, c in grids)
+            s["pixel_values"] = torch.as_tensor(rng.standard_normal((rows, PIXEL_DIM)), dtype=torch.float32)
+            s["image_grid_thw"] = torch.tensor(grids)
+        out.append(Sample(len(ids) - sum(image_tok), image_tok, loss_tokens(s["labels"]), s))
+    return out
+
+
+def first_fit(step: Sequence[Sample], ids: Sequence[int], seq_len: int) -> List[List[int]]:
+    """The samples ``ids`` in order, each into the first row it fits (a new row otherwise)."""
+    rows: List[List[int]] = []
+    room: List[int] = []
+    for i in ids:
+        t = step[i].text + sum(step[i].images)
+        for k, r in enumerate(room):
+            if t <= r:
+                rows[k].append(i)
+                room[k] -= t
+                break
+        else:
+            rows.append([i])
+            room.append(seq_len - t)
+    return rows
+
+
+def users_baseline(step: Sequence[Sample], ranks: int, micro_steps: int, seq_len: int) -> List[List[List[List[int]]]]:
+    """``[rank][micro_step][row] -> sample ids``: DistributedSampler's deal, equal in-order cuts, first fit."""
+    out = []
+    for r in range(ranks):
+        mine = list(range(r, len(step), ranks))
+        cuts = np.array_split(np.arange(len(mine)), micro_steps)
+        out.append([first_fit(step, [mine[int(k)] for k in c], seq_len) for c in cuts])
+    return out
+
+
+def plan_layout(plan: Any) -> List[List[List[List[int]]]]:
+    return [
+        [[[int(i) for i in s] for s in plan.sequences(r, j)] for j in range(plan.micro_steps)]
+        for r in range(plan.ranks)
+    ]
+
+
+class Runner:
+    """Runs and times packed rows; gives the rows to a calibrator."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.collator = PackedCollator(model)
+        self.timer = PhaseTimer(model)
+
+    def run(self, step: Sequence[Sample], layout: List[List[List[List[int]]]],
+            calibrator: Optional[mc.Calibrator] = None) -> np.ndarray:
+        """``(ranks, micro_steps, 2)`` measured seconds (vision, rest) of every micro-batch."""
+        ranks, steps = len(layout), max(len(x) for x in layout)
+        out = np.zeros((ranks, steps, 2))
+        for r, rank in enumerate(layout):
+            for j, micro in enumerate(rank):
+                for row in micro or [[]]:
+                    samples = [step[i] for i in row]
+                    batch = self.collator([s.hf for s in samples])
+                    with self.timer.micro_batch(text_tokens=[s.text for s in samples],
+                                                image_tokens=[s.images for s in samples]):
+                        summed_loss(self.model(**batch), batch, "token").backward()
+                    self.model.zero_grad(set_to_none=True)
+                    t = self.timer.collect()[0]
+                    out[r, j] += (t.vision, t.total - t.vision)
+                    if calibrator is not None and samples:
+                        t.observe(calibrator)
+        return out
+
+
+def step_time(times: np.ndarray, sync: str) -> Tuple[float, float]:
+    """(step time, max/mean imbalance) of ``(ranks, micro_steps, 2)`` times under ``sync``."""
+    ranks = times.shape[0]
+    if sync == "step":
+        t = float(times.sum(axis=(1, 2)).max())
+    else:  # phase: per micro-step, the slowest rank's vision, then the slowest rank's language
+        t = float(times.max(axis=0).sum())
+    return t, t / (float(times.sum()) / ranks)
+
+
+def predict(model: mc.CostModel, step: Sequence[Sample], layout: List[List[List[List[int]]]]) -> np.ndarray:
+    """``(ranks, micro_steps, 2)`` predicted costs, each row a group."""
+    ranks, steps = len(layout), max(len(x) for x in layout)
+    out = np.zeros((ranks, steps, 2))
+    for r, rank in enumerate(layout):
+        for j, micro in enumerate(rank):
+            for row in micro:
+                if row:
+                    out[r, j] += model.group_cost([step[i].text for i in row], [step[i].images for i in row])
+    return out
+
+
+def calibrated_terms() -> Tuple[Dict[str, float], str]:
+    """The Linear terms to fit (fallback coefficients: rough seconds) and the attention term used."""
+    attention = ROW_TERM if ROW_TERM in mc.TERMS else DOC_TERM
+    terms = {
+        "vision.image_tokens": 1e-5, "vision.unit_attention": 1e-8, "vision.images": 1e-4,
+        "language.tokens": 1e-5, attention: 1e-8, "language.samples": 1e-4, "language.groups": 1e-3,
+    }
+    return terms, attention
+
+
+def users_gain_field(report: Any) -> Optional[str]:
+    """The Report's gain over the users' baseline, when this build has one (a field naming users)."""
+    for f in dataclasses.fields(report):
+        if "user" in f.name and "gain" in f.name:
+            return f.name
+    return None
+
+
+def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--samples", type=int, default=48, help="samples per step (the global batch)")
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--heavy", type=float, default=0.15, help="fraction of samples with 8-16 images")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--calibration-steps", type=int, default=2)
+    p.add_argument("--steps", type=int, default=2, help="measured steps (new batches)")
+    p.add_argument("--repeats", type=int, default=2, help="runs of every configuration per step")
+    p.add_argument("--sync", nargs="+", default=["step", "phase"], choices=["step", "phase"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    runner = Runner(build_model(args.hidden, args.seed))
+    terms, attention = calibrated_terms()
+    calibrator = mc.Calibrator(mc.Linear(terms))
+
+    def planner(model: Any, sync: str) -> microbatch.Planner:
+        return microbatch.Planner(model, ranks=args.ranks, seq_len=args.seq_len, sync=sync)
+
+    def arguments(step: Sequence[Sample]) -> Dict[str, Any]:
+        return dict(ids=range(len(step)), text_tokens=[s.text for s in step],
+                    image_tokens=[s.images for s in step], loss_tokens=[s.loss for s in step])
+
+    # Warm up, then calibrate on rows of the users' baseline and of the preset plan.
+    warm = make_step(args.ranks * 2, args.heavy, rng, args.seq_len)
+    runner.run(warm, users_baseline(warm, args.ranks, 1, args.seq_len))
+    for _ in range(args.calibration_steps):
+        step = make_step(args.samples, args.heavy, rng, args.seq_len)
+        for sync in args.sync:
+            plan = planner(PRESET, sync).plan(**arguments(step))
+            runner.run(step, plan_layout(plan), calibrator)
+            runner.run(step, users_baseline(step, args.ranks, plan.micro_steps, args.seq_len), calibrator)
+    status = calibrator.refit()
+    fitted = calibrator.model
+    print(f"attention term: {attention}" + ("" if attention == ROW_TERM else
+          " (fallback: this build's crate has no language.row_attention; sdpa rows cost their dense mask)"))
+    print(f"calibration: fitted={status.fitted} on {status.rows} rows ({len(status.rejected)} rejected), "
+          f"R^2 {status.r_squared}, worst {status.max_relative_error}", flush=True)
+    print("coefficients: " + ", ".join(f"{k} {v:.3g}" for k, v in fitted.coefficients.items()))
+
+    keys = ("users", "preset", "calibrated")
+    stats: Dict[str, Dict[str, List[float]]] = {s: {} for s in args.sync}
+
+    def add(sync: str, key: str, value: float) -> None:
+        stats[sync].setdefault(key, []).append(value)
+
+    for k in range(args.steps):
+        step = make_step(args.samples, args.heavy, rng, args.seq_len)
+        for sync in args.sync:
+            cal_plan = planner(fitted, sync).plan(**arguments(step))
+            layouts = {
+                "users": users_baseline(step, args.ranks, cal_plan.micro_steps, args.seq_len),
+                "preset": plan_layout(planner(PRESET, sync).plan(**arguments(step))),
+                "calibrated": plan_layout(cal_plan),
+            }
+            predicted_users, _ = step_time(predict(fitted, step, layouts["users"]), sync)
+            predicted_plan_formula, _ = step_time(predict(fitted, step, layouts["calibrated"]), sync)
+            field = users_gain_field(cal_plan.report)
+            report_gain = getattr(cal_plan.report, field) if field else predicted_users / cal_plan.report.predicted
+            for _ in range(args.repeats):
+                measured = {key: step_time(runner.run(step, layouts[key]), sync) for key in keys}
+                for key in keys:
+                    add(sync, f"{key}.time", measured[key][0])
+                    add(sync, f"{key}.imbalance", measured[key][1])
+                    add(sync, f"{key}.gain", measured["users"][0] / measured[key][0])
+                add(sync, "calibrated.predicted/measured", cal_plan.report.predicted / measured["calibrated"][0])
+                add(sync, "users.predicted/measured", predicted_users / measured["users"][0])
+                add(sync, "report gain/measured gain",
+                    report_gain / (measured["users"][0] / measured["calibrated"][0]))
+            add(sync, "formula/report", predicted_plan_formula / cal_plan.report.predicted)
+            add(sync, "micro_steps", cal_plan.micro_steps)
+            print(f"step {k} sync {sync}: done ({cal_plan.micro_steps} micro-steps)", flush=True)
+
+    med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in stats.items()}
+    lines = [
+        f"bench_hf_vlm: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"{' '.join(sys.argv[1:]) or '(defaults)'}; torch threads {args.threads}",
+        f"attention term of the calibrated model: {attention}",
+        "| sync | config | step time (s) | max/mean | gain over users | predicted/measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    for sync in args.sync:
+        m = med[sync]
+        for key in keys:
+            pm = m.get(f"{key}.predicted/measured")
+            lines.append(
+                f"| {sync} | {key} | {m[f'{key}.time']:.3f} | {m[f'{key}.imbalance']:.3f} | "
+                f"{m[f'{key}.gain']:.3f} | {'' if pm is None else f'{pm:.3f}'} |"
+            )
+    for sync in args.sync:
+        m = med[sync]
+        src = "the Report's users' gain" if users_gain_field_name_exists() else "bench-predicted users' baseline / report.predicted"
+        lines.append(
+            f"{sync}: report gain / measured gain {m['report gain/measured gain']:.3f} ({src}); "
+            f"bench formula / report.predicted {m['formula/report']:.3f}"
+        )
+    print("\n".join(lines))
+    return {"medians": med, "attention": attention, "status": status}
+
+
+def users_gain_field_name_exists() -> bool:
+    plan = microbatch.Planner(PRESET, ranks=1, seq_len=64).plan(ids=[0], text_tokens=[8])
+    return users_gain_field(plan.report) is not None
+
+
+if __name__ == "__main__":
+    main()
