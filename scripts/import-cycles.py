@@ -15,8 +15,8 @@ defines it, not to the `mod.rs`: `crate::cost::Tokens` is an edge to
 `cost/tokens`. `lib.rs` is no node (it only maps the crate), and a module's
 `mod x;` and `pub use self::...` lines are no edges (a parent re-exporting its
 child is not a dependency on it), nor are comments (a doc link names an item,
-it does not import it) and a macro's `$crate::` paths (they resolve where it
-expands).
+it does not import it, and so does a `#[cfg(doc)] use`) and a macro's
+`$crate::` paths (they resolve where it expands).
 
     python3 scripts/import-cycles.py src          # exits 1 and lists the cycles, if any
     python3 scripts/import-cycles.py --self-test  # checks the script on small crates
@@ -37,13 +37,15 @@ INLINE_MOD = re.compile(r'((?:#\[[^\]]*\]\s*)*)(?:pub(?:\s*\([^)]*\))?\s+)?mod\s
 
 def code(path):
     """A file's code without comments (a doc link names an item, it does not
-    import it) and string literals, as (module path suffix, text) pieces: the
+    import it), string literals and `#[cfg(doc)]` imports, as (module path suffix, text) pieces: the
     file's own code first, then each inline `mod x { ... }` under `[x]`; a
     `#[cfg(test)]` module is left out (tests are no dependencies)."""
     text = open(path).read()
     text = re.sub(r'/\*.*?\*/', ' ', text, flags=re.S)
     text = re.sub(r'(?m)(^|[^:"])//.*$', r'\1', text)
     text = LITERAL.sub('""', text)
+    # An import for the docs only resolves doc links, like a comment's.
+    text = re.sub(r'#\[cfg\(doc\)\]\s*use\b[^;]*;', ' ', text)
     return split_modules(text, [])
 
 
@@ -315,7 +317,7 @@ SELF_TESTS = [
         'a/mod.rs': 'mod x;\nmod y;\npub use self::{x::X, y::Y};\n',
         # Each of these names `y` from `x`: as a doc link, in a comment, in a
         # string, in a macro's `$crate` path, in test modules (nested too).
-        'a/x.rs': '//! See [`super::Y`].\npub struct X;\n'
+        'a/x.rs': '//! See [`super::Y`] and [`Y`].\n#[cfg(doc)]\nuse super::Y;\npub struct X;\n'
                   'fn g() { let _ = \'{\'; /* crate::a::y::Y */ }\n'
                   'fn f() -> &\'static str { "use crate::a::y::Y; {" }\n'
                   'macro_rules! m { () => { $crate::a::Y } }\n'
