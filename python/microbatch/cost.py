@@ -68,12 +68,15 @@ __all__ = [
     "TERMS",
 ]
 
-#: The FLOPs presets: named vision-language model pairs.
-PRESETS = ("llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b")
-#: The phases of a training step with their own barrier under FSDP/ZeRO-3.
-PHASES = ("vision", "language")
-#: A vision encoder is frozen (forward only) or trained (forward + backward, 3x).
-TRAINING = ("frozen", "trained")
+#: The FLOPs presets: named vision-language model pairs. Read from the Rust
+#: crate (``Preset::NAMES``): ``("llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b")``.
+PRESETS: Tuple[str, ...] = tuple(_native.PRESET_NAMES)
+#: The phases of a training step with their own barrier under FSDP/ZeRO-3:
+#: ``("vision", "language")`` (the crate's ``Phase::NAMES``).
+PHASES: Tuple[str, ...] = tuple(_native.PHASE_NAMES)
+#: A vision encoder is frozen (forward only) or trained (forward + backward,
+#: 3x): ``("frozen", "trained")`` (the crate's ``Training::NAMES``).
+TRAINING: Tuple[str, ...] = tuple(_native.TRAINING_NAMES)
 #: The terms of a :class:`Linear` model, each a feature of a group in one phase:
 #: ``W``, ``P`` and ``T`` are positive integers written in the name
 #: (``"vision.tiles(576)"``, ``"vision.window_attention(64,4)"``). Read from
