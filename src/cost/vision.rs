@@ -35,7 +35,7 @@ pub enum Training {
 }
 
 impl Training {
-    /// Every training, in order.
+    /// Both values, in order: frozen, trained.
     ///
     /// # Examples
     ///
@@ -46,7 +46,7 @@ impl Training {
     /// ```
     pub const ALL: [Training; 2] = [Training::Frozen, Training::Trained];
 
-    /// The name of every training, in the order of [`Training::ALL`]: the
+    /// The name of each value, in the order of [`Training::ALL`]: the
     /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
     /// error lists.
     ///
@@ -76,11 +76,7 @@ impl Training {
     pub const fn name(self) -> &'static str {
         Self::NAMES[self as usize]
     }
-}
 
-crate::error::impl_named!(Training, "training", &Training::NAMES);
-
-impl Training {
     /// The multiple of the forward cost: 1 when frozen, 3 when trained.
     ///
     /// # Examples
@@ -102,6 +98,8 @@ impl Training {
         }
     }
 }
+
+crate::error::impl_named!(Training, "training", &Training::NAMES);
 
 /// The state of every vision model: three integer feature sums (which ones
 /// depends on the model).

@@ -105,7 +105,7 @@ pub enum Dims {
 }
 
 impl Dims {
-    /// Every treatment of dimensions, in order.
+    /// Both values, in order: combined, per dimension.
     ///
     /// # Examples
     ///
@@ -116,7 +116,7 @@ impl Dims {
     /// ```
     pub const ALL: [Dims; 2] = [Dims::Combined, Dims::PerDim];
 
-    /// The name of every treatment of dimensions, in the order of [`Dims::ALL`]: the
+    /// The name of each value, in the order of [`Dims::ALL`]: the
     /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
     /// error lists.
     ///
