@@ -104,6 +104,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _arrays
+from .cost import _either
 from .errors import DtypeError, Error, InputError, InternalError, SettingError
 from .plan import NORMALIZATIONS, Plan, Planner
 
@@ -818,7 +819,7 @@ def summed_loss(
         cu_seqlens, normalization = None, cu_seqlens
     if normalization not in NORMALIZATIONS:
         raise SettingError(
-            f"unknown normalization {normalization!r}: use 'token' or 'sample'", item="normalization"
+            f"unknown normalization {normalization!r}: use {_either(NORMALIZATIONS)}", item="normalization"
         )
     if not isinstance(logits, torch.Tensor):
         out = logits

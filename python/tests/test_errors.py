@@ -189,6 +189,19 @@ def test_setting_names_are_read_by_the_crate():
     for item, value, known, f in cases:
         e = raises(E.SettingError, "Binding", item, "", f)
         assert str(e) == f"unknown {item} {value}: use one of {known}", str(e)
+    # The names Python checks itself (before a native call) are the crate's too, in the messages they gave.
+    import microbatch.torch as T
+
+    messages = [
+        ("training", "unknown training 'warm': use 'frozen' or 'trained'", lambda: mc.PerTile(1.0, 256, training="warm")),
+        ("phase", "unknown phase 'audio': use 'vision' or 'language'", lambda: mc.Tokens(1.0).in_phase("audio")),
+        ("normalization", "unknown normalization 'mean': use 'token' or 'sample'",
+         lambda: T.summed_loss(np.zeros((1, 2, 3)), np.zeros((1, 2)), [0, 2], "mean")),
+    ]
+    for item, message, f in messages:
+        assert str(raises(E.SettingError, "Binding", item, "", f)) == message
+    costs = raises(E.DtypeError, "Binding", "costs", "", lambda: planner("costs").plan([5], [10], costs={"audio": [1.0]}))
+    assert str(costs) == "costs has the key 'audio': use 'vision' and/or 'language'"
     # Every name the package lists is one the crate reads.
     for sync in microbatch.plan.SYNC_MODELS:
         for scope in microbatch.plan.GROUP_SCOPES:
