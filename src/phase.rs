@@ -38,13 +38,37 @@ impl Phase {
     /// assert_eq!(total, p.total());
     /// ```
     pub const ALL: [Phase; 2] = [Phase::Vision, Phase::Language];
+
+    /// The name of every phase, in the order of [`Phase::ALL`], as
+    /// [`Display`](fmt::Display) writes it: `vision`, `language`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Phase;
+    ///
+    /// assert_eq!(Phase::NAMES, ["vision", "language"]);
+    /// assert_eq!(Phase::NAMES[1], Phase::Language.to_string());
+    /// ```
+    pub const NAMES: [&'static str; 2] = ["vision", "language"];
+
+    /// The phase's name: `vision` or `language`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Phase;
+    ///
+    /// assert_eq!(Phase::Vision.name(), "vision");
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 }
 
 impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Phase::Vision => "vision",
-            Phase::Language => "language",
-        })
+        f.write_str(self.name())
     }
 }

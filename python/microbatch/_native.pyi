@@ -82,6 +82,9 @@ def partition_lower_bound_f64(weights: npt.NDArray[np.float64], k: int) -> float
     """The lower bound on the largest part of float weights."""
 
 DEFAULT_NODE_BUDGET: int
+ALGORITHM_NAMES: List[str]
+OBJECTIVE_NAMES: List[str]
+DIMS_NAMES: List[str]
 # --- end pack/partition ---
 
 # --- cost ---
@@ -180,6 +183,9 @@ class Fit:
 def fit(features: npt.NDArray[np.float64], times: npt.NDArray[np.float64]) -> Fit: ...
 
 TERM_NAMES: List[str]
+PRESET_NAMES: List[str]
+PHASE_NAMES: List[str]
+TRAINING_NAMES: List[str]
 # --- end cost ---
 
 # --- plan ---
@@ -249,6 +255,10 @@ class Plan:
     def to_json(self) -> str: ...
     @staticmethod
     def from_json(text: str) -> Plan: ...
+SYNC_MODEL_NAMES: List[str]
+NORMALIZATION_NAMES: List[str]
+REDUCTION_NAMES: List[str]
+GROUP_SCOPE_NAMES: List[str]
 # --- end plan ---
 
 # --- scenario ---

@@ -68,12 +68,15 @@ __all__ = [
     "TERMS",
 ]
 
-#: The FLOPs presets: named vision-language model pairs.
-PRESETS = ("llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b")
-#: The phases of a training step with their own barrier under FSDP/ZeRO-3.
-PHASES = ("vision", "language")
-#: A vision encoder is frozen (forward only) or trained (forward + backward, 3x).
-TRAINING = ("frozen", "trained")
+#: The FLOPs presets: named vision-language model pairs. Read from the Rust
+#: crate (``Preset::NAMES``): ``("llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b")``.
+PRESETS: Tuple[str, ...] = tuple(_native.PRESET_NAMES)
+#: The phases of a training step with their own barrier under FSDP/ZeRO-3:
+#: ``("vision", "language")`` (the crate's ``Phase::NAMES``).
+PHASES: Tuple[str, ...] = tuple(_native.PHASE_NAMES)
+#: A vision encoder is frozen (forward only) or trained (forward + backward,
+#: 3x): ``("frozen", "trained")`` (the crate's ``Training::NAMES``).
+TRAINING: Tuple[str, ...] = tuple(_native.TRAINING_NAMES)
 #: The terms of a :class:`Linear` model, each a feature of a group in one phase:
 #: ``W``, ``P`` and ``T`` are positive integers written in the name
 #: (``"vision.tiles(576)"``, ``"vision.window_attention(64,4)"``). Read from
@@ -91,9 +94,15 @@ def _coefficient(value: Any, name: str) -> float:
     return float(value)
 
 
+def _either(names: Tuple[str, ...], last: str = "or") -> str:
+    """The crate's names for a message: ``'a', 'b' or 'c'``."""
+    quoted = [repr(n) for n in names]
+    return f"{', '.join(quoted[:-1])} {last} {quoted[-1]}" if len(quoted) > 1 else "".join(quoted)
+
+
 def _training(value: str) -> bool:
     if value not in TRAINING:
-        raise SettingError(f"unknown training {value!r}: use 'frozen' or 'trained'", item="training")
+        raise SettingError(f"unknown training {value!r}: use {_either(TRAINING)}", item="training")
     return value == "trained"
 
 
@@ -128,7 +137,7 @@ def _costs(costs: Costs, n: int) -> Optional[np.ndarray]:
         unknown = sorted(set(costs) - set(PHASES), key=str)
         if unknown:
             raise DtypeError(
-                f"costs has the key {unknown[0]!r}: use 'vision' and/or 'language'", item="costs"
+                f"costs has the key {unknown[0]!r}: use {_either(PHASES, 'and/or')}", item="costs"
             )
         out = np.zeros((n, 2), dtype=np.float64)
         for j, phase in enumerate(PHASES):
@@ -218,7 +227,7 @@ class CostModel:
         [1.0, 0.0]
         """
         if phase not in PHASES:
-            raise SettingError(f"unknown phase {phase!r}: use 'vision' or 'language'", item="phase")
+            raise SettingError(f"unknown phase {phase!r}: use {_either(PHASES)}", item="phase")
         return CostModel._wrap(self._native.in_phase(phase), f"{self._operand()}.in_phase({phase!r})")
 
     def max(self, other: "CostModel") -> "CostModel":

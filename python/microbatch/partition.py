@@ -53,7 +53,6 @@ import numpy as np
 
 from . import _arrays, _native
 from ._arrays import count
-from .errors import SettingError
 from .pack import _capacity, _sizes
 
 __all__ = [
@@ -71,9 +70,9 @@ Number = Union[int, float]
 #: The default node budget of exact search (the crate's ``DEFAULT_NODE_BUDGET``).
 DEFAULT_NODE_BUDGET: int = _native.DEFAULT_NODE_BUDGET
 
-_ALGORITHMS = ("lpt", "karmarkar_karp", "exact")
-_OBJECTIVES = ("max_part", "spread")
-_DIMS = ("combined", "per_dim")
+# The names of ``algorithm``, ``objective`` and ``dims`` are the crate's: it
+# reads them (an unknown name is a SettingError naming the setting and
+# listing the names; ``_native.ALGORITHM_NAMES`` etc. hold them).
 
 
 class Partition:
@@ -180,15 +179,6 @@ def _run(
         w, c, _ = _capacity(cap, w, "cap")
     else:
         c = None
-    for name, value, allowed in (
-        ("algorithm", algorithm, _ALGORITHMS),
-        ("objective", objective, _OBJECTIVES),
-        ("dims", dims, _DIMS),
-    ):
-        if value not in allowed:
-            raise SettingError(
-                f"unknown {name} {value!r}: use one of {', '.join(map(repr, allowed))}", item=name
-            )
     budget = DEFAULT_NODE_BUDGET if node_budget is None else count(node_budget, "node_budget")
     rounds = None if max_rounds is None else count(max_rounds, "max_rounds")
     native = _native.partition_f64 if w.dtype == np.float64 else _native.partition_u64

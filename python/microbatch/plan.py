@@ -30,16 +30,22 @@ __all__ = [
     "GROUP_SCOPES",
 ]
 
+# The names below are read from the Rust crate (each enum's ``NAMES``), which
+# also parses them: an unknown name is a SettingError naming the setting.
+
 #: The sync models: one barrier per step (DDP with ``no_sync``), per micro-step
 #: (FSDP / ZeRO-3), per phase (FSDP with the vision encoder and the language
-#: model gathered separately).
-SYNC_MODELS = ("step", "micro-step", "phase")
-#: The loss normalizations: the mean over the step's loss tokens, or over its samples.
-NORMALIZATIONS = ("token", "sample")
-#: How the ranks' gradients are combined: summed, or averaged (DDP's default).
-REDUCTIONS = ("sum", "mean")
-#: Where the samples of one group stay together: in one micro-batch, or on one rank.
-GROUP_SCOPES = ("micro-batch", "rank")
+#: model gathered separately): ``("step", "micro-step", "phase")``.
+SYNC_MODELS: Tuple[str, ...] = tuple(_native.SYNC_MODEL_NAMES)
+#: The loss normalizations: the mean over the step's loss tokens, or over its
+#: samples: ``("token", "sample")``.
+NORMALIZATIONS: Tuple[str, ...] = tuple(_native.NORMALIZATION_NAMES)
+#: How the ranks' gradients are combined: summed, or averaged (DDP's
+#: default): ``("sum", "mean")``.
+REDUCTIONS: Tuple[str, ...] = tuple(_native.REDUCTION_NAMES)
+#: Where the samples of one group stay together: in one micro-batch, or on one
+#: rank: ``("micro-batch", "rank")``.
+GROUP_SCOPES: Tuple[str, ...] = tuple(_native.GROUP_SCOPE_NAMES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,12 +236,6 @@ class Exchange:
         return f"Exchange(ranks={self._ranks}, moves={len(self)}, bytes={int(self.bytes_out.sum())})"
 
 
-def _choice(value: str, name: str, known: tuple) -> str:
-    if value not in known:
-        raise SettingError(f"unknown {name} {value!r}: use one of {', '.join(map(repr, known))}", item=name)
-    return value
-
-
 class Plan:
     """One step's plan: for every rank and micro-step, the ids of its micro-batch.
 
@@ -333,8 +333,6 @@ class Plan:
         >>> plan.loss_scale("token", "mean")
         0.08
         """
-        _choice(normalization, "normalization", NORMALIZATIONS)
-        _choice(reduction, "reduction", REDUCTIONS)
         return self._native.loss_scale(normalization, reduction)
 
     @property
@@ -466,7 +464,7 @@ class Planner:
         self.model = model
         self.ranks = _arrays.count(ranks, "ranks")
         self.seq_len = _arrays.count(seq_len, "seq_len", maximum=2**32 - 1)
-        self.sync = _choice(sync, "sync model", SYNC_MODELS)
+        self.sync = sync
         self.locality = None if locality is None else _tolerance(locality)
         if ranks_per_node is not None and locality is None:
             raise SettingError(
@@ -477,7 +475,7 @@ class Planner:
         self.ranks_per_node = (
             None if ranks_per_node is None else _arrays.count(ranks_per_node, "ranks_per_node", minimum=1)
         )
-        self.group_scope = _choice(group_scope, "group scope", GROUP_SCOPES)
+        self.group_scope = group_scope
         self._native = _native.Planner(
             native_model,
             self.ranks,

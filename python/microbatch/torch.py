@@ -109,6 +109,7 @@ import torch.nn.functional as F
 
 from . import _arrays
 from ._step import PlanView
+from .cost import _either
 from .errors import DtypeError, Error, InputError, InternalError, InvalidValueError, SettingError
 from .plan import NORMALIZATIONS, Plan, Planner
 
@@ -1175,7 +1176,7 @@ def summed_loss(
         cu_seqlens, normalization = None, cu_seqlens
     if normalization not in NORMALIZATIONS:
         raise SettingError(
-            f"unknown normalization {normalization!r}: use 'token' or 'sample'", item="normalization"
+            f"unknown normalization {normalization!r}: use {_either(NORMALIZATIONS)}", item="normalization"
         )
     if not isinstance(logits, torch.Tensor):
         out = logits

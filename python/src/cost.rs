@@ -24,6 +24,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_rows, m)?)?;
     // `microbatch.cost.TERMS`: the names of the `Linear` terms.
     m.add("TERM_NAMES", Term::NAMES.to_vec())?;
+    // `PRESETS`, `PHASES` and `TRAINING`: the names the crate reads.
+    m.add("PRESET_NAMES", Preset::NAMES.to_vec())?;
+    m.add("PHASE_NAMES", Phase::NAMES.to_vec())?;
+    m.add("TRAINING_NAMES", Training::NAMES.to_vec())?;
     Ok(())
 }
 
@@ -201,7 +205,7 @@ fn training(trained: bool) -> Training {
 fn phase(name: &str) -> Result<Phase, Failure> {
     Phase::ALL
         .into_iter()
-        .find(|p| p.to_string() == name)
+        .find(|p| p.name() == name)
         .ok_or_else(|| Failure::Input {
             class: "SettingError",
             kind: "Binding",

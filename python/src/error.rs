@@ -2,11 +2,12 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::str::FromStr;
 
 use microbatch::cost::Phase;
 use microbatch::{Error, ErrorKind, Locator};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 /// The class of `microbatch.errors` an error maps to, its variant name and
 /// the offending item (an index, an id, a dimension or a name), if any.
@@ -242,4 +243,38 @@ pub(crate) fn check<T>(py: Python<'_>, result: Result<T, Error>) -> PyResult<T> 
 /// crate never sees), as `microbatch.errors.<class>`.
 pub(crate) fn input_error(py: Python<'_>, class: &str, message: String) -> PyErr {
     raise(py, class, "Binding", None, message)
+}
+
+/// The crate's value named `value`, read by the crate's own `FromStr` (the
+/// one list of names: `names` is the type's `NAMES`). Any other value, a
+/// non-string included, is a `SettingError` of kind `"Binding"` naming the
+/// setting: `unknown algorithm 'greedy': use one of 'lpt', 'karmarkar_karp',
+/// 'exact'` (Python's `repr` of the value and of each name).
+pub(crate) fn named<T: FromStr>(
+    py: Python<'_>,
+    setting: &'static str,
+    value: &Bound<'_, PyAny>,
+    names: &[&str],
+) -> PyResult<T> {
+    if let Ok(s) = value.cast::<PyString>() {
+        if let Ok(parsed) = s.to_cow()?.parse::<T>() {
+            return Ok(parsed);
+        }
+    }
+    let repr = |v: &Bound<'_, PyAny>| -> PyResult<String> { Ok(v.repr()?.to_cow()?.into_owned()) };
+    let known = names
+        .iter()
+        .map(|n| repr(PyString::new(py, n).as_any()))
+        .collect::<PyResult<Vec<_>>>()?;
+    Err(raise(
+        py,
+        "SettingError",
+        "Binding",
+        Some(Item::Name(setting)),
+        format!(
+            "unknown {setting} {}: use one of {}",
+            repr(value)?,
+            known.join(", ")
+        ),
+    ))
 }

@@ -8,7 +8,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntyped
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
-use crate::error::{guard, input_error};
+use crate::error::{guard, input_error, named};
 use crate::pack::{not_nan, rows};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -17,46 +17,31 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition_lower_bound_u64, m)?)?;
     m.add_function(wrap_pyfunction!(partition_lower_bound_f64, m)?)?;
     m.add("DEFAULT_NODE_BUDGET", DEFAULT_NODE_BUDGET)?;
+    m.add("ALGORITHM_NAMES", Algorithm::NAMES.to_vec())?;
+    m.add("OBJECTIVE_NAMES", Objective::NAMES.to_vec())?;
+    m.add("DIMS_NAMES", Dims::NAMES.to_vec())?;
     Ok(())
 }
 
-/// What to run: a free function of the crate or the configured `Partitioner`.
-enum Method {
+/// What to run: a free function of the crate, or the crate's `Partitioner`
+/// built from the keyword arguments by its own builder (the names read by
+/// the crate's `FromStr`; the cap is set once it is converted).
+enum Method<S> {
     Lpt,
     KarmarkarKarp,
-    Partitioner(Settings),
+    Partitioner(Partitioner<S>),
 }
 
-/// The `Partitioner`'s settings, as named by the crate (the cap is passed
-/// apart, in the size type).
-struct Settings {
-    algorithm: Algorithm,
-    refinement: bool,
-    objective: Objective,
-    dims: Dims,
-    equal_count: bool,
-    allow_empty: bool,
-    node_budget: u64,
-    max_rounds: Option<usize>,
-}
-
-fn setting_error(py: Python<'_>, name: &str, value: &str, allowed: &str) -> PyErr {
-    input_error(
-        py,
-        "SettingError",
-        format!("unknown {name} {value:?}: use {allowed}"),
-    )
-}
-
-impl Method {
+impl<S: Size> Method<S> {
     #[allow(clippy::too_many_arguments)]
-    fn parse(
+    fn new(
         py: Python<'_>,
         method: &str,
-        algorithm: &str,
+        k: usize,
+        algorithm: &Bound<'_, PyAny>,
         refinement: bool,
-        objective: &str,
-        dims: &str,
+        objective: &Bound<'_, PyAny>,
+        dims: &Bound<'_, PyAny>,
         equal_count: bool,
         allow_empty: bool,
         node_budget: u64,
@@ -65,87 +50,48 @@ impl Method {
         Ok(match method {
             "lpt" => Method::Lpt,
             "karmarkar_karp" => Method::KarmarkarKarp,
-            "partition" => Method::Partitioner(Settings {
-                algorithm: match algorithm {
-                    "lpt" => Algorithm::Lpt,
-                    "karmarkar_karp" => Algorithm::KarmarkarKarp,
-                    "exact" => Algorithm::Exact,
-                    other => {
-                        return Err(setting_error(
-                            py,
-                            "algorithm",
-                            other,
-                            "\"lpt\", \"karmarkar_karp\" or \"exact\"",
-                        ))
-                    }
-                },
-                refinement,
-                objective: match objective {
-                    "max_part" => Objective::MaxPart,
-                    "spread" => Objective::Spread,
-                    other => {
-                        return Err(setting_error(
-                            py,
-                            "objective",
-                            other,
-                            "\"max_part\" or \"spread\"",
-                        ))
-                    }
-                },
-                dims: match dims {
-                    "combined" => Dims::Combined,
-                    "per_dim" => Dims::PerDim,
-                    other => {
-                        return Err(setting_error(
-                            py,
-                            "dims",
-                            other,
-                            "\"combined\" or \"per_dim\"",
-                        ))
-                    }
-                },
-                equal_count,
-                allow_empty,
-                node_budget,
-                max_rounds,
-            }),
-            other => {
-                return Err(setting_error(
-                    py,
-                    "method",
-                    other,
-                    "\"lpt\", \"karmarkar_karp\" or \"partition\"",
-                ))
+            "partition" => {
+                let mut p = Partitioner::new(k)
+                    .algorithm(named(py, "algorithm", algorithm, &Algorithm::NAMES)?)
+                    .refinement(refinement)
+                    .objective(named(py, "objective", objective, &Objective::NAMES)?)
+                    .dims(named(py, "dims", dims, &Dims::NAMES)?)
+                    .equal_count(equal_count)
+                    .allow_empty(allow_empty)
+                    .node_budget(node_budget);
+                if let Some(rounds) = max_rounds {
+                    p = p.max_rounds(rounds);
+                }
+                Method::Partitioner(p)
             }
+            other => return Err(input_error(
+                py,
+                "SettingError",
+                format!(
+                    "unknown method {other:?}: use \"lpt\", \"karmarkar_karp\" or \"partition\""
+                ),
+            )),
         })
     }
 
-    fn run<I: Item>(
+    /// The same method with every part sum capped at `cap` (the
+    /// `Partitioner`'s only: the free functions take no cap).
+    fn cap(self, cap: Option<&[S]>) -> Self {
+        match (self, cap) {
+            (Method::Partitioner(p), Some(cap)) => Method::Partitioner(p.cap_per_dim(cap)),
+            (method, _) => method,
+        }
+    }
+
+    fn run<I: Item<Size = S>>(
         &self,
         items: &[I],
         k: usize,
-        cap: Option<&[I::Size]>,
-    ) -> Result<Partition<<I::Size as Size>::Total>, Error> {
+    ) -> Result<Partition<<S as Size>::Total>, Error> {
         match self {
             Method::Lpt => partition::lpt(items, k),
             Method::KarmarkarKarp => partition::karmarkar_karp(items, k),
-            Method::Partitioner(s) => {
-                let mut p = Partitioner::new(k)
-                    .algorithm(s.algorithm)
-                    .refinement(s.refinement)
-                    .objective(s.objective)
-                    .dims(s.dims)
-                    .equal_count(s.equal_count)
-                    .allow_empty(s.allow_empty)
-                    .node_budget(s.node_budget);
-                if let Some(rounds) = s.max_rounds {
-                    p = p.max_rounds(rounds);
-                }
-                if let Some(cap) = cap {
-                    p = p.cap_per_dim(cap);
-                }
-                p.partition(items)
-            }
+            Method::Partitioner(p) => p.partition(items),
         }
     }
 }
@@ -181,7 +127,7 @@ fn flatten<T: Total>(p: &Partition<T>) -> Flat<T> {
 /// column, else on rows as items.
 fn run<S>(
     py: Python<'_>,
-    method: &Method,
+    method: Method<S>,
     flat: &[S],
     n: usize,
     dims: usize,
@@ -192,13 +138,12 @@ where
     S: Size + Item<Size = S> + Send + Sync,
     S::Total: Send,
 {
-    let method_ref = method;
     let p = guard(py, move || {
-        let cap = cap.as_deref();
+        let method = method.cap(cap.as_deref());
         let p = if dims == 1 {
-            method_ref.run(flat, k, cap)?
+            method.run(flat, k)?
         } else {
-            method_ref.run(&rows(flat, n, dims), k, cap)?
+            method.run(&rows(flat, n, dims), k)?
         };
         Ok::<_, microbatch::Error>(flatten(&p))
     })?;
@@ -237,18 +182,19 @@ fn partition_u64<'py>(
     weights: PyReadonlyArray2<'py, u64>,
     k: usize,
     cap: Option<PyReadonlyArray1<'py, u64>>,
-    algorithm: &str,
+    algorithm: &Bound<'py, PyAny>,
     refinement: bool,
-    objective: &str,
-    dims: &str,
+    objective: &Bound<'py, PyAny>,
+    dims: &Bound<'py, PyAny>,
     equal_count: bool,
     allow_empty: bool,
     node_budget: u64,
     max_rounds: Option<usize>,
 ) -> PyResult<Out<'py>> {
-    let method = Method::parse(
+    let method = Method::new(
         py,
         method,
+        k,
         algorithm,
         refinement,
         objective,
@@ -264,7 +210,7 @@ fn partition_u64<'py>(
         None => None,
     };
     let (items, offsets, sums, objective, bound, proven) =
-        run(py, &method, weights.as_slice()?, n, d, k, cap)?;
+        run(py, method, weights.as_slice()?, n, d, k, cap)?;
     Ok((
         items.into_pyarray(py),
         offsets.into_pyarray(py),
@@ -286,18 +232,19 @@ fn partition_f64<'py>(
     weights: PyReadonlyArray2<'py, f64>,
     k: usize,
     cap: Option<PyReadonlyArray1<'py, f64>>,
-    algorithm: &str,
+    algorithm: &Bound<'py, PyAny>,
     refinement: bool,
-    objective: &str,
-    dims: &str,
+    objective: &Bound<'py, PyAny>,
+    dims: &Bound<'py, PyAny>,
     equal_count: bool,
     allow_empty: bool,
     node_budget: u64,
     max_rounds: Option<usize>,
 ) -> PyResult<Out<'py>> {
-    let method = Method::parse(
+    let method = Method::new(
         py,
         method,
+        k,
         algorithm,
         refinement,
         objective,
@@ -320,7 +267,7 @@ fn partition_f64<'py>(
         };
         Ok::<_, microbatch::Error>((not_nan(flat, d, false)?, cap))
     })?;
-    let (items, offsets, sums, objective, bound, proven) = run(py, &method, &flat, n, d, k, cap)?;
+    let (items, offsets, sums, objective, bound, proven) = run(py, method, &flat, n, d, k, cap)?;
     Ok((
         items.into_pyarray(py),
         offsets.into_pyarray(py),

@@ -1,19 +1,25 @@
 //! `Planner`, `Plan` and `Exchange`: the crate's planner over numpy arrays of ids, text tokens, ragged images, loss tokens, origins, groups and bytes.
 
 use microbatch::cost::{BoxCostModel, Given, Incremental, Preset};
-use microbatch::plan::{Exchange, Locality, Normalization, Plan, Planner, Reduction, StepSample};
+use microbatch::plan::{
+    Exchange, GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
+};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::cost::{costs_match, Arrays, NativeCostModel};
-use crate::error::{guard, input_error, Failure, Item};
+use crate::error::{guard, input_error, named, Failure, Item};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativePlanner>()?;
     m.add_class::<NativePlan>()?;
     m.add_class::<NativeExchange>()?;
+    m.add("SYNC_MODEL_NAMES", SyncModel::NAMES.to_vec())?;
+    m.add("NORMALIZATION_NAMES", Normalization::NAMES.to_vec())?;
+    m.add("REDUCTION_NAMES", Reduction::NAMES.to_vec())?;
+    m.add("GROUP_SCOPE_NAMES", GroupScope::NAMES.to_vec())?;
     Ok(())
 }
 
@@ -45,7 +51,7 @@ impl NativePlanner {
         model: &Bound<'_, PyAny>,
         ranks: usize,
         seq_len: u32,
-        sync: &str,
+        sync: &Bound<'_, PyAny>,
         micro_steps: Option<usize>,
         max_units: Option<u32>,
         max_images: Option<u32>,
@@ -53,7 +59,7 @@ impl NativePlanner {
         refinement: bool,
         locality: Option<f64>,
         ranks_per_node: Option<usize>,
-        group_scope: &str,
+        group_scope: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
         let (model, needs_costs) = if let Ok(native) = model.cast::<NativeCostModel>() {
             let native = native.get();
@@ -73,12 +79,11 @@ impl NativePlanner {
                 (preset.cost_model().boxed(), false)
             }
         };
-        let sync = sync.to_owned();
-        let group_scope = group_scope.to_owned();
+        // The crate reads the names (its `FromStr`) and its builder holds
+        // the settings and checks the values.
+        let sync: SyncModel = named(py, "sync model", sync, &SyncModel::NAMES)?;
+        let group_scope: GroupScope = named(py, "group scope", group_scope, &GroupScope::NAMES)?;
         guard(py, move || {
-            // The crate's builder holds the settings; the crate parses the
-            // names and checks the values (in the order they were checked
-            // before: locality, sync, group scope).
             let locality = locality
                 .map(|tolerance| {
                     Locality::new(tolerance).map(|l| match ranks_per_node {
@@ -90,10 +95,10 @@ impl NativePlanner {
             let mut planner = Planner::new(model)
                 .ranks(ranks)
                 .seq_len(seq_len)
-                .sync(sync.parse()?)
+                .sync(sync)
                 .sequences_per_micro_step(sequences_per_micro_step)
                 .refinement(refinement)
-                .group_scope(group_scope.parse()?);
+                .group_scope(group_scope);
             if let Some(l) = locality {
                 planner = planner.locality(l);
             }
@@ -390,29 +395,14 @@ impl NativePlan {
         (l.loss_tokens, l.samples, l.ranks)
     }
 
-    fn loss_scale(&self, py: Python<'_>, normalization: &str, reduction: &str) -> PyResult<f64> {
-        let n = match normalization {
-            "token" => Normalization::Token,
-            "sample" => Normalization::Sample,
-            other => {
-                return Err(input_error(
-                    py,
-                    "SettingError",
-                    format!("unknown normalization {other:?}: use \"token\" or \"sample\""),
-                ))
-            }
-        };
-        let r = match reduction {
-            "sum" => Reduction::Sum,
-            "mean" => Reduction::Mean,
-            other => {
-                return Err(input_error(
-                    py,
-                    "SettingError",
-                    format!("unknown reduction {other:?}: use \"sum\" or \"mean\""),
-                ))
-            }
-        };
+    fn loss_scale(
+        &self,
+        py: Python<'_>,
+        normalization: &Bound<'_, PyAny>,
+        reduction: &Bound<'_, PyAny>,
+    ) -> PyResult<f64> {
+        let n = named(py, "normalization", normalization, &Normalization::NAMES)?;
+        let r = named(py, "reduction", reduction, &Reduction::NAMES)?;
         Ok(self.plan.loss().scale(n, r))
     }
 

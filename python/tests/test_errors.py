@@ -170,6 +170,58 @@ def test_bad_names():
     raises(E.SettingError, "Binding", "phase", "unknown phase", lambda: mc.Tokens(1.0).in_phase("audio"))
 
 
+def test_setting_names_are_read_by_the_crate():
+    """The crate parses the names of the settings (its ``FromStr``) and lists them: the message, class, kind and
+    item are those Python's own checks gave before, for any object (a non-string too)."""
+    from microbatch import partition as P
+
+    plan = planner().plan([5], [10])
+    cases = [
+        ("sync model", "'none'", "'step', 'micro-step', 'phase'", lambda: planner(sync="none")),
+        ("sync model", "3", "'step', 'micro-step', 'phase'", lambda: planner(sync=3)),
+        ("group scope", "'team'", "'micro-batch', 'rank'", lambda: planner(group_scope="team")),
+        ("normalization", "'tokens'", "'token', 'sample'", lambda: plan.loss_scale("tokens", "sum")),
+        ("reduction", "None", "'sum', 'mean'", lambda: plan.loss_scale("token", None)),
+        ("algorithm", "'greedy'", "'lpt', 'karmarkar_karp', 'exact'", lambda: P.partition([3, 2], 2, algorithm="greedy")),
+        ("objective", "b'spread'", "'max_part', 'spread'", lambda: P.partition([3, 2], 2, objective=b"spread")),
+        ("dims", "'per-dim'", "'combined', 'per_dim'", lambda: P.partition([3, 2], 2, dims="per-dim")),
+    ]
+    for item, value, known, f in cases:
+        e = raises(E.SettingError, "Binding", item, "", f)
+        assert str(e) == f"unknown {item} {value}: use one of {known}", str(e)
+    # The names Python checks itself (before a native call) are the crate's too, in the messages they gave.
+    import microbatch.torch as T
+
+    messages = [
+        ("training", "unknown training 'warm': use 'frozen' or 'trained'", lambda: mc.PerTile(1.0, 256, training="warm")),
+        ("phase", "unknown phase 'audio': use 'vision' or 'language'", lambda: mc.Tokens(1.0).in_phase("audio")),
+        ("normalization", "unknown normalization 'mean': use 'token' or 'sample'",
+         lambda: T.summed_loss(np.zeros((1, 2, 3)), np.zeros((1, 2)), [0, 2], "mean")),
+    ]
+    for item, message, f in messages:
+        assert str(raises(E.SettingError, "Binding", item, "", f)) == message
+    costs = raises(E.DtypeError, "Binding", "costs", "", lambda: planner("costs").plan([5], [10], costs={"audio": [1.0]}))
+    assert str(costs) == "costs has the key 'audio': use 'vision' and/or 'language'"
+    # Every name the package lists is one the crate reads.
+    for sync in microbatch.plan.SYNC_MODELS:
+        for scope in microbatch.plan.GROUP_SCOPES:
+            assert planner(sync=sync, group_scope=scope).sync == sync
+    for normalization in microbatch.plan.NORMALIZATIONS:
+        for reduction in microbatch.plan.REDUCTIONS:
+            assert plan.loss_scale(normalization, reduction) > 0.0
+    for preset in mc.PRESETS:
+        assert planner(preset).plan([5], [10]).report.predicted > 0.0
+    for phase in mc.PHASES:
+        assert mc.Tokens(1.0).in_phase(phase).cost([3])[0][mc.PHASES.index(phase)] == 3.0
+    for training in mc.TRAINING:
+        assert mc.PerTile(1.0, 256, training=training).cost([0], [[256]])[0][0] > 0.0
+    native = microbatch._native
+    for algorithm in native.ALGORITHM_NAMES:
+        for objective in native.OBJECTIVE_NAMES:
+            for dims in native.DIMS_NAMES:
+                assert P.partition([3, 2, 2], 2, algorithm=algorithm, objective=objective, dims=dims).objective >= 0
+
+
 def test_errors_pickle():
     for build in (lambda: planner().plan([5, 5], [10, 10]), lambda: planner().plan([5, 6], [10, 101]), lambda: mc.fit([[1.0]], [np.nan])):
         with pytest.raises(microbatch.Error) as e:

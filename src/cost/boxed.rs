@@ -1,17 +1,26 @@
 //! A type-erased incremental cost model, for models composed at run time: a
 //! [`BoxCostModel`] over an erased, cloneable state [`BoxState`], in the style
 //! of tower's `BoxLayer` and rand's `Box<dyn RngCore>`.
+//!
+//! This file holds the types and the object-safe traits they erase to; how
+//! a model is erased (the [`ErasedModel`] impl of every [`Incremental`]
+//! model) and [`BoxCostModel`]'s own [`CostModel`] and [`Incremental`] impls
+//! are in `erase.rs`, so that `model.rs` names [`BoxCostModel`] as the
+//! return type of [`Incremental::boxed`] without an import cycle.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::any::{self, Any, TypeId};
 use core::fmt;
 
-use super::{CostModel, Incremental, Phases, Sample, Zero};
+use super::{Phases, Sample};
+
+#[cfg(doc)]
+use super::{CostModel, Incremental, Zero};
 
 /// The object-safe face of an [`Incremental`] model: its methods over erased
 /// states, implemented for every model that [`Incremental::boxed`] takes.
-trait ErasedModel: Send + Sync {
+pub(super) trait ErasedModel: Send + Sync {
     fn erased_cost(&self, group: &[&Sample]) -> Phases;
     fn erased_floor(&self, sample: &Sample) -> Phases;
     fn erased_empty(&self) -> BoxState;
@@ -26,7 +35,7 @@ trait ErasedModel: Send + Sync {
 
 /// The object-safe face of a model's state: cloned into a new box, read
 /// back by a downcast to the model's `State`.
-trait ErasedState: Send + Sync {
+pub(super) trait ErasedState: Send + Sync {
     fn clone_box(&self) -> Box<dyn ErasedState>;
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
@@ -110,7 +119,7 @@ fn take<S: Any, T: Any>(value: &mut Option<S>) -> Option<T> {
 impl BoxState {
     /// Erases `state`, inline where its type allows.
     #[inline]
-    fn new<S: Clone + fmt::Debug + Send + Sync + 'static>(state: S) -> Self {
+    pub(super) fn new<S: Clone + fmt::Debug + Send + Sync + 'static>(state: S) -> Self {
         let mut s = Some(state);
         // Each `take` compares two constant type ids: the right arm is
         // chosen at compile time.
@@ -169,7 +178,7 @@ impl BoxState {
 
     /// [`downcast_ref`](BoxState::downcast_ref), mutably.
     #[inline]
-    fn downcast_mut<S: Any>(&mut self) -> Option<&mut S> {
+    pub(super) fn downcast_mut<S: Any>(&mut self) -> Option<&mut S> {
         if TypeId::of::<S>() == TypeId::of::<BoxState>() {
             return (self as &mut dyn Any).downcast_mut::<S>();
         }
@@ -184,7 +193,7 @@ impl BoxState {
     }
 
     /// The name of the inner state's type, for the message of a mismatch.
-    fn type_name(&self) -> &'static str {
+    pub(super) fn type_name(&self) -> &'static str {
         match &self.0 {
             Repr::U64(_) => any::type_name::<u64>(),
             Repr::U128(_) => any::type_name::<u128>(),
@@ -206,88 +215,6 @@ impl fmt::Debug for BoxState {
             Repr::Pair(x) => fmt::Debug::fmt(&**x, f),
             Repr::Other(x) => (**x).debug(f),
         }
-    }
-}
-
-/// The state of `M` inside `state`.
-///
-/// # Panics
-///
-/// If `state` holds the state of another model type: a programming error
-/// (a [`BoxState`] given to a model it was not made by), never a value of
-/// the input.
-#[inline]
-fn state_of<M: Incremental>(state: &BoxState) -> &M::State
-where
-    M::State: Any,
-{
-    match state.downcast_ref() {
-        Some(s) => s,
-        None => mismatch::<M>(state.type_name()),
-    }
-}
-
-/// [`state_of`], mutably.
-#[inline]
-fn state_of_mut<M: Incremental>(state: &mut BoxState) -> &mut M::State
-where
-    M::State: Any,
-{
-    if state.downcast_mut::<M::State>().is_none() {
-        mismatch::<M>(state.type_name())
-    }
-    match state.downcast_mut() {
-        Some(s) => s,
-        None => mismatch::<M>(""),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn mismatch<M: Incremental>(found: &str) -> ! {
-    panic!(
-        "a BoxState of another model: {} expects a state of type {}, found {found}; \
-         a state must come from `empty()` of the same boxed model",
-        any::type_name::<M>(),
-        any::type_name::<M::State>(),
-    )
-}
-
-impl<M> ErasedModel for M
-where
-    M: Incremental + fmt::Debug + Send + Sync + 'static,
-    M::State: Send + Sync + 'static,
-{
-    #[inline]
-    fn erased_cost(&self, group: &[&Sample]) -> Phases {
-        CostModel::cost(self, group)
-    }
-    #[inline]
-    fn erased_floor(&self, sample: &Sample) -> Phases {
-        CostModel::floor(self, sample)
-    }
-    #[inline]
-    fn erased_empty(&self) -> BoxState {
-        BoxState::new(Incremental::empty(self))
-    }
-    #[inline]
-    fn erased_insert(&self, state: &mut BoxState, sample: &Sample) {
-        Incremental::insert(self, state_of_mut::<M>(state), sample);
-    }
-    #[inline]
-    fn erased_evaluate(&self, state: &BoxState) -> Phases {
-        Incremental::evaluate(self, state_of::<M>(state))
-    }
-    #[inline]
-    fn erased_evaluate_with(&self, state: &BoxState, sample: &Sample) -> Phases {
-        // The model's own `evaluate_with`: no clone of the boxed state.
-        Incremental::evaluate_with(self, state_of::<M>(state), sample)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
     }
 }
 
@@ -361,15 +288,13 @@ where
 #[derive(Clone)]
 #[must_use = "cost models do nothing unless evaluated"]
 pub struct BoxCostModel {
-    inner: Arc<dyn ErasedModel>,
+    pub(super) inner: Arc<dyn ErasedModel>,
 }
 
 impl BoxCostModel {
-    fn new<M>(model: M) -> Self
-    where
-        M: Incremental + fmt::Debug + Send + Sync + 'static,
-        M::State: Send + Sync + 'static,
-    {
+    /// Boxes `model` (what [`Incremental::boxed`] does; every incremental
+    /// model is an [`ErasedModel`], by the impl in `erase.rs`).
+    pub(super) fn new<M: ErasedModel + 'static>(model: M) -> Self {
         BoxCostModel {
             inner: Arc::new(model),
         }
@@ -397,23 +322,6 @@ impl BoxCostModel {
     }
 }
 
-impl Default for BoxCostModel {
-    /// The boxed [`Zero`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::cost::{BoxCostModel, CostModel, Phases, Sample};
-    ///
-    /// let zero = BoxCostModel::default();
-    /// assert_eq!(zero.cost(&[&Sample::text_only(5)]), Phases::ZERO);
-    /// assert_eq!(format!("{zero:?}"), "Zero");
-    /// ```
-    fn default() -> Self {
-        Zero.boxed()
-    }
-}
-
 impl fmt::Debug for BoxCostModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Transparent, like a reference: `a.boxed() + b` prints `a + b`.
@@ -421,57 +329,10 @@ impl fmt::Debug for BoxCostModel {
     }
 }
 
-impl CostModel for BoxCostModel {
-    #[inline]
-    fn cost(&self, group: &[&Sample]) -> Phases {
-        self.inner.erased_cost(group)
-    }
-    #[inline]
-    fn floor(&self, sample: &Sample) -> Phases {
-        self.inner.erased_floor(sample)
-    }
-}
-
-impl Incremental for BoxCostModel {
-    /// The boxed model's state, erased.
-    type State = BoxState;
-    #[inline]
-    fn empty(&self) -> BoxState {
-        self.inner.erased_empty()
-    }
-    #[inline]
-    fn insert(&self, state: &mut BoxState, sample: &Sample) {
-        self.inner.erased_insert(state, sample);
-    }
-    #[inline]
-    fn evaluate(&self, state: &BoxState) -> Phases {
-        self.inner.erased_evaluate(state)
-    }
-    #[inline]
-    fn evaluate_with(&self, state: &BoxState, sample: &Sample) -> Phases {
-        self.inner.erased_evaluate_with(state, sample)
-    }
-    /// Already boxed: `self`, not a box of a box.
-    fn boxed(self) -> BoxCostModel {
-        self
-    }
-}
-
-super::combinator::impl_add!(BoxCostModel);
-
-/// Boxes `model` (what [`Incremental::boxed`] does).
-pub(super) fn boxed<M>(model: M) -> BoxCostModel
-where
-    M: Incremental + fmt::Debug + Send + Sync + 'static,
-    M::State: Send + Sync + 'static,
-{
-    BoxCostModel::new(model)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::{PerGroup, Tokens};
+    use crate::cost::{CostModel, Incremental, PerGroup, Tokens};
     use alloc::format;
 
     #[test]

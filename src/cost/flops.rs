@@ -2,8 +2,8 @@
 //! encoder ([`VitShape`]), and the named [`Preset`]s for the model pairs of
 //! the crate's workloads.
 
+use super::adapter::Sum;
 use super::attention::DocumentAttention;
-use super::combinator::Sum;
 use super::tokens::Tokens;
 use super::vision::{at_least_one, PerImage, PerTile, Training, Vision, Windowed};
 use super::{f, CostModel};
@@ -772,6 +772,23 @@ impl Preset {
         Preset::Qwen25Vl7b,
         Preset::InternVl25_8b,
     ];
+
+    /// The name of every preset, in the order of [`Preset::ALL`]: the names
+    /// [`FromStr`](core::str::FromStr) reads and an unknown name's error
+    /// lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Preset;
+    ///
+    /// assert_eq!(Preset::NAMES, ["llava-1.5-7b", "qwen2.5-vl-7b", "internvl2.5-8b"]);
+    /// for (name, preset) in Preset::NAMES.iter().zip(Preset::ALL) {
+    ///     assert_eq!(name.parse::<Preset>()?, preset);
+    /// }
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub const NAMES: [&'static str; 3] = NAMES;
 
     /// The preset's name: `llava-1.5-7b`, `qwen2.5-vl-7b` or `internvl2.5-8b`.
     ///

@@ -157,11 +157,13 @@
 //! - verl `seqlen_balancing.py` (`24576 * T + T^2`) and LoongForge (fits
 //!   `a * sum(T^2) + b * sum(T) + c * n` from timings): the peers' models.
 
+mod adapter;
 mod attention;
 mod boxed;
 mod calibrate;
 mod calibrator;
 mod combinator;
+mod erase;
 mod flops;
 mod given;
 mod linear;
@@ -173,11 +175,12 @@ mod tokens;
 mod values;
 mod vision;
 
+pub use self::adapter::{InPhase, Max, Scale, Sum};
 pub use self::attention::{DocumentAttention, FullAttention};
 pub use self::boxed::{BoxCostModel, BoxState};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};
-pub use self::combinator::{cost_fn, sample_fn, CostFn, InPhase, Max, SampleFn, Scale, Sum, Zero};
+pub use self::combinator::{cost_fn, sample_fn, CostFn, SampleFn, Zero};
 pub use self::flops::{AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape};
 pub use self::given::Given;
 pub use self::linear::{Linear, Term};

@@ -351,7 +351,7 @@ pub trait Incremental: CostModel {
         Self: Sized + fmt::Debug + Send + Sync + 'static,
         Self::State: Send + Sync + 'static,
     {
-        super::boxed::boxed(self)
+        BoxCostModel::new(self)
     }
 }
 

@@ -35,6 +35,48 @@ pub enum Training {
 }
 
 impl Training {
+    /// Both values, in order: frozen, trained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Training;
+    ///
+    /// assert!(Training::ALL.iter().all(|x| x.name().parse::<Training>() == Ok(*x)));
+    /// ```
+    pub const ALL: [Training; 2] = [Training::Frozen, Training::Trained];
+
+    /// The name of each value, in the order of [`Training::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Training;
+    ///
+    /// assert_eq!(Training::NAMES, ["frozen", "trained"]);
+    /// assert!("?".parse::<Training>().unwrap_err().to_string().ends_with("frozen, trained"));
+    /// ```
+    pub const NAMES: [&'static str; 2] = ["frozen", "trained"];
+
+    /// The name used by [`Display`](core::fmt::Display) and
+    /// [`FromStr`](core::str::FromStr): `frozen` or `trained`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::Training;
+    ///
+    /// assert_eq!(Training::Frozen.name(), "frozen");
+    /// assert_eq!("frozen".parse::<Training>()?, Training::Frozen);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
     /// The multiple of the forward cost: 1 when frozen, 3 when trained.
     ///
     /// # Examples
@@ -56,6 +98,8 @@ impl Training {
         }
     }
 }
+
+crate::error::impl_named!(Training, "training", &Training::NAMES);
 
 /// The state of every vision model: three integer feature sums (which ones
 /// depends on the model).

@@ -23,6 +23,52 @@ pub enum Objective {
     Spread,
 }
 
+impl Objective {
+    /// Every objective, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Objective;
+    ///
+    /// assert!(Objective::ALL.iter().all(|x| x.name().parse::<Objective>() == Ok(*x)));
+    /// ```
+    pub const ALL: [Objective; 2] = [Objective::MaxPart, Objective::Spread];
+
+    /// The name of every objective, in the order of [`Objective::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Objective;
+    ///
+    /// assert_eq!(Objective::NAMES, ["max_part", "spread"]);
+    /// assert!("?".parse::<Objective>().unwrap_err().to_string().ends_with("max_part, spread"));
+    /// ```
+    pub const NAMES: [&'static str; 2] = ["max_part", "spread"];
+
+    /// The name used by [`Display`](core::fmt::Display) and
+    /// [`FromStr`](core::str::FromStr): `max_part` or `spread`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Objective;
+    ///
+    /// assert_eq!(Objective::MaxPart.name(), "max_part");
+    /// assert_eq!("max_part".parse::<Objective>()?, Objective::MaxPart);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+crate::error::impl_named!(Objective, "objective", &Objective::NAMES);
+
 /// How the objective treats items with several dimensions.
 ///
 /// # Examples
@@ -58,6 +104,52 @@ pub enum Dims {
     PerDim,
 }
 
+impl Dims {
+    /// Both values, in order: combined, per dimension.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Dims;
+    ///
+    /// assert!(Dims::ALL.iter().all(|x| x.name().parse::<Dims>() == Ok(*x)));
+    /// ```
+    pub const ALL: [Dims; 2] = [Dims::Combined, Dims::PerDim];
+
+    /// The name of each value, in the order of [`Dims::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Dims;
+    ///
+    /// assert_eq!(Dims::NAMES, ["combined", "per_dim"]);
+    /// assert!("?".parse::<Dims>().unwrap_err().to_string().ends_with("combined, per_dim"));
+    /// ```
+    pub const NAMES: [&'static str; 2] = ["combined", "per_dim"];
+
+    /// The name used by [`Display`](core::fmt::Display) and
+    /// [`FromStr`](core::str::FromStr): `combined` or `per_dim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Dims;
+    ///
+    /// assert_eq!(Dims::Combined.name(), "combined");
+    /// assert_eq!("combined".parse::<Dims>()?, Dims::Combined);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+crate::error::impl_named!(Dims, "dims", &Dims::NAMES);
+
 /// The construction algorithm of a [`Partitioner`](super::Partitioner).
 ///
 /// # Examples
@@ -83,3 +175,49 @@ pub enum Algorithm {
     /// budget: see [`exact`](super::exact).
     Exact,
 }
+
+impl Algorithm {
+    /// Every algorithm, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Algorithm;
+    ///
+    /// assert!(Algorithm::ALL.iter().all(|x| x.name().parse::<Algorithm>() == Ok(*x)));
+    /// ```
+    pub const ALL: [Algorithm; 3] = [Algorithm::Lpt, Algorithm::KarmarkarKarp, Algorithm::Exact];
+
+    /// The name of every algorithm, in the order of [`Algorithm::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Algorithm;
+    ///
+    /// assert_eq!(Algorithm::NAMES, ["lpt", "karmarkar_karp", "exact"]);
+    /// assert!("?".parse::<Algorithm>().unwrap_err().to_string().ends_with("lpt, karmarkar_karp, exact"));
+    /// ```
+    pub const NAMES: [&'static str; 3] = ["lpt", "karmarkar_karp", "exact"];
+
+    /// The name used by [`Display`](core::fmt::Display) and
+    /// [`FromStr`](core::str::FromStr): `lpt`, `karmarkar_karp` or `exact`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::partition::Algorithm;
+    ///
+    /// assert_eq!(Algorithm::Lpt.name(), "lpt");
+    /// assert_eq!("lpt".parse::<Algorithm>()?, Algorithm::Lpt);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+crate::error::impl_named!(Algorithm, "algorithm", &Algorithm::NAMES);

@@ -98,6 +98,19 @@ impl GroupScope {
     /// ```
     pub const ALL: [GroupScope; 2] = [GroupScope::MicroBatch, GroupScope::Rank];
 
+    /// The name of every scope, in the order of [`GroupScope::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::GroupScope;
+    ///
+    /// assert_eq!(GroupScope::NAMES, ["micro-batch", "rank"]);
+    /// ```
+    pub const NAMES: [&'static str; 2] = ["micro-batch", "rank"];
+
     /// The name used by [`Display`](core::fmt::Display) and
     /// [`FromStr`](core::str::FromStr): `micro-batch` or `rank`.
     ///
@@ -110,14 +123,11 @@ impl GroupScope {
     /// ```
     #[must_use]
     pub const fn name(&self) -> &'static str {
-        match self {
-            GroupScope::MicroBatch => "micro-batch",
-            GroupScope::Rank => "rank",
-        }
+        Self::NAMES[*self as usize]
     }
 }
 
-crate::error::impl_named!(GroupScope, "group scope", &["micro-batch", "rank"]);
+crate::error::impl_named!(GroupScope, "group scope", &GroupScope::NAMES);
 
 /// The names of the size dimensions, for errors.
 const DIMENSIONS: [&str; 3] = ["tokens", "units", "images"];

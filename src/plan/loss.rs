@@ -1,7 +1,5 @@
 //! Loss normalization: the step-global denominators and the scale of each micro-batch's summed loss.
 
-use core::fmt;
-
 /// What the loss is averaged over in the unbalanced step.
 ///
 /// # Examples
@@ -23,14 +21,51 @@ pub enum Normalization {
     Sample,
 }
 
-impl fmt::Display for Normalization {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Normalization::Token => "token",
-            Normalization::Sample => "sample",
-        })
+impl Normalization {
+    /// Every normalization, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Normalization;
+    ///
+    /// assert!(Normalization::ALL.iter().all(|x| x.name().parse::<Normalization>() == Ok(*x)));
+    /// ```
+    pub const ALL: [Normalization; 2] = [Normalization::Token, Normalization::Sample];
+
+    /// The name of every normalization, in the order of [`Normalization::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Normalization;
+    ///
+    /// assert_eq!(Normalization::NAMES, ["token", "sample"]);
+    /// assert!("?".parse::<Normalization>().unwrap_err().to_string().ends_with("token, sample"));
+    /// ```
+    pub const NAMES: [&'static str; 2] = ["token", "sample"];
+
+    /// The name used by [`Display`](core::fmt::Display) and
+    /// [`FromStr`](core::str::FromStr): `token` or `sample`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Normalization;
+    ///
+    /// assert_eq!(Normalization::Token.name(), "token");
+    /// assert_eq!("token".parse::<Normalization>()?, Normalization::Token);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
     }
 }
+
+crate::error::impl_named!(Normalization, "normalization", &Normalization::NAMES);
 
 /// How the ranks' gradients are combined.
 ///
@@ -52,14 +87,51 @@ pub enum Reduction {
     Mean,
 }
 
-impl fmt::Display for Reduction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Reduction::Sum => "sum",
-            Reduction::Mean => "mean",
-        })
+impl Reduction {
+    /// Every reduction, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Reduction;
+    ///
+    /// assert!(Reduction::ALL.iter().all(|x| x.name().parse::<Reduction>() == Ok(*x)));
+    /// ```
+    pub const ALL: [Reduction; 2] = [Reduction::Sum, Reduction::Mean];
+
+    /// The name of every reduction, in the order of [`Reduction::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Reduction;
+    ///
+    /// assert_eq!(Reduction::NAMES, ["sum", "mean"]);
+    /// assert!("?".parse::<Reduction>().unwrap_err().to_string().ends_with("sum, mean"));
+    /// ```
+    pub const NAMES: [&'static str; 2] = ["sum", "mean"];
+
+    /// The name used by [`Display`](core::fmt::Display) and
+    /// [`FromStr`](core::str::FromStr): `sum` or `mean`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Reduction;
+    ///
+    /// assert_eq!(Reduction::Sum.name(), "sum");
+    /// assert_eq!("sum".parse::<Reduction>()?, Reduction::Sum);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
     }
 }
+
+crate::error::impl_named!(Reduction, "reduction", &Reduction::NAMES);
 
 /// The step-global loss denominators of a plan and the scales that make the
 /// accumulated gradient equal the unbalanced one.

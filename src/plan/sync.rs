@@ -41,6 +41,19 @@ impl SyncModel {
     /// ```
     pub const ALL: [SyncModel; 3] = [SyncModel::Step, SyncModel::MicroStep, SyncModel::Phase];
 
+    /// The name of every sync model, in the order of [`SyncModel::ALL`]: the
+    /// names [`FromStr`](core::str::FromStr) reads and an unknown name's
+    /// error lists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::SyncModel;
+    ///
+    /// assert_eq!(SyncModel::NAMES, ["step", "micro-step", "phase"]);
+    /// ```
+    pub const NAMES: [&'static str; 3] = ["step", "micro-step", "phase"];
+
     /// The name used by [`Display`](core::fmt::Display) and
     /// [`FromStr`](core::str::FromStr): `step`, `micro-step` or `phase`.
     ///
@@ -54,12 +67,8 @@ impl SyncModel {
     /// ```
     #[must_use]
     pub const fn name(&self) -> &'static str {
-        match self {
-            SyncModel::Step => "step",
-            SyncModel::MicroStep => "micro-step",
-            SyncModel::Phase => "phase",
-        }
+        Self::NAMES[*self as usize]
     }
 }
 
-crate::error::impl_named!(SyncModel, "sync model", &["step", "micro-step", "phase"]);
+crate::error::impl_named!(SyncModel, "sync model", &SyncModel::NAMES);

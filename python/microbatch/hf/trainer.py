@@ -68,6 +68,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import torch
 import transformers
 
+from ..cost import _either
 from ..errors import InputError, SettingError
 from ..plan import NORMALIZATIONS
 from ..torch import BalancedBatchSampler, loss_tokens, summed_loss
@@ -234,7 +235,7 @@ class BalancedTrainer(transformers.Trainer):
                 "pass BalancedTrainer's arguments by keyword (model=..., args=..., train_dataset=...)", item="args"
             )
         if normalization not in NORMALIZATIONS:
-            raise SettingError(f"unknown normalization {normalization!r}: use 'token' or 'sample'", item="normalization")
+            raise SettingError(f"unknown normalization {normalization!r}: use {_either(NORMALIZATIONS)}", item="normalization")
         settings = dict(sampler_settings or {})
         taken = sorted(set(settings) & {"micro_steps", "num_replicas", "rank", "seed", "drop_last", "global_batch_size",
                                          "model", "seq_len", "sync", "planner", "loss_tokens", "image_tokens"})
