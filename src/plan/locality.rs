@@ -339,18 +339,7 @@ pub(crate) fn localize<M: Incremental>(
     let filled = if cx.sync == SyncModel::Step {
         [(1.0, false), (0.99, false), (1.0, true), (0.95, true)]
             .into_iter()
-            .find_map(|(fill, direct)| {
-                fill_home(
-                    prep,
-                    homes,
-                    cx.sync,
-                    shape,
-                    &budget,
-                    loc.tolerance,
-                    fill,
-                    direct,
-                )
-            })
+            .find_map(|way| fill_home(prep, homes, cx.sync, shape, &budget, loc.tolerance, way))
     } else {
         None
     };
@@ -511,8 +500,7 @@ fn fill_home(
     shape: Shape,
     budget: &[Phases],
     tol: f64,
-    fill: f64,
-    direct: bool,
+    (fill, direct): (f64, bool),
 ) -> Option<Vec<Vec<u32>>> {
     use alloc::collections::BinaryHeap;
     use core::cmp::Reverse;
