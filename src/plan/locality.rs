@@ -43,6 +43,7 @@ use crate::error::Error;
 ///    `A * S` sequences; what does not fit goes, in decreasing cost, to the
 ///    group of most slack, evicting a sample of fewer tokens if need be.
 ///    Every group stays within `(1 + tol)` times `P0`'s largest rank total.
+///    Run with at most 64 sequences a rank (`A * S <= 64`).
 ///    Tried with the caps at 100% and 99% of a rank's sequences, then with
 ///    the given-away samples placed sequence by sequence; the first that
 ///    places every sample is kept, if it moves fewer bytes, as the start of
@@ -79,9 +80,8 @@ use crate::error::Error;
 /// # Complexity
 ///
 /// O(n log n + K) time and O(n + K) extra space for n samples in K
-/// sequences (step 2: four tries at most, each O(n log n + K); its
-/// evictions at most n + 64, each weighing the samples of at most 32
-/// groups), besides at most five exact evaluations of the plan (O(n)
+/// sequences (step 2: four tries at most, each O(n log n + K), its
+/// evictions weighing at most `64 * (n + K)` samples), besides at most five exact evaluations of the plan (O(n)
 /// model insertions each); nothing is O(R^2). The extra space is at most
 /// about 100 bytes a sample.
 ///
@@ -336,7 +336,8 @@ pub(crate) fn localize<M: Incremental>(
     let free = largest(prep, cx.sync, shape, &relabeled);
     let mut best = (relabeled, base);
     let budget = scaled(&free, loc.tolerance);
-    let filled = if cx.sync == SyncModel::Step {
+    // (At most 64 sequences a rank, so that its packing is O(64) a sample.)
+    let filled = if cx.sync == SyncModel::Step && shape.per_rank() <= 64 {
         [(1.0, false), (0.99, false), (1.0, true), (0.95, true)]
             .into_iter()
             .find_map(|way| fill_home(prep, homes, cx.sync, shape, &budget, loc.tolerance, way))
@@ -465,7 +466,8 @@ fn normalize(sync: SyncModel, shape: Shape, slots: &mut [Vec<u32>]) {
 /// locality-free plan's, see [`largest`]). Written for every sync model
 /// (groups are micro-batches under the per-micro-step models), used for
 /// [`SyncModel::Step`]: under the others the micro-batches of a rank rarely
-/// pack within their columns' budgets.
+/// pack within their columns' budgets; and only with at most 64 sequences
+/// a rank, so that a rank's packing weighs O(64) sequences a sample.
 ///
 /// 1. Each rank keeps, of the samples it holds, the densest in bytes per
 ///    cost (ties: the costlier, then the lower position) while its total
@@ -487,12 +489,13 @@ fn normalize(sync: SyncModel, shape: Shape, slots: &mut [Vec<u32>]) {
 ///    nodes the groups of its home node first, at most 64); failing that,
 ///    in place of the sample of fewest tokens, fewer than its own, whose
 ///    sequence then takes it within the budget (the evicted sample queues
-///    again; at most `n + 64` evictions in all).
+///    again; at most `n + 64` evictions). The groups tried and the
+///    evictions weigh at most `64 * (n + K)` sequences and samples in all,
+///    else the fill gives up.
 ///
 /// `None` when a sample finds no place or a rank gets no sample.
 ///
-/// O(n log n + K + R log R) time besides the evictions (each O(the
-/// samples of 32 groups)), O(n + K) extra space.
+/// O(n log n + K + R log R) time, O(n + K) extra space.
 fn fill_home(
     prep: &Prepared,
     homes: &Homes,
@@ -732,11 +735,17 @@ fn fill_home(
         .collect();
     // A sample that finds no place may evict one of fewer tokens from a
     // sequence of the groups tried, which then queues again: at most
-    // `pool.len() + 64` evictions in all.
+    // `pool.len() + 64` evictions; the groups tried and the evictions
+    // weigh at most `64 * (n + K)` sequences and samples in all, else the
+    // fill gives up.
     let mut evictions = pool.len() + 64;
+    let mut weighed = 64usize.saturating_mul(n + shape.slots());
     let mut queue: alloc::collections::VecDeque<u32> = pool.iter().copied().collect();
     drop(pool);
     while let Some(p) = queue.pop_front() {
+        if weighed == 0 {
+            return None;
+        }
         let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
         let mut to = None;
         if let (Some(node), o) = (homes.node, homes.origin[p as usize]) {
@@ -761,6 +770,7 @@ fn fill_home(
             let Some((bits, Reverse(g))) = by_room.pop() else {
                 break;
             };
+            weighed = weighed.saturating_sub(width);
             if bits != key(&load, &size, g) || tried.contains(&g) {
                 continue;
             }
@@ -769,13 +779,14 @@ fn fill_home(
                 to = best_slot(&size, g, z);
             }
         }
-        if to.is_none() && evictions > 0 {
+        if to.is_none() && evictions > 0 && weighed > 0 {
             // The sample of fewer tokens whose place takes `p`, the
             // smallest such (then the lowest position), in the groups
             // tried.
             let mut out: Option<(u64, u32, usize, usize)> = None;
             for &g in &tried {
                 for k in g * width..(g + 1) * width {
+                    weighed = weighed.saturating_sub(slots[k].len());
                     for (i, &t) in slots[k].iter().enumerate() {
                         let zt = prep.size(t as usize);
                         if zt[0] >= z[0] || !fits(add(sub3(size[k], zt), z)) {
