@@ -10,13 +10,23 @@
 //! - the planning time with locality over the planning time without, both
 //!   measured in this run (best of 5), at 65,536 samples over 1,024 ranks.
 //!
+//!
+//! With `seeds FIRST..END [RANKS]`, the held-out table instead: over the
+//! seeds, the image bytes moved at 0.5% (median, worst and its seed), the
+//! worst step time over the free plan's, and a lower bound on the bytes any
+//! plan within the budget moves; with `big [SEED]`, the planning-time table
+//! at 10^6 samples over 16,384 ranks.
+//!
 //! ```text
 //! cargo run --release --example locality_table
 //! cargo run --release --example locality_table -- 64,1024 42   # ranks, seed
+//! cargo run --release --example locality_table -- seeds 1..11 64,1024
+//! cargo run --release --example locality_table -- big
 //! ```
 
 use std::time::{Duration, Instant};
 
+use microbatch::cost::CostModel;
 use microbatch::plan::{Locality, Plan, StepSample, SyncModel};
 use microbatch::scenario::Scenario;
 
@@ -49,6 +59,22 @@ fn main() {
     let mut args = std::env::args().skip(1).peekable();
     // `time` first: only the planning-time table.
     let only_time = args.next_if(|a| a == "time").is_some();
+    // `seeds FIRST..END [RANKS]`: the held-out table over several seeds.
+    if args.next_if(|a| a == "seeds").is_some() {
+        let range = args.next().unwrap_or_else(|| "1..11".into());
+        let (a, b) = range.split_once("..").expect("seeds FIRST..END");
+        let seeds: Vec<u64> = (a.parse().expect("seed")..b.parse().expect("seed")).collect();
+        let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
+            s.split(',').map(|x| x.parse().expect("ranks")).collect()
+        });
+        seeds_table(&seeds, &ranks);
+        return;
+    }
+    // `big`: the planning-time table at 10^6 samples over 16,384 ranks.
+    if args.next_if(|a| a == "big").is_some() {
+        big_time_table(args.next().map_or(42, |s| s.parse().expect("seed")));
+        return;
+    }
     let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
         s.split(',').map(|x| x.parse().expect("ranks")).collect()
     });
@@ -141,6 +167,133 @@ fn time_table(seed: u64) {
             let (a, b) = (time(&planner), time(&local));
             println!(
                 "| {} | {sync} | {:.1} ms | {:.1} ms | {:.2} |",
+                scenario.name(),
+                a.as_secs_f64() * 1e3,
+                b.as_secs_f64() * 1e3,
+                b.as_secs_f64() / a.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// A lower bound of the share of image bytes any plan moves whose rank
+/// totals stay within `budget`: every rank whose home samples cost more
+/// sheds the excess, fractionally, by its samples of fewest bytes per cost
+/// (a fractional knapsack a rank). Valid under every sync model for an
+/// additive model (a rank's total is at most the step time).
+fn bytes_bound(scenario: Scenario, batch: &[StepSample], ranks: usize, budget: f64) -> f64 {
+    let model = scenario.preset().cost_model();
+    let mut per_rank: Vec<Vec<(f64, u64)>> = vec![Vec::new(); ranks];
+    let mut total = 0u64;
+    for s in batch {
+        let c = model.cost(&[s.sample()]).total();
+        per_rank[s.origin().expect("origin")].push((c, s.bytes()));
+        total += s.bytes();
+    }
+    let mut moved = 0.0;
+    for list in &mut per_rank {
+        let mut excess = list.iter().map(|x| x.0).sum::<f64>() - budget;
+        if excess <= 0.0 {
+            continue;
+        }
+        list.sort_by(|a, b| (a.1 as f64 / a.0).total_cmp(&(b.1 as f64 / b.0)));
+        for &(c, b) in list.iter() {
+            if excess <= 0.0 {
+                break;
+            }
+            let take = (excess / c).min(1.0);
+            moved += take * b as f64;
+            excess -= c;
+        }
+    }
+    moved / total as f64
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Over `seeds`, for every scenario, rank count and sync model: the image
+/// bytes moved at 0.5% (median and worst), the worst step time over the
+/// free plan's, and the median bound of [`bytes_bound`].
+fn seeds_table(seeds: &[u64], ranks: &[usize]) {
+    println!(
+        "| scenario | R | sync | 0.5%: bytes moved, median | worst | worst seed | worst time / free | bound, median |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for scenario in Scenario::ALL {
+        for &r in ranks {
+            let batches: Vec<_> = seeds.iter().map(|&s| round_robin(scenario, r, s)).collect();
+            for sync in SyncModel::ALL {
+                let planner = scenario.planner(r).sync(sync);
+                let local = planner
+                    .clone()
+                    .locality(Locality::new(0.005).expect("tolerance"));
+                let (mut moved_all, mut bounds) = (Vec::new(), Vec::new());
+                let (mut worst, mut worst_seed, mut worst_time) = (0.0f64, 0, 0.0f64);
+                for (batch, &seed) in batches.iter().zip(seeds) {
+                    let free = planner.plan(batch).expect("plan");
+                    let plan = local.plan(batch).expect("plan");
+                    let ratio = plan.report().predicted / free.report().predicted;
+                    assert!(ratio <= 1.005, "seed {seed}: {ratio}");
+                    let (_, b) = moved(&plan);
+                    if b >= worst {
+                        (worst, worst_seed) = (b, seed);
+                    }
+                    worst_time = worst_time.max(ratio);
+                    moved_all.push(b);
+                    let t0 = free.report().predicted * 1.005;
+                    bounds.push(bytes_bound(scenario, batch, r, t0));
+                }
+                println!(
+                    "| {} | {r} | {sync} | {:.1}% | {:.1}% | {worst_seed} | {:.4} | {:.1}% |",
+                    scenario.name(),
+                    100.0 * median(&mut moved_all),
+                    100.0 * worst,
+                    worst_time,
+                    100.0 * median(&mut bounds),
+                );
+            }
+        }
+    }
+}
+
+/// Planning time with and without locality at 10^6 samples over 16,384
+/// ranks (best of 3 each, alternating), with round-robin origins.
+fn big_time_table(seed: u64) {
+    println!("| scenario | sync | plan without locality | with 0.5% | ratio |");
+    println!("|---|---|---|---|---|");
+    let r = 16384;
+    for scenario in Scenario::ALL {
+        let batch: Vec<_> = scenario
+            .generate(1_000_000, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| s.with_origin(i % r))
+            .collect();
+        for sync in SyncModel::ALL {
+            let planner = scenario.planner(r).sync(sync);
+            let local = planner
+                .clone()
+                .locality(Locality::new(0.005).expect("tolerance"));
+            let time = |p: &microbatch::plan::Planner<_>| {
+                best_of(3, || {
+                    let start = Instant::now();
+                    let plan = p.plan(&batch).expect("plan");
+                    let t = start.elapsed();
+                    std::hint::black_box(plan);
+                    t
+                })
+            };
+            let (a, b) = (time(&planner), time(&local));
+            println!(
+                "| {} | {sync} | {:.0} ms | {:.0} ms | {:.2} |",
                 scenario.name(),
                 a.as_secs_f64() * 1e3,
                 b.as_secs_f64() * 1e3,

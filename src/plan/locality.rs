@@ -33,23 +33,34 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    same micro-batches on other ranks, so exactly `T0`; `P0` itself is
 ///    kept where it moves fewer bytes than the greedy matching.
 /// 2. *Home first* (for [`SyncModel::Step`] only, where a rank's total is
-///    all that matters): the ranks filled anew, every sample in decreasing
-///    cost to its origin rank while that rank stays within the mean rank
-///    total (and half the tolerance), the others to the least-loaded rank
-///    (of their node first) within `(1 + tol)` times `P0`'s largest rank
-///    total, each rank then packed by first-fit-decreasing into its `A * S`
-///    sequences; kept, if it packs and moves fewer bytes, as the start of
+///    all that matters): the layout filled anew. Each rank keeps, of the
+///    samples it holds, the densest in bytes per cost while it stays within
+///    the mean rank total (and half the tolerance) and its sequences' caps
+///    (a rank that holds more than its share gives away what is cheapest to
+///    move, the greedy of a fractional knapsack); the others go, in
+///    decreasing cost, to the rank of most slack (of their node first);
+///    each rank is then packed, in decreasing cost, by best fit into its
+///    `A * S` sequences; what does not fit goes, in decreasing cost, to the
+///    group of most slack, evicting a sample of fewer tokens if need be.
+///    Every group stays within `(1 + tol)` times `P0`'s largest rank total.
+///    Run with at most 64 sequences a rank (`A * S <= 64`).
+///    Tried with the caps at 100% and 99% of a rank's sequences, then with
+///    the given-away samples placed sequence by sequence; the first that
+///    places every sample is kept, if it moves fewer bytes, as the start of
 ///    step 3.
 /// 3. *Bring home*: from the better plan so far, every sample away from home,
 ///    in decreasing bytes, is moved to its origin rank (or, with nodes, to
 ///    a rank of its node) or swapped with a sample there, the change that
 ///    saves the most (weighted) bytes and leaves the most room, while every
 ///    sequence keeps `L` and the caps and every group of slots stays within
-///    its budget: for [`SyncModel::Step`] a rank total at most `(1 + tol)`
-///    times the largest rank total of `P0`; for [`SyncModel::MicroStep`]
-///    micro-step `j`'s micro-batches at most `(1 + tol)` times `P0`'s largest
-///    of micro-step `j`; for [`SyncModel::Phase`] the same per phase. At most
-///    128 candidate changes are weighed a sample, in two passes.
+///    its budget, always `P0`'s: for [`SyncModel::Step`] a rank total at
+///    most `(1 + tol)` times the largest rank total of `P0`; for
+///    [`SyncModel::MicroStep`] micro-step `j`'s micro-batches at most
+///    `(1 + tol)` times `P0`'s largest of micro-step `j`; for
+///    [`SyncModel::Phase`] the same per phase. At most 128 candidate
+///    changes are weighed a sample (plain moves into up to 32 sequences of
+///    the rank, swaps with the 12 samples there of nearest cost), in up to
+///    four passes.
 /// 4. The result is evaluated exactly; if it is above `T*` (the budgets
 ///    use the samples' own costs, the evaluation the sequences' group
 ///    costs), step 3 is run again with the tolerance divided by 4, then 0,
@@ -69,8 +80,10 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 /// # Complexity
 ///
 /// O(n log n + K) time and O(n + K) extra space for n samples in K
-/// sequences, besides at most four exact evaluations of the plan (O(n)
-/// model insertions each); nothing is O(R^2).
+/// sequences (step 2: four tries at most, each O(n log n + K), its
+/// evictions weighing at most `64 * (n + K)` samples), besides at most five exact evaluations of the plan (O(n)
+/// model insertions each); nothing is O(R^2). The extra space is at most
+/// about 100 bytes a sample.
 ///
 /// # Examples
 ///
@@ -186,9 +199,9 @@ const INSIDE_NODE: u128 = 1;
 const BETWEEN_NODES: u128 = 8;
 
 /// Candidate changes weighed a sample in one pass of step 3.
-const CANDIDATES: usize = 64;
+const CANDIDATES: usize = 128;
 /// Plain moves weighed a sample and candidate rank.
-const MOVES: usize = 4;
+const MOVES: usize = 32;
 /// Swaps weighed a sample and candidate rank: the samples of nearest cost.
 const WINDOW: usize = 12;
 
@@ -318,22 +331,29 @@ pub(crate) fn localize<M: Incremental>(
     if (base.0 == 0 && base.1 == 0) || movable != Movable::Samples {
         return Ok((relabeled, t0));
     }
-    // One barrier per step: each rank's samples filled from home first,
-    // the rest dealt by LPT (step 2); kept when it moves fewer bytes.
+    // Step 2: every rank's samples filled from home first; kept when it
+    // moves fewer bytes.
+    let free = largest(prep, cx.sync, shape, &relabeled);
     let mut best = (relabeled, base);
-    if cx.sync == SyncModel::Step {
-        let h = [1.0, 0.95]
+    let budget = scaled(&free, loc.tolerance);
+    // (At most 64 sequences a rank, so that its packing is O(64) a sample.)
+    let filled = if cx.sync == SyncModel::Step && shape.per_rank() <= 64 {
+        [(1.0, false), (0.99, false), (1.0, true), (0.95, true)]
             .into_iter()
-            .find_map(|fill| home_first(prep, homes, shape, &best.0, loc.tolerance, fill));
-        if let Some(filled) = h {
-            let cost = homes.cost(shape, &filled);
-            if cost < best.1 && exact_time(prep, cx, shape, &filled)? <= limit {
-                best = (filled, cost);
-            }
+            .find_map(|way| fill_home(prep, homes, cx.sync, shape, &budget, loc.tolerance, way))
+    } else {
+        None
+    };
+    if let Some(filled) = filled {
+        let cost = homes.cost(shape, &filled);
+        if cost < best.1 && exact_time(prep, cx, shape, &filled)? <= limit {
+            best = (filled, cost);
         }
     }
+    // Step 3, under the budgets of the locality-free plan.
     for tol in [loc.tolerance, loc.tolerance / 4.0, 0.0] {
-        let mut search = Search::new(prep, homes, cx.sync, shape, best.0.clone(), tol);
+        let budget = scaled(&free, tol);
+        let mut search = Search::new(prep, homes, cx.sync, shape, best.0.clone(), budget);
         search.run();
         let candidate = search.finish();
         let cost = homes.cost(shape, &candidate);
@@ -350,161 +370,462 @@ pub(crate) fn localize<M: Incremental>(
     Ok((best.0, t0))
 }
 
-/// Step 2 for [`SyncModel::Step`]: the ranks filled anew, home first.
-/// Samples in decreasing cost go to their origin rank while its total stays
-/// within `(1 + tol)` times the largest rank total of `slots` and its
-/// tokens, units and images within the largest of `slots`; the others, in
-/// the same order, to the least-loaded rank of their node (with nodes),
-/// else of all ranks (a heap; at most 32 tried a sample), under the same
-/// limits. Each rank's samples are then packed by
-/// [`first_fit_decreasing`](crate::pack::first_fit_decreasing) into its
-/// `A * S` sequences, in the data loader's order. `None` when a sample
-/// finds no rank, a rank gets no sample or needs more sequences.
+/// The group of slot `k`: its rank for [`SyncModel::Step`], its
+/// micro-batch otherwise.
+#[inline]
+fn group_of(sync: SyncModel, shape: Shape, k: usize) -> usize {
+    match sync {
+        SyncModel::Step => k / shape.per_rank(),
+        _ => k / shape.per_step,
+    }
+}
+
+/// The groups of a layout: ranks for [`SyncModel::Step`], micro-batches
+/// otherwise.
+fn groups(sync: SyncModel, shape: Shape) -> usize {
+    match sync {
+        SyncModel::Step => shape.ranks,
+        _ => shape.ranks * shape.steps,
+    }
+}
+
+/// The budget column of group `g`: one for [`SyncModel::Step`], one a
+/// micro-step otherwise.
+#[inline]
+fn column_of(sync: SyncModel, shape: Shape, g: usize) -> usize {
+    match sync {
+        SyncModel::Step => 0,
+        _ => g % shape.steps,
+    }
+}
+
+/// The room group `g` would have left with load `l` under `budget`
+/// (negative: over budget): in total, or per phase for
+/// [`SyncModel::Phase`].
+#[inline]
+fn room_in(sync: SyncModel, shape: Shape, budget: &[Phases], g: usize, l: Phases) -> f64 {
+    let b = budget[column_of(sync, shape, g)];
+    match sync {
+        SyncModel::Phase => f64::min(b.vision - l.vision, b.language - l.language),
+        _ => b.total() - l.total(),
+    }
+}
+
+/// The largest group of every column of `slots` (the locality-free plan,
+/// or a relabelling of it): the largest rank total for
+/// [`SyncModel::Step`], micro-step `j`'s largest micro-batch total for
+/// [`SyncModel::MicroStep`] and per phase for [`SyncModel::Phase`]. A
+/// layout whose groups all keep within `(1 + tol)` times these (see
+/// [`scaled`]) has a step time at most `(1 + tol)` times that of `slots`
+/// (with the samples' own costs; the exact evaluation decides). O(n + K).
+fn largest(prep: &Prepared, sync: SyncModel, shape: Shape, slots: &[Vec<u32>]) -> Vec<Phases> {
+    let mut load = vec![Phases::ZERO; groups(sync, shape)];
+    for (k, members) in slots.iter().enumerate() {
+        let g = group_of(sync, shape, k);
+        for &p in members {
+            load[g] += prep.cost(p as usize);
+        }
+    }
+    let cols = match sync {
+        SyncModel::Step => 1,
+        _ => shape.steps,
+    };
+    let mut budget = vec![Phases::ZERO; cols];
+    for (g, &l) in load.iter().enumerate() {
+        let b = &mut budget[column_of(sync, shape, g)];
+        *b = match sync {
+            SyncModel::Phase => b.max(l),
+            _ => Phases::new(0.0, b.total().max(l.total())),
+        };
+    }
+    budget
+}
+
+/// `largest` times `1 + tol`: the budgets of step 2 and step 3.
+fn scaled(largest: &[Phases], tol: f64) -> Vec<Phases> {
+    largest
+        .iter()
+        .map(|b| Phases::new(b.vision * (1.0 + tol), b.language * (1.0 + tol)))
+        .collect()
+}
+
+/// Every slot ascending and, for [`SyncModel::Step`], each rank's
+/// sequences in the data loader's order (by first position).
+fn normalize(sync: SyncModel, shape: Shape, slots: &mut [Vec<u32>]) {
+    for s in slots.iter_mut() {
+        s.sort_unstable();
+    }
+    if sync == SyncModel::Step {
+        for rank in slots.chunks_mut(shape.per_rank()) {
+            rank.sort_by_key(|s| s.first().copied().unwrap_or(u32::MAX));
+        }
+    }
+}
+
+/// Step 2: the layout filled anew, home first, under `budget` (the
+/// locality-free plan's, see [`largest`]). Written for every sync model
+/// (groups are micro-batches under the per-micro-step models), used for
+/// [`SyncModel::Step`]: under the others the micro-batches of a rank rarely
+/// pack within their columns' budgets; and only with at most 64 sequences
+/// a rank, so that a rank's packing weighs O(64) sequences a sample.
 ///
-/// O(n log n) time, O(n + R) extra space.
-fn home_first(
+/// 1. Each rank keeps, of the samples it holds, the densest in bytes per
+///    cost (ties: the costlier, then the lower position) while its total
+///    stays within the mean rank total times `1 + tol / 2` and its tokens,
+///    units and images within `fill` of its sequences' caps: a rank that
+///    holds more than its share gives away what is cheapest to move (a
+///    fractional knapsack's greedy).
+/// 2. Every other sample (no origin, or given away), in decreasing cost,
+///    goes to the rank of most slack (the smaller of its cost room and its
+///    token room, each a share; a heap, at most 32 ranks tried a sample;
+///    with nodes the least-loaded rank of its home node first) that takes
+///    it within the budget and `fill` of the caps. With `direct`, this is
+///    skipped: they all go to step 4.
+/// 3. Each rank's samples, in decreasing cost, into the sequence that fits
+///    the caps and whose group keeps the least room, then the fullest
+///    (best fit decreasing).
+/// 4. The rest, in decreasing cost, into the fullest sequence that takes
+///    it of the group of most slack (a heap, at most 32 groups tried; with
+///    nodes the groups of its home node first, at most 64); failing that,
+///    in place of the sample of fewest tokens, fewer than its own, whose
+///    sequence then takes it within the budget (the evicted sample queues
+///    again; at most `n + 64` evictions). The groups tried and the
+///    evictions weigh at most `64 * (n + K)` sequences and samples in all,
+///    else the fill gives up.
+///
+/// `None` when a sample finds no place or a rank gets no sample.
+///
+/// O(n log n + K + R log R) time, O(n + K) extra space.
+fn fill_home(
     prep: &Prepared,
     homes: &Homes,
+    sync: SyncModel,
     shape: Shape,
-    slots: &[Vec<u32>],
+    budget: &[Phases],
     tol: f64,
-    fill: f64,
+    (fill, direct): (f64, bool),
 ) -> Option<Vec<Vec<u32>>> {
     use alloc::collections::BinaryHeap;
     use core::cmp::Reverse;
 
     let (ranks, per_rank, n) = (shape.ranks, shape.per_rank(), prep.len());
-    let mut cost_max = 0.0f64;
-    let mut size_max = [0u64; 3];
-    for rank in slots.chunks(per_rank) {
-        let mut c = 0.0;
-        let mut size = [0u64; 3];
-        for &p in rank.iter().flatten() {
-            c += prep.cost(p as usize).total();
-            size = add(size, prep.size(p as usize));
-        }
-        cost_max = cost_max.max(c);
-        size_max = core::array::from_fn(|d| size_max[d].max(size[d]));
-    }
-    // A rank may hold up to what its sequences can (packing decides), not
-    // only what the fullest rank of `slots` holds.
-    let room = |d: usize| {
-        let cap = prep.caps[d].saturating_mul(per_rank as u64);
-        // `fill` of it, so that first-fit-decreasing has slack to pack.
-        if cap == u64::MAX {
-            cap
-        } else {
-            (cap as f64 * fill) as u64
-        }
-    };
-    size_max = core::array::from_fn(|d| size_max[d].max(room(d)));
-    let budget = cost_max * (1.0 + tol);
     let total = |p: u32| prep.cost(p as usize).total();
-    // Home samples fill a rank up to the mean rank total (and half the
-    // tolerance), so that the samples dealt after find room under the
-    // budget.
-    let mean = (0..n as u32).map(total).sum::<f64>() / ranks as f64;
-    let home_limit = (mean * (1.0 + tol / 2.0)).min(budget);
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.sort_unstable_by(|&a, &b| total(b).total_cmp(&total(a)).then(a.cmp(&b)));
-    let mut load = vec![0.0f64; ranks];
-    let mut size = vec![[0u64; 3]; ranks];
-    let mut rank_of = vec![u32::MAX; n];
-    let fits_under = |limit: f64, load: f64, size: [u64; 3], p: u32| {
-        let s = add(size, prep.size(p as usize));
-        load + total(p) <= limit && (0..3).all(|d| s[d] <= size_max[d])
-    };
-    let fits = |load: f64, size: [u64; 3], p: u32| fits_under(budget, load, size, p);
-    let mut rest = Vec::new();
-    for &p in &order {
-        let o = homes.origin[p as usize];
-        if o != NONE && fits_under(home_limit, load[o as usize], size[o as usize], p) {
-            let o = o as usize;
-            load[o] += total(p);
-            size[o] = add(size[o], prep.size(p as usize));
-            rank_of[p as usize] = o as u32;
+    let group = |k: usize| group_of(sync, shape, k);
+    let room = |g: usize, l: Phases| room_in(sync, shape, budget, g, l);
+    let fits = |s: [u64; 3]| (0..3).all(|d| s[d] <= prep.caps[d]);
+    // The samples each rank holds (counting sort by origin), and those
+    // of no origin.
+    let mut start = vec![0usize; ranks + 1];
+    let mut pool: Vec<u32> = Vec::new();
+    for (p, &o) in homes.origin.iter().enumerate() {
+        if o == NONE {
+            pool.push(p as u32);
         } else {
-            rest.push(p);
+            start[o as usize + 1] += 1;
         }
     }
-    // Least-loaded first: (load bits, rank); loads are non-negative, so
-    // their bits order as the values.
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = (0..ranks)
-        .map(|r| Reverse((load[r].to_bits(), r)))
+    for r in 0..ranks {
+        start[r + 1] += start[r];
+    }
+    let mut next = start.clone();
+    let mut held = vec![0u32; start[ranks]];
+    for (p, &o) in homes.origin.iter().enumerate() {
+        if o != NONE {
+            held[next[o as usize]] = p as u32;
+            next[o as usize] += 1;
+        }
+    }
+    drop(next);
+    let sum: f64 = (0..n as u32).map(total).sum();
+    let home_limit = sum / ranks as f64 * (1.0 + tol / 2.0);
+    let cap = |d: usize| {
+        let c = prep.caps[d].saturating_mul(per_rank as u64);
+        if c == u64::MAX {
+            c
+        } else {
+            (c as f64 * fill) as u64
+        }
+    };
+    let cap = [cap(0), cap(1), cap(2)];
+    // Bytes per cost; free samples (cost 0) are the densest.
+    let density = |p: u32| {
+        let c = total(p);
+        if c > 0.0 {
+            homes.bytes[p as usize] as f64 / c
+        } else {
+            f64::INFINITY
+        }
+    };
+    // 1. What each rank keeps.
+    let mut rank_of = vec![u32::MAX; n];
+    let mut rank_load = vec![0.0f64; ranks];
+    let mut rank_size = vec![[0u64; 3]; ranks];
+    for r in 0..ranks {
+        let mine = &mut held[start[r]..start[r + 1]];
+        mine.sort_unstable_by(|&a, &b| {
+            density(b)
+                .total_cmp(&density(a))
+                .then(total(b).total_cmp(&total(a)))
+                .then(a.cmp(&b))
+        });
+        for &p in mine.iter() {
+            let s2 = add(rank_size[r], prep.size(p as usize));
+            if rank_load[r] + total(p) <= home_limit && (0..3).all(|d| s2[d] <= cap[d]) {
+                rank_load[r] += total(p);
+                rank_size[r] = s2;
+                rank_of[p as usize] = r as u32;
+            } else {
+                pool.push(p);
+            }
+        }
+    }
+    drop(held);
+    // 2. The others, in decreasing cost, to the least-loaded rank (of
+    // their node first) that takes them within `fill` of its caps.
+    pool.sort_unstable_by(|&a, &b| total(b).total_cmp(&total(a)).then(a.cmp(&b)));
+    let rank_budget: f64 = match sync {
+        SyncModel::Step => budget[0].total(),
+        _ => budget.iter().map(Phases::total).sum(),
+    };
+    let takes = |load: f64, size: [u64; 3], p: u32| {
+        let s = add(size, prep.size(p as usize));
+        load + total(p) <= rank_budget && (0..3).all(|d| s[d] <= cap[d])
+    };
+    // The rank of most slack first: the smaller of its room in cost and in
+    // tokens, each a share of the rank's limit (clamped at zero, so that
+    // the bits order as the values).
+    let slack = |load: f64, size: [u64; 3]| {
+        let c = if rank_budget > 0.0 {
+            (rank_budget - load) / rank_budget
+        } else {
+            0.0
+        };
+        let t = if cap[0] > 0 {
+            cap[0].saturating_sub(size[0]) as f64 / cap[0] as f64
+        } else {
+            0.0
+        };
+        c.min(t).max(0.0).to_bits()
+    };
+    let mut heap: BinaryHeap<(u64, Reverse<usize>)> = (0..ranks)
+        .map(|r| (slack(rank_load[r], rank_size[r]), Reverse(r)))
         .collect();
-    let mut tried = Vec::with_capacity(8);
-    for &p in &rest {
+    let mut tried: Vec<usize> = Vec::with_capacity(32);
+    let mut leftover: Vec<u32> = Vec::new();
+    for &p in &pool {
         let mut to = None;
-        let mut from_heap = false;
-        // With nodes, the least-loaded rank of the home node first.
+        if direct {
+            leftover.push(p);
+            continue;
+        }
         if let (Some(node), o) = (homes.node, homes.origin[p as usize]) {
             if o != NONE {
                 let first = o as usize / node * node;
                 to = (first..(first + node).min(ranks))
-                    .filter(|&q| fits(load[q], size[q], p))
-                    .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
+                    .take(64)
+                    .filter(|&q| takes(rank_load[q], rank_size[q], p))
+                    .min_by(|&a, &b| rank_load[a].total_cmp(&rank_load[b]).then(a.cmp(&b)));
             }
         }
-        if to.is_none() {
-            while tried.len() < 32 {
-                let Some(Reverse((bits, q))) = heap.pop() else {
-                    break;
-                };
-                if bits != load[q].to_bits() {
-                    continue; // stale: the rank's load changed since
-                }
-                tried.push(q);
-                if fits(load[q], size[q], p) {
-                    to = Some(q);
-                    from_heap = true;
-                    break;
-                }
+        while to.is_none() && tried.len() < 32 {
+            let Some((bits, Reverse(q))) = heap.pop() else {
+                break;
+            };
+            if bits != slack(rank_load[q], rank_size[q]) || tried.contains(&q) {
+                continue; // stale: the rank's load changed since
+            }
+            tried.push(q);
+            if takes(rank_load[q], rank_size[q], p) {
+                to = Some(q);
             }
         }
-        let q = to?;
-        load[q] += total(p);
-        size[q] = add(size[q], prep.size(p as usize));
-        rank_of[p as usize] = q as u32;
-        // Fresh entries for the ranks popped and for `q`; a stale entry
-        // left in the heap is skipped when popped.
+        match to {
+            Some(q) => {
+                rank_load[q] += total(p);
+                rank_size[q] = add(rank_size[q], prep.size(p as usize));
+                rank_of[p as usize] = q as u32;
+                heap.push((slack(rank_load[q], rank_size[q]), Reverse(q)));
+            }
+            None => leftover.push(p),
+        }
+        // Fresh entries for the ranks popped; a stale entry left in the
+        // heap is skipped when popped.
         for r in tried.drain(..) {
-            heap.push(Reverse((load[r].to_bits(), r)));
-        }
-        if !from_heap {
-            heap.push(Reverse((load[q].to_bits(), q)));
+            heap.push((slack(rank_load[r], rank_size[r]), Reverse(r)));
         }
     }
-    // Each rank's samples in ascending position (id order), packed.
+    drop(heap);
+    // 3. Each rank's samples, in decreasing cost, into the one of its
+    // sequences that fits the caps and whose group keeps the least room
+    // within its budget, then the fullest (best fit).
     let mut members: Vec<Vec<u32>> = vec![Vec::new(); ranks];
     for (p, &r) in rank_of.iter().enumerate() {
-        members[r as usize].push(p as u32);
-    }
-    let mut out = vec![Vec::new(); slots.len()];
-    let mut items: Vec<[u64; 3]> = Vec::new();
-    for (r, list) in members.iter().enumerate() {
-        if list.is_empty() {
-            return None;
-        }
-        items.clear();
-        items.extend(list.iter().map(|&p| prep.size(p as usize)));
-        let packing = crate::pack::first_fit_decreasing(&items, prep.caps).ok()?;
-        if packing.len() > per_rank {
-            return None;
-        }
-        let mut seqs: Vec<Vec<u32>> = packing
-            .bins()
-            .map(|b| {
-                let mut s: Vec<u32> = b.items().iter().map(|&i| list[i]).collect();
-                s.sort_unstable();
-                s
-            })
-            .collect();
-        seqs.sort_unstable_by_key(|s| s.first().copied().unwrap_or(u32::MAX));
-        for (k, s) in seqs.into_iter().enumerate() {
-            out[r * per_rank + k] = s;
+        if r != u32::MAX {
+            members[r as usize].push(p as u32);
         }
     }
-    Some(out)
+    drop(rank_of);
+    let mut slots: Vec<Vec<u32>> = vec![Vec::new(); shape.slots()];
+    let mut size = vec![[0u64; 3]; shape.slots()];
+    let mut load = vec![Phases::ZERO; groups(sync, shape)];
+    for (r, list) in members.iter_mut().enumerate() {
+        list.sort_unstable_by(|&a, &b| total(b).total_cmp(&total(a)).then(a.cmp(&b)));
+        for &p in list.iter() {
+            let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
+            let mut to: Option<(f64, u64, usize)> = None;
+            for k in r * per_rank..(r + 1) * per_rank {
+                let s = add(size[k], z);
+                if !fits(s) {
+                    continue;
+                }
+                let left = room(group(k), load[group(k)] + c);
+                if left >= 0.0 && to.map_or(true, |t| (left, prep.caps[0] - s[0]) < (t.0, t.1)) {
+                    to = Some((left, prep.caps[0] - s[0], k));
+                }
+            }
+            match to {
+                Some((_, _, k)) => {
+                    slots[k].push(p);
+                    size[k] = add(size[k], z);
+                    load[group(k)] += c;
+                }
+                None => leftover.push(p),
+            }
+        }
+    }
+    drop(members);
+    let mut pool = leftover;
+    // 4. What found no place, in decreasing cost, into the group of most
+    // room.
+    pool.sort_unstable_by(|&a, &b| total(b).total_cmp(&total(a)).then(a.cmp(&b)));
+    let width = match sync {
+        SyncModel::Step => per_rank,
+        _ => shape.per_step,
+    };
+    // The fullest sequence of group `g` that takes `z`.
+    let best_slot = |size: &[[u64; 3]], g: usize, z: [u64; 3]| {
+        (g * width..(g + 1) * width)
+            .filter(|&k| fits(add(size[k], z)))
+            .max_by(|&a, &b| size[a][0].cmp(&size[b][0]).then(b.cmp(&a)))
+    };
+    // The group of most slack first: the smaller of its room within its
+    // budget and the most tokens free in one of its sequences, each a
+    // share of its limit (clamped at zero, so that the bits order as the
+    // values). A stale entry (its key no longer the group's) is skipped
+    // when popped.
+    let free = |size: &[[u64; 3]], g: usize| {
+        size[g * width..(g + 1) * width]
+            .iter()
+            .map(|s| prep.caps[0].saturating_sub(s[0]))
+            .max()
+            .unwrap_or(0)
+    };
+    let key = |load: &[Phases], size: &[[u64; 3]], g: usize| {
+        let b = budget[column_of(sync, shape, g)].total();
+        let c = if b > 0.0 {
+            (b - load[g].total()) / b
+        } else {
+            0.0
+        };
+        let t = free(size, g) as f64 / prep.caps[0].max(1) as f64;
+        c.min(t).max(0.0).to_bits()
+    };
+    let mut by_room: BinaryHeap<(u64, Reverse<usize>)> = (0..load.len())
+        .map(|g| (key(&load, &size, g), Reverse(g)))
+        .collect();
+    // A sample that finds no place may evict one of fewer tokens from a
+    // sequence of the groups tried, which then queues again: at most
+    // `pool.len() + 64` evictions; the groups tried and the evictions
+    // weigh at most `64 * (n + K)` sequences and samples in all, else the
+    // fill gives up.
+    let mut evictions = pool.len() + 64;
+    let mut weighed = 64usize.saturating_mul(n + shape.slots());
+    let mut queue: alloc::collections::VecDeque<u32> = pool.iter().copied().collect();
+    drop(pool);
+    while let Some(p) = queue.pop_front() {
+        if weighed == 0 {
+            return None;
+        }
+        let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
+        let mut to = None;
+        if let (Some(node), o) = (homes.node, homes.origin[p as usize]) {
+            if o != NONE {
+                let first = o as usize / node * node;
+                let (lo, hi) = match sync {
+                    SyncModel::Step => (first, (first + node).min(ranks)),
+                    _ => (first * shape.steps, (first + node).min(ranks) * shape.steps),
+                };
+                let mut most = f64::NEG_INFINITY;
+                for g in (lo..hi).take(64) {
+                    let left = room(g, load[g] + c);
+                    if left >= 0.0 && left > most {
+                        if let Some(k) = best_slot(&size, g, z) {
+                            (most, to) = (left, Some(k));
+                        }
+                    }
+                }
+            }
+        }
+        while to.is_none() && tried.len() < 32 {
+            let Some((bits, Reverse(g))) = by_room.pop() else {
+                break;
+            };
+            weighed = weighed.saturating_sub(width);
+            if bits != key(&load, &size, g) || tried.contains(&g) {
+                continue;
+            }
+            tried.push(g);
+            if room(g, load[g] + c) >= 0.0 {
+                to = best_slot(&size, g, z);
+            }
+        }
+        if to.is_none() && evictions > 0 && weighed > 0 {
+            // The sample of fewer tokens whose place takes `p`, the
+            // smallest such (then the lowest position), in the groups
+            // tried.
+            let mut out: Option<(u64, u32, usize, usize)> = None;
+            for &g in &tried {
+                for k in g * width..(g + 1) * width {
+                    weighed = weighed.saturating_sub(slots[k].len());
+                    for (i, &t) in slots[k].iter().enumerate() {
+                        let zt = prep.size(t as usize);
+                        if zt[0] >= z[0] || !fits(add(sub3(size[k], zt), z)) {
+                            continue;
+                        }
+                        let l = sub(load[g] + c, prep.cost(t as usize));
+                        if room(g, l) >= 0.0 && out.map_or(true, |o| (zt[0], t) < (o.0, o.1)) {
+                            out = Some((zt[0], t, k, i));
+                        }
+                    }
+                }
+            }
+            if let Some((_, t, k, i)) = out {
+                evictions -= 1;
+                slots[k].swap_remove(i);
+                size[k] = sub3(size[k], prep.size(t as usize));
+                load[group(k)] = sub(load[group(k)], prep.cost(t as usize));
+                queue.push_back(t);
+                to = Some(k);
+            }
+        }
+        let k = to?;
+        slots[k].push(p);
+        size[k] = add(size[k], z);
+        let g = group(k);
+        load[g] += c;
+        for t in tried.drain(..) {
+            by_room.push((key(&load, &size, t), Reverse(t)));
+        }
+        by_room.push((key(&load, &size, g), Reverse(g)));
+    }
+    if slots
+        .chunks(per_rank)
+        .any(|rank| rank.iter().all(Vec::is_empty))
+    {
+        return None;
+    }
+    normalize(sync, shape, &mut slots);
+    Some(slots)
 }
 
 /// What locality may move: single samples (no groups), or only whole
@@ -662,7 +983,7 @@ impl<'a> Search<'a> {
         sync: SyncModel,
         shape: Shape,
         slots: Vec<Vec<u32>>,
-        tol: f64,
+        budget: Vec<Phases>,
     ) -> Self {
         let mut slot_of = vec![0u32; prep.len()];
         let mut size = vec![[0u64; 3]; slots.len()];
@@ -709,21 +1030,6 @@ impl<'a> Search<'a> {
                 count[k / shape.per_rank()] += 1;
             }
         }
-        let cols = match sync {
-            SyncModel::Step => 1,
-            _ => shape.steps,
-        };
-        let mut budget = vec![Phases::ZERO; cols];
-        for (g, &l) in load.iter().enumerate() {
-            let b = &mut budget[search.column(g)];
-            *b = match sync {
-                SyncModel::Phase => b.max(l),
-                _ => Phases::new(0.0, b.total().max(l.total())),
-            };
-        }
-        for b in &mut budget {
-            *b = Phases::new(b.vision * (1.0 + tol), b.language * (1.0 + tol));
-        }
         let mut by_cost = vec![Vec::new(); shape.ranks];
         for (rank, list) in by_cost.iter_mut().enumerate() {
             for members in &slots[rank * shape.per_rank()..(rank + 1) * shape.per_rank()] {
@@ -744,30 +1050,14 @@ impl<'a> Search<'a> {
     /// The group of slot `k`.
     #[inline]
     fn group(&self, k: usize) -> usize {
-        match self.sync {
-            SyncModel::Step => k / self.shape.per_rank(),
-            _ => k / self.shape.per_step,
-        }
-    }
-
-    /// The budget column of group `g`.
-    #[inline]
-    fn column(&self, g: usize) -> usize {
-        match self.sync {
-            SyncModel::Step => 0,
-            _ => g % self.shape.steps,
-        }
+        group_of(self.sync, self.shape, k)
     }
 
     /// The room group `g` would have left with load `l` (negative: over
     /// budget).
     #[inline]
     fn room(&self, g: usize, l: Phases) -> f64 {
-        let b = self.budget[self.column(g)];
-        match self.sync {
-            SyncModel::Phase => f64::min(b.vision - l.vision, b.language - l.language),
-            _ => b.total() - l.total(),
-        }
+        room_in(self.sync, self.shape, &self.budget, g, l)
     }
 
     /// Whether slot `k` holding `size` fits the caps.
@@ -782,7 +1072,7 @@ impl<'a> Search<'a> {
             .filter(|&p| self.homes.origin[p as usize] != NONE)
             .collect();
         order.sort_unstable_by_key(|&p| (core::cmp::Reverse(self.homes.bytes[p as usize]), p));
-        for _ in 0..2 {
+        for _ in 0..4 {
             let before = order.len();
             // Those that did not move are tried once more.
             order.retain(|&p| !self.bring_home(p as usize));
@@ -938,14 +1228,7 @@ impl<'a> Search<'a> {
     /// rank's sequences in the data loader's order again.
     fn finish(self) -> Vec<Vec<u32>> {
         let mut slots = self.slots;
-        for s in &mut slots {
-            s.sort_unstable();
-        }
-        if self.sync == SyncModel::Step {
-            for rank in slots.chunks_mut(self.shape.per_rank()) {
-                rank.sort_by_key(|s| s.first().copied().unwrap_or(u32::MAX));
-            }
-        }
+        normalize(self.sync, self.shape, &mut slots);
         slots
     }
 }

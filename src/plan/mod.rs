@@ -109,9 +109,10 @@
 //!    collective (chunks stay on their home rank), and the units expanded
 //!    to their samples.
 //! 9. `locality` (with [`Planner::locality`] and samples with an origin):
-//!    the plan relabelled and samples swapped home, so that the fewest
-//!    bytes move while the predicted step time stays within the tolerance
-//!    of the plan so far ([`Locality`]).
+//!    the plan relabelled, filled anew from home (one barrier a step) and
+//!    samples swapped home, so that the fewest bytes move while the
+//!    predicted step time stays within the tolerance of the plan so far
+//!    ([`Locality`]).
 //! 10. `finish`: the plan's ids slot by slot, every sequence evaluated as
 //!     a group, the [`Report`] against the bound and the naive baseline,
 //!     and the [`Exchange`] (with its [`Traffic`]) when samples have

@@ -283,6 +283,66 @@ fn without_origins_locality_changes_nothing() {
     }
 }
 
+/// One barrier a step, equal costs: rank 0 holds three samples (two of
+/// 1,000 bytes, one of none), rank 1 one; a balanced plan puts two on each
+/// rank, and the one to move is the sample of no bytes (the densest stay
+/// home), so no byte moves. Fails if the home-first fill gives away by
+/// cost or position rather than by bytes per cost.
+#[test]
+fn a_full_rank_gives_away_what_costs_no_bytes() {
+    let samples: Vec<StepSample> = [(0, 1000), (0, 0), (0, 1000), (1, 1000)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (origin, bytes))| {
+            StepSample::new(i as u64, Sample::text_only(100))
+                .with_origin(origin)
+                .with_bytes(bytes)
+        })
+        .collect();
+    let p = Planner::new(Preset::Qwen25Vl7b.cost_model())
+        .ranks(2)
+        .seq_len(1024)
+        .sync(SyncModel::Step);
+    let free = p.plan(&samples).unwrap();
+    let local = p
+        .clone()
+        .locality(Locality::new(0.005).unwrap())
+        .plan(&samples)
+        .unwrap();
+    let t = local.report().traffic.unwrap();
+    assert_eq!((t.samples_moved, t.bytes_moved), (1, 0));
+    assert_eq!(local.report().predicted, free.report().predicted);
+    assert_eq!(ranks_of(&local)[&1], 1);
+}
+
+/// One barrier a step, every rank already holding an equal share (the
+/// same costs on every rank) but dealt round robin in id order: whatever
+/// the locality-free plan does, nothing needs to move, and nothing does.
+#[test]
+fn balanced_holdings_stay_home() {
+    let ranks = 8;
+    let samples: Vec<StepSample> = (0..ranks * 12)
+        .map(|i| {
+            let size = 100 + 40 * (i / ranks) as u32;
+            StepSample::new(i as u64, Sample::new(20, [Image::new(size)]))
+                .with_origin(i % ranks)
+                .with_bytes(u64::from(size) * 2352)
+        })
+        .collect();
+    let p = Planner::new(Preset::Qwen25Vl7b.cost_model())
+        .ranks(ranks)
+        .seq_len(4096)
+        .sync(SyncModel::Step);
+    let free = p.plan(&samples).unwrap();
+    let local = p
+        .clone()
+        .locality(Locality::new(0.005).unwrap())
+        .plan(&samples)
+        .unwrap();
+    assert_eq!(local.exchange().map(|x| x.len()), Some(0));
+    assert!(local.report().predicted <= 1.005 * free.report().predicted);
+}
+
 #[test]
 fn origins_without_locality_leave_the_plan_and_give_an_exchange() {
     let samples = text(40);
