@@ -10,7 +10,9 @@ samples carry 8 to 16 images, 15% one image, the rest none; 32 to 480 text
 tokens. Every micro-batch is packed into rows of at most ``--seq-len`` tokens
 by :class:`microbatch.hf.PackedCollator` (under sdpa a packed row costs its
 dense block mask: O(T^2) in its T tokens), and each row's forward and
-backward is timed per phase by :class:`microbatch.torch.PhaseTimer`. The
+backward is timed per phase by :class:`microbatch.torch.PhaseTimer` (by
+default on the CPU time of the one thread running the model, ``--clock
+thread``: the wall clock of a loaded machine is mostly other processes). The
 ``R`` ranks run one after another (one process), so a step's time is
 computed from the rows: under ``step`` sync the slowest rank's sum; under
 ``phase`` sync, per micro-step, the slowest rank's vision plus the slowest
@@ -25,11 +27,16 @@ Configurations, per sync model (``step`` and ``phase``):
 - ``preset``: the planner on the FLOPs preset (``qwen2.5-vl-7b``);
 - ``calibrated``: the planner on a :class:`microbatch.cost.Linear` fitted by a
   :class:`microbatch.cost.Calibrator` to rows timed in ``--calibration-steps``
-  steps before (rows of the users' baseline and of the preset plan), with
+  steps before (rows of the users' baseline, of the preset plan and, with
+  ``--varied 1``, rows of 1 to 6 random samples), with
   the attention term of the kernel in use: ``language.row_attention`` (each
   packed row's tokens squared) when the crate has it, else
   ``language.document_attention`` (each document's tokens squared: the
-  varlen kernel's cost; the output says which).
+  varlen kernel's cost; the output says which). Rows per phase (vision, the
+  rest) by default; ``--rows total`` fits all terms on each row's whole time
+  (the crate has no per-row vision term, so the tower's fixed cost per call,
+  and the collator's padding image in an image-less row, have nowhere to go
+  in the vision phase: about 4-6 ms of a 10-25 ms row at ``--hidden 64``).
 
 Per configuration: the measured step time (seconds), the max/mean imbalance
 (step time over the ranks' mean work), the predicted step time over the
@@ -47,6 +54,7 @@ import dataclasses
 import datetime
 import statistics
 import sys
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -145,6 +153,19 @@ def users_baseline(step: Sequence[Sample], ranks: int, micro_steps: int, seq_len
     return out
 
 
+def varied(step: Sequence[Sample], ranks: int, seq_len: int, rng: np.random.Generator) -> List[List[List[List[int]]]]:
+    """Rows of 1 to 6 random samples (first fit), dealt to ranks in turn: calibration rows whose
+    sample and token counts vary apart (the plans' own rows are all nearly full, so tokens,
+    samples and rows would move together and the fit could not tell them apart)."""
+    order = [int(i) for i in rng.permutation(len(step))]
+    rows: List[List[int]] = []
+    while order:
+        k = int(rng.integers(1, 7))
+        rows += first_fit(step, order[:k], seq_len)
+        order = order[k:]
+    return [[[row] for row in rows[r::ranks]] for r in range(ranks)]
+
+
 def plan_layout(plan: Any) -> List[List[List[List[int]]]]:
     return [
         [[[int(i) for i in s] for s in plan.sequences(r, j)] for j in range(plan.micro_steps)]
@@ -155,10 +176,11 @@ def plan_layout(plan: Any) -> List[List[List[List[int]]]]:
 class Runner:
     """Runs and times packed rows; gives the rows to a calibrator."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, clock: Any, rows: str = "phase") -> None:
         self.model = model
+        self.rows = rows
         self.collator = PackedCollator(model)
-        self.timer = PhaseTimer(model)
+        self.timer = PhaseTimer(model, clock=clock)
 
     def run(self, step: Sequence[Sample], layout: List[List[List[List[int]]]],
             calibrator: Optional[mc.Calibrator] = None) -> np.ndarray:
@@ -177,7 +199,10 @@ class Runner:
                     t = self.timer.collect()[0]
                     out[r, j] += (t.vision, t.total - t.vision)
                     if calibrator is not None and samples:
-                        t.observe(calibrator)
+                        if self.rows == "total":  # all terms fitted on the whole row's time
+                            calibrator.observe(**t.features, seconds=t.total)
+                        else:
+                            t.observe(calibrator)
         return out
 
 
@@ -232,12 +257,22 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     p.add_argument("--steps", type=int, default=2, help="measured steps (new batches)")
     p.add_argument("--repeats", type=int, default=2, help="runs of every configuration per step")
     p.add_argument("--sync", nargs="+", default=["step", "phase"], choices=["step", "phase"])
+    p.add_argument("--rows", default="phase", choices=["phase", "total"],
+                   help="calibrate on per-phase rows (vision, rest) or on each row's total time")
+    p.add_argument("--varied", type=int, default=1,
+                   help="1: calibrate on rows of 1-6 random samples too (0: only the plans' and baseline's rows)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--clock", default="thread", choices=["thread", "wall"],
+                   help="thread: the CPU time of the thread running the model (steady on a shared machine; "
+                   "needs --threads 1); wall: perf_counter")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
-    runner = Runner(build_model(args.hidden, args.seed))
+    if args.clock == "thread" and args.threads != 1:
+        p.error("--clock thread counts one thread's CPU time: use --threads 1 (or --clock wall)")
+    runner = Runner(build_model(args.hidden, args.seed), time.thread_time if args.clock == "thread" else None,
+                    args.rows)
     terms, attention = calibrated_terms()
     calibrator = mc.Calibrator(mc.Linear(terms))
 
@@ -257,6 +292,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             plan = planner(PRESET, sync).plan(**arguments(step))
             runner.run(step, plan_layout(plan), calibrator)
             runner.run(step, users_baseline(step, args.ranks, plan.micro_steps, args.seq_len), calibrator)
+        if args.varied:
+            runner.run(step, varied(step, args.ranks, args.seq_len, rng), calibrator)
     status = calibrator.refit()
     fitted = calibrator.model
     print(f"attention term: {attention}" + ("" if attention == ROW_TERM else
@@ -301,8 +338,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in stats.items()}
     lines = [
         f"bench_hf_vlm: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-        f"{' '.join(sys.argv[1:]) or '(defaults)'}; torch threads {args.threads}",
-        f"attention term of the calibrated model: {attention}",
+        f"{' '.join(sys.argv[1:]) or '(defaults)'}; torch threads {args.threads}, clock {args.clock}",
+        f"attention term of the calibrated model: {attention}; calibrated on {args.rows} rows",
         "| sync | config | step time (s) | max/mean | gain over users | predicted/measured |",
         "|---|---|---|---|---|---|",
     ]

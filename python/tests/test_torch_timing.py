@@ -77,7 +77,7 @@ def test_the_windows_of_known_durations_are_attributed_to_their_phases():
     model = SleepyVLM()
     timer = PhaseTimer(model)
     rows: List[MicroBatchTime] = []
-    for _ in range(2):
+    for _ in range(3):
         with timer.micro_batch(text_tokens=[3], image_tokens=[[2]]):
             model(torch.randn(2, 4), torch.randn(3, 4)).backward()
         rows += timer.collect()
@@ -99,7 +99,8 @@ def test_the_windows_of_known_durations_are_attributed_to_their_phases():
         "other": sum(SCATTER) + sum(HEAD) + EMBED_BWD,
     }
     for k, v in want.items():
-        assert v - 0.002 <= got[k] <= v + slack, (k, got[k], v, rows)
+        # "other" is five sleeps: twice the slack (still under a misattributed 0.1 s window).
+        assert v - 0.002 <= got[k] <= v + slack * (2 if k == "other" else 1), (k, got[k], v, rows)
     for r in rows:
         assert abs(r.vision + r.language + r.other - r.total) < 1e-9, r
 
@@ -143,6 +144,24 @@ def test_a_frozen_forward_has_no_backward_windows_and_closed_hooks_time_nothing(
         model(torch.randn(2, 4), torch.randn(3, 4)).backward()
     r = timer.collect()[0]
     assert r.vision == 0.0 and r.language == 0.0 and r.other == r.total > VF + LF
+
+
+def test_a_given_clock_is_the_one_read():
+    """``clock=time.thread_time``: the sleeps (no CPU) vanish from every window; the wall clock sees them."""
+    model = SleepyVLM()
+    cpu, wall = PhaseTimer(model, clock=time.thread_time), None
+    with cpu.micro_batch():
+        model(torch.randn(2, 4), torch.randn(3, 4)).backward()
+    cpu.close()
+    wall = PhaseTimer(model)
+    with wall.micro_batch():
+        model(torch.randn(2, 4), torch.randn(3, 4)).backward()
+    r_cpu, r_wall = cpu.collect()[0], wall.collect()[0]
+    assert r_wall.total > VF + VB + LF + LB and r_cpu.total < 0.25 * r_wall.total, (r_cpu, r_wall)
+    assert abs(r_cpu.vision + r_cpu.language + r_cpu.other - r_cpu.total) < 1e-9
+    with pytest.raises(microbatch.DtypeError) as e:
+        PhaseTimer(model, clock="wall")  # type: ignore[arg-type]
+    assert e.value.item == "clock"
 
 
 def test_settings_and_misuse_are_refused_naming_what_to_pass():
@@ -244,7 +263,8 @@ def _fastest(qwen, timer, samples, repeats=5):
 
 
 def test_qwen2_vl_vision_grows_with_images_and_language_with_tokens(qwen):
-    timer = PhaseTimer(qwen["model"])
+    # The CPU time of this thread (torch runs one): steadier than the wall clock on a shared machine.
+    timer = PhaseTimer(qwen["model"], clock=time.thread_time)
     _run(qwen, timer, [_sample(40, [(1, 8, 8)], 0)])  # warm up
     # The same 256 tokens: 12 images of 64 patches (16 tokens each) vs one image and more text.
     images = [_sample(40, [(1, 8, 8)] * 12, 1)]
@@ -254,7 +274,7 @@ def test_qwen2_vl_vision_grows_with_images_and_language_with_tokens(qwen):
     v_images, l_images = _fastest(qwen, timer, images)
     v_text, l_text = _fastest(qwen, timer, text)
     v_long, l_long = _fastest(qwen, timer, longer)
-    # Measured at load 21 on 2 cores: 3.2x and 0.9x; 0.95x and 5.8x.
+    # Measured (wall clock, load 21 on 2 cores): 3.2x and 0.9x; 0.95x and 5.8x.
     assert v_images > 2.0 * v_text and l_images < 1.6 * l_text, (v_images, v_text, l_images, l_text)
     assert l_long > 2.5 * l_text and v_long < 1.6 * v_text, (v_long, v_text, l_long, l_text)
     timer.close()
@@ -263,16 +283,16 @@ def test_qwen2_vl_vision_grows_with_images_and_language_with_tokens(qwen):
 def test_qwen2_vl_vision_row_matches_the_tower_timed_alone(qwen):
     """The hooks' vision window against the vision tower run and differentiated on its own."""
     model = qwen["model"]
-    timer = PhaseTimer(model)
+    timer = PhaseTimer(model, clock=time.thread_time)
     samples = [_sample(30, [(1, 8, 8)] * 8, 5)]
     batch = qwen["collator"](samples)
     alone = []
     for _ in range(5):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         out = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"])
         emb = out.pooler_output if hasattr(out, "pooler_output") else out
         torch.cat(list(emb) if isinstance(emb, (tuple, list)) else [emb]).sum().backward()
-        alone.append(time.perf_counter() - t0)
+        alone.append(time.thread_time() - t0)
         model.zero_grad(set_to_none=True)
     hooked, _ = _fastest(qwen, timer, samples)
     ratio = hooked / min(alone)
