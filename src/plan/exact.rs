@@ -122,7 +122,7 @@ pub(crate) fn proven_bound(
     let out = run(prep, sync, shape, time, budget);
     // Every plan not found is at least the best time found so far (the
     // cuts), up to the rounding of the sums in another order.
-    (!out.short).then(|| out.best * (1.0 - TOLERANCE))
+    (!out.short).then_some(out.best * (1.0 - TOLERANCE))
 }
 
 /// The outcome of a search: the best time (the bar it started from if

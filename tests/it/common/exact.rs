@@ -274,10 +274,10 @@ struct Search<'a> {
     budget: u64,
 }
 
-/// Room-raised bound of one barrier family: `sum of maxima + max(0, left
-/// - room) / R`, and at least `sum of maxima + the least lift of one
-/// sample of cost `next` (one column's maximum raised to its load plus
-/// `next` at best).
+/// Room-raised bound of one barrier family: the sum of the maxima plus
+/// the work left beyond the room under them over `R`, and at least the sum
+/// of the maxima plus `lift`, the least that the next sample lifts the
+/// maximum of the micro-step (or rank) it joins.
 fn raised(maxima: f64, room: f64, left: f64, ranks: f64, lift: f64) -> f64 {
     (maxima + (left - room).max(0.0) / ranks).max(maxima + lift)
 }
