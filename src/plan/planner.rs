@@ -634,10 +634,13 @@ impl<M: Incremental> Planner<M> {
     /// O(n log n + K) time and O(n + K) extra space for n samples in K
     /// sequences, K below `2 * max(n, 65536)` by the limits above; the
     /// refinement weighs at most `64 * (n + K)` candidate changes (four
-    /// times for [`SyncModel::Phase`]: two packings, two row keys), the
-    /// search at most [`search_effort`](Planner::search_effort)` * max(n +
-    /// K, 65536)` units, whatever the settings: no setting
-    /// alone makes planning slower or larger.
+    /// times for [`SyncModel::Phase`]: two packings, two row keys; five
+    /// for [`SyncModel::MicroStep`], which also makes the per-phase plan),
+    /// the search at most [`search_effort`](Planner::search_effort)` *
+    /// max(n + K, 65536)` units (three times for
+    /// [`SyncModel::MicroStep`]), the exact search of small batches at most
+    /// twice `search_effort * 65536` units, whatever the settings: no
+    /// setting alone makes planning slower or larger.
     ///
     /// # Examples
     ///
