@@ -34,7 +34,7 @@ PINS = {
     ("preset", "micro-step"): (0x124D4C1E71736D89, 6, 2333424129404928.0),
     ("preset", "phase"): (0x1364DB932E45AA55, 6, 2335327656075264.0),
     ("custom", "step"): (0xF508C36C929E697B, 6, 1.308),
-    ("custom", "micro-step"): (0xB4684BA3420EBF65, 6, 1.308),
+    ("custom", "micro-step"): (0x519CEADC8FA1F551, 6, 1.308),
     ("custom", "phase"): (0xB6F1E14409F8BAC9, 6, 1.308),
     ("given", "step"): (0xFE58BD86636B4C37, 6, 51.913999999999994),
     ("given", "micro-step"): (0x446320AA07BCBFAF, 6, 51.863),

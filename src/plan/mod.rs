@@ -40,7 +40,13 @@
 //! `F` the most floor one micro-step's `R * S * L` tokens can hold (densest
 //! samples first); it binds when the largest sample is denser than the
 //! rest (a long document whose attention grows as `T^2`). Both are checked
-//! against exact optima on small instances (`tests/plan_bound.rs`).
+//! against exact optima on small instances (`tests/plan_bound.rs`,
+//! `tests/plan_optimum.rs`). For a small batch (at most 16 samples, no
+//! groups) whose costs are additive (every floor equal to the cost alone),
+//! the bound is also at least what the exact search proves of every plan of
+//! any number of micro-steps, within [`Planner::search_effort`]'s budget:
+//! then the optimum itself, and [`Report::ratio`] the plan's exact distance
+//! to it.
 //!
 //! # Algorithm
 //!
@@ -103,7 +109,15 @@
 //!    micro-batches of its own micro-step and of the one with most room
 //!    under its maxima), while the exact predicted step time drops
 //!    (or stays and the binding micro-batch leaves the maximum), within a
-//!    counted work budget ([`Planner::search_effort`]).
+//!    counted work budget ([`Planner::search_effort`]). Small batches (at
+//!    most 16 samples or units, none pinned) then go through an exact
+//!    branch and bound over every layout of the same shape (the `exact`
+//!    stage), on the same budget, which replaces the layout only by a
+//!    strictly better one. For [`SyncModel::MicroStep`] the stages 3 to 7
+//!    also run as for [`SyncModel::Phase`], that layout is searched on
+//!    under per-micro-step barriers, and the better of the two is kept
+//!    (ties to the first): the plan is never worse, under per-micro-step
+//!    barriers, than the per-phase plan.
 //! 8. `group`, back: a unit (without groups, a sample) moved from a rank
 //!    with several to every rank without one, so that no rank idles at the
 //!    collective (chunks stay on their home rank), and the units expanded
@@ -287,6 +301,7 @@
 mod baseline;
 mod deal;
 mod evaluate;
+mod exact;
 mod exchange;
 mod fill;
 mod fingerprint;

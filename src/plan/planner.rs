@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 use super::baseline::Naive;
 use super::deal::{deal, RowKey, Sequences};
 use super::evaluate::step_time;
+use super::exact::{exact, proven_bound};
 use super::finish::{finish, Context, Layout};
 use super::group::{ungroup, units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
@@ -363,13 +364,22 @@ impl<M: Incremental> Planner<M> {
     /// default, 10, keeps planning 65,536 samples over 1,024 ranks under
     /// per-phase barriers within three times what it took before these
     /// stages existed (`BENCHMARKS.md`, "Search and bound"); larger values
-    /// search longer on large batches. Ignored for [`SyncModel::Step`].
+    /// search longer on large batches. Under [`SyncModel::MicroStep`] the
+    /// per-phase plan is made and searched on as well (twice the search).
+    /// Small batches (at most 16 samples or units, none pinned) also get an
+    /// exact branch and bound over every layout of the plan's shape, of
+    /// `effort * 65536` units (a child weighed costs `R * A`), and, with
+    /// additive costs and no groups, a second one over every number of
+    /// micro-steps whose result, when it completes, raises
+    /// [`Report::lower_bound`](crate::plan::Report::lower_bound) to the
+    /// proven optimum (under [`SyncModel::Step`] only this one runs).
     ///
     /// # Complexity
     ///
     /// O(n log n + n s + R A log(R A) + effort * max(n + K, 65536)) time at
     /// most for the pairing (at most `s` samples a micro-batch, `R A`
-    /// micro-batches) and the search, O(n + K) extra space.
+    /// micro-batches), the search and the exact search, O(n + K) extra
+    /// space.
     ///
     /// # Examples
     ///
@@ -623,10 +633,13 @@ impl<M: Incremental> Planner<M> {
     /// O(n log n + K) time and O(n + K) extra space for n samples in K
     /// sequences, K below `2 * max(n, 65536)` by the limits above; the
     /// refinement weighs at most `64 * (n + K)` candidate changes (four
-    /// times for [`SyncModel::Phase`]: two packings, two row keys), the
-    /// search at most [`search_effort`](Planner::search_effort)` * max(n +
-    /// K, 65536)` units, whatever the settings: no setting
-    /// alone makes planning slower or larger.
+    /// times for [`SyncModel::Phase`]: two packings, two row keys; five
+    /// for [`SyncModel::MicroStep`], which also makes the per-phase plan),
+    /// the search at most [`search_effort`](Planner::search_effort)` *
+    /// max(n + K, 65536)` units (three times for
+    /// [`SyncModel::MicroStep`]), the exact search of small batches at most
+    /// twice `search_effort * 65536` units, whatever the settings: no
+    /// setting alone makes planning slower or larger.
     ///
     /// # Examples
     ///
@@ -654,10 +667,7 @@ impl<M: Incremental> Planner<M> {
         let units = units.as_ref();
         let batch = units.map_or(&prep, |u| &u.prep);
         let pins = units.map_or_else(Vec::new, Units::pins);
-        // 3. pack (4. deal and 5. refine each packing): per-phase barriers
-        // also try the packing that balances each phase on its own (if it
-        // fits the same request), built around the fill row of the largest
-        // sample where the bound's fill term binds, and keep the better.
+        // 3. pack to 7. search, under the planner's sync model.
         let request = Request {
             ranks: self.ranks,
             per_step: self.per_step,
@@ -669,18 +679,17 @@ impl<M: Incremental> Planner<M> {
                 None => 1,
             },
         };
-        let mut best = self.deal_and_refine(batch, pack(batch, request)?, units, &pins);
-        if self.sync == SyncModel::Phase {
-            let phases = Request {
-                phases: true,
-                fill: batch.fill_binds(),
-                ..request
-            };
-            if let Ok(packed) = pack(batch, phases) {
-                let other = self.deal_and_refine(batch, packed, units, &pins);
-                if other.time < best.time {
-                    best = other;
-                }
+        let mut best = self.layout(self.sync, batch, request, units, &pins)?;
+        // Per-micro-step barriers also take the per-phase plan (its step
+        // time bounds the micro-step time of the same layout from above, so
+        // it aims at the same maxima from the stricter side), searched on
+        // under per-micro-step barriers, and keep the better of the two
+        // (ties to their own).
+        if self.sync == SyncModel::MicroStep && self.refine && self.search_effort > 0 {
+            let phase = self.layout(SyncModel::Phase, batch, request, units, &pins)?;
+            let phase = self.searched(SyncModel::MicroStep, batch, &pins, phase);
+            if phase.time < best.time {
+                best = phase;
             }
         }
         let Trial {
@@ -690,19 +699,15 @@ impl<M: Incremental> Planner<M> {
             seqs,
             ..
         } = best;
-        // 6. pair and 7. search (per-micro-step sync models, with the
-        // refinement and a search effort).
-        let seqs = if self.refine && self.search_effort > 0 {
-            let stage = Stage {
-                prep: batch,
-                pinned: &pins,
-                sync: self.sync,
-                shape,
-                slots: &order,
-            };
-            search(&stage, pair(&stage, seqs), self.search_effort).sorted()
+        // Small batches of additive costs: the bound the exact search
+        // proves (every plan of any number of micro-steps), on the search's
+        // budget.
+        let proven = if units.is_none() && self.refine && self.search_effort > 0 {
+            let time = additive_time(self.sync, batch, shape, &order, &seqs);
+            let budget = u64::from(self.search_effort) << 16;
+            proven_bound(batch, self.sync, self.ranks, self.per_step, time, budget)
         } else {
-            seqs
+            None
         };
         // 8. group, back: every rank some work, units expanded to samples.
         let mut slots = ungroup(units, shape, seqs.into_slots(order));
@@ -729,6 +734,11 @@ impl<M: Incremental> Planner<M> {
             balanced,
         };
         let mut plan = finish(&prep, &cx, layout)?;
+        if let Some(bound) = proven {
+            let r = &mut plan.report;
+            // Never above the plan nor the baseline (by rounding only).
+            r.lower_bound = r.lower_bound.max(bound.min(r.predicted).min(r.baseline));
+        }
         if self.locality.is_some() {
             plan.report.locality_free = Some(locality_free.unwrap_or(plan.report.predicted));
         }
@@ -777,6 +787,64 @@ impl<M: Incremental> Planner<M> {
         finish(&prep, &cx, layout)
     }
 
+    /// The `pack` to `search` stages under `sync`: the packing (and, for
+    /// per-phase barriers, the per-phase packing if it fits the same
+    /// request, built around the fill row of the largest sample where the
+    /// bound's fill term binds), each dealt and refined, the better kept,
+    /// then paired and searched. With `units`, `batch` is theirs.
+    fn layout(
+        &self,
+        sync: SyncModel,
+        batch: &Prepared,
+        request: Request,
+        units: Option<&Units>,
+        pins: &[bool],
+    ) -> Result<Trial, Error> {
+        let mut best = self.deal_and_refine(sync, batch, pack(batch, request)?, units, pins);
+        if sync == SyncModel::Phase {
+            let phases = Request {
+                phases: true,
+                fill: batch.fill_binds(),
+                ..request
+            };
+            if let Ok(packed) = pack(batch, phases) {
+                let other = self.deal_and_refine(sync, batch, packed, units, pins);
+                if other.time < best.time {
+                    best = other;
+                }
+            }
+        }
+        Ok(self.searched(sync, batch, pins, best))
+    }
+
+    /// The `pair` and `search` stages under `sync` on `trial` (per-micro-step
+    /// sync models, with the refinement and a search effort), its time
+    /// under `sync` (the samples' costs summed a sequence; 0 for
+    /// [`SyncModel::Step`]).
+    fn searched(&self, sync: SyncModel, batch: &Prepared, pins: &[bool], trial: Trial) -> Trial {
+        let effort = self.search_effort;
+        let mut trial = trial;
+        if sync == SyncModel::Step {
+            return trial;
+        }
+        if self.refine && effort > 0 {
+            let stage = Stage {
+                prep: batch,
+                pinned: pins,
+                sync,
+                shape: trial.shape,
+                slots: &trial.order,
+            };
+            let seqs = core::mem::take(&mut trial.seqs);
+            let seqs = search(&stage, pair(&stage, seqs), effort).sorted();
+            // Small batches: the exact search, on the same budget.
+            let budget = u64::from(effort) << 16;
+            trial.seqs = exact(&stage, seqs, budget);
+        }
+        trial.time = additive_time(sync, batch, trial.shape, &trial.order, &trial.seqs);
+        trial
+    }
+
     /// The `deal` and `refine` stages on one packing of `batch`, for each
     /// row key the sync model tries, keeping the layout of least predicted
     /// step time (computed only for per-phase barriers, which try two
@@ -785,6 +853,7 @@ impl<M: Incremental> Planner<M> {
     /// refinement.
     fn deal_and_refine(
         &self,
+        sync: SyncModel,
         batch: &Prepared,
         packed: Packed,
         units: Option<&Units>,
@@ -792,7 +861,7 @@ impl<M: Incremental> Planner<M> {
     ) -> Trial {
         let shape = packed.shape;
         let mut seqs = Sequences::new(batch, packed.sequences);
-        let keys: &[RowKey] = match self.sync {
+        let keys: &[RowKey] = match sync {
             // The other two keys never won once the per-phase packing,
             // the pairing and the search come after (plan_table).
             SyncModel::Phase => &RowKey::ALL[..2],
@@ -806,37 +875,30 @@ impl<M: Incremental> Planner<M> {
             } else {
                 seqs.clone()
             };
-            let mut order = deal(self.sync, key, shape, &trial);
+            let mut order = deal(sync, key, shape, &trial);
             if let Some(u) = units {
-                u.gather(self.sync, shape, &mut order, &trial);
+                u.gather(sync, shape, &mut order, &trial);
             }
             if self.refine {
                 let stage = Stage {
                     prep: batch,
                     pinned: pins,
-                    sync: self.sync,
+                    sync,
                     shape,
                     slots: &order,
                 };
                 trial = refine(&stage, trial).sorted();
-                if self.sync == SyncModel::Step {
+                if sync == SyncModel::Step {
                     // The data loader's order again within each rank.
                     for rank in order.chunks_mut(shape.per_rank()) {
                         rank.sort_unstable_by_key(|&b| (trial.first(b), b));
                     }
                 }
             }
-            let time = if self.sync != SyncModel::Phase {
+            let time = if sync != SyncModel::Phase {
                 0.0
             } else {
-                let cost = |b: &u32| -> Phases {
-                    trial.members[*b as usize]
-                        .iter()
-                        .map(|&p| batch.cost(p as usize))
-                        .sum()
-                };
-                let slot_costs: Vec<Phases> = order.iter().map(cost).collect();
-                step_time(self.sync, shape, &slot_costs)
+                additive_time(sync, batch, shape, &order, &trial)
             };
             if best.as_ref().map_or(true, |b| time < b.time) {
                 best = Some(Trial {
@@ -867,4 +929,23 @@ struct Trial {
     balanced: bool,
     order: Vec<u32>,
     seqs: Sequences,
+}
+
+/// The step time under `sync` of the layout `order` of `seqs`, each
+/// sequence costing the sum of its members' costs in `batch`.
+fn additive_time(
+    sync: SyncModel,
+    batch: &Prepared,
+    shape: Shape,
+    order: &[u32],
+    seqs: &Sequences,
+) -> f64 {
+    let cost = |b: &u32| -> Phases {
+        seqs.members[*b as usize]
+            .iter()
+            .map(|&p| batch.cost(p as usize))
+            .sum()
+    };
+    let slot_costs: Vec<Phases> = order.iter().map(cost).collect();
+    step_time(sync, shape, &slot_costs)
 }

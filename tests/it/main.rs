@@ -42,6 +42,7 @@ mod plan_groups;
 mod plan_hostile;
 mod plan_invariance;
 mod plan_locality;
+mod plan_optimum;
 mod plan_props;
 mod plan_quality;
 mod plan_search;

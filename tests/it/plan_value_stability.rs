@@ -63,22 +63,26 @@ fn generators_are_value_stable() {
     assert_eq!(total(Scenario::Interleaved), 1_682_913);
 }
 
+/// The micro-step pins moved with issue 23 (the per-phase plan searched on
+/// under per-micro-step barriers, the better kept): over the bound, 1.0001
+/// (llava-sft), 1.0036 (anyres-mix), 1.0003 (interleaved); the step and
+/// phase pins did not move.
 #[test]
 fn plan_fingerprints_are_pinned() {
     let pins: [(Scenario, [u64; 3], usize); 3] = [
         (
             Scenario::LlavaSft,
-            [0x5f35dd1505334f4a, 0x984448e99550cc9a, 0x79956ddd2f1d8af2],
+            [0x5f35dd1505334f4a, 0xba2a9aec44d9a0ae, 0x79956ddd2f1d8af2],
             14,
         ),
         (
             Scenario::AnyresMix,
-            [0x7054e2a018986321, 0x313fd17e8219daed, 0x4db30e07ad8d2f3b],
+            [0x7054e2a018986321, 0x467afc1836923fa7, 0x4db30e07ad8d2f3b],
             9,
         ),
         (
             Scenario::Interleaved,
-            [0x1357f91a1f5d6e01, 0x5aea6d3321d67c25, 0x0e5696c4b53b6a6d],
+            [0x1357f91a1f5d6e01, 0x6a7441836d35a351, 0x0e5696c4b53b6a6d],
             15,
         ),
     ];
