@@ -175,17 +175,18 @@ fn two_kinds(n: u64) -> Vec<StepSample> {
 /// pair of them, quadratic time (at 30,000 samples: 42 s in release before
 /// the work budget, 0.09 s after; many sequences per micro-step, 73 s and
 /// 0.25 s). Now it returns at once, and the plan is still sound and
-/// balanced.
+/// balanced. 6,000 samples (was 12,000: 120 s of a debug build's CPU, the
+/// longest test of CI) still make micro-batches of thousands of samples.
 #[test]
 fn large_micro_batches_refine_within_the_budget() {
-    let samples = two_kinds(12_000);
+    let samples = two_kinds(6_000);
     let model = Preset::Qwen25Vl7b.cost_model();
     for planner in [
         Planner::new(&model).ranks(2).seq_len(u32::MAX),
         Planner::new(&model)
             .ranks(2)
             .seq_len(400)
-            .sequences_per_micro_step(6_000),
+            .sequences_per_micro_step(3_000),
     ] {
         let plan = planner
             .clone()
@@ -193,7 +194,7 @@ fn large_micro_batches_refine_within_the_budget() {
             .plan(&samples)
             .unwrap();
         let r = plan.report();
-        assert_eq!(plan.len(), 12_000);
+        assert_eq!(plan.len(), 6_000);
         assert!(r.predicted >= r.lower_bound && r.predicted <= r.baseline);
         assert!(r.ratio() < 1.01, "{}", r.ratio());
         // Deterministic: the budget is counted, not timed.
