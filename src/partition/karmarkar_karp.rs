@@ -29,8 +29,11 @@ use super::steps;
 ///
 /// # Complexity
 ///
-/// O(n log n + n k log k) time. Singletons are never materialized (a merge
-/// with one is O(k)), item lists are linked through one next-index array so
+/// O(n log n + n k log k) time. Singletons are never materialized: a merge
+/// with one costs O(log k) (a tuple of more than a few non-empty parts keeps
+/// them in a heap while it takes singletons, so that heavy-tailed weights,
+/// where one tuple of the largest items takes item after item, cost no more
+/// than uniform ones). Item lists are linked through one next-index array so
 /// that a merge of two tuples costs O(k log k) and moves no item, and a tuple
 /// stores only its non-empty parts, so that all live tuples together take
 /// O(n) space whatever `k` (O(n + k) extra space in all).
@@ -91,6 +94,35 @@ struct Entry<T> {
     tail: usize,
 }
 
+/// A part placed into a split tuple ([`Tuple::Split`]), with its place
+/// among the parts of equal sum and count (`stamp`, increasing as parts are
+/// placed).
+#[derive(Clone, Copy, Debug)]
+struct Placed<T> {
+    part: Entry<T>,
+    stamp: u64,
+}
+
+/// [`Entry::order`], ties by stamp: a total order.
+impl<T: Total> Ord for Placed<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.part
+            .order(&other.part)
+            .then(self.stamp.cmp(&other.stamp))
+    }
+}
+impl<T: Total> PartialOrd for Placed<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T: Total> PartialEq for Placed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<T: Total> Eq for Placed<T> {}
+
 impl<T: Total> Entry<T> {
     const EMPTY: Self = Entry {
         sum: T::ZERO,
@@ -128,22 +160,24 @@ pub(crate) fn run<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> Vec<usize> {
 
 /// [`run`], with the largest number of tuple entries alive at once.
 fn run_with_peak<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> (Vec<usize>, usize) {
+    run_moving(inst, cfg, LONGEST_MOVE)
+}
+
+/// [`run_with_peak`], a sorted tuple becoming a heap when a part would
+/// move past more than `longest_move` others (the result is the same for
+/// every `longest_move`; `usize::MAX` never makes a heap).
+fn run_moving<T: Total>(
+    inst: &Instance<T>,
+    cfg: &Config<T>,
+    longest_move: usize,
+) -> (Vec<usize>, usize) {
     let (n, k) = (inst.n, cfg.k);
     let mut part_of = vec![0; n];
     if k == 1 || n == 0 {
         return (part_of, 0);
     }
     let mut peak = 0;
-    let mut kk = Kk {
-        k,
-        next: vec![NONE; n],
-        tuples: Vec::new(),
-        free: Vec::new(),
-        scratch: Vec::new(),
-        heap: BinaryHeap::new(),
-        stamp: 0,
-        entries: 0,
-    };
+    let mut kk = Kk::new(k, n, longest_move);
     // Singletons wait in rank order (decreasing weight); a singleton's
     // spread is its weight.
     let mut single = 0;
@@ -152,7 +186,7 @@ fn run_with_peak<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> (Vec<usize>, 
             let slot = kk.alloc();
             for r in start..(start + k).min(n) {
                 let leaf = kk.leaf(r, inst.key(r));
-                kk.tuples[slot].push(leaf);
+                kk.sorted(slot).push(leaf);
                 kk.entries += 1;
             }
             kk.push(slot);
@@ -166,7 +200,7 @@ fn run_with_peak<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> (Vec<usize>, 
             (Taken::Single(ra), Taken::Single(rb)) => {
                 let slot = kk.alloc();
                 let (la, lb) = (kk.leaf(ra, inst.key(ra)), kk.leaf(rb, inst.key(rb)));
-                kk.tuples[slot].extend([la, lb]);
+                kk.sorted(slot).extend([la, lb]);
                 kk.entries += 2;
                 slot
             }
@@ -184,7 +218,7 @@ fn run_with_peak<T: Total>(inst: &Instance<T>, cfg: &Config<T>) -> (Vec<usize>, 
         peak = peak.max(kk.entries);
     }
     let parts: Vec<Entry<T>> = match kk.heap.pop() {
-        Some((_, _, slot)) => core::mem::take(&mut kk.tuples[slot]),
+        Some((_, _, slot)) => core::mem::take(kk.sorted(slot)),
         // One item, never materialized.
         None => vec![kk.leaf(0, inst.key(0))],
     };
@@ -206,24 +240,153 @@ enum Taken {
     Tuple(usize),
 }
 
+/// A sorted tuple whose smallest part, having taken a singleton, would move
+/// past more parts than this splits ([`Tuple::Split`]): an insertion that
+/// moves few parts is cheaper, and the common one moves none (a tuple
+/// collecting singletons in decreasing order as parts of their own).
+const LONGEST_MOVE: usize = 16;
+
+/// The non-empty parts of a partial partition, a sequence sorted by
+/// [`Entry::order`] (equal parts in the order they were placed in), in one
+/// of two forms:
+///
+/// - `Sorted`: the sequence itself;
+/// - `Split`, while the tuple takes singletons (heavy-tailed weights make
+///   one tuple of the largest items take item after item, each joining its
+///   smallest part, which then moves up past many): the parts unchanged
+///   since the tuple was sorted (`rest`, in order) and those placed since,
+///   grown or new (`moved`, a max-heap by [`Placed`]'s `Ord`, stamps in the
+///   order of placing, so that its root is the last of them in the
+///   sequence), with the largest sum. The sequence is the two merged, a
+///   part of `rest` before the equal parts of `moved` (placed later); its
+///   last part, the smallest, is the later of `rest`'s last and `moved`'s
+///   root. Sorting it again costs O(m + h log h) for `h` parts moved.
+enum Tuple<T> {
+    Sorted(Vec<Entry<T>>),
+    Split {
+        rest: Vec<Entry<T>>,
+        moved: BinaryHeap<Placed<T>>,
+        largest: T,
+    },
+}
+
+impl<T: Total> Tuple<T> {
+    /// The number of non-empty parts.
+    fn len(&self) -> usize {
+        match self {
+            Tuple::Sorted(parts) => parts.len(),
+            Tuple::Split { rest, moved, .. } => rest.len() + moved.len(),
+        }
+    }
+
+    /// The sums of the first part (the largest) and of the last (the
+    /// smallest non-empty one); zeros for no part.
+    fn extremes(&self) -> (T, T) {
+        match self {
+            Tuple::Sorted(parts) => (
+                parts.first().map_or(T::ZERO, |e| e.sum),
+                parts.last().map_or(T::ZERO, |e| e.sum),
+            ),
+            Tuple::Split {
+                rest,
+                moved,
+                largest,
+            } => {
+                let last = match (rest.last(), moved.peek()) {
+                    (Some(r), Some(h)) if h.part.order(r) == Ordering::Less => r.sum,
+                    (_, Some(h)) => h.part.sum,
+                    (Some(r), None) => r.sum,
+                    (None, None) => T::ZERO,
+                };
+                (*largest, last)
+            }
+        }
+    }
+
+    /// Removes the last part (the smallest).
+    fn pop_last(&mut self) -> Option<Entry<T>> {
+        match self {
+            Tuple::Sorted(parts) => parts.pop(),
+            Tuple::Split { rest, moved, .. } => match (rest.last(), moved.peek()) {
+                (Some(r), Some(h)) if h.part.order(r) == Ordering::Less => rest.pop(),
+                (_, Some(_)) => moved.pop().map(|h| h.part),
+                _ => rest.pop(),
+            },
+        }
+    }
+
+    /// The parts, sorted: a split tuple is merged, O(m + h log h) for `h`
+    /// parts moved (their stamps are unique, so any sort gives the one
+    /// order).
+    fn sorted(&mut self) -> &mut Vec<Entry<T>> {
+        if let Tuple::Split { rest, moved, .. } = self {
+            let mut placed = core::mem::take(moved).into_vec();
+            placed.sort_unstable();
+            let mut parts = Vec::with_capacity(rest.len() + placed.len());
+            let (mut i, mut j) = (0, 0);
+            while i < rest.len() && j < placed.len() {
+                if placed[j].part.order(&rest[i]) == Ordering::Less {
+                    parts.push(placed[j].part);
+                    j += 1;
+                } else {
+                    parts.push(rest[i]);
+                    i += 1;
+                }
+            }
+            parts.extend_from_slice(&rest[i..]);
+            parts.extend(placed[j..].iter().map(|h| h.part));
+            *self = Tuple::Sorted(parts);
+        }
+        match self {
+            Tuple::Sorted(parts) => parts,
+            Tuple::Split { .. } => unreachable!("sorted just above"),
+        }
+    }
+}
+
 /// The KK state. A tuple keeps only its non-empty parts, sorted by
-/// [`Entry::order`]; the other `k - len` parts are empty (sum zero) and come
-/// last. So all tuples together hold at most `n` entries, whatever `k`.
-/// Tuples sit in a max-heap by spread (ties: older first); freed tuples'
-/// buffers are reused.
+/// [`Entry::order`] ([`Tuple`]); the other `k - len` parts are empty (sum
+/// zero) and come last. So all tuples together hold at most `n` entries,
+/// whatever `k`. Tuples sit in a max-heap by spread (ties: older first);
+/// freed tuples' buffers are reused.
 struct Kk<T> {
     k: usize,
     next: Vec<usize>,
-    tuples: Vec<Vec<Entry<T>>>,
+    tuples: Vec<Tuple<T>>,
     free: Vec<usize>,
     scratch: Vec<Entry<T>>,
     heap: BinaryHeap<(Load<T>, Reverse<u64>, usize)>,
     stamp: u64,
     /// Entries held by all tuples (at most `n`).
     entries: usize,
+    /// A sorted tuple becomes a heap rather than move a part past more
+    /// parts than this.
+    longest_move: usize,
+    /// The last stamp given to a part in a heap.
+    placed: u64,
 }
 
 impl<T: Total> Kk<T> {
+    fn new(k: usize, n: usize, longest_move: usize) -> Self {
+        Kk {
+            k,
+            next: vec![NONE; n],
+            tuples: Vec::new(),
+            free: Vec::new(),
+            scratch: Vec::new(),
+            heap: BinaryHeap::new(),
+            stamp: 0,
+            entries: 0,
+            longest_move,
+            placed: 0,
+        }
+    }
+
+    /// The parts of tuple `slot`, sorted.
+    fn sorted(&mut self, slot: usize) -> &mut Vec<Entry<T>> {
+        self.tuples[slot].sorted()
+    }
+
     fn leaf(&self, r: usize, w: T) -> Entry<T> {
         Entry {
             sum: w,
@@ -238,7 +401,7 @@ impl<T: Total> Kk<T> {
         match self.free.pop() {
             Some(slot) => slot,
             None => {
-                self.tuples.push(Vec::new());
+                self.tuples.push(Tuple::Sorted(Vec::new()));
                 self.tuples.len() - 1
             }
         }
@@ -246,11 +409,8 @@ impl<T: Total> Kk<T> {
 
     fn push(&mut self, slot: usize) {
         let tuple = &self.tuples[slot];
-        let largest = tuple.first().map_or(T::ZERO, |e| e.sum);
-        let smallest = match tuple.last() {
-            Some(e) if tuple.len() == self.k => e.sum,
-            _ => T::ZERO,
-        };
+        let (largest, last) = tuple.extremes();
+        let smallest = if tuple.len() == self.k { last } else { T::ZERO };
         self.stamp += 1;
         self.heap.push((
             Load(largest.saturating_sub(smallest)),
@@ -277,19 +437,55 @@ impl<T: Total> Kk<T> {
     }
 
     /// Adds a one-item part to the smallest part of `slot` (an empty one if
-    /// any) and restores the order by insertion, O(k).
+    /// any) and restores the order: in a sorted tuple by insertion, O(j) for
+    /// a part that moves past `j` others, unless `j` would exceed
+    /// `longest_move`; then the tuple splits ([`Tuple::Split`]), and a split
+    /// one takes it in O(log k).
     fn add_to_smallest(&mut self, slot: usize, leaf: Entry<T>) {
         let tuple = &mut self.tuples[slot];
-        if tuple.len() < self.k {
-            tuple.push(leaf);
+        // The part that changes leaves the sequence, grown.
+        let e = if tuple.len() < self.k {
             self.entries += 1;
-        } else if let Some(last) = tuple.last_mut() {
-            last.absorb(&leaf, &mut self.next);
+            leaf
+        } else {
+            match tuple.pop_last() {
+                Some(mut last) => {
+                    last.absorb(&leaf, &mut self.next);
+                    last
+                }
+                None => leaf,
+            }
+        };
+        if let Tuple::Sorted(parts) = tuple {
+            // It goes after every part it does not precede (after equal
+            // ones): past the `j` last parts it precedes.
+            let len = parts.len();
+            let mut j = 0;
+            while j < len
+                && j <= self.longest_move
+                && e.order(&parts[len - 1 - j]) == Ordering::Less
+            {
+                j += 1;
+            }
+            if j <= self.longest_move {
+                parts.insert(len - j, e);
+                return;
+            }
+            let rest = core::mem::take(parts);
+            let largest = rest.first().map_or(T::ZERO, |p| p.sum);
+            *tuple = Tuple::Split {
+                rest,
+                moved: BinaryHeap::new(),
+                largest,
+            };
         }
-        let mut i = tuple.len() - 1;
-        while i > 0 && tuple[i].order(&tuple[i - 1]) == Ordering::Less {
-            tuple.swap(i, i - 1);
-            i -= 1;
+        if let Tuple::Split { moved, largest, .. } = tuple {
+            *largest = instance::max(*largest, e.sum);
+            self.placed += 1;
+            moved.push(Placed {
+                part: e,
+                stamp: self.placed,
+            });
         }
     }
 
@@ -298,28 +494,27 @@ impl<T: Total> Kk<T> {
     /// O(m log m) for the `m <= k` non-empty parts of the result.
     fn merge(&mut self, a: usize, b: usize) {
         let k = self.k;
-        let (la, lb) = (self.tuples[a].len(), self.tuples[b].len());
+        let mut ta = core::mem::take(self.sorted(a));
+        let mut tb = core::mem::take(self.sorted(b));
+        let (la, lb) = (ta.len(), tb.len());
         self.scratch.clear();
         // Part i of the result: a[i] (if i < la) with b[k - 1 - i] (if
         // k - 1 - i < lb); only those i are non-empty.
         for i in (0..la).chain((k - lb).max(la)..k) {
-            let mut e = if i < la {
-                self.tuples[a][i]
-            } else {
-                Entry::EMPTY
-            };
+            let mut e = if i < la { ta[i] } else { Entry::EMPTY };
             if k - 1 - i < lb {
-                let other = self.tuples[b][k - 1 - i];
-                e.absorb(&other, &mut self.next);
+                e.absorb(&tb[k - 1 - i], &mut self.next);
             }
             self.scratch.push(e);
         }
         self.scratch.sort_unstable_by(Entry::order);
         self.entries = self.entries + self.scratch.len() - la - lb;
-        let tuple = &mut self.tuples[a];
-        tuple.clear();
-        tuple.extend_from_slice(&self.scratch);
-        self.tuples[b].clear();
+        // The result becomes `a`; `a`'s buffer the next scratch.
+        ta.clear();
+        core::mem::swap(&mut ta, &mut self.scratch);
+        self.tuples[a] = Tuple::Sorted(ta);
+        tb.clear();
+        self.tuples[b] = Tuple::Sorted(tb);
         self.free.push(b);
     }
 }
@@ -420,6 +615,53 @@ mod tests {
             };
             let (_, peak) = run_with_peak(&inst, &cfg);
             assert!(peak <= items.len(), "k = {k}: {peak} entries");
+        }
+    }
+
+    /// Heavy-tailed weights with many ties (a few huge items, many equal
+    /// small ones): the heap form of a tuple gives the partition of the
+    /// sorted form (`usize::MAX`, the algorithm before the heap) for every
+    /// longest move, item for item, so ties among equal parts go the same
+    /// way.
+    #[test]
+    fn heap_gives_the_sorted_result() {
+        let mut next = crate::test_rng::uniform(23);
+        for case in 0..60 {
+            let n = 50 + next(1500) as usize;
+            let levels = 1 + next(40);
+            let items: Vec<u64> = (0..n)
+                .map(|_| {
+                    // 1 / u^2 over coarse levels: a heavy tail with ties.
+                    let u = 1 + next(levels);
+                    let base = 1_000_000 / (u * u);
+                    if next(4) == 0 {
+                        base + next(3)
+                    } else {
+                        base
+                    }
+                })
+                .collect();
+            let inst = instance::instance(&items, Dims::Combined, None).unwrap();
+            for k in [2, 3, 5, 33, 64, 200, n / 2, n] {
+                for equal_count in [false, true] {
+                    let cfg = Config {
+                        k,
+                        objective: Objective::MaxPart,
+                        equal_count,
+                        allow_empty: false,
+                        cap: None,
+                    };
+                    let (want, _) = run_moving(&inst, &cfg, usize::MAX);
+                    for longest_move in [0, 1, 4, LONGEST_MOVE] {
+                        let (got, _) = run_moving(&inst, &cfg, longest_move);
+                        assert_eq!(
+                            got, want,
+                            "case {case}: n = {n}, k = {k}, equal counts {equal_count}, \
+                             longest move {longest_move}"
+                        );
+                    }
+                }
+            }
         }
     }
 
