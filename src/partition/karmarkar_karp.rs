@@ -22,6 +22,16 @@ use super::steps;
 /// merges them, pairing the largest part of one with the smallest of the
 /// other, until one is left. Ties go by id, then input index.
 ///
+/// Parts of equal sum and item count are ordered by a fixed rule, never by
+/// a sort's handling of ties (so the result does not depend on the standard
+/// library's version): within a partial partition, a part that takes an
+/// item (or a new one-item part) goes after the parts equal to it; a merge
+/// lists `a`'s parts that meet an empty part of `b` first, then the
+/// combined parts in the order of `a`'s parts, then `b`'s parts that meet
+/// an empty part of `a` (`a` is the partial partition taken first). Only
+/// which items share a part among equal parts depends on this rule: every
+/// part's (combined) sum and item count, and the objective, do not.
+///
 /// Items with several dimensions go by their combined weight. No part is
 /// left empty; use [`Partitioner`](super::Partitioner) for constraints (equal counts are met by
 /// starting from groups of `k` consecutive items), other objectives and
@@ -34,9 +44,13 @@ use super::steps;
 /// them in a heap while it takes singletons, so that heavy-tailed weights,
 /// where one tuple of the largest items takes item after item, cost no more
 /// than uniform ones). Item lists are linked through one next-index array so
-/// that a merge of two tuples costs O(k log k) and moves no item, and a tuple
-/// stores only its non-empty parts, so that all live tuples together take
-/// O(n) space whatever `k` (O(n + k) extra space in all).
+/// that a merge of two tuples moves no item and costs O(m + c log c) for the
+/// `m <= k` non-empty parts of the result, `c` of which combine a part of
+/// each (the others keep their order, so the result is a merge of three
+/// sorted runs; O(k log k) at worst, O(k) for a tuple of a few parts merged
+/// into a full one), and a tuple stores only its non-empty parts, so that
+/// all live tuples together take O(n) space whatever `k` (O(n + k) extra
+/// space in all).
 ///
 /// # Approximation
 ///
@@ -124,13 +138,6 @@ impl<T: Total> PartialEq for Placed<T> {
 impl<T: Total> Eq for Placed<T> {}
 
 impl<T: Total> Entry<T> {
-    const EMPTY: Self = Entry {
-        sum: T::ZERO,
-        count: 0,
-        head: NONE,
-        tail: NONE,
-    };
-
     /// Decreasing sum, then decreasing count (so that among equal sums an
     /// empty part is the smallest and gets filled first).
     fn order(&self, other: &Self) -> Ordering {
@@ -171,13 +178,18 @@ fn run_moving<T: Total>(
     cfg: &Config<T>,
     longest_move: usize,
 ) -> (Vec<usize>, usize) {
+    run_in(inst, cfg, Kk::new(cfg.k, inst.n, longest_move))
+}
+
+/// [`run_moving`] with the state `kk` (fresh, for `cfg.k` parts and
+/// `inst.n` items).
+fn run_in<T: Total>(inst: &Instance<T>, cfg: &Config<T>, mut kk: Kk<T>) -> (Vec<usize>, usize) {
     let (n, k) = (inst.n, cfg.k);
     let mut part_of = vec![0; n];
     if k == 1 || n == 0 {
         return (part_of, 0);
     }
     let mut peak = 0;
-    let mut kk = Kk::new(k, n, longest_move);
     // Singletons wait in rank order (decreasing weight); a singleton's
     // spread is its weight.
     let mut single = 0;
@@ -354,7 +366,10 @@ struct Kk<T> {
     next: Vec<usize>,
     tuples: Vec<Tuple<T>>,
     free: Vec<usize>,
-    scratch: Vec<Entry<T>>,
+    /// The combined parts of a merge, stamped by position.
+    combined: Vec<Placed<T>>,
+    /// The next merge's output buffer.
+    spare: Vec<Entry<T>>,
     heap: BinaryHeap<(Load<T>, Reverse<u64>, usize)>,
     stamp: u64,
     /// Entries held by all tuples (at most `n`).
@@ -364,6 +379,10 @@ struct Kk<T> {
     longest_move: usize,
     /// The last stamp given to a part in a heap.
     placed: u64,
+    /// Re-sort every merge's result with `sort_unstable_by` (the method
+    /// before the three-run merge; tests only).
+    #[cfg(test)]
+    resort: bool,
 }
 
 impl<T: Total> Kk<T> {
@@ -373,12 +392,15 @@ impl<T: Total> Kk<T> {
             next: vec![NONE; n],
             tuples: Vec::new(),
             free: Vec::new(),
-            scratch: Vec::new(),
+            combined: Vec::new(),
+            spare: Vec::new(),
             heap: BinaryHeap::new(),
             stamp: 0,
             entries: 0,
             longest_move,
             placed: 0,
+            #[cfg(test)]
+            resort: false,
         }
     }
 
@@ -491,28 +513,71 @@ impl<T: Total> Kk<T> {
 
     /// Merges tuple `b` into tuple `a`, the `i`-th largest part of `a` with
     /// the `i`-th smallest of `b` (empty parts included), and frees `b`.
-    /// O(m log m) for the `m <= k` non-empty parts of the result.
+    ///
+    /// Part `i` of the result is `a[i] + b[k - 1 - i]`, and it falls in one
+    /// of three runs: `a`'s parts that meet an empty part of `b` (`a[i]`
+    /// alone, `i < a_alone`, already in order), the `c` combined parts (in
+    /// order of `i`, then sorted stably) and `b`'s parts that meet an empty
+    /// part of `a` (already in order). The result is the three runs merged
+    /// by [`Entry::order`]; among equal parts (same sum and count) those of
+    /// `a` alone come first, then the combined ones, then those of `b`
+    /// alone, each run in its own order. So the order is fully determined by
+    /// the two tuples' orders, never by a sort's handling of ties.
+    ///
+    /// O(m + c log c) for the `m <= k` non-empty parts of the result; no
+    /// allocation once the two scratch buffers have grown to the largest
+    /// tuple.
     fn merge(&mut self, a: usize, b: usize) {
         let k = self.k;
-        let mut ta = core::mem::take(self.sorted(a));
+        let ta = core::mem::take(self.sorted(a));
         let mut tb = core::mem::take(self.sorted(b));
         let (la, lb) = (ta.len(), tb.len());
-        self.scratch.clear();
-        // Part i of the result: a[i] (if i < la) with b[k - 1 - i] (if
-        // k - 1 - i < lb); only those i are non-empty.
-        for i in (0..la).chain((k - lb).max(la)..k) {
-            let mut e = if i < la { ta[i] } else { Entry::EMPTY };
-            if k - 1 - i < lb {
-                e.absorb(&tb[k - 1 - i], &mut self.next);
-            }
-            self.scratch.push(e);
+        // Part i pairs a[i] (if i < la) with b[k - 1 - i] (if k - 1 - i <
+        // lb): a alone for i < k - lb, b alone (b[0..b_alone]) for i >= la.
+        let a_alone = la.min(k - lb);
+        let b_alone = lb.min(k - la);
+        self.combined.clear();
+        for i in a_alone..la {
+            let mut e = ta[i];
+            e.absorb(&tb[k - 1 - i], &mut self.next);
+            // The stamp `i` breaks ties: the sort below is the stable one.
+            self.combined.push(Placed {
+                part: e,
+                stamp: i as u64,
+            });
         }
-        self.scratch.sort_unstable_by(Entry::order);
-        self.entries = self.entries + self.scratch.len() - la - lb;
-        // The result becomes `a`; `a`'s buffer the next scratch.
-        ta.clear();
-        core::mem::swap(&mut ta, &mut self.scratch);
-        self.tuples[a] = Tuple::Sorted(ta);
+        self.combined.sort_unstable();
+        let mut out = core::mem::take(&mut self.spare);
+        out.clear();
+        out.reserve(a_alone + self.combined.len() + b_alone);
+        let (mut x, mut y, mut z) = (0, 0, 0);
+        loop {
+            // The first part of the earliest run that no later run's first
+            // part strictly precedes.
+            let mut best = match (x < a_alone, self.combined.get(y)) {
+                (true, Some(c)) if c.part.order(&ta[x]) == Ordering::Less => Some((1, c.part)),
+                (true, _) => Some((0, ta[x])),
+                (false, c) => c.map(|c| (1, c.part)),
+            };
+            if z < b_alone && best.map_or(true, |(_, e)| tb[z].order(&e) == Ordering::Less) {
+                best = Some((2, tb[z]));
+            }
+            let Some((run, e)) = best else { break };
+            out.push(e);
+            match run {
+                0 => x += 1,
+                1 => y += 1,
+                _ => z += 1,
+            }
+        }
+        #[cfg(test)]
+        if self.resort {
+            out.sort_unstable_by(Entry::order);
+        }
+        self.entries = self.entries + out.len() - la - lb;
+        self.tuples[a] = Tuple::Sorted(out);
+        // `a`'s old buffer is the next merge's output buffer.
+        self.spare = ta;
         tb.clear();
         self.tuples[b] = Tuple::Sorted(tb);
         self.free.push(b);
@@ -660,6 +725,98 @@ mod tests {
                              longest move {longest_move}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// The tie rule of [`Kk::merge`]: among equal parts, `a`'s parts alone,
+    /// then the combined ones in the order of `a`'s parts, then `b`'s parts
+    /// alone. Four parts of equal sum and count, one from each place.
+    #[test]
+    fn merge_breaks_ties_by_run_then_position() {
+        let part = |sum: u128, count: usize, r: usize| Entry {
+            sum,
+            count,
+            head: r,
+            tail: r,
+        };
+        let mut kk = Kk::new(4, 6, LONGEST_MOVE);
+        let (a, b) = (kk.alloc(), kk.alloc());
+        // a: ranks 0..3, b: ranks 3..6; part i of the result pairs a[i] with
+        // b[3 - i]: a[0] alone, a[1] + b[2], a[2] + b[1], b[0] alone.
+        kk.sorted(a)
+            .extend([part(10, 2, 0), part(7, 1, 1), part(5, 1, 2)]);
+        kk.sorted(b)
+            .extend([part(10, 2, 3), part(5, 1, 4), part(3, 1, 5)]);
+        kk.entries = 6;
+        kk.merge(a, b);
+        let got: Vec<_> = kk
+            .sorted(a)
+            .iter()
+            .map(|e| (e.sum, e.count, e.head, e.tail))
+            .collect();
+        assert_eq!(
+            got,
+            [(10, 2, 0, 0), (10, 2, 1, 5), (10, 2, 2, 4), (10, 2, 3, 3)]
+        );
+        assert_eq!(kk.entries, 4);
+        assert!(kk.sorted(b).is_empty());
+    }
+
+    /// The tie rule end to end: 4, 4 and 3, 3 make two tuples of two equal
+    /// parts; merging them gives two parts of 7 (4 + 3), the first the one
+    /// of the first tuple's first part (rank 0) and the second tuple's
+    /// second (rank 3).
+    #[test]
+    fn equal_parts_go_by_the_tie_rule() {
+        assert_eq!(run_on(&[4, 4, 3, 3], 2, false), [0, 1, 1, 0]);
+        let p = karmarkar_karp(&[4u32, 4, 3, 3], 2).unwrap();
+        assert_eq!((p.part(0), p.part(1)), (&[0, 3][..], &[1, 2][..]));
+    }
+
+    /// The three-run merge changes only the order among equal parts (same
+    /// sum and count): re-sorting every merge's result (the method before)
+    /// gives the same sum and count for every part, on heavy-tailed weights
+    /// with many ties.
+    #[test]
+    fn merge_moves_only_equal_parts() {
+        let mut next = crate::test_rng::uniform(29);
+        for case in 0..60 {
+            let n = 20 + next(1200) as usize;
+            let levels = 1 + next(30);
+            let items: Vec<u64> = (0..n)
+                .map(|_| {
+                    let u = 1 + next(levels);
+                    1_000_000 / (u * u) + if next(3) == 0 { next(2) } else { 0 }
+                })
+                .collect();
+            let inst = instance::instance(&items, Dims::Combined, None).unwrap();
+            for k in [2, 3, 7, 64, n / 3 + 1, n] {
+                for equal_count in [false, true] {
+                    let cfg = Config {
+                        k,
+                        objective: Objective::MaxPart,
+                        equal_count,
+                        allow_empty: false,
+                        cap: None,
+                    };
+                    let (got, _) = run_moving(&inst, &cfg, LONGEST_MOVE);
+                    let mut kk = Kk::new(k, n, LONGEST_MOVE);
+                    kk.resort = true;
+                    let (want, _) = run_in(&inst, &cfg, kk);
+                    let shape = |part_of: &[usize]| {
+                        let mut counts = vec![0; k];
+                        for &p in part_of {
+                            counts[p] += 1;
+                        }
+                        (inst.sums(k, part_of), counts)
+                    };
+                    assert_eq!(
+                        shape(&got),
+                        shape(&want),
+                        "case {case}: n = {n}, k = {k}, equal counts {equal_count}"
+                    );
                 }
             }
         }
