@@ -2,6 +2,11 @@
 //! the same keys as the baseline, so that a ratio can be read.
 //!
 //! Run: `cargo bench --bench partition -- --warm-up-time 2 --measurement-time 5`
+//!
+//! The group `karmarkar_karp k=1024` compares Karmarkar-Karp over 1,024
+//! parts on uniform weights with verl's workload `24576 T + T^2` of the
+//! built-in vision-language batches (heavy-tailed; with the `scenarios`
+//! feature, on by default), 65,536 items each.
 
 use core::hint::black_box;
 
@@ -85,6 +90,39 @@ fn bench_karmarkar_karp(c: &mut Criterion) {
     group.finish();
 }
 
+/// Karmarkar-Karp over 1,024 parts, 65,536 items: uniform weights in
+/// `1..=10^6`, then verl's workload `24576 T + T^2` over the token counts of
+/// each built-in scenario (seed 42).
+fn bench_karmarkar_karp_1024(c: &mut Criterion) {
+    let mut group = c.benchmark_group("karmarkar_karp k=1024");
+    group.sample_size(10);
+    let (n, k) = (65_536usize, 1024);
+    let mut rng = rng::TestRng::new(5);
+    let mut inputs: Vec<(String, Vec<u64>)> = vec![(
+        "uniform".into(),
+        (0..n).map(|_| 1 + rng.below(1_000_000)).collect(),
+    )];
+    #[cfg(feature = "scenarios")]
+    for s in microbatch::scenario::Scenario::ALL {
+        let workload = s
+            .generate(n, 42)
+            .iter()
+            .map(|x| {
+                let t = x.sample().tokens();
+                24576 * t + t * t
+            })
+            .collect();
+        inputs.push((format!("verl {}", s.name()), workload));
+    }
+    group.throughput(Throughput::Elements(n as u64));
+    for (name, w) in &inputs {
+        group.bench_with_input(BenchmarkId::new(name.as_str(), n), w, |b, w| {
+            b.iter(|| karmarkar_karp(black_box(w), k).unwrap());
+        });
+    }
+    group.finish();
+}
+
 fn bench_refine(c: &mut Criterion) {
     let mut group = c.benchmark_group("refine");
     group.sample_size(10);
@@ -157,6 +195,7 @@ criterion_group!(
     bench_partitioner,
     bench_lpt,
     bench_karmarkar_karp,
+    bench_karmarkar_karp_1024,
     bench_refine,
     bench_exact
 );

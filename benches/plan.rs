@@ -1,21 +1,37 @@
 //! Criterion benches of the planner, with sorting the samples' ids in every
 //! group as the baseline (any planner sorts by id first).
 //!
+//! The baseline sorts the ids *scrambled*: the generated ids are `0..n`,
+//! already sorted (and so is any monotone map of them, such as the
+//! `id.rotate_left(17)` this bench used to sort, which made its ratios
+//! meaningless), so each id is multiplied by an odd constant (a bijection
+//! of `u64`, Knuth's multiplicative hash), which puts them in an order
+//! unrelated to their values, as a data loader's shuffled dataset indices
+//! are. The copy of the ids is made outside the timed routine.
+//!
 //! Run: `cargo bench --bench plan`. Groups:
 //!
 //! - `plan/anyres-mix 65536 x 1024`: 65,536 `anyres-mix` samples over 1,024
 //!   ranks at L = 16384, every sync model (the issue's target: 50 ms);
 //! - `plan/anyres-mix 1e6 x 16384`: 10^6 samples over 16,384 ranks (the
 //!   target: 1 s);
+//! - with `MICROBATCH_BENCH_ROUNDS=<rounds>` set, instead of the criterion
+//!   groups: `<rounds>` rounds at 10^6 x 16,384, each sorting the scrambled
+//!   ids and planning with every sync model in turn in this one process
+//!   (so that a load on a shared machine hits both alike), printing per
+//!   sync model the median planning time, the median sorting time, the
+//!   median of the rounds' ratios and each plan's fingerprint (the same in
+//!   every round, and the same before and after a change that must not
+//!   change plans);
 //! - before the groups, the extra memory of one plan of 10^6 samples (peak
 //!   resident memory while planning over the samples' count, Linux only;
 //!   the target: 128 bytes a sample).
 
-use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use microbatch::plan::SyncModel;
+use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
+use microbatch::plan::{StepSample, SyncModel};
 use microbatch::scenario::Scenario;
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn group(c: &mut Criterion, n: usize, ranks: usize, syncs: &[SyncModel], label: &str) {
     let batch = Scenario::AnyresMix.generate(n, 42);
@@ -31,15 +47,28 @@ fn group(c: &mut Criterion, n: usize, ranks: usize, syncs: &[SyncModel], label: 
             b.iter(|| planner.plan(black_box(&batch)).unwrap())
         });
     }
-    let ids: Vec<u64> = batch.iter().map(|s| s.id().rotate_left(17)).collect();
+    let ids = scrambled_ids(&batch);
     group.bench_function(BenchmarkId::from_parameter("sort ids (baseline)"), |b| {
-        b.iter(|| {
-            let mut v = ids.clone();
-            v.sort_unstable();
-            v
-        })
+        b.iter_batched(
+            || ids.clone(),
+            |mut v| {
+                v.sort_unstable();
+                v
+            },
+            BatchSize::LargeInput,
+        )
     });
     group.finish();
+}
+
+/// The samples' ids in a scrambled order: each multiplied by
+/// `0x9E37_79B9_7F4A_7C15` (odd, so the map is a bijection of `u64` and no
+/// two ids collide), which leaves them in no particular order.
+fn scrambled_ids(batch: &[StepSample]) -> Vec<u64> {
+    batch
+        .iter()
+        .map(|s| s.id().wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .collect()
 }
 
 fn bench_plan(c: &mut Criterion) {
@@ -85,11 +114,82 @@ fn memory(sync: SyncModel) {
     );
 }
 
+/// The environment variable that makes the bench binary time alternating
+/// rounds of sorting and planning instead of the criterion groups.
+const ROUNDS: &str = "MICROBATCH_BENCH_ROUNDS";
+
+/// The median of `v` (the upper one of an even count).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_unstable_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `rounds` rounds at 10^6 x 16,384, each timing the sort of the scrambled
+/// ids, then a plan with every sync model, then the sort again (the ratio
+/// of a round is the plan over the mean of the two sorts around it).
+fn alternate(rounds: usize) {
+    let (n, ranks) = (1_000_000, 16_384);
+    let batch = Scenario::AnyresMix.generate(n, 42);
+    let ids = scrambled_ids(&batch);
+    assert!(
+        ids.windows(2).any(|w| w[0] > w[1]),
+        "the reference sorts nothing"
+    );
+    let sort = || {
+        let mut v = ids.clone();
+        let t = Instant::now();
+        v.sort_unstable();
+        let s = t.elapsed().as_secs_f64();
+        black_box(v);
+        s
+    };
+    let planners: Vec<_> = SyncModel::ALL
+        .iter()
+        .map(|&sync| Scenario::AnyresMix.planner(ranks).sync(sync))
+        .collect();
+    let k = planners.len();
+    let (mut plan_s, mut sort_s, mut ratio) = (vec![vec![]; k], vec![], vec![vec![]; k]);
+    let mut prints = vec![None; k];
+    for _ in 0..rounds {
+        for (i, planner) in planners.iter().enumerate() {
+            let before = sort();
+            let t = Instant::now();
+            let plan = planner.plan(black_box(&batch)).unwrap();
+            let p = t.elapsed().as_secs_f64();
+            let after = sort();
+            assert!(prints[i].map_or(true, |f| f == plan.fingerprint()));
+            prints[i] = Some(plan.fingerprint());
+            plan_s[i].push(p);
+            sort_s.extend([before, after]);
+            ratio[i].push(p / ((before + after) / 2.0));
+        }
+    }
+    let sort_median = median(&mut sort_s);
+    println!(
+        "{n} anyres-mix samples over {ranks} ranks, {rounds} rounds: sorting {n} scrambled ids \
+         {:.1} ms (median)",
+        sort_median * 1e3
+    );
+    for (i, sync) in SyncModel::ALL.iter().enumerate() {
+        println!(
+            "{sync}: {:.0} ms (median), {:.1}x the sort (median of the rounds' ratios), \
+             fingerprint {:016x}",
+            median(&mut plan_s[i]) * 1e3,
+            median(&mut ratio[i]),
+            prints[i].unwrap_or(0)
+        );
+    }
+}
+
 criterion_group!(benches, bench_plan);
 
 fn main() {
     if let Ok(sync) = std::env::var(MEMORY_CHILD) {
         memory(sync.parse().unwrap());
+        return;
+    }
+    if let Ok(rounds) = std::env::var(ROUNDS) {
+        alternate(rounds.parse().expect("a number of rounds"));
         return;
     }
     if std::env::args().any(|a| a == "--bench") {

@@ -9,9 +9,10 @@
 //!   least-loaded part, O(n log n + n log k) (O(n + largest) for integer
 //!   sizes below `max(2^16, n)`), within `4/3 - 1/(3k)` of the optimum;
 //! - [`karmarkar_karp`]: the largest differencing method for `k` parts
-//!   (Karmarkar & Karp 1982; Michiels et al. 2007), O(n log n + n k log k),
-//!   usually much closer to the optimum than LPT when there are many items
-//!   per part;
+//!   (Karmarkar & Karp 1982; Michiels et al. 2007), O(n log n + n k log k)
+//!   at worst (a merge of two partial partitions costs O(k + c log c) for
+//!   `c` parts that combine one of each), usually much closer to the optimum
+//!   than LPT when there are many items per part;
 //! - [`refine`]: moves and swaps out of the heaviest part, never worse than
 //!   its input;
 //! - [`exact`]: branch and bound with a node budget, returning the best
