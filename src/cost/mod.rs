@@ -172,7 +172,7 @@ mod tokens;
 mod values;
 mod vision;
 
-pub use self::attention::{DocumentAttention, FullAttention};
+pub use self::attention::{AttentionKernel, DocumentAttention, FullAttention};
 pub use self::boxed::{BoxCostModel, BoxState};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};
