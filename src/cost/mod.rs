@@ -16,7 +16,8 @@
 //!
 //! - built-in terms: [`Tokens`], [`PerSample`] and [`PerGroup`] (linear
 //!   terms and fixed overheads); [`DocumentAttention`] (`sum T^2` under a
-//!   document mask) and [`FullAttention`] (`L^2` over the packed length); the
+//!   document mask) and [`FullAttention`] (`L^2` over the packed length;
+//!   which of the two a training run pays is its [`AttentionKernel`]); the
 //!   vision encoders [`PerTile`] (CLIP, SigLIP, InternViT), [`PerImage`]
 //!   (Qwen2-VL) and [`Windowed`] (Qwen2.5-VL), frozen or trained
 //!   ([`Training`]);
