@@ -32,10 +32,10 @@ fn users<M: CostModel>(
             None => units.push((None, vec![s])),
         }
     }
-    let per_batch = (units.len() + ranks * steps - 1) / (ranks * steps);
+    let per_batch = units.len().div_ceil(ranks * steps);
     // mb[r][j]: the samples of rank r's micro-step j.
     let mut mb: Vec<Vec<Vec<&StepSample>>> = vec![vec![Vec::new(); steps]; ranks];
-    for r in 0..ranks {
+    for (r, rank) in mb.iter_mut().enumerate() {
         let mine: Vec<&StepSample> = units
             .iter()
             .skip(r)
@@ -50,10 +50,10 @@ fn users<M: CostModel>(
                 j += 1;
                 taken = 0;
             }
-            mb[r][j].extend(m.iter().copied());
+            rank[j].extend(m.iter().copied());
             taken += 1;
         }
-        assert_eq!(mb[r].iter().map(Vec::len).sum::<usize>(), mine.len());
+        assert_eq!(rank.iter().map(Vec::len).sum::<usize>(), mine.len());
     }
     let size = |s: &StepSample| {
         [
