@@ -632,7 +632,7 @@ impl Calibrator {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{Calibrator, Linear, Phases, Sample, Term, Timing};
+    /// use microbatch::cost::{Calibrator, Linear, Sample, Term, Timing};
     ///
     /// let mut c = Calibrator::new(Linear::new([(Term::Tokens, 1.0), (Term::RowAttention, 1.0)])?);
     /// let (a, b) = (Sample::text_only(3), Sample::text_only(4));

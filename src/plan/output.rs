@@ -185,13 +185,14 @@ impl Report {
     /// use microbatch::cost::{Sample, Tokens};
     /// use microbatch::plan::{Planner, StepSample};
     ///
-    /// // In id order the long samples land on rank 0; the plan evens them out.
+    /// // Dealt in turn (sample i to rank i % 2), both long samples land on
+    /// // rank 0: 2000 tokens against 400; the plan evens them out (1200 each).
     /// let samples: Vec<_> = (0..8u32)
-    ///     .map(|i| StepSample::new(i.into(), Sample::text_only(if i < 2 { 900 } else { 100 })))
+    ///     .map(|i| StepSample::new(i.into(), Sample::text_only(if i % 4 == 0 { 900 } else { 100 })))
     ///     .collect();
     /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).plan(&samples)?;
     /// let r = plan.report();
-    /// assert!(r.gain() > 1.0);
+    /// assert_eq!((r.users_baseline, r.predicted), (2000.0, 1200.0));
     /// assert_eq!(r.gain(), r.users_baseline / r.predicted);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
