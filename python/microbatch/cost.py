@@ -487,8 +487,11 @@ class Linear(CostModel):
     (tiles of ``T`` tokens), ``"vision.images"``, ``"vision.units"`` (counts),
     ``"language.tokens"`` (text and image tokens),
     ``"language.document_attention"`` (the sum over samples of their tokens
-    squared), ``"language.samples"`` (a count) and ``"language.groups"`` (1 for
-    a non-empty group: a fixed cost per micro-batch or packed sequence).
+    squared), ``"language.samples"`` (a count), ``"language.groups"`` (1 for
+    a non-empty group: a fixed cost per micro-batch or packed sequence) and
+    ``"language.row_attention"`` (the group's tokens squared: attention over
+    a whole packed row under a dense mask, as sdpa and eager attention
+    compute it; evaluate it on groups that are one packed row each).
 
     Args:
         coefficients: term name -> coefficient (finite, non-negative), in the
@@ -533,10 +536,23 @@ class Linear(CostModel):
         return model
 
     @classmethod
-    def preset(cls, name: str) -> "Linear":
+    def preset(cls, name: str, *, attention: str = "varlen") -> "Linear":
         """The FLOPs preset ``name`` as a linear model over its terms, equal to
         :func:`preset` within rounding, with the overhead terms (images, units,
         samples, groups) at 0: the terms a :class:`Calibrator` fits.
+
+        ``attention`` is the attention kernel the training runs on packed
+        rows: ``"varlen"`` (FlashAttention varlen / ``flash_attention_2`` with
+        packed ``position_ids``, xFormers or FlexAttention document masks:
+        each sample attends within itself, ``language.document_attention``)
+        or ``"dense"`` (``sdpa`` and ``eager`` attention: the whole row is
+        computed under its block mask, ``language.row_attention`` at the same
+        coefficient).
+
+        >>> import microbatch.cost as mc
+        >>> dense = mc.Linear.preset("llava-1.5-7b", attention="dense")
+        >>> dense.terms[:3]
+        ('vision.tiles(576)', 'language.tokens', 'language.row_attention')
 
         >>> import microbatch.cost as mc
         >>> m = mc.Linear.preset("llava-1.5-7b")
@@ -548,7 +564,9 @@ class Linear(CostModel):
         """
         if not isinstance(name, str):
             raise DtypeError(f"a preset name is a str, got {type(name).__name__}", item="name")
-        return cls._from_native(_native.CostModel.linear_preset(name))
+        if not isinstance(attention, str):
+            raise DtypeError(f"attention is a str, got {type(attention).__name__}", item="attention")
+        return cls._from_native(_native.CostModel.linear_preset(name, attention))
 
     def _terms(self) -> Tuple[list, list]:
         got = self._native.linear_terms
@@ -669,6 +687,8 @@ class Calibrator:
         window: the rows kept (the oldest leaves); at least 1.
         min_rows: fit only from this many equations on (a per-phase row gives
             two); ``None``: twice the identified terms.
+        attention: with a preset name, the attention kernel the training
+            runs (``"varlen"`` or ``"dense"``, see :meth:`Linear.preset`).
 
     Raises:
         SettingError: a model that is not linear, an unknown preset.
@@ -701,9 +721,16 @@ class Calibrator:
 
     __slots__ = ("_native",)
 
-    def __init__(self, model: Union[str, Linear], *, window: int = 4096, min_rows: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        model: Union[str, Linear],
+        *,
+        window: int = 4096,
+        min_rows: Optional[int] = None,
+        attention: str = "varlen",
+    ) -> None:
         if isinstance(model, str):
-            fallback = Linear.preset(model)
+            fallback = Linear.preset(model, attention=attention)
         elif isinstance(model, Linear):
             fallback = model
         else:
@@ -726,6 +753,7 @@ class Calibrator:
         vision_seconds: Optional[float] = None,
         language_seconds: Optional[float] = None,
         seconds: Optional[float] = None,
+        rows: Any = None,
     ) -> None:
         """Observes one measured micro-batch: its samples and its time.
 
@@ -737,6 +765,11 @@ class Calibrator:
             vision_seconds, language_seconds: the phases' times, measured
                 separately (give both) ...
             seconds: ... or the whole micro-batch's time (alone).
+            rows: each sample's packed sequence in the micro-batch (any
+                integer labels, 1-D); ``None``: all in one sequence. The terms
+                that see rows (``language.row_attention``: each row's tokens
+                squared, summed; ``language.groups``: one per row) need it
+                when a micro-batch holds several packed sequences.
 
         Raises:
             SettingError: both forms of the time, or neither, or one phase
@@ -756,7 +789,8 @@ class Calibrator:
                 item="seconds",
             )
         text, img, units, offsets = _sample_arrays(text_tokens, image_tokens, image_units)
-        self._native.observe(text, img, units, offsets, v, lang, total)
+        labels = None if rows is None else _arrays.integers(rows, "rows", np.uint32, length=len(text))
+        self._native.observe(text, img, units, offsets, v, lang, total, labels)
 
     def refit(self) -> Calibration:
         """Refits the coefficients on the window (at a step boundary) and returns the new state."""

@@ -50,7 +50,7 @@ GROUP_SCOPES: Tuple[str, ...] = tuple(_native.GROUP_SCOPE_NAMES)
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-    """What the planner predicts for a plan, against the lower bound and the naive plan.
+    """What the planner predicts for a plan, against the lower bound, the naive plan and what users run.
 
     Times are in the cost model's unit (FLOPs for the presets, seconds for
     measured costs).
@@ -62,6 +62,14 @@ class Report:
         baseline: the predicted step time of the naive plan (the loader's
             order, packed greedily, dealt to ranks in turn).
         baseline_micro_steps: the micro-steps the naive plan needs.
+        users_baseline: the predicted step time of what users run without
+            the planner, in the plan's ranks x micro-steps: the samples in
+            ascending id (a group as one unit at its smallest id) dealt as
+            ``DistributedSampler`` does (unit ``k`` to rank ``k % R``), each
+            rank's units cut in order into micro-batches of
+            ``ceil(units / (R * A))``, each packed by first fit in order. A
+            micro-batch needing more than the plan's sequences a micro-step
+            runs them all, so this may be below ``lower_bound``.
         imbalance_vision: the largest rank's vision time over the mean (1.0 is perfect).
         imbalance_language: the same for the language model.
         efficiency: real tokens over the token capacity of the non-empty sequences.
@@ -70,7 +78,8 @@ class Report:
             first-fit-decreasing packed instead).
         planning_time: seconds spent planning, measured in Rust.
         ratio: ``predicted / lower_bound`` (1.0 is perfect).
-        gain: ``baseline / predicted``: the speed-up over the naive plan.
+        gain: ``users_baseline / predicted``: the speed-up over what users run.
+        packed_gain: ``baseline / predicted``: the speed-up over the naive plan.
         straggler: ``predicted - lower_bound``.
         samples_moved: the samples with an origin planned on another rank
             (``None`` when no sample has an origin; so are the traffic fields below).
@@ -98,6 +107,7 @@ class Report:
     lower_bound: float
     baseline: float
     baseline_micro_steps: int
+    users_baseline: float
     imbalance_vision: float
     imbalance_language: float
     efficiency: float
@@ -106,6 +116,7 @@ class Report:
     planning_time: Optional[float]
     ratio: float
     gain: float
+    packed_gain: float
     straggler: float
     samples_moved: Optional[int] = None
     bytes_moved: Optional[int] = None

@@ -89,8 +89,10 @@ impl NativeCalibrator {
     }
 
     /// Observes one micro-batch: its samples (arrays as for a cost model)
-    /// and its time, per phase (`vision` and `language`) or in total.
-    #[pyo3(signature = (text, image_tokens, image_units, image_offsets, vision, language, seconds))]
+    /// and its time, per phase (`vision` and `language`) or in total;
+    /// `rows`: each sample's packed sequence (any labels; `None`: one
+    /// sequence), for the terms that see rows (`Calibrator::observe_rows`).
+    #[pyo3(signature = (text, image_tokens, image_units, image_offsets, vision, language, seconds, rows=None))]
     #[allow(clippy::too_many_arguments)]
     fn observe(
         &mut self,
@@ -102,7 +104,9 @@ impl NativeCalibrator {
         vision: Option<f64>,
         language: Option<f64>,
         seconds: Option<f64>,
+        rows: Option<PyReadonlyArray1<'_, u32>>,
     ) -> PyResult<()> {
+        let rows: Option<Vec<u32>> = rows.map(|r| r.as_array().to_vec());
         let arrays = Arrays::borrow(
             &text,
             &image_tokens,
@@ -129,7 +133,29 @@ impl NativeCalibrator {
             let samples = (0..arrays.text.len())
                 .map(|i| arrays.sample(i, &name))
                 .collect::<Result<Vec<Sample>, _>>()?;
-            calibrator.observe(&samples, time)?;
+            match rows {
+                None => calibrator.observe(&samples, time)?,
+                Some(rows) => {
+                    if rows.len() != samples.len() {
+                        return Err(setting(
+                            "rows",
+                            format!(
+                                "rows gives the sequence of {} samples but the micro-batch \
+                                 has {}: give one label per sample",
+                                rows.len(),
+                                samples.len()
+                            ),
+                        ));
+                    }
+                    // Samples by row label, rows in ascending label.
+                    let mut by_row: std::collections::BTreeMap<u32, Vec<&Sample>> =
+                        std::collections::BTreeMap::new();
+                    for (s, &r) in samples.iter().zip(&rows) {
+                        by_row.entry(r).or_default().push(s);
+                    }
+                    calibrator.observe_rows(by_row.into_values(), time)?;
+                }
+            }
             Ok::<_, Failure>(())
         })
     }

@@ -375,11 +375,15 @@ impl NativeCostModel {
     }
 
     /// The preset's FLOPs model as a `Linear` over its terms (the overhead
-    /// terms at 0): the fallback of a calibrator.
+    /// terms at 0) for the attention kernel `attention` (`AttentionKernel`'s
+    /// names: `varlen`, `dense`): the fallback of a calibrator.
     #[staticmethod]
-    fn linear_preset(py: Python<'_>, name: &str) -> PyResult<Self> {
-        let name = name.to_owned();
-        term(py, move || Ok(Linear::preset(name.parse()?)))
+    #[pyo3(signature = (name, attention="varlen"))]
+    fn linear_preset(py: Python<'_>, name: &str, attention: &str) -> PyResult<Self> {
+        let (name, attention) = (name.to_owned(), attention.to_owned());
+        term(py, move || {
+            Ok(Linear::preset_with(name.parse()?, attention.parse()?))
+        })
     }
 
     /// `(term names, coefficients)` when the model is exactly one `Linear`.

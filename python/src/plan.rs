@@ -421,6 +421,7 @@ impl NativePlan {
         d.set_item("lower_bound", r.lower_bound)?;
         d.set_item("baseline", r.baseline)?;
         d.set_item("baseline_micro_steps", r.baseline_micro_steps)?;
+        d.set_item("users_baseline", r.users_baseline)?;
         d.set_item("imbalance_vision", r.imbalance.vision)?;
         d.set_item("imbalance_language", r.imbalance.language)?;
         d.set_item("efficiency", r.efficiency)?;
@@ -432,6 +433,7 @@ impl NativePlan {
         )?;
         d.set_item("ratio", r.ratio())?;
         d.set_item("gain", r.gain())?;
+        d.set_item("packed_gain", r.packed_gain())?;
         d.set_item("straggler", r.straggler())?;
         let t = r.traffic.as_ref();
         d.set_item("samples_moved", t.map(|t| t.samples_moved))?;

@@ -300,3 +300,32 @@ def test_example_collect_timings_under_torchrun():
     last = re.search(r"step 3: .*? fitted on (\d+) rows \((\d+) rejected\)", out)
     assert last is not None, out
     assert int(last.group(1)) + int(last.group(2)) == 2 * sum(timed), out
+
+
+def test_dense_preset_and_row_attention_recovered():
+    dense = mc.Linear.preset("llava-1.5-7b", attention="dense")
+    varlen = mc.Linear.preset("llava-1.5-7b")
+    assert "language.row_attention" in dense.terms and "language.document_attention" not in dense.terms
+    assert dense.coefficients["language.row_attention"] == varlen.coefficients["language.document_attention"]
+    with pytest.raises(SettingError):
+        mc.Linear.preset("llava-1.5-7b", attention="flash")
+    # Synthetic micro-batches of 1..3 packed rows; the truth sees each row's tokens squared.
+    truth = {"language.tokens": 3e-6, "language.row_attention": 2e-9, "language.groups": 1e-3}
+    rng = np.random.default_rng(22)
+    c = mc.Calibrator("llava-1.5-7b", attention="dense")
+    for _ in range(200):
+        k = int(rng.integers(1, 7))
+        text = rng.integers(50, 1500, k)
+        rows = rng.integers(0, 3, k)
+        seconds = 0.0
+        for row in np.unique(rows):
+            t = float(text[rows == row].sum())
+            seconds += truth["language.tokens"] * t + truth["language.row_attention"] * t * t + truth["language.groups"]
+        c.observe(text, seconds=seconds, rows=rows)
+    status = c.refit()
+    assert status.fitted
+    got = c.model.coefficients
+    assert got["language.row_attention"] == pytest.approx(2e-9, rel=1e-6)
+    assert got["language.tokens"] == pytest.approx(3e-6, rel=1e-6)
+    with pytest.raises((SettingError, DtypeError)):
+        c.observe([100, 200], seconds=0.1, rows=[0])

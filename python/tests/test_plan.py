@@ -112,7 +112,9 @@ def test_report_fields():
     assert r.sync == "phase"
     assert r.lower_bound <= r.predicted <= r.baseline
     assert r.ratio == pytest.approx(r.predicted / r.lower_bound)
-    assert r.gain == pytest.approx(r.baseline / r.predicted)
+    assert r.gain == pytest.approx(r.users_baseline / r.predicted)
+    assert r.packed_gain == pytest.approx(r.baseline / r.predicted)
+    assert r.users_baseline > 0.0
     assert r.straggler == pytest.approx(r.predicted - r.lower_bound)
     assert r.imbalance_vision >= 1.0 and r.imbalance_language >= 1.0
     assert 0.0 < r.efficiency <= 1.0
@@ -185,3 +187,20 @@ def test_planner_repr_and_settings():
     assert "qwen2.5-vl-7b" in repr(p)
     plan = p.plan(np.arange(10), np.full(10, 100))
     assert plan.micro_steps == 3
+
+
+def test_users_baseline_known_answer():
+    # DistributedSampler's deal: rank 0 gets ids 0, 2, 4 (600 tokens each;
+    # first fit: three rows, all run in the one micro-step), rank 1 ids 1, 3, 5.
+    text = [600, 100, 600, 100, 600, 100]
+    planner = microbatch.Planner(
+        mc.Tokens(1.0), ranks=2, seq_len=1000, micro_steps=1, sequences_per_micro_step=2
+    )
+    r = planner.plan(ids=list(range(6)), text_tokens=text).report
+    assert r.users_baseline == 1800.0
+    assert r.gain == 1800.0 / r.predicted
+    row = mc.Linear({"language.row_attention": 1.0})
+    r = microbatch.Planner(row, ranks=2, seq_len=1000, micro_steps=1, sequences_per_micro_step=2).plan(
+        ids=list(range(6)), text_tokens=text
+    ).report
+    assert r.users_baseline == 3 * 600.0**2

@@ -605,20 +605,68 @@ impl Calibrator {
         group: impl IntoIterator<Item = &'s Sample>,
         time: Timing,
     ) -> Result<(), Error> {
+        self.observe_rows([group], time)
+    }
+
+    /// Records one measured micro-batch given as its packed sequences
+    /// (`rows`, each the samples of one sequence) and its time: its
+    /// features are the sums over the rows of each row's features, so that
+    /// the terms that are not additive over samples see the rows
+    /// ([`RowAttention`](super::Term::RowAttention): the sum over rows of
+    /// the row's tokens squared; [`Groups`](super::Term::Groups): the
+    /// number of non-empty rows), as the planner evaluates a micro-batch of
+    /// `S` sequences. [`observe`](Calibrator::observe) is this with one
+    /// row. Otherwise as `observe`.
+    ///
+    /// # Errors
+    ///
+    /// As [`observe`](Calibrator::observe).
+    ///
+    /// # Complexity
+    ///
+    /// O(terms x (rows + samples + images)) time, O(terms) space.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Calibrator, Linear, Sample, Term, Timing};
+    ///
+    /// let mut c = Calibrator::new(Linear::new([(Term::Tokens, 1.0), (Term::RowAttention, 1.0)])?);
+    /// let (a, b) = (Sample::text_only(3), Sample::text_only(4));
+    /// // Two rows, [a, b] and [b]: row attention (3 + 4)^2 + 4^2 = 65.
+    /// c.observe_rows([vec![&a, &b], vec![&b]], Timing::Total(1.0))?;
+    /// assert_eq!(c.rows(), 1);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    pub fn observe_rows<'s, G>(
+        &mut self,
+        rows: impl IntoIterator<Item = G>,
+        time: Timing,
+    ) -> Result<(), Error>
+    where
+        G: IntoIterator<Item = &'s Sample>,
+    {
         time.check()?;
         let model = &self.fallback;
-        let mut state = model.empty();
-        for sample in group {
-            model.insert(&mut state, sample);
+        let fitted = self.calibration.fitted();
+        let mut features = [0.0; Linear::MAX_TERMS];
+        let mut predicted = 0.0;
+        for row in rows {
+            let mut state = model.empty();
+            for sample in row {
+                model.insert(&mut state, sample);
+            }
+            for (x, y) in features.iter_mut().zip(model.features(&state)) {
+                *x += y;
+            }
+            if fitted {
+                predicted += self.calibration.model.evaluate(&state).total();
+            }
         }
-        let row = Row {
-            features: model.features(&state),
-            time,
-        };
-        if self.calibration.fitted() {
+        let row = Row { features, time };
+        if fitted {
             let measured = time.total();
             if measured > 0.0 {
-                let predicted = self.calibration.model.evaluate(&state).total();
                 let relative = predicted / measured - 1.0;
                 if relative.is_finite() {
                     self.drift.add(relative);

@@ -8,7 +8,9 @@ use core::str::FromStr;
 
 use super::combinator::impl_add;
 use super::vision::Vision;
-use super::{coefficient, f, CostModel, Incremental, Phase, Phases, Preset, Sample};
+use super::{
+    coefficient, f, AttentionKernel, CostModel, Incremental, Phase, Phases, Preset, Sample,
+};
 use crate::error::Error;
 
 /// A feature of a group of samples that a [`Linear`] model multiplies by a
@@ -32,9 +34,15 @@ use crate::error::Error;
 /// | [`DocumentAttention`](Term::DocumentAttention) | `language.document_attention` | language | sum over samples of `tokens^2` (document-masked attention) |
 /// | [`Samples`](Term::Samples) | `language.samples` | language | samples (a per-sample overhead) |
 /// | [`Groups`](Term::Groups) | `language.groups` | language | 1 for a non-empty group (a per-micro-batch or per-sequence overhead) |
+/// | [`RowAttention`](Term::RowAttention) | `language.row_attention` | language | `(sum over samples of tokens)^2` (attention over the whole packed row: a dense mask) |
 ///
-/// Every term but [`Groups`](Term::Groups) is additive over samples; a
-/// group's feature of `Groups` is 1 however many samples it holds.
+/// Every term but [`Groups`](Term::Groups) and
+/// [`RowAttention`](Term::RowAttention) is additive over samples; a group's
+/// feature of `Groups` is 1 however many samples it holds, and of
+/// `RowAttention` the square of its tokens, which assumes the group is one
+/// packed sequence (a row), as the planner's sequences are; a micro-batch of
+/// several rows is the sum of its rows (see
+/// [`Calibrator::observe_rows`](super::Calibrator::observe_rows)).
 ///
 /// The enum is `#[non_exhaustive]`: more terms may come in minor releases.
 ///
@@ -91,10 +99,17 @@ pub enum Term {
     /// 1 for a non-empty group, 0 for the empty one: a fixed cost per
     /// micro-batch (or per packed sequence, for the planner's sequences).
     Groups,
+    /// The square of the group's tokens (`(sum over samples of T)^2`):
+    /// attention over a packed row under a dense mask, where the kernel
+    /// computes every pair of the row (sdpa or eager attention with a block
+    /// mask, see [`AttentionKernel::Dense`](super::AttentionKernel::Dense)),
+    /// not only those within a document. Evaluate it on groups that are
+    /// one packed sequence each.
+    RowAttention,
 }
 
 /// The names of the terms without parameters, with the term.
-const PLAIN: [(&str, Term); 8] = [
+const PLAIN: [(&str, Term); 9] = [
     ("vision.image_tokens", Term::ImageTokens),
     ("vision.unit_attention", Term::UnitAttention),
     ("vision.images", Term::Images),
@@ -103,10 +118,11 @@ const PLAIN: [(&str, Term); 8] = [
     ("language.document_attention", Term::DocumentAttention),
     ("language.samples", Term::Samples),
     ("language.groups", Term::Groups),
+    ("language.row_attention", Term::RowAttention),
 ];
 
 /// Every name a term can have: [`Term::NAMES`].
-const KNOWN: [&str; 10] = [
+const KNOWN: [&str; 11] = [
     "vision.image_tokens",
     "vision.unit_attention",
     "vision.window_attention(W,P)",
@@ -117,6 +133,7 @@ const KNOWN: [&str; 10] = [
     "language.document_attention",
     "language.samples",
     "language.groups",
+    "language.row_attention",
 ];
 
 impl Term {
@@ -130,7 +147,7 @@ impl Term {
     /// ```
     /// use microbatch::cost::Term;
     ///
-    /// assert_eq!(Term::NAMES.len(), 10);
+    /// assert_eq!(Term::NAMES.len(), 11);
     /// assert_eq!(Term::NAMES[3], "vision.tiles(T)");
     /// // Every name parses once its parameters are written in.
     /// for name in Term::NAMES {
@@ -160,9 +177,11 @@ impl Term {
             | Term::Tiles { .. }
             | Term::Images
             | Term::Units => Phase::Vision,
-            Term::Tokens | Term::DocumentAttention | Term::Samples | Term::Groups => {
-                Phase::Language
-            }
+            Term::Tokens
+            | Term::DocumentAttention
+            | Term::Samples
+            | Term::Groups
+            | Term::RowAttention => Phase::Language,
         }
     }
 
@@ -192,11 +211,12 @@ impl Term {
             Term::DocumentAttention => "language.document_attention",
             Term::Samples => "language.samples",
             Term::Groups => "language.groups",
+            Term::RowAttention => "language.row_attention",
         }
     }
 
     /// Whether the term is a sum of per-sample shares (every term but
-    /// [`Groups`](Term::Groups)).
+    /// [`Groups`](Term::Groups) and [`RowAttention`](Term::RowAttention)).
     ///
     /// # Examples
     ///
@@ -205,15 +225,25 @@ impl Term {
     ///
     /// assert!(Term::Tokens.is_additive());
     /// assert!(!Term::Groups.is_additive());
+    /// assert!(!Term::RowAttention.is_additive());
     /// ```
     #[must_use]
     pub const fn is_additive(self) -> bool {
+        !matches!(self, Term::Groups | Term::RowAttention)
+    }
+
+    /// Whether a sample alone is sure to bring its own feature to every
+    /// group holding it (every term but [`Groups`](Term::Groups)): the
+    /// additive terms, and [`RowAttention`](Term::RowAttention), as
+    /// `(a + b)^2 >= a^2 + b^2`. What [`Linear`]'s floor keeps.
+    const fn has_floor(self) -> bool {
         !matches!(self, Term::Groups)
     }
 
     /// The term's share of one sample, to be summed over a group (for
     /// [`Groups`](Term::Groups): the sample count, mapped to 0 or 1 by
-    /// [`feature`](Term::feature)). Saturating; below `2^128` for every
+    /// [`feature`](Term::feature); for [`RowAttention`](Term::RowAttention):
+    /// the tokens, squared by `feature`). Saturating; below `2^128` for every
     /// sample (tokens are below `2^64`, their squares below `2^128`).
     pub(crate) fn share(self, sample: &Sample) -> u128 {
         let mut x = 0u128;
@@ -258,7 +288,7 @@ impl Term {
                     x = x.saturating_add(u128::from(image.units()));
                 }
             }
-            Term::Tokens => x = u128::from(sample.tokens()),
+            Term::Tokens | Term::RowAttention => x = u128::from(sample.tokens()),
             Term::DocumentAttention => {
                 let t = u128::from(sample.tokens());
                 x = t * t;
@@ -278,6 +308,9 @@ impl Term {
                     0.0
                 }
             }
+            // The row's tokens squared (saturating: beyond 2^128 the
+            // feature is beyond any finite cost anyway).
+            Term::RowAttention => f(sum.saturating_mul(sum)),
             _ => f(sum),
         }
     }
@@ -539,6 +572,41 @@ impl Linear {
         out
     }
 
+    /// The preset's model for the attention `kernel` the training runs:
+    /// [`AttentionKernel::Varlen`] is [`Linear::preset`];
+    /// [`AttentionKernel::Dense`] has [`RowAttention`](Term::RowAttention)
+    /// in place of [`DocumentAttention`](Term::DocumentAttention), at the
+    /// same coefficient (the same FLOPs per token pair, over every pair of
+    /// the packed row instead of those within a sample).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{AttentionKernel, CostModel, Linear, Preset, Sample, Term};
+    ///
+    /// let p = Preset::Llava15_7b;
+    /// assert_eq!(Linear::preset_with(p, AttentionKernel::Varlen), Linear::preset(p));
+    /// let dense = Linear::preset_with(p, AttentionKernel::Dense);
+    /// let c = Linear::preset(p).coefficient(Term::DocumentAttention);
+    /// assert_eq!(dense.coefficient(Term::RowAttention), c);
+    /// assert_eq!(dense.coefficient(Term::DocumentAttention), None);
+    /// // Two samples of 1000 tokens in one row: 2000^2 pairs, not 2 x 1000^2.
+    /// let (a, b) = (Sample::text_only(1000), Sample::text_only(1000));
+    /// let extra = dense.cost(&[&a, &b]).language - Linear::preset(p).cost(&[&a, &b]).language;
+    /// assert!((extra / (c.unwrap() * 2e6) - 1.0).abs() < 1e-12);
+    /// ```
+    pub fn preset_with(preset: Preset, kernel: AttentionKernel) -> Self {
+        let mut out = Linear::preset(preset);
+        if kernel == AttentionKernel::Dense {
+            for t in &mut out.terms[..usize::from(out.len)] {
+                if *t == Term::DocumentAttention {
+                    *t = Term::RowAttention;
+                }
+            }
+        }
+        out
+    }
+
     /// The terms, in order.
     ///
     /// # Examples
@@ -696,13 +764,15 @@ impl CostModel for Linear {
         super::cost_by_state(self, group)
     }
 
-    /// The sample's cost alone without the [`Groups`](Term::Groups) term.
+    /// The sample's cost alone without the [`Groups`](Term::Groups) term
+    /// ([`RowAttention`](Term::RowAttention) keeps the sample's own square,
+    /// which every row holding it has).
     fn floor(&self, sample: &Sample) -> Phases {
         let mut state = self.empty();
         self.insert(&mut state, sample);
         // The same sum as the cost alone with one non-negative term left
         // out: at most the cost alone, term by term in rounding too.
-        self.value(&state, Term::is_additive)
+        self.value(&state, Term::has_floor)
     }
 }
 

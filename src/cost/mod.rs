@@ -16,7 +16,8 @@
 //!
 //! - built-in terms: [`Tokens`], [`PerSample`] and [`PerGroup`] (linear
 //!   terms and fixed overheads); [`DocumentAttention`] (`sum T^2` under a
-//!   document mask) and [`FullAttention`] (`L^2` over the packed length); the
+//!   document mask) and [`FullAttention`] (`L^2` over the packed length;
+//!   which of the two a training run pays is its [`AttentionKernel`]); the
 //!   vision encoders [`PerTile`] (CLIP, SigLIP, InternViT), [`PerImage`]
 //!   (Qwen2-VL) and [`Windowed`] (Qwen2.5-VL), frozen or trained
 //!   ([`Training`]);
@@ -176,7 +177,7 @@ mod values;
 mod vision;
 
 pub use self::adapter::{InPhase, Max, Scale, Sum};
-pub use self::attention::{DocumentAttention, FullAttention};
+pub use self::attention::{AttentionKernel, DocumentAttention, FullAttention};
 pub use self::boxed::{BoxCostModel, BoxState};
 pub use self::calibrate::{fit, fit_terms, Fit};
 pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};

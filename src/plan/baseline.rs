@@ -1,9 +1,10 @@
-//! The naive baseline: the data loader's order, packed by next fit, micro-batches dealt to ranks in turn.
+//! The baselines: the naive one (the data loader's order, packed by next fit, micro-batches dealt to ranks in turn) and the users' one ([`users_step_time`]: dealt as `DistributedSampler` does, fixed micro-batches packed by first fit).
 //!
 //! Next fit in id order packs consecutive runs of positions; the runs are
 //! found here rather than with [`pack::next_fit`](crate::pack::next_fit)
 //! because the report needs only their ends (no packing, no bounds).
 
+use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -92,4 +93,106 @@ impl Naive {
         }
         step_time(sync, self.shape, &costs)
     }
+}
+
+/// The users' baseline: what a data-parallel loop without the planner runs.
+///
+/// 1. *Units.* The samples in ascending id (the data loader's order, as
+///    everywhere in the planner: the report does not depend on the order
+///    of the input slice). A group
+///    ([`StepSample::with_group`](crate::plan::StepSample::with_group))
+///    is one unit at the place of its smallest id, its samples in ascending
+///    id; an ungrouped sample is a unit alone.
+/// 2. *Deal.* As `DistributedSampler` without shuffling or padding: unit
+///    `k` to rank `k % R`.
+/// 3. *Micro-batches.* Every micro-batch holds `b = ceil(U / (R * A))`
+///    units (`U` units, `A` the plan's micro-steps; the fixed
+///    per-device batch size of a training script): each rank's units are
+///    cut in order into runs of `b`, run `j` in micro-step `j` (a rank has
+///    at most `ceil(U / R) <= A * b` units, so `A` micro-steps hold them;
+///    the last runs may be shorter or empty, as with `R > n`). A group is
+///    thus in one micro-batch, which satisfies both
+///    [`GroupScope`](crate::plan::GroupScope)s.
+/// 4. *Packing.* Each micro-batch's samples, in order, packed by first fit
+///    into sequences of the planner's caps (`L`, units, images): each
+///    sample goes into the first sequence it fits, or a new one.
+///
+/// A micro-batch's cost is the sum of its sequences' costs (each sequence
+/// evaluated as a group with the model), and the step time is that of the
+/// sync model over the `R x A` micro-batches. A micro-batch that packs
+/// into more than the plan's `S` sequences is evaluated as it is, all its
+/// sequences run in its micro-step (a fixed batch size does not know the
+/// sequence budget): its time is then not that of an `S`-sequence plan,
+/// and the users' baseline may be below the plan's lower bound.
+///
+/// # Complexity
+///
+/// O(n log n) for the units (a map of the groups), O(n k) for the packing
+/// with at most `k` sequences in a micro-batch (first fit scans the open
+/// sequences), O(n + R A) extra space.
+pub(crate) fn users_step_time<M: Incremental>(
+    prep: &Prepared,
+    samples: &[StepSample],
+    model: &M,
+    sync: SyncModel,
+    shape: Shape,
+) -> f64 {
+    // 1. Units: positions in ascending id, a group at its first member.
+    let mut unit_of_group: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut units: Vec<Vec<u32>> = Vec::new();
+    for (p, e) in prep.items.iter().enumerate() {
+        match samples[e.input as usize].group() {
+            Some(g) => {
+                let u = *unit_of_group.entry(g).or_insert_with(|| {
+                    units.push(Vec::new());
+                    units.len() - 1
+                });
+                units[u].push(p as u32);
+            }
+            None => units.push(vec![p as u32]),
+        }
+    }
+    // 2. and 3. Unit k is the (k / R)-th of rank k % R, in micro-step
+    // (k / R) / b.
+    let (ranks, steps) = (shape.ranks.max(1), shape.steps.max(1));
+    let per_batch = units.len().div_ceil(ranks * steps).max(1);
+    let mut batches: Vec<Vec<u32>> = vec![Vec::new(); ranks * steps];
+    for (k, unit) in units.iter().enumerate() {
+        let (rank, j) = (k % ranks, (k / ranks) / per_batch);
+        // `j < A` (see above); `min` keeps an index in range regardless.
+        batches[rank * steps + j.min(steps - 1)].extend_from_slice(unit);
+    }
+    drop(units);
+    // 4. First fit within each micro-batch; its cost the sum of its
+    // sequences'.
+    let mut costs = vec![Phases::ZERO; ranks * steps];
+    let mut loads: Vec<[u64; 3]> = Vec::new();
+    let mut states = Vec::new();
+    for (batch, cost) in batches.iter().zip(&mut costs) {
+        loads.clear();
+        states.clear();
+        for &p in batch {
+            let p = p as usize;
+            let k = match loads.iter().position(|&l| prep.fits(l, p)) {
+                Some(k) => k,
+                None => {
+                    loads.push([0; 3]);
+                    states.push(model.empty());
+                    loads.len() - 1
+                }
+            };
+            for (l, x) in loads[k].iter_mut().zip(prep.size(p)) {
+                *l += x;
+            }
+            let e = &prep.items[p];
+            model.insert(&mut states[k], samples[e.input as usize].sample());
+        }
+        *cost = states.iter().map(|s| model.evaluate(s)).sum();
+    }
+    let grid = Shape {
+        ranks,
+        steps,
+        per_step: 1,
+    };
+    step_time(sync, grid, &costs)
 }

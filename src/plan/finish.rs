@@ -3,7 +3,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::baseline::Naive;
+use super::baseline::{users_step_time, Naive};
 use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
 use super::exchange::{Exchange, Move, Traffic};
 use super::fingerprint::of_plan;
@@ -38,7 +38,8 @@ pub(crate) struct Layout {
 
 /// The plan of `layout` with its report (without a planning time): the
 /// ids slot by slot, every sequence evaluated as a group with the model,
-/// the predicted step time against the bound and the naive baseline.
+/// the predicted step time against the bound, the naive baseline and the
+/// users' one.
 ///
 /// O(n + slots) time besides the model and the baseline, O(n + slots)
 /// extra space.
@@ -94,7 +95,8 @@ pub(crate) fn finish<M: Incremental>(
         .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
     let predicted = step_time(cx.sync, shape, &costs);
     let baseline = naive.step_time(prep, cx.samples, cx.model, cx.sync);
-    if !(predicted.is_finite() && baseline.is_finite()) {
+    let users_baseline = users_step_time(prep, cx.samples, cx.model, cx.sync, shape);
+    if !(predicted.is_finite() && baseline.is_finite() && users_baseline.is_finite()) {
         return Err(Error::CostOverflow {
             phase: None,
             samples: prep.len(),
@@ -107,6 +109,7 @@ pub(crate) fn finish<M: Incremental>(
         lower_bound: rounded_down(bound, &[predicted, baseline]),
         baseline,
         baseline_micro_steps: naive.shape.steps,
+        users_baseline,
         imbalance: imbalance(shape, &costs),
         efficiency: if used == 0 {
             1.0

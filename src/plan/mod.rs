@@ -128,7 +128,8 @@
 //!    predicted step time stays within the tolerance of the plan so far
 //!    ([`Locality`]).
 //! 10. `finish`: the plan's ids slot by slot, every sequence evaluated as
-//!     a group, the [`Report`] against the bound and the naive baseline,
+//!     a group, the [`Report`] against the bound, the naive baseline and
+//!     the users' baseline ([`Report::users_baseline`]),
 //!     and the [`Exchange`] (with its [`Traffic`]) when samples have
 //!     origins.
 //!

@@ -77,6 +77,16 @@ pub struct Report {
     pub baseline: f64,
     /// The micro-steps the naive plan needs (it may need more than `A`).
     pub baseline_micro_steps: usize,
+    /// The predicted step time of what users run without the planner, in
+    /// the plan's `R x A` micro-batches: the samples in ascending id (a
+    /// group as one unit at its smallest id) dealt as `DistributedSampler`
+    /// does (unit `k` to rank `k % R`), each rank's units cut in order into
+    /// micro-batches of `ceil(units / (R * A))`, each micro-batch packed by
+    /// first fit in order into sequences of the caps. A micro-batch that
+    /// needs more than `S` sequences runs them all in its micro-step, so
+    /// this may be below [`lower_bound`](Report::lower_bound). What
+    /// [`gain`](Report::gain) measures against.
+    pub users_baseline: f64,
     /// Per phase, the largest rank total over the mean rank total (1.0 is
     /// perfect; 1.0 also for a phase without cost).
     pub imbalance: Phases,
@@ -163,8 +173,11 @@ impl Report {
         self.predicted - self.lower_bound
     }
 
-    /// The naive baseline's step time over the plan's (above 1.0: the plan
-    /// is faster).
+    /// The users' baseline's step time over the plan's
+    /// ([`users_baseline`](Report::users_baseline) over
+    /// [`predicted`](Report::predicted); above 1.0: the plan is faster).
+    /// [`packed_gain`](Report::packed_gain) is the same against the naive
+    /// [`baseline`](Report::baseline).
     ///
     /// # Examples
     ///
@@ -172,18 +185,44 @@ impl Report {
     /// use microbatch::cost::{Sample, Tokens};
     /// use microbatch::plan::{Planner, StepSample};
     ///
-    /// // In id order the long samples land on rank 0; the plan evens them out.
+    /// // Dealt in turn (sample i to rank i % 2), both long samples land on
+    /// // rank 0: 2000 tokens against 400; the plan evens them out (1200 each).
     /// let samples: Vec<_> = (0..8u32)
-    ///     .map(|i| StepSample::new(i.into(), Sample::text_only(if i < 2 { 900 } else { 100 })))
+    ///     .map(|i| StepSample::new(i.into(), Sample::text_only(if i % 4 == 0 { 900 } else { 100 })))
     ///     .collect();
     /// let plan = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).plan(&samples)?;
     /// let r = plan.report();
-    /// assert!(r.gain() > 1.0);
-    /// assert_eq!(r.gain(), r.baseline / r.predicted);
+    /// assert_eq!((r.users_baseline, r.predicted), (2000.0, 1200.0));
+    /// assert_eq!(r.gain(), r.users_baseline / r.predicted);
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
     pub fn gain(&self) -> f64 {
+        if self.predicted > 0.0 {
+            self.users_baseline / self.predicted
+        } else {
+            1.0
+        }
+    }
+
+    /// The naive baseline's step time over the plan's
+    /// ([`baseline`](Report::baseline) over [`predicted`](Report::predicted)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{Sample, Tokens};
+    /// use microbatch::plan::{Planner, StepSample};
+    ///
+    /// let samples: Vec<_> = (0..8u32)
+    ///     .map(|i| StepSample::new(i.into(), Sample::text_only(if i < 2 { 900 } else { 100 })))
+    ///     .collect();
+    /// let r = *Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(1000).plan(&samples)?.report();
+    /// assert_eq!(r.packed_gain(), r.baseline / r.predicted);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn packed_gain(&self) -> f64 {
         if self.predicted > 0.0 {
             self.baseline / self.predicted
         } else {
@@ -807,6 +846,7 @@ mod wire {
         lower_bound: f64,
         baseline: f64,
         baseline_micro_steps: usize,
+        users_baseline: f64,
         imbalance: Phases,
         efficiency: f64,
         sequences: usize,
@@ -826,6 +866,7 @@ mod wire {
                 lower_bound,
                 baseline,
                 baseline_micro_steps,
+                users_baseline,
                 imbalance,
                 efficiency,
                 sequences,
@@ -839,6 +880,7 @@ mod wire {
                 lower_bound,
                 baseline,
                 baseline_micro_steps,
+                users_baseline,
                 imbalance,
                 efficiency,
                 sequences,
@@ -857,6 +899,7 @@ mod wire {
                 lower_bound,
                 baseline,
                 baseline_micro_steps,
+                users_baseline,
                 imbalance,
                 efficiency,
                 sequences,
@@ -871,6 +914,7 @@ mod wire {
                 lower_bound,
                 baseline,
                 baseline_micro_steps,
+                users_baseline,
                 imbalance,
                 efficiency,
                 sequences,
@@ -954,6 +998,14 @@ mod wire {
                     "the loss counts {} ranks but the plan has {}",
                     p.loss.ranks,
                     shape.ranks
+                ));
+            }
+            // The gain divides by it: finite and non-negative, like a cost.
+            let u = report.users_baseline;
+            if !(u.is_finite() && u >= 0.0) {
+                return Err(invalid!(
+                    "the report's users_baseline is {u:?}: a step time is finite and \
+                     non-negative"
                 ));
             }
             if report.sequences != used {

@@ -100,7 +100,8 @@ const PINNED: &str = concat!(
     r#"{"vision":0.0,"language":30.0},{"vision":0.0,"language":0.0}],"#,
     r#""loss":{"loss_tokens":100,"samples":4,"ranks":2},"#,
     r#""report":{"sync":"Step","predicted":70.0,"lower_bound":50.0,"baseline":70.0,"#,
-    r#""baseline_micro_steps":2,"imbalance":{"vision":1.0,"language":1.4},"#,
+    r#""baseline_micro_steps":2,"users_baseline":60.0,"#,
+    r#""imbalance":{"vision":1.0,"language":1.4},"#,
     r#""efficiency":0.6666666666666666,"sequences":3,"balanced_packing":false,"#,
     r#""planning_time":null},"fingerprint":7631264390693396972}"#
 );
@@ -127,6 +128,8 @@ fn serde_refuses_tampered_plans_with_the_reason() {
     #[rustfmt::skip]
     let cases: &[(&str, &str, bool, &str)] = &[
         ("\"offsets\":[0,2,3,4,4]", "\"offsets\":[1,2,3,4,4]", false, "the offsets must start at 0, not 1"),
+        ("\"users_baseline\":60.0", "\"users_baseline\":-1.0", false, "the report's users_baseline is -1.0: a step time is finite and non-negative"),
+        ("\"users_baseline\":60.0,", "", false, "missing field `users_baseline`"),
         ("\"offsets\":[0,2,3,4,4]", "\"offsets\":[]", false, "the offsets are empty"),
         ("\"offsets\":[0,2,3,4,4]", "\"offsets\":[0,3,2,4,4]", false, "the offsets of slot 1 decrease: it would start at 3 and end at 2"),
         ("\"offsets\":[0,2,3,4,4]", "\"offsets\":[0,2,3,4,3]", false, "the offsets of slot 3 decrease"),

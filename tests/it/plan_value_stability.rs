@@ -100,3 +100,56 @@ fn plan_fingerprints_are_pinned() {
         }
     }
 }
+
+/// The users' baseline and the gain over it, pinned for the scenarios
+/// (8 ranks, seed 7, the plans pinned above), relative `1e-12`. Here the
+/// users' baseline is below the naive packed one under one barrier a step
+/// (dealt in turn by sample, not by runs of sequences) and above it under
+/// the barriers a micro-step (fixed micro-batches of equal count).
+#[test]
+fn users_baselines_are_pinned() {
+    let pins: [(Scenario, [(f64, f64); 3]); 3] = [
+        (
+            Scenario::LlavaSft,
+            [
+                (2.203828895219712e15, 1.0310698697777285),
+                (2.698631153713152e15, 1.2625910189120846),
+                (2.701680950378496e15, 1.2631191177228698),
+            ],
+        ),
+        (
+            Scenario::AnyresMix,
+            [
+                (1.1004463785885696e16, 1.274318121594956),
+                (1.4974661908033536e16, 1.730226622686932),
+                (1.4982155433209856e16, 1.7252280954465515),
+            ],
+        ),
+        (
+            Scenario::Interleaved,
+            [
+                (1.193534375215104e16, 1.0474530070252916),
+                (1.5047203938435072e16, 1.3208534228211493),
+                (1.5110812223864832e16, 1.3211147100980352),
+            ],
+        ),
+    ];
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    for (scenario, want) in pins {
+        let batch = scenario.generate(512, 7);
+        for (sync, (users, gain)) in SyncModel::ALL.into_iter().zip(want) {
+            let r = *scenario
+                .planner(8)
+                .sync(sync)
+                .plan(&batch)
+                .unwrap()
+                .report();
+            assert!(
+                close(r.users_baseline, users) && close(r.gain(), gain),
+                "{scenario} {sync}: ({:e}, {:e})",
+                r.users_baseline,
+                r.gain()
+            );
+        }
+    }
+}
