@@ -69,7 +69,10 @@ pub struct Report {
     /// bound of 0. It is a bound whatever the model: never above
     /// [`predicted`](Report::predicted) nor [`baseline`](Report::baseline)
     /// (rounded down to them where it exceeds one by floating-point
-    /// rounding only).
+    /// rounding only). For a small batch of an additive model without groups
+    /// (at most 16 samples), the planner may raise it to the optimum that an
+    /// exact search proved within its budget, so that `ratio() == 1` there
+    /// means the plan is optimal.
     pub lower_bound: f64,
     /// The predicted step time of the naive plan: the data loader's order
     /// (ascending id), packed greedily (next fit), sequences dealt to ranks
