@@ -64,13 +64,15 @@ impl<S: Size> Method<S> {
                 }
                 Method::Partitioner(p)
             }
-            other => return Err(input_error(
-                py,
-                "SettingError",
-                format!(
+            other => {
+                return Err(input_error(
+                    py,
+                    "SettingError",
+                    format!(
                     "unknown method {other:?}: use \"lpt\", \"karmarkar_karp\" or \"partition\""
                 ),
-            )),
+                ))
+            }
         })
     }
 
