@@ -252,10 +252,13 @@ def test_ddp_on_the_plan_equals_the_unsplit_step(world, tmp_path, monkeypatch):
         naive = rel(runs["naive"][0]["params"][last], refs[norm][last])
         assert naive > 1e-6, f"{what}: the naive per-micro-batch mean matches the reference ({naive:.3g}): the test cannot fail"
         if "locality" in extra:
-            # The plans with locality move fewer samples than the same plans without it.
+            # The plans with locality move fewer samples than the same plans without it where the
+            # tolerance leaves room (0.01); at tolerance 0 only moves that keep every phase's time
+            # are allowed and a plan may have none, so there it moves at most as many.
             free = sampler_for(meta, world, 0, sync, micro_steps, origins="distributed")
             moved = sum(st.plan.report.samples_moved for st in free.steps())
-            assert ranks[0]["moved"] < moved, f"{what}: locality moved {ranks[0]['moved']} samples, without it {moved}"
+            fewer = ranks[0]["moved"] < moved if extra["locality"] > 0 else ranks[0]["moved"] <= moved
+            assert fewer, f"{what}: locality moved {ranks[0]['moved']} samples, without it {moved}"
     assert empty > 0, "no configuration ran an empty micro-batch"
     for r in range(world):
         got = torch.load(tmp_path / f"mismatch-{r}.pt")
