@@ -44,26 +44,7 @@ fn optima(spec: &Spec, ranks: usize, max_steps: usize, seq_len: u32) -> [Option<
             if tokens.iter().all(|&t| t <= seq_len) {
                 // slot = rank * steps + step
                 for (b, sync) in best.iter_mut().zip(SyncModel::ALL) {
-                    let time = match sync {
-                        SyncModel::Step => (0..ranks)
-                            .map(|r| (0..steps).map(|j| cost[r * steps + j].total()).sum::<f64>())
-                            .fold(0.0, f64::max),
-                        SyncModel::MicroStep => (0..steps)
-                            .map(|j| {
-                                (0..ranks)
-                                    .map(|r| cost[r * steps + j].total())
-                                    .fold(0.0, f64::max)
-                            })
-                            .sum(),
-                        _ => (0..steps)
-                            .map(|j| {
-                                (0..ranks)
-                                    .map(|r| cost[r * steps + j])
-                                    .fold(Phases::ZERO, Phases::max)
-                                    .total()
-                            })
-                            .sum(),
-                    };
+                    let time = crate::common::exact::step_time(sync, ranks, steps, &cost);
                     *b = Some(b.map_or(time, |b: f64| b.min(time)));
                 }
             }
