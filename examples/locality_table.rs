@@ -55,6 +55,21 @@ fn best_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
     (0..runs).map(|_| f()).min().unwrap_or_default()
 }
 
+/// The best of `runs` planning times of `batch` by `planner`.
+fn planning_time<M: microbatch::cost::Incremental>(
+    runs: usize,
+    planner: &microbatch::plan::Planner<M>,
+    batch: &[StepSample],
+) -> Duration {
+    best_of(runs, || {
+        let start = Instant::now();
+        let plan = planner.plan(batch).expect("plan");
+        let t = start.elapsed();
+        std::hint::black_box(plan);
+        t
+    })
+}
+
 fn main() {
     let mut args = std::env::args().skip(1).peekable();
     // `time` first: only the planning-time table.
@@ -155,16 +170,10 @@ fn time_table(seed: u64) {
             let local = planner
                 .clone()
                 .locality(Locality::new(0.005).expect("tolerance"));
-            let time = |p: &microbatch::plan::Planner<_>| {
-                best_of(5, || {
-                    let start = Instant::now();
-                    let plan = p.plan(&batch).expect("plan");
-                    let t = start.elapsed();
-                    std::hint::black_box(plan);
-                    t
-                })
-            };
-            let (a, b) = (time(&planner), time(&local));
+            let (a, b) = (
+                planning_time(5, &planner, &batch),
+                planning_time(5, &local, &batch),
+            );
             println!(
                 "| {} | {sync} | {:.1} ms | {:.1} ms | {:.2} |",
                 scenario.name(),
@@ -282,16 +291,10 @@ fn big_time_table(seed: u64) {
             let local = planner
                 .clone()
                 .locality(Locality::new(0.005).expect("tolerance"));
-            let time = |p: &microbatch::plan::Planner<_>| {
-                best_of(3, || {
-                    let start = Instant::now();
-                    let plan = p.plan(&batch).expect("plan");
-                    let t = start.elapsed();
-                    std::hint::black_box(plan);
-                    t
-                })
-            };
-            let (a, b) = (time(&planner), time(&local));
+            let (a, b) = (
+                planning_time(3, &planner, &batch),
+                planning_time(3, &local, &batch),
+            );
             println!(
                 "| {} | {sync} | {:.0} ms | {:.0} ms | {:.2} |",
                 scenario.name(),
