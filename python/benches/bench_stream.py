@@ -13,13 +13,24 @@ planner on the gathered step: the plan alone), ``exchange`` (fingerprint
 round, encoding, all-to-all, decoding). Per step the slowest rank counts (the
 ranks wait for it); the table shows the median over the steps after the first
 (warm-up), and the median ratio all / plan, all = gather + plan + exchange
-(exchange: check, encode, all-to-all, decode, and the micro-batches built). Bytes: the moved
+(exchange: check, encode, all-to-all, decode with the micro-batches built,
+and confirm, the all-gather in which every rank says it decoded everything). Bytes: the moved
 samples' serialized bytes over every step (``report.bytes_moved``, equal to
 what the all-to-all sent) against all samples' bytes, without locality and
 with ``--locality`` (a tolerance on the step time).
 
     python python/benches/bench_stream.py [--ranks 2 4] [--per-rank 32] [--steps 6]
-        [--scenario anyres-mix] [--pixel-bytes 196] [--locality 0.005]
+        [--scenario anyres-mix] [--pixel-bytes 196] [--locality 0.005] [--codec]
+
+``--codec`` times the serialization alone, in this one process (no process
+group, no collective): per step every rank's samples are planned as the
+stream plans them (origins, serialized sizes as bytes, no locality), then each
+rank's outgoing samples are encoded and each rank's incoming bytes decoded
+(views of the buffer, checked against the plan), all on this thread; the
+table gives the CPU time of this thread (``time.thread_time``, so other jobs
+on a loaded machine do not count) of the plan and of the slowest rank's
+encode and decode, medians over the steps after the first, and their ratio
+to planning alone.
 
 Loopback on one machine: the all-to-all is a memory copy through the kernel,
 not a network, and every rank plans on the same cores; read the ratios, not
@@ -73,6 +84,91 @@ def metadata(sample):
     return sample["input_ids"].shape[0] - sum(images), images, int((sample["labels"][1:] != -100).sum())
 
 
+def codec_steps(world, args, encode, decode):
+    """``--codec``: per step (after the first) the thread CPU seconds of the plan and of the slowest rank's
+    encode and decode, and the bytes moved. ``encode(rank, chunks) -> uint8 tensor`` (one list of
+    ``(id, sample)`` per destination) and ``decode(chunk, expected ids, src) -> {id: sample}``."""
+    import time
+
+    from microbatch._stream import sample_bytes
+
+    batch = scenario.generate(args.scenario, 1, 0)
+    planner = microbatch.Planner(batch.model, world, batch.seq_len, sync="phase")
+    shards = [shard(args.scenario, r, args.per_rank * args.steps, args.seed, args.pixel_bytes) for r in range(world)]
+    rows = []
+    for step in range(args.steps):
+        samples = {}
+        for r in range(world):
+            for k in range(step * args.per_rank, (step + 1) * args.per_rank):
+                samples[r + world * k] = next(shards[r])
+        ids = np.array(sorted(samples), dtype=np.int64)
+        meta = [metadata(samples[i]) for i in ids.tolist()]
+        counts = np.array([len(m[1]) for m in meta], dtype=np.int64)
+        offsets = np.zeros(len(meta) + 1, dtype=np.uint64)
+        np.cumsum(counts, out=offsets[1:])
+        values = np.array([v for m in meta for v in m[1]], dtype=np.int64)
+        sizes = np.array([sample_bytes(samples[i]) for i in ids.tolist()], dtype=np.int64)
+        t0 = time.thread_time()
+        plan = planner.plan(ids.astype(np.uint64), np.array([m[0] for m in meta]), (values, offsets),
+                            np.array([m[2] for m in meta]), origins=ids % world, bytes=sizes)
+        t_plan = time.thread_time() - t0
+        moves = plan.exchange.moves
+        src, dst, mids = moves.src.astype(np.int64), moves.dst.astype(np.int64), moves.ids.astype(np.int64)
+        nbytes = dict(zip(mids.tolist(), moves.bytes.tolist()))
+        cost = [0.0] * world
+        sent = {}
+        for r in range(world):  # each rank's payload: its chunks by destination, in plan order
+            chunks = [[(i, samples[i]) for i in mids[(src == r) & (dst == d)].tolist()] for d in range(world)]
+            t0 = time.thread_time()
+            payload = encode(r, chunks)
+            cost[r] += time.thread_time() - t0
+            at = 0
+            for d in range(world):
+                n = sum(nbytes[i] for i, _ in chunks[d])
+                sent[r, d] = payload[at : at + n]
+                at += n
+        for d in range(world):
+            for r in range(world):
+                expected = mids[(src == r) & (dst == d)].tolist()
+                if expected:
+                    t0 = time.thread_time()
+                    got = decode(sent[r, d], expected, r)
+                    cost[d] += time.thread_time() - t0
+                    assert sorted(got) == sorted(expected)
+        rows.append({"plan": t_plan, "codec": max(cost), "moved": int(plan.report.bytes_moved)})
+    return rows[1:] if len(rows) > 1 else rows
+
+
+def codec_table(args):
+    """``--codec``: the table of :func:`codec_steps` with this version's encoder and decoder."""
+    from microbatch._stream import _decode, _encode
+
+    keys = {"input_ids": 0, "labels": 1, "image_tokens": 2, "pixels": 3}
+    table = list(keys)
+    cpu = torch.device("cpu")
+
+    send = {}  # every rank's send buffer, reused from step to step, as the stream does
+
+    def encode(rank, chunks):
+        size = sum(microbatch.torch.sample_bytes(s) for c in chunks for _, s in c)
+        if send.get(rank, torch.empty(0)).numel() < size:
+            send[rank] = torch.empty(size, dtype=torch.uint8)
+        return _encode(chunks, keys, size, cpu, out=send[rank])
+
+    def decode(chunk, expected, src):
+        return _decode(chunk, None, expected, table, src)
+
+    print("| ranks | plan (ms CPU) | slowest rank's encode + decode (ms CPU) | encode + decode / plan | MB moved a step |")
+    print("|---:|---:|---:|---:|---:|")
+    for world in args.ranks:
+        rows = codec_steps(world, args, encode, decode)
+        plan = statistics.median(r["plan"] for r in rows)
+        codec = statistics.median(r["codec"] for r in rows)
+        ratio = statistics.median(r["codec"] / r["plan"] for r in rows)
+        moved = statistics.median(r["moved"] for r in rows) / 1e6
+        print(f"| {world} | {plan * 1e3:.2f} | {codec * 1e3:.2f} | {ratio:.2f}x | {moved:.2f} |")
+
+
 def worker(rank, world, port, args, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
@@ -89,7 +185,7 @@ def worker(rank, world, port, args, out):
         steps = []
         for step in stream:
             r = step.plan.report
-            steps.append({**step.timings, "all": step.timings["gather"] + step.timings["plan"] + step.timings["exchange"], "moved": r.bytes_moved, "total": r.bytes_total, "sent": step.bytes_sent,
+            steps.append({"confirm": 0.0, **step.timings, "all": step.timings["gather"] + step.timings["plan"] + step.timings["exchange"], "moved": r.bytes_moved, "total": r.bytes_total, "sent": step.bytes_sent,
                           "samples": step.samples, "samples_moved": r.samples_moved})
         rows["none" if locality is None else f"{locality:g}"] = steps
     torch.save(rows, out / f"rank{rank}.pt")
@@ -113,16 +209,24 @@ def main():
     ap.add_argument("--pixel-bytes", type=int, default=196)
     ap.add_argument("--locality", type=float, default=0.005)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--codec", action="store_true", help="time the serialization alone, in this process")
     args = ap.parse_args()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if args.codec:
+        torch.set_num_threads(1)
+        print(f"microbatch {microbatch.__version__}, torch {torch.__version__}, scenario {args.scenario}, "
+              f"{args.per_rank} samples a rank a step, {args.steps} steps (median of the last {args.steps - 1}), "
+              f"{args.pixel_bytes} pixel bytes an image token, the serialization alone on one thread\n")
+        codec_table(args)
+        return
 
     print(f"microbatch {microbatch.__version__}, torch {torch.__version__}, scenario {args.scenario}, "
           f"{args.per_rank} samples a rank a step, {args.steps} steps (median of the last {args.steps - 1}, "
           f"slowest rank per step), {args.pixel_bytes} pixel bytes an image token, gloo over loopback, "
           f"{os.cpu_count()} CPUs\n")
     print("| ranks | locality | gather (ms) | plan (ms) | check (ms) | encode (ms) | all-to-all (ms) | decode (ms) | "
-          "all (ms) | all / plan | bytes moved / all | samples moved | MB sent a step |")
-    print("|---:|---|" + "---:|" * 11)
+          "confirm (ms) | all (ms) | all / plan | bytes moved / all | samples moved | MB sent a step |")
+    print("|---:|---|" + "---:|" * 12)
     for world in args.ranks:
         with tempfile.TemporaryDirectory() as tmp:
             mp.spawn(worker, args=(world, free_port(), args, Path(tmp)), nprocs=world, join=True)
@@ -136,7 +240,7 @@ def main():
 
             measured = range(1, n) if n > 1 else range(n)
             med = {k: statistics.median(slowest(k, s) for s in measured)
-                   for k in ("gather", "plan", "check", "encode", "transfer", "decode", "all")}
+                   for k in ("gather", "plan", "check", "encode", "transfer", "decode", "confirm", "all")}
             ratio = statistics.median(slowest("all", s) / slowest("plan", s) for s in measured)
             moved = sum(runs[0][s]["moved"] for s in range(n))
             total = sum(runs[0][s]["total"] for s in range(n))
@@ -144,7 +248,8 @@ def main():
             samples = sum(runs[0][s]["samples"] for s in range(n))
             sent = statistics.median(sum(run[s]["sent"] for run in runs) for s in range(n)) / 1e6
             assert all(sum(run[s]["sent"] for run in runs) == runs[0][s]["moved"] for s in range(n))
-            times = " | ".join(f"{med[k] * 1e3:.2f}" for k in ("gather", "plan", "check", "encode", "transfer", "decode", "all"))
+            times = " | ".join(f"{med[k] * 1e3:.2f}"
+                               for k in ("gather", "plan", "check", "encode", "transfer", "decode", "confirm", "all"))
             print(f"| {world} | {name} | {times} | {ratio:.2f}x | {moved / total:.1%} | {samples_moved}/{samples} | {sent:.2f} |")
 
 

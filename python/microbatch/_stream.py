@@ -18,15 +18,19 @@ optimizer step :class:`BalancedStream`
    home; the ranks compare their plans' fingerprints (one more ``all_gather``);
 4. ships the samples that change rank with one
    ``torch.distributed.all_to_all_single`` of ``uint8`` buffers (the sizes are
-   known to every rank from the gathered metadata) and yields this rank's
-   micro-batches in plan order, with the step's loss scales.
+   known to every rank from the gathered metadata; a buffer is one
+   ``torch.cat`` of the tensors' bytes and an ``int64`` header table, and the
+   received tensors are views of the received buffer), confirms on every rank
+   that everything was encoded and decoded (one more ``all_gather``), and
+   yields this rank's micro-batches in plan order, with the step's loss scales.
 
-A failure on any rank (its loader raises, a sample cannot be shipped, the
-planner settings differ, a stream ends early under ``uneven="error"``) is
-reported to every rank at the step's next collective, and every rank raises
-the same :class:`StreamError` (or :class:`PlanMismatchError`): no rank is
-left waiting in a collective. See :class:`BalancedStream` for the epoch-end
-policy and the timeout.
+A failure on any rank (its loader raises, a sample cannot be shipped or
+decoded, the planner settings differ, a stream ends early under
+``uneven="error"``) is reported to every rank at the step's next collective,
+and every rank raises the same :class:`StreamError` (or
+:class:`PlanMismatchError`): no rank is left waiting in a collective, and a
+step is yielded on every rank or on none. See :class:`BalancedStream` for the
+epoch-end policy, the devices and the timeout.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ import dataclasses
 import datetime
 import hashlib
 import operator
-import struct
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -43,7 +46,7 @@ import numpy as np
 import torch
 
 from . import _arrays
-from ._step import PlanView
+from ._step import STATUS_TEXT, PlanView, failure_text, raise_failed, status_round
 from .errors import DtypeError, Error, InputError, InternalError, SettingError
 from .plan import Plan, Planner
 
@@ -54,33 +57,45 @@ UNEVEN_POLICIES = ("drain", "error")
 
 # --- the wire format -----------------------------------------------------------
 #
-# A sample is a record of int64 words and raw bytes, every part a multiple of 8
-# bytes long so that every tensor's data starts 8-byte aligned in the buffer:
+# The all-to-all sends every destination one chunk: the headers of its records
+# (the samples it is sent, in plan order), then their tensors' data in the same
+# order. Every part is a multiple of 8 bytes long, so that every tensor's data
+# starts 8-byte aligned in the chunk:
 #
-#   [id, tensors]                                   2 words
-#   per tensor: [key index, dtype code, ndim, *shape] 3 + ndim words
-#               its bytes, zero-padded to a multiple of 8
+#   per record: [id, tensors]                                2 words
+#               per tensor: [key index, dtype word, ndim, *shape]  3 + ndim words
+#   per record, per tensor: its bytes, zero-padded to a multiple of 8
 #
-# The key index points into the stream's key table, which the ranks agree on
-# in the header round (every new key name travels once).
+# So a sample's share of a chunk is 16 + sum(8 * (3 + ndim) + pad8(data bytes)),
+# the same whatever it is sent with: sample_bytes(), the planner's `bytes`.
+# The key index points into the stream's key table, which the ranks agree on in
+# the header round (every new key name travels once). The dtype word holds the
+# dtype's code (a fixed table, the same in every version of torch) in its low
+# byte and _ACCELERATOR when the tensor left from a device other than the CPU.
+#
+# Encoding is one torch.cat of byte views of the tensors (no copy before it for
+# a contiguous CPU tensor) and one int64 array of the headers built from one
+# list; decoding reads the headers (tolist() of a window of words, widened as
+# needed: O(header words)) and gives every tensor as a view of the received
+# buffer: no copy of the data at all (a complex128 at an offset that is not a
+# multiple of 16 is copied, as torch views need the element's alignment).
 
-_DTYPES: Tuple[torch.dtype, ...] = tuple(
-    d
-    for d in (
-        getattr(torch, name, None)
-        for name in (
-            "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
-            "float64", "complex64", "complex128", "uint16", "uint32", "uint64",
-            "float8_e4m3fn", "float8_e5m2",
-        )
-    )
-    if isinstance(d, torch.dtype)
+_DTYPE_NAMES = (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+    "float64", "complex64", "complex128", "uint16", "uint32", "uint64",
+    "float8_e4m3fn", "float8_e5m2",
+)  # append only: a code is the position here, on every rank whatever its torch version
+_DTYPES: Tuple[Optional[torch.dtype], ...] = tuple(
+    d if isinstance(d, torch.dtype) else None for d in (getattr(torch, name, None) for name in _DTYPE_NAMES)
 )
-_DTYPE_CODE: Dict[torch.dtype, int] = {d: i for i, d in enumerate(_DTYPES)}
+_DTYPE_CODE: Dict[torch.dtype, int] = {d: i for i, d in enumerate(_DTYPES) if d is not None}
+_SIZES: Tuple[int, ...] = tuple(0 if d is None else torch.empty((), dtype=d).element_size() for d in _DTYPES)
+_ACCELERATOR = 0x100  # in the dtype word: the tensor was on a device other than the CPU where it was read
+_MAX_NDIM = 64  # a header claiming more dimensions (or more tensors a sample than _MAX_TENSORS) is corrupt
+_MAX_TENSORS = 1 << 16
+_PADS = tuple(torch.zeros(p, dtype=torch.uint8) for p in range(8))
 
-_HEAD_WORDS = 8  # status, step, new samples, ended, settings hash, key-table size, new images, spare
-_TEXT_BYTES = 1024  # an error message or this round's new key names, utf-8, zero-padded
-_OK, _FAILED = 0, 1
+_HEAD_WORDS = 7  # step, new samples, ended, settings hash, key-table size, new images, spare (after the status)
 
 
 def _pad8(n: int) -> int:
@@ -139,88 +154,173 @@ def sample_bytes(sample: Mapping[str, Any]) -> int:
     return 16 + sum(8 * (3 + t.dim()) + _pad8(t.numel() * t.element_size()) for t in s.values())
 
 
-# numpy's dtype for each dtype code (None: no numpy equivalent, go through torch) and the element sizes.
-_NUMPY: Tuple[Optional[np.dtype], ...] = tuple(
-    None if d in (torch.bfloat16,) or str(d).startswith("torch.float8") or str(d).startswith("torch.uint") and d != torch.uint8
-    else np.dtype(torch.empty((), dtype=d).numpy().dtype)
-    for d in _DTYPES
-)
-_SIZES: Tuple[int, ...] = tuple(torch.empty((), dtype=d).element_size() for d in _DTYPES)
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's data as a flat ``uint8`` tensor on its device: a view when it is contiguous."""
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
-def _bytes_of(t: torch.Tensor) -> np.ndarray:
-    """A tensor's data as a flat ``uint8`` numpy array (a view when it is a contiguous CPU tensor)."""
-    t = t.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    if _NUMPY[_DTYPE_CODE[t.dtype]] is not None:
-        return np.ascontiguousarray(t.numpy()).reshape(-1).view(np.uint8)
-    return t.contiguous().reshape(-1).view(torch.uint8).numpy()
+def _encode(
+    chunks: Sequence[Sequence[Tuple[int, Mapping[str, torch.Tensor]]]],
+    keys: Mapping[str, int],
+    size: int,
+    device: torch.device,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """The chunks (each the records for one destination) as one ``uint8`` buffer of ``size`` bytes on ``device``.
 
-
-def _encode(records: Sequence[Tuple[int, Dict[str, torch.Tensor]]], keys: Dict[str, int], size: int) -> torch.Tensor:
-    """The records as one CPU ``uint8`` buffer of exactly ``size`` bytes (numpy copies: no intra-op threads).
-
-    O(size) time, one copy of every tensor; about 2 small numpy calls per tensor.
+    O(size) time: one copy of every tensor's bytes (by ``torch.cat``; a
+    non-contiguous tensor is made contiguous first), a few Python operations
+    a tensor (its byte view and header words), no per-byte Python work.
+    ``out``: a CPU ``uint8`` buffer of at least ``size`` bytes to write into
+    when every tensor is on the CPU (reused from step to step, it saves
+    the first-touch page faults of a new buffer: about 40% of the copy).
     """
-    buf = np.zeros(size, dtype=np.uint8)  # the padding stays 0
-    raw = buf.data
-    off = 0
-    for sid, sample in records:
-        struct.pack_into("<2q", raw, off, sid, len(sample))
-        off += 16
-        for k, t in sample.items():
-            shape = t.shape
-            struct.pack_into(f"<{3 + len(shape)}q", raw, off, keys[k], _DTYPE_CODE[t.dtype], len(shape), *shape)
-            off += 24 + 8 * len(shape)
-            nbytes = t.numel() * _SIZES[_DTYPE_CODE[t.dtype]]
-            if nbytes:
-                buf[off : off + nbytes] = _bytes_of(t)
-            off += _pad8(nbytes)
-    if off != size:
-        raise InternalError(f"the exchange encoded {off} bytes where the plan counted {size}")
-    return torch.from_numpy(buf)
+    pieces: List[torch.Tensor] = []
+    for records in chunks:
+        if not records:
+            continue
+        words: List[int] = []
+        data: List[torch.Tensor] = []
+        for sid, sample in records:
+            words += (sid, len(sample))
+            for k, t in sample.items():
+                flag = 0 if t.device.type == "cpu" else _ACCELERATOR
+                words += (keys[k], _DTYPE_CODE[t.dtype] | flag, t.dim(), *t.shape)
+                n = t.numel() * t.element_size()
+                if n:
+                    data.append(_raw(t))
+                    if n & 7:
+                        data.append(_PADS[8 - (n & 7)])
+        pieces.append(torch.from_numpy(np.array(words, dtype=np.int64)).view(torch.uint8))
+        pieces += data
+    if not pieces:
+        buf = torch.empty(0, dtype=torch.uint8, device=device)
+    else:
+        where = {p.device for p in pieces}
+        if len(where) == 1 and out is not None and out.device in where and out.numel() >= size:
+            buf = torch.cat(pieces, out=out[:size]).to(device)
+        elif len(where) == 1:  # one copy into a buffer on their device, then (NCCL: CPU data) one transfer
+            buf = torch.cat(pieces).to(device)
+        else:  # data on the accelerator and headers on the CPU: every piece to the group's device
+            buf = torch.cat([p.to(device) for p in pieces])
+    if buf.numel() != size:
+        raise InternalError(f"the exchange encoded {buf.numel()} bytes where the plan counted {size}")
+    return buf
 
 
-def _decode(buf: np.ndarray, expected: Sequence[int], table: Sequence[str], src: int) -> Dict[int, Dict[str, torch.Tensor]]:
-    """The records of ``buf`` (``uint8``, from rank ``src``), which must be the samples ``expected`` in order.
+def _strides(shape: Sequence[int]) -> List[int]:
+    """The strides of a contiguous tensor of ``shape``, in elements."""
+    out = [1] * len(shape)
+    acc = 1
+    for i in range(len(shape) - 1, -1, -1):
+        out[i] = acc
+        acc *= shape[i]
+    return out
 
-    O(len(buf)) time: every tensor is copied out once (it owns its memory, aligned for any dtype).
+
+class _Words:
+    """The ``int64`` words at the start of a chunk, read as Python ints a window at a time (O(words read))."""
+
+    __slots__ = ("_view", "_words", "_src")
+
+    def __init__(self, view: np.ndarray, src: int) -> None:
+        self._view = view
+        self._words: List[int] = []
+        self._src = src
+
+    def need(self, end: int) -> List[int]:
+        """The words up to ``end`` (at least) as a list; raises when the chunk is shorter."""
+        have = len(self._words)
+        if end > have:
+            if end > self._view.shape[0]:
+                raise InternalError(
+                    f"rank {self._src} sent {8 * self._view.shape[0]} bytes, fewer than its samples' headers say"
+                )
+            stop = min(self._view.shape[0], max(end, 2 * have, 64))
+            self._words += self._view[have:stop].tolist()
+        return self._words
+
+
+def _decode(
+    host: torch.Tensor,
+    device_buf: Optional[torch.Tensor],
+    expected: Sequence[int],
+    table: Sequence[str],
+    src: int,
+) -> Dict[int, Dict[str, torch.Tensor]]:
+    """The records of one chunk (``host``, ``uint8`` on the CPU, from rank ``src``), which must be the samples
+    ``expected`` in order, by id.
+
+    Every tensor is a view of the chunk: of ``host`` when it left from the CPU,
+    of ``device_buf`` (the same bytes on the group's device; ``None``: the
+    chunk is on the CPU only) when it left from an accelerator. O(header words
+    + tensors) Python work, no copy of the data. Anything that does not match
+    the plan or the headers (a sample id, a dtype this torch lacks, a key
+    outside the table, sizes that do not add up) raises :class:`InternalError`
+    naming the sending rank.
     """
-    out: Dict[int, Dict[str, torch.Tensor]] = {}
-    off = 0
-    total = buf.shape[0]
-    raw = np.ascontiguousarray(buf).data
-    try:
-        for want in expected:
-            sid, count = struct.unpack_from("<2q", raw, off)
-            off += 16
-            if sid != want:
-                raise InternalError(f"rank {src} sent sample {sid} where the plan expects {want}")
-            sample: Dict[str, torch.Tensor] = {}
-            for _ in range(count):
-                key, code, ndim = struct.unpack_from("<3q", raw, off)
-                shape = struct.unpack_from(f"<{ndim}q", raw, off + 24)
-                off += 24 + 8 * ndim
-                numel = 1
-                for d in shape:
-                    numel *= d
-                n = numel * _SIZES[code]
-                if off + n > total:
-                    raise InternalError(f"rank {src} sent {total} bytes, fewer than its samples' headers say")
-                np_dtype = _NUMPY[code]
-                if np_dtype is not None:
-                    a = np.frombuffer(buf, dtype=np_dtype, count=numel, offset=off).reshape(shape).copy()
-                    sample[table[key]] = torch.from_numpy(a)
-                elif n:
-                    data = torch.from_numpy(buf[off : off + n].copy())
-                    sample[table[key]] = data.view(_DTYPES[code]).reshape(shape)
-                else:
-                    sample[table[key]] = torch.empty(shape, dtype=_DTYPES[code])
-                off += _pad8(n)
-            out[want] = sample
-    except struct.error:
-        raise InternalError(f"rank {src} sent {total} bytes, fewer than its samples' headers say") from None
+    total = host.shape[0]
+    if total % 8:
+        raise InternalError(f"rank {src} sent {total} bytes, not a multiple of 8")
+    words = _Words(host.numpy().view(np.int64), src)
+    specs: List[Tuple[int, str, torch.dtype, int, List[int], int, bool]] = []
+    at = 0  # in words
+    for want in expected:
+        w = words.need(at + 2)
+        sid, count = w[at], w[at + 1]
+        at += 2
+        if sid != want:
+            raise InternalError(f"rank {src} sent sample {sid} where the plan expects {want}")
+        if not 0 <= count <= _MAX_TENSORS:
+            raise InternalError(f"rank {src} sent sample {sid} with {count} tensors")
+        for _ in range(count):
+            w = words.need(at + 3)
+            key, word, ndim = w[at], w[at + 1], w[at + 2]
+            code, flag = word & 0xFF, word & ~0xFF
+            if not 0 <= key < len(table) or not 0 <= code < len(_DTYPES) or flag not in (0, _ACCELERATOR):
+                raise InternalError(f"rank {src} sent sample {sid} with a tensor header that is not one: {w[at:at + 3]}")
+            dtype = _DTYPES[code]
+            if dtype is None:
+                raise InternalError(
+                    f"rank {src} sent sample {sid} with {table[key]!r} of dtype torch.{_DTYPE_NAMES[code]}, which "
+                    f"this rank's torch {torch.__version__} does not have: use one torch version on every rank"
+                )
+            if not 0 <= ndim <= _MAX_NDIM:
+                raise InternalError(f"rank {src} sent sample {sid} with {table[key]!r} of {ndim} dimensions")
+            w = words.need(at + 3 + ndim)
+            shape = w[at + 3 : at + 3 + ndim]
+            at += 3 + ndim
+            numel = 1
+            for d in shape:
+                if d < 0:
+                    raise InternalError(f"rank {src} sent sample {sid} with {table[key]!r} of shape {shape}")
+                numel *= d
+            specs.append((sid, table[key], dtype, _SIZES[code], shape, numel * _SIZES[code], flag != 0))
+    off = 8 * at
+    out: Dict[int, Dict[str, torch.Tensor]] = {i: {} for i in expected}
+    # The chunk viewed once per dtype (its offset is a multiple of 8), each tensor then one as_strided.
+    typed: Dict[Tuple[torch.dtype, bool], torch.Tensor] = {}
+    for sid, name, dtype, size, shape, n, on_device in specs:
+        if off + n > total:
+            raise InternalError(f"rank {src} sent {total} bytes, fewer than its samples' headers say")
+        buf = device_buf if on_device and device_buf is not None else host
+        at_byte = buf.storage_offset() + off
+        if n == 0:
+            t = torch.empty(shape, dtype=dtype, device=buf.device)
+        elif size <= 8:
+            view = typed.get((dtype, buf is host))
+            if view is None:
+                view = typed[(dtype, buf is host)] = buf.view(dtype)
+            t = view.as_strided(shape, _strides(shape), at_byte // size)
+        else:  # a 16-byte element (complex128): copied when it is not 16-byte aligned
+            raw = buf[off : off + n]
+            t = (raw.clone() if at_byte % size else raw).view(dtype).view(shape)
+        out[sid][name] = t
+        off += _pad8(n)
     if off != total:
         raise InternalError(f"rank {src} sent {total} bytes where its samples take {off}")
     return out
@@ -236,13 +336,17 @@ class StreamError(Error, RuntimeError):
         ranks: the ranks where it happened (a loader that raised, a stream that
             ended early, a rank that stopped answering); ``item`` is the first.
         step: the step at which the ranks found out (``None`` when not known).
-        kind: ``"StreamFailed"`` (a rank's loader, its metadata callable or a
-            sample failed; the original exception is the ``__cause__`` on that
+        kind: ``"StreamFailed"`` (a rank's loader, its metadata callable, a
+            sample or its planner failed, or the key names of one step's new
+            keys exceed 1 KiB; the original exception is the ``__cause__``
+            on that rank), ``"Exchange"`` (a rank could not encode the samples
+            it sends or decode the ones it received: the step is yielded on no
             rank), ``"StreamEnded"`` (streams of different lengths with
-            ``uneven="error"``), ``"Keys"`` (too many new key names for one
-            step), ``"TooFewSamples"`` (fewer samples in all than ranks),
-            ``"Timeout"`` (a collective waited longer than ``timeout``: the
-            process group must not be used any more).
+            ``uneven="error"``), ``"TooFewSamples"`` (fewer samples in all
+            than ranks), ``"Timeout"`` (a collective waited longer than
+            ``timeout``) or ``"Communication"`` (a collective failed otherwise,
+            e.g. a peer's connection closed): after these two the process
+            group must not be used any more.
 
     >>> from microbatch.torch import StreamError
     >>> e = StreamError("rank 1's loader raised", ranks=[1], step=3, kind="StreamFailed")
@@ -291,8 +395,12 @@ class StreamStep(PlanView):
             sample dicts (ready for :func:`collate_packed` or
             :class:`microbatch.hf.PackedCollator`). A sample read on this rank
             holds the loader's own tensors (in a new dict; numpy arrays as
-            tensors); a sample received from another rank holds new CPU
-            tensors of the same dtypes, shapes and values.
+            tensors); a sample received from another rank holds tensors of
+            the same dtypes, shapes and values, views of this step's receive
+            buffer (no copy; keeping one keeps the buffer). A received tensor
+            is on the CPU when it was a CPU tensor where it was read, else on
+            the stream's :attr:`~BalancedStream.device` (under NCCL this
+            rank's CUDA device; under gloo the CPU).
         bytes_sent, bytes_received: the bytes this rank's all-to-all sent to
             and received from the other ranks (equal to the plan's
             ``exchange.bytes_out[rank]`` and ``bytes_in[rank]``).
@@ -300,8 +408,9 @@ class StreamStep(PlanView):
             the step before), ``"gather"`` (the metadata all-gather),
             ``"plan"`` (the planner), ``"exchange"`` (everything after
             planning: ``"check"``, the fingerprint all-gather; ``"encode"``;
-            ``"transfer"``, the all-to-all; ``"decode"``; and building
-            :attr:`batches`).
+            ``"transfer"``, the all-to-all; ``"decode"``, with building
+            :attr:`batches`; ``"confirm"``, the all-gather in which every
+            rank says it decoded everything).
 
     Sample ids are ``rank + ranks * k`` for the ``k``-th sample the stream of
     ``rank`` produced in this pass: :meth:`origin` inverts it.
@@ -446,8 +555,18 @@ class BalancedStream:
               ranks (the round reads one step ahead: the step before the short
               one is not yielded either).
         group: the process group (``None``: the default group).
-        device: where the communication buffers live: ``None`` picks
-            ``cuda`` (the current device) for NCCL and the CPU otherwise.
+        device: where the collectives' buffers live (:attr:`device`): ``None``
+            picks this rank's current CUDA device for NCCL (which
+            communicates from device memory only) and the CPU otherwise.
+            Every buffer is moved there explicitly before a collective and
+            read back on the CPU after it (the headers and metadata are small).
+            Samples to send are concatenated where their tensors are (one
+            copy to the device when they are on the CPU; tensors already on
+            it are not moved through the CPU). Received tensors that were
+            CPU tensors where they were read are views of a CPU copy of the
+            received buffer (under NCCL: one device-to-host copy of it a
+            step); the others are views of the buffer on ``device``. NCCL is
+            not tested here (no GPU on the test machines): gloo is.
         timeout: seconds any one collective of the stream may wait for the
             other ranks before this rank raises :class:`StreamError` (kind
             ``"Timeout"``); ``None``: the process group's own timeout
@@ -456,23 +575,30 @@ class BalancedStream:
     Faults and the timeout: a failure inside the stream on any rank (its
     loader raises, its metadata callable raises, a sample holds something
     that is not a tensor, the planner settings or the plans differ, a stream
-    ends early under ``"error"``) is sent to every rank in the step's status
-    round, and every rank raises the same error there: :class:`StreamError`,
-    or :class:`PlanMismatchError` for settings or plans that differ. No rank
-    waits longer than the slowest rank takes to reach that round. A rank that
-    stops without raising inside the stream (killed, hung, or failed in the
-    training loop between steps) leaves the others waiting in a collective
-    until ``timeout``; so does a rank that stops iterating while the others go
-    on (stop every rank at the same step). No sample is dropped or trained
-    twice: a step is either yielded on every rank or raises on every rank.
+    ends early under ``"error"``, a sample cannot be encoded or the received
+    bytes cannot be decoded) is sent to every rank in the step's next status
+    round (the header, fingerprint or confirm round), and every rank raises
+    the same error there: :class:`StreamError`, or :class:`PlanMismatchError`
+    for settings or plans that differ (a planner error that every rank
+    raises alike, e.g. an :class:`~microbatch.OversizeError`, is raised as it
+    is). No rank waits longer than the slowest rank takes to reach that
+    round. A rank that stops without raising inside the stream (killed, hung,
+    or failed in the training loop between steps) leaves the others waiting
+    in a collective until ``timeout``; so does a rank that stops iterating
+    while the others go on (stop every rank at the same step). No sample is
+    dropped or trained twice: a step is either yielded on every rank or
+    raises on every rank (the confirm round comes after the exchange).
 
-    Per step: three ``all_gather`` (a header of 8 words + 1 KiB per rank, the
-    metadata of 5 words a sample + 1 word an image, the fingerprints) and one
-    ``all_to_all_single`` carrying the moved samples' bytes; planning is the
-    planner's (every rank plans the whole step); encoding and decoding are
-    O(the moved bytes), one copy each. Memory: two steps' samples
-    on this rank (the one being trained and the one read ahead) plus the
-    received ones.
+    Per step: four ``all_gather`` (a header of 8 words + 1 KiB per rank, the
+    metadata of 5 words a sample + 1 word an image, the fingerprints and the
+    confirmation, 2 and 1 words + 1 KiB) and one ``all_to_all_single``
+    carrying the moved samples' bytes; planning is the planner's (every rank
+    plans the whole step); encoding is O(the bytes sent), one copy of them;
+    decoding O(the received samples' header words), no copy. Memory: two
+    steps' samples on this rank (the one being trained and the one read
+    ahead), the received buffer, and a send buffer as large as the most
+    bytes this rank sent in one step (kept, so that encoding writes into
+    memory already mapped).
 
     Raises:
         SettingError: a planner for another number of ranks, an unknown
@@ -574,6 +700,7 @@ class BalancedStream:
         if " at 0x" in described:
             described = type(planner).__qualname__
         self._settings = _stable_hash(f"{described}|{self.samples_per_rank}|{self.uneven}")
+        self._send = torch.empty(0, dtype=torch.uint8)  # the encoded samples, on the CPU, reused step to step
 
     def __repr__(self) -> str:
         return (
@@ -602,12 +729,19 @@ class BalancedStream:
             ) from e
 
     def _all_gather(self, t: torch.Tensor, step: int, what: str) -> List[torch.Tensor]:
+        """Every rank's copy of ``t`` (a CPU tensor), on the CPU; the collective runs on :attr:`device`."""
         import torch.distributed as dist
 
         t = t.to(self.device)
         out = [torch.empty_like(t) for _ in range(self.ranks)]
         self._wait(dist.all_gather(out, t, group=self.group, async_op=True), step, what)
         return [o.cpu() for o in out]
+
+    def _status(
+        self, step: int, what: str, words: Sequence[int], error: Optional[BaseException], message: str = ""
+    ) -> Tuple[np.ndarray, List[int], List[str]]:
+        """:func:`microbatch._step.status_round` through this stream's collectives (device, timeout)."""
+        return status_round(lambda t: self._all_gather(t, step, what), words, error, message)
 
     # --- reading ------------------------------------------------------------
 
@@ -656,35 +790,29 @@ class BalancedStream:
         keys: Dict[str, int],
         table: List[str],
     ) -> np.ndarray:
-        """The header round: every rank's status, new samples, ended flag and new key names. Raises on every rank on a failure."""
+        """The header round: every rank's status, new samples, ended flag and new key names. Raises on every
+        rank on a failure. Returns every rank's words: step, new samples, ended, settings, key-table size,
+        new images, spare."""
         new_keys = sorted(state["new_keys"])
         text = message if error is not None else "\n".join(new_keys)
-        data = text.encode()
-        if error is None and len(data) > _TEXT_BYTES:
-            error, message = (
-                InputError("too many new keys"),
-                f"rank {self.rank}'s samples bring {len(new_keys)} new keys at once ({len(data)} bytes of names, "
-                f"at most {_TEXT_BYTES}): shorten the key names",
+        size = len(text.encode())
+        if error is None and size > STATUS_TEXT:
+            text = (
+                f"rank {self.rank}'s samples bring {len(new_keys)} new keys at once ({size} bytes of names, "
+                f"at most {STATUS_TEXT}): shorten the key names"
             )
-            data = message.encode()
-        data = data[:_TEXT_BYTES].ljust(_TEXT_BYTES, b"\0")
-        words = np.array(
-            [_FAILED if error is not None else _OK, step, new, int(state["ended"]), self._settings, len(table), new_images, 0],
-            dtype=np.int64,
-        )
-        mine = torch.from_numpy(np.concatenate([words, np.frombuffer(data, dtype=np.int64)]))
-        rows = torch.stack(self._all_gather(mine, step, "status round")).numpy()
-        heads = rows[:, :_HEAD_WORDS]
-        texts = [rows[r, _HEAD_WORDS:].tobytes().rstrip(b"\0").decode(errors="replace") for r in range(self.ranks)]
-        failed = [r for r in range(self.ranks) if heads[r, 0] != _OK]
-        if failed:
-            r = failed[0]
-            more = f" (ranks {failed} failed)" if len(failed) > 1 else ""
-            exc = StreamError(f"step {step}: {texts[r]}{more}", ranks=failed, step=step, kind="StreamFailed")
-            raise exc from error
-        if len(set(heads[:, 1].tolist())) > 1:
-            raise InternalError(f"the ranks are at different steps: {heads[:, 1].tolist()}")
-        settings = heads[:, 4]
+            error = InputError(text)
+        words = [step, new, int(state["ended"]), self._settings, len(table), new_images, 0]
+        heads, failed, texts = self._status(step, "status round", words, error, text)
+
+        def failure(text: str, ranks: List[int]) -> StreamError:
+            more = f" (ranks {ranks} failed)" if len(ranks) > 1 else ""
+            return StreamError(f"step {step}: {text}{more}", ranks=ranks, step=step, kind="StreamFailed")
+
+        raise_failed(failed, texts, error, failure, own_if_all=False)
+        if len(set(heads[:, 0].tolist())) > 1:
+            raise InternalError(f"the ranks are at different steps: {heads[:, 0].tolist()}")
+        settings = heads[:, 3]
         differ = [r for r in range(self.ranks) if settings[r] != settings[0]]
         if differ:
             from .torch import PlanMismatchError
@@ -700,7 +828,7 @@ class BalancedStream:
             table.append(name)
         state["new_keys"] = [k for k in state["new_keys"] if k not in keys]
         if self.uneven == "error":
-            counts = heads[:, 2]
+            counts = heads[:, 1]
             short = [r for r in range(self.ranks) if counts[r] < counts.max()]
             if short:
                 raise StreamError(
@@ -742,9 +870,11 @@ class BalancedStream:
 
     def _exchange(
         self, step: int, plan: Plan, cur: List[_Local], keys: Dict[str, int], table: List[str], timings: Dict[str, float]
-    ) -> Tuple[Dict[int, Dict[str, torch.Tensor]], int, int]:
-        """Sends this rank's moving samples and receives the ones it is planned: ``(received by id, bytes sent,
-        bytes received)``; adds the seconds of ``"encode"``, ``"transfer"`` and ``"decode"`` to ``timings``."""
+    ) -> Tuple[List[List[Dict[str, torch.Tensor]]], int, int]:
+        """Sends this rank's moving samples, receives the ones it is planned and builds its micro-batches:
+        ``(batches, bytes sent, bytes received)``. Every rank then confirms (one status round) that it
+        encoded and decoded everything, or every rank raises. Adds the seconds of ``"encode"``,
+        ``"transfer"``, ``"decode"`` (with building the micro-batches) and ``"confirm"`` to ``timings``."""
         t0 = time.perf_counter()
         import torch.distributed as dist
 
@@ -754,61 +884,88 @@ class BalancedStream:
         moves = ex.moves
         src = moves.src.astype(np.int64)
         dst = moves.dst.astype(np.int64)
-        mids = moves.ids
+        mids = moves.ids.astype(np.int64)
         nbytes = moves.bytes.astype(np.int64)
         out_mask = src == self.rank
         in_mask = dst == self.rank
         send_sizes = np.bincount(dst[out_mask], weights=nbytes[out_mask], minlength=self.ranks).astype(np.int64)
         recv_sizes = np.bincount(src[in_mask], weights=nbytes[in_mask], minlength=self.ranks).astype(np.int64)
-        mine = {s.id: s.sample for s in cur}
-        # Moves are sorted by (source, destination, id): this rank's are one run, by destination then id.
-        records = [(int(i), mine[int(i)]) for i in mids[out_mask]]
-        payload = _encode(records, keys, int(send_sizes.sum())).to(self.device)
-        received = torch.empty(int(recv_sizes.sum()), dtype=torch.uint8, device=self.device)
+        sent, got = int(send_sizes.sum()), int(recv_sizes.sum())
+        local = {s.id: s.sample for s in cur}
+        error: Optional[BaseException] = None
+        message = ""
+        try:
+            # Moves are sorted by (source, destination, id): this rank's are one run, by destination then id.
+            chunks: List[List[Tuple[int, Mapping[str, torch.Tensor]]]] = [[] for _ in range(self.ranks)]
+            for i, d in zip(mids[out_mask].tolist(), dst[out_mask].tolist()):
+                chunks[d].append((i, local[i]))
+            if self._send.numel() < sent:  # the send buffer, reused: as large as the largest step's
+                self._send = torch.empty(sent, dtype=torch.uint8)
+            payload = _encode(chunks, keys, sent, self.device, out=self._send)
+        except Exception as e:  # the all-to-all still runs (zeros), so that no rank waits in it; reported below
+            error, message = e, failure_text(e, f"rank {self.rank} could not encode the samples it sends: ")
+            payload = torch.zeros(sent, dtype=torch.uint8, device=self.device)
+        received = torch.empty(got, dtype=torch.uint8, device=self.device)
         work = dist.all_to_all_single(
             received, payload, recv_sizes.tolist(), send_sizes.tolist(), group=self.group, async_op=True
         )
         t1 = time.perf_counter()
         self._wait(work, step, "exchange")
-        data = received.cpu().numpy()
         t2 = time.perf_counter()
-        out: Dict[int, Dict[str, torch.Tensor]] = {}
-        off = 0
-        in_src, in_ids = src[in_mask], mids[in_mask]
-        for r in range(self.ranks):
-            n = int(recv_sizes[r])
-            expected = [int(i) for i in in_ids[in_src == r]]
-            out.update(_decode(data[off : off + n], expected, table, r))
-            off += n
-        timings.update(encode=t1 - t0, transfer=t2 - t1, decode=time.perf_counter() - t2)
-        return out, int(send_sizes.sum()), int(recv_sizes.sum())
+        batches: List[List[Dict[str, torch.Tensor]]] = []
+        if error is None:
+            try:
+                on_cpu = received.device.type == "cpu"
+                host = received if on_cpu else received.cpu()  # the headers are read on the CPU
+                in_src, in_ids = src[in_mask], mids[in_mask]
+                off = 0
+                for r in range(self.ranks):
+                    n = int(recv_sizes[r])
+                    if n:
+                        expected = in_ids[in_src == r].tolist()
+                        chunk = None if on_cpu else received[off : off + n]
+                        local.update(_decode(host[off : off + n], chunk, expected, table, r))
+                    off += n
+                batches = [[local[i] for i in plan.micro_batch(self.rank, j).tolist()] for j in range(plan.micro_steps)]
+            except Exception as e:
+                error, message = e, failure_text(e, f"rank {self.rank} could not decode what it received: ")
+        t3 = time.perf_counter()
+        _, failed, texts = self._status(step, "confirm round", [], error, message)
 
-    def _check(self, step: int, plan: Optional[Plan], error: Optional[BaseException], message: str) -> None:
-        """The fingerprint round: every rank's planning status and plan fingerprint. Raises on every rank on a difference."""
-        data = message.encode()[:_TEXT_BYTES].ljust(_TEXT_BYTES, b"\0")
+        def failure(text: str, ranks: List[int]) -> StreamError:
+            more = f" (ranks {ranks} failed)" if len(ranks) > 1 else ""
+            return StreamError(
+                f"step {step}: {text}{more}: the step is not yielded on any rank", ranks=ranks, step=step, kind="Exchange"
+            )
+
+        raise_failed(failed, texts, error, failure, own_if_all=False)
+        timings.update(encode=t1 - t0, transfer=t2 - t1, decode=t3 - t2, confirm=time.perf_counter() - t3)
+        return batches, sent, got
+
+    def _check(self, step: int, plan: Optional[Plan], error: Optional[BaseException]) -> None:
+        """The fingerprint round: every rank's planning status and plan fingerprint. Raises on every rank on a
+        failure or a difference."""
         fp = 0 if plan is None else int(np.array(plan.fingerprint, dtype=np.uint64).view(np.int64))
-        words = np.array([_OK if error is None else _FAILED, fp], dtype=np.int64)
-        mine = torch.from_numpy(np.concatenate([words, np.frombuffer(data, dtype=np.int64)]))
-        rows = torch.stack(self._all_gather(mine, step, "fingerprint round")).numpy()
-        failed = [r for r in range(self.ranks) if rows[r, 0] != _OK]
-        if failed:
-            if error is not None and len(failed) == self.ranks:
-                raise error  # every rank planned the same step and failed alike: the planner's own error
-            r = failed[0]
-            text = rows[r, 2:].tobytes().rstrip(b"\0").decode(errors="replace")
-            raise StreamError(
-                f"step {step}: {text} (ranks {failed} failed where the others planned the same metadata: "
-                "check that every rank builds its planner with the same settings)",
-                ranks=failed,
+        message = "" if error is None else failure_text(error, "planning failed: ")
+        rows, failed, texts = self._status(step, "fingerprint round", [fp], error, message)
+
+        def failure(text: str, ranks: List[int]) -> StreamError:
+            return StreamError(
+                f"step {step}: {text} (on ranks {ranks} of {self.ranks}; every rank plans the same gathered "
+                "metadata, so their planners differ: build every rank's BalancedStream with the same settings)",
+                ranks=ranks,
                 step=step,
                 kind="StreamFailed",
-            ) from error
-        differ = [r for r in range(self.ranks) if rows[r, 1] != rows[0, 1]]
+            )
+
+        # Every rank failed alike: the planner's own error (the same everywhere), e.g. an OversizeError.
+        raise_failed(failed, texts, error, failure, own_if_all=True)
+        differ = [r for r in range(self.ranks) if rows[r, 0] != rows[0, 0]]
         if differ:
             from .torch import PlanMismatchError
 
             r = differ[0]
-            a, b = (int(np.array(rows[i, 1], dtype=np.int64).view(np.uint64)) for i in (0, r))
+            a, b = (int(np.array(rows[i, 0], dtype=np.int64).view(np.uint64)) for i in (0, r))
             raise PlanMismatchError(
                 f"step {step}: the plans differ between ranks (ranks {differ} differ from rank 0; rank {r} has "
                 f"fingerprint {b:#018x} where rank 0 has {a:#018x}): every rank must build its BalancedStream "
@@ -834,7 +991,7 @@ class BalancedStream:
             t_read += time.perf_counter() - t0
             pulled.extend(got)
             heads = self._header(step, len(got), sum(len(s.images) for s in got), state, error, message, keys, table)
-            return heads[:, [2, 6]].copy(), heads
+            return heads[:, [1, 5]].copy(), heads
 
         cur: List[_Local] = []
         nxt: List[_Local] = []
@@ -845,7 +1002,7 @@ class BalancedStream:
             # read-ahead is the epoch's tail (every stream has ended) and too small to stand alone.
             while True:
                 tc, tn = int(cur_n[:, 0].sum()), int(nxt_n[:, 0].sum())
-                if tn > 0 and (tc < R or (tn < R and bool(heads[:, 3].all()))):
+                if tn > 0 and (tc < R or (tn < R and bool(heads[:, 2].all()))):
                     cur.extend(nxt)
                     nxt = []
                     cur_n = cur_n + nxt_n
@@ -867,25 +1024,20 @@ class BalancedStream:
             gathered = self._meta_round(step, cur, counts, images)
             t2 = time.perf_counter()
             error: Optional[BaseException] = None
-            message = ""
             plan: Optional[Plan] = None
             try:
                 plan = self._plan(gathered, counts, images)
             except Exception as e:
-                error, message = e, f"planning failed on rank {self.rank}: {type(e).__name__}: {e}"
+                error = e
             t3 = time.perf_counter()
-            self._check(step, plan, error, message)
+            self._check(step, plan, error)
             if plan is None:  # unreachable: _check raised
                 raise InternalError("a failed plan passed the fingerprint round")
             timings = {"read": t_read, "gather": t2 - t1, "plan": t3 - t2, "check": time.perf_counter() - t3}
-            received, sent, got = self._exchange(step, plan, cur, keys, table, timings)
-            local = {s.id: s.sample for s in cur}
-            local.update(received)
-            batches = [[local[int(i)] for i in plan.micro_batch(self.rank, j)] for j in range(plan.micro_steps)]
-            t4 = time.perf_counter()
-            timings["exchange"] = t4 - t3
+            batches, sent, got = self._exchange(step, plan, cur, keys, table, timings)
+            timings["exchange"] = time.perf_counter() - t3
             result = StreamStep(step, self.rank, plan, batches, sent, got, timings)
-            del local, received
+            del batches
             cur, cur_n = nxt, nxt_n
             nxt = []
             step += 1

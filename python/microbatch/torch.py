@@ -108,7 +108,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _arrays
-from ._step import PlanView
+from ._step import PlanView, failure_text, group_device, raise_failed, status_round
 from .cost import _either
 from .errors import DtypeError, Error, InputError, InternalError, InvalidValueError, SettingError
 from .plan import NORMALIZATIONS, Plan, Planner
@@ -135,7 +135,10 @@ class PlanMismatchError(Error):
     :func:`verify_plans`; :attr:`ranks` lists the ranks whose fingerprints
     differ from rank 0's, :attr:`Error.item` is the first of them.
     Every rank must build its sampler from the same metadata, global batch
-    size, seed, epoch and planner settings.
+    size, seed, epoch and planner settings. :attr:`Error.kind` is
+    ``"PlanMismatch"``, or ``"PlanFailed"`` when some ranks failed to plan a
+    step that the others planned (``verify=True``): :attr:`ranks` are then the
+    failed ranks and the message the first one's error.
 
     >>> e = PlanMismatchError("ranks differ", ranks=[1, 3])
     >>> e.item, e.ranks, isinstance(e, Error)
@@ -159,11 +162,14 @@ def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
     """Checks that every rank of ``group`` holds the same plan fingerprints.
 
     All-gathers ``fingerprints`` (one per step, in order: the values of
-    :attr:`microbatch.Plan.fingerprint`) through ``torch.distributed`` and
-    raises :class:`PlanMismatchError` on every rank when any rank's list
-    differs from rank 0's, naming the ranks that differ and the first step
-    where they do. Does nothing when ``torch.distributed`` is not initialized.
-    A collective: every rank of ``group`` must call it.
+    :attr:`microbatch.Plan.fingerprint`, compared as 64-bit words) through
+    ``torch.distributed`` in fixed-size ``int64`` tensors (on the process
+    group's device: this rank's CUDA device under NCCL) and raises
+    :class:`PlanMismatchError` on every rank when any rank's list differs
+    from rank 0's, naming the ranks that differ and the first step where they
+    do. Does nothing when ``torch.distributed`` is not initialized. A
+    collective (one ``all_gather``, two when a rank gives more than one
+    fingerprint): every rank of ``group`` must call it.
 
     >>> verify_plans([0x1234, 0x5678])  # no process group: nothing to compare
     """
@@ -171,18 +177,58 @@ def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
 
 
 def _verify_fingerprints(
-    fingerprints: Sequence[int], *, group: Any, first: int, steps: Optional[int] = None
+    fingerprints: Sequence[int],
+    *,
+    group: Any,
+    first: int,
+    steps: Optional[int] = None,
+    error: Optional[BaseException] = None,
+    failed_step: Optional[int] = None,
 ) -> None:
-    """:func:`verify_plans` for the steps ``first, first + 1, ...`` (named so in the error); with
-    ``steps``, the ranks' numbers of steps in the epoch are compared first."""
+    """:func:`verify_plans` for the steps ``first, first + 1, ...`` (named so in the error); with ``steps``,
+    the ranks' numbers of steps in the epoch are compared first. ``error``: this rank failed planning step
+    ``failed_step`` (its fingerprints are those before); every rank then raises (see ``verify=``), through
+    the status round the stream uses (:func:`microbatch._step.status_round`)."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
+        if error is not None:
+            raise error
         return
-    mine = (steps, [int(f) for f in fingerprints])
     world = dist.get_world_size(group)
-    gathered: List[Any] = [None] * world
-    dist.all_gather_object(gathered, mine, group=group)
+    device = group_device(group)
+
+    def gather(t: torch.Tensor) -> List[torch.Tensor]:
+        t = t.to(device)
+        out = [torch.empty_like(t) for _ in range(world)]
+        dist.all_gather(out, t, group=group)
+        return [o.cpu() for o in out]
+
+    mine = np.array([int(f) & (2**64 - 1) for f in fingerprints], dtype=np.uint64).view(np.int64)
+    words = [-1 if steps is None else steps, mine.shape[0], int(mine[0]) if mine.shape[0] == 1 else 0]
+    message = "" if error is None else failure_text(error, f"planning step {failed_step} failed: ")
+    rows, failed, texts = status_round(gather, words, error, message)
+
+    def failure(text: str, ranks: List[int]) -> PlanMismatchError:
+        return PlanMismatchError(
+            f"the ranks did not all plan the same steps: rank {ranks[0]} reports {text} (ranks {ranks} of "
+            f"{world} failed): every rank must build its sampler from the same metadata, global batch size, "
+            "seed, epoch and planner settings",
+            ranks=ranks,
+            kind="PlanFailed",
+        )
+
+    # Every rank failed alike (the same step refused by the same planner): that error, the same everywhere.
+    raise_failed(failed, texts, error, failure, own_if_all=True)
+    lengths = rows[:, 1]
+    if int(lengths.max()) <= 1:
+        lists = [rows[r, 2 : 2 + int(lengths[r])] for r in range(world)]
+    else:  # a second round, every rank's list padded to the longest
+        padded = np.zeros(int(lengths.max()), dtype=np.int64)
+        padded[: mine.shape[0]] = mine
+        everyone = torch.stack(gather(torch.from_numpy(padded))).numpy()
+        lists = [everyone[r, : int(lengths[r])] for r in range(world)]
+    gathered = [(int(rows[r, 0]), lists[r].view(np.uint64).tolist()) for r in range(world)]
     reference = gathered[0]
     differ = [r for r in range(world) if gathered[r] != reference]
     if not differ:
@@ -307,10 +353,18 @@ class Steps(Sequence[Step]):
         s = self._sampler
         count = len(self)
         for k in range(count):
-            step = s._step(self.epoch, k, ahead=True)
-            if s.verify_plans and s._verified_epoch != self.epoch:
-                # At step 0 the step counts too: every rank then runs as many of these collectives.
-                _verify_fingerprints([step.fingerprint], group=None, first=k, steps=count if k == 0 else None)
+            if not (s.verify_plans and s._verified_epoch != self.epoch):
+                yield s._step(self.epoch, k, ahead=True)
+                continue
+            # At step 0 the step counts too: every rank then runs as many of these collectives. A rank
+            # that fails planning the step still takes part (with its error), so no rank waits for it.
+            total = count if k == 0 else None
+            try:
+                step = s._step(self.epoch, k, ahead=True)
+            except Exception as e:
+                _verify_fingerprints([], group=None, first=k, steps=total, error=e, failed_step=k)
+                raise  # unreachable: every rank raised above
+            _verify_fingerprints([step.fingerprint], group=None, first=k, steps=total)
             yield step
 
     def __eq__(self, other: object) -> bool:
@@ -337,8 +391,14 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         text_tokens: each dataset index's text tokens (1-D integers), or a
             callable ``meta(index) -> (text_tokens, image_tokens[, loss_tokens])``
             (``image_tokens`` a list of per-image token counts, possibly
-            empty), evaluated once per index on first use; it then needs
-            ``num_samples`` and replaces ``image_tokens`` and ``loss_tokens``.
+            empty), called lazily: for the indices of a step when that step
+            is planned, once per index (the rows read are kept: O(indices
+            read) memory), so the first step reads one global batch's
+            metadata, not the dataset's; it then needs ``num_samples`` and
+            replaces ``image_tokens`` and ``loss_tokens``. Every row must have
+            the same length (2 or 3). An error names the index and is raised
+            when its step is planned; the row stays unread, so planning the
+            step again calls the callable again.
         image_tokens: each index's images as token counts (a list of 1-D
             arrays, or ``(values, offsets)``: see :meth:`microbatch.Planner.plan`);
             ``None``: no images.
@@ -390,9 +450,17 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
             every sample is used exactly once per epoch.
         verify: check that every rank planned the same steps: iterating
             :meth:`steps` all-gathers each step's fingerprint before yielding
-            it (one small collective per step; every rank must iterate) and
-            raises :class:`PlanMismatchError` on every rank at the first step
-            that differs. :meth:`verify` checks a whole epoch at once.
+            it (one small collective per step, fixed-size ``int64`` buffers on
+            the process group's device; every rank must iterate) and raises
+            :class:`PlanMismatchError` on every rank at the first step that
+            differs. A rank that fails planning a step (its metadata callable
+            or its planner raises) takes part in that collective with its
+            error, so every rank raises at that step instead of waiting for
+            it: the planner's own error when every rank failed alike, else a
+            :class:`PlanMismatchError` of kind ``"PlanFailed"`` naming the
+            failed ranks and carrying the first one's message (its own
+            exception chained as ``__cause__`` on that rank). :meth:`verify`
+            checks a whole epoch at once, the same way.
         plan_ahead: while a step is used, plan the next one on a background
             thread (the planner releases the GIL), so that planning overlaps
             the training step; an error planning it is raised when the next
@@ -410,15 +478,17 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
 
     Planning is lazy, one step at a time: the first micro-batch costs one
     step's plan (plus, once, the epoch's permutation and, for a metadata
-    callable, reading it), and the sampler keeps at most :data:`KEEP_STEPS`
-    planned steps, so memory is O(one step) beyond the O(n) metadata and
-    permutation. ``len(sampler)``, the micro-batches this rank yields in the
-    epoch (the same on every rank), is ``steps x micro_steps`` without any
-    planning when the micro-steps are fixed (``micro_steps=`` given); with
-    the fewest micro-steps that fit (the default, or a ready ``planner=``
-    whose setting the sampler cannot read) it plans the whole epoch once to
-    count them (O(epoch) time, the counts cached per epoch; the last planned
-    steps are the first ones, so iteration starts without planning). Every
+    callable, reading that step's rows), and the sampler keeps at most
+    :data:`KEEP_STEPS` planned steps, so memory is O(one step) beyond the
+    O(n) metadata and permutation. ``len(sampler)``, the micro-batches this
+    rank yields in the epoch (the same on every rank), needs the dataset's
+    length and the micro-steps of every step: it is ``steps x micro_steps``
+    without any planning or metadata read when the micro-steps are fixed
+    (``micro_steps=`` given); with the fewest micro-steps that fit (the
+    default, or a ready ``planner=`` whose setting the sampler cannot read)
+    it plans the whole epoch once to count them (O(epoch) time, and every
+    row of a metadata callable read; the counts cached per epoch; the last
+    planned steps are the first ones, so iteration starts without planning). Every
     rank computes the same plans: each is a pure function of the step's
     samples and the settings.
 
@@ -538,20 +608,17 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
             if num_samples is None:
                 raise SettingError("a metadata callable needs num_samples= (the dataset's length)", item="num_samples")
             self._n = _arrays.count(num_samples, "num_samples")
-            self._meta: Optional[Metadata] = text_tokens
-            self._text: Optional[np.ndarray] = None
-            self._images: Optional[Tuple[np.ndarray, np.ndarray]] = None
-            self._loss: Optional[np.ndarray] = None
+            self._rows: Union[_ArrayRows, _CallableRows] = _CallableRows(text_tokens, self._n)
         else:
-            self._meta = None
-            self._set_arrays(text_tokens, image_tokens, loss_tokens)
+            self._rows = _ArrayRows(text_tokens, image_tokens, loss_tokens)
+            self._n = self._rows.n
             if num_samples is not None and _arrays.count(num_samples, "num_samples") != self._n:
                 raise DtypeError(
                     f"num_samples is {num_samples} but text_tokens has {self._n} entries", item="num_samples"
                 )
         self._units: Any = image_units
+        self._units_parsed: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self._costs = costs
-        self._units_checked = False
         self._origins: Any = _origins_setting(origins, self._n, self.num_replicas, getattr(planner, "locality", None))
         if bytes is not None and self._origins is None:
             raise SettingError(
@@ -576,59 +643,27 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
 
     # --- metadata ---------------------------------------------------------
 
-    def _set_arrays(self, text: Any, images: _arrays.Ragged, loss: Any) -> None:
-        # Checked into locals first: a failure leaves the sampler as it was.
-        text_a = _arrays.integers(_host(text), "text_tokens", np.uint32)
-        n = text_a.shape[0]
-        images_a = _arrays.ragged(_host(images), "image_tokens", n, np.uint32)
-        loss_a = None if loss is None else _arrays.integers(_host(loss), "loss_tokens", np.uint64, length=n)
-        self._text, self._n, self._images, self._loss = text_a, n, images_a, loss_a
-
-    def _metadata(self) -> None:
-        """Reads the metadata callable once; on any error it stays unread, so the next use raises the same error."""
-        meta = self._meta
-        if meta is None:
-            return
-        text = np.zeros(self._n, dtype=np.int64)
-        images: List[Any] = []
-        loss: List[Any] = []
-        for i in range(self._n):
-            row = meta(i)
-            if not isinstance(row, (tuple, list)) or len(row) not in (2, 3):
+    def _step_rows(
+        self, idx: np.ndarray
+    ) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray], Optional[np.ndarray], Optional[Tuple[np.ndarray, np.ndarray]]]:
+        """The metadata of the indices ``idx`` (a step's): text, images, loss tokens and image units, read
+        and checked as needed (thread-safe: the planning thread may plan a step meanwhile). O(len(idx))."""
+        with self._prep_lock:
+            text, images, loss = self._rows.rows(idx)
+            if self._units is None:
+                return text, images, loss, None
+            if self._units_parsed is None:  # once; checked against the images step by step
+                self._units_parsed = _arrays.ragged(_host(self._units), "image_units", self._n, np.uint32)
+            units = _gather_ragged(*self._units_parsed, idx)
+            if not np.array_equal(units[1], images[1]):
+                per = np.diff(units[1].astype(np.int64)) != np.diff(images[1].astype(np.int64))
+                i = int(idx[int(np.flatnonzero(per)[0])])
                 raise DtypeError(
-                    f"the metadata callable returned {type(row).__name__} for index {i}: return a tuple "
-                    "(text_tokens, image_tokens[, loss_tokens])",
+                    f"image_units must give one unit count per image, in the shape of image_tokens (index {i} "
+                    "has another number of units than of images)",
                     item=i,
                 )
-            try:
-                text[i] = operator.index(_host(row[0]))
-                if len(row) == 3:
-                    loss.append(operator.index(_host(row[2])))
-            except (TypeError, ValueError, OverflowError):
-                raise DtypeError(
-                    f"the metadata callable returned a non-integer token count for index {i}: {row!r}", item=i
-                ) from None
-            images.append(() if row[1] is None else _host(row[1]))
-        if loss and len(loss) != self._n:
-            raise DtypeError("the metadata callable returned loss tokens for some indices only", item="loss_tokens")
-        self._set_arrays(text, images, loss or None)
-        self._meta = None
-
-    def _ready(self) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
-        """The metadata arrays, read and checked once (thread-safe: the planning thread may be first)."""
-        with self._prep_lock:
-            self._metadata()
-            if self._text is None or self._images is None:  # unreachable: _metadata sets them or raises
-                raise InternalError("the sampler's metadata was not read")
-            if self._units is not None and not self._units_checked:
-                units = _arrays.ragged(_host(self._units), "image_units", self._n, np.uint32)
-                if not np.array_equal(units[1], self._images[1]):
-                    raise DtypeError(
-                        "image_units must give one unit count per image, in the shape of image_tokens",
-                        item="image_units",
-                    )
-                self._units, self._units_checked = units, True
-            return self._text, self._images
+            return text, images, loss, units
 
     def __len__(self) -> int:
         """The micro-batches this rank yields in the current epoch (the same on every rank).
@@ -686,31 +721,22 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
 
         The order follows the epoch's permutation; the last batch is
         dropped, kept or merged into the one before as ``drop_last`` says.
-        No planning: O(n) for the permutation.
+        No planning and no metadata read: O(n) for the permutation.
         """
-        self._metadata_if_callable()
         count = self._count()
         order = self._order(self.epoch)
         return [order[slice(*self._bounds(k))] for k in range(count)]
-
-    def _metadata_if_callable(self) -> None:
-        # batches() read a metadata callable before (its errors surfaced there): keep that.
-        if self._meta is not None:
-            self._ready()
 
     # --- planning ---------------------------------------------------------
 
     def _plan(self, epoch: int, k: int) -> Plan:
         """Plans step ``k`` of ``epoch``: O(the step's samples) memory."""
-        text_all, (values, offsets) = self._ready()
         start, end = self._bounds(k)
         idx = self._order(epoch)[start:end]
-        text = text_all[idx]
-        img = _gather_ragged(values, offsets, idx)
-        loss = None if self._loss is None else self._loss[idx]
+        text, img, loss, units = self._step_rows(idx)
         kw: Dict[str, Any] = {}
-        if self._units is not None:
-            kw["image_units"] = _gather_ragged(self._units[0], offsets, idx)
+        if units is not None:
+            kw["image_units"] = units
         if self._costs is not None:
             if isinstance(self._costs, dict):
                 kw["costs"] = {k: np.asarray(_host(v))[idx] for k, v in self._costs.items()}
@@ -802,22 +828,31 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         iteration of this sampler runs at most :data:`KEEP_STEPS` steps
         ahead) and, with ``verify=True``, checks each step across ranks
         before yielding it; ``list(sampler.steps())`` holds the whole epoch's
-        plans (O(epoch) memory and time). A metadata callable is read here
-        if it was not yet (its errors are raised here, as before any planning).
+        plans (O(epoch) memory and time). A metadata callable is read as
+        steps are planned (a step's rows when it is), not here.
         """
-        self._metadata_if_callable()
         return Steps(self, self.epoch)
 
     def verify(self, *, group: Any = None) -> None:
         """Checks that every rank planned the same epoch; raises :class:`PlanMismatchError` if not.
 
         Plans the whole epoch (O(epoch) time; only the fingerprints are
-        kept) and all-gathers them once; every rank of ``group`` must call
-        it. Does nothing without an initialized process group. After it,
-        iterating :meth:`steps` checks nothing more this epoch.
+        kept) and all-gathers them (two ``all_gather`` of ``int64``
+        tensors); every rank of ``group`` must call it. A rank that fails
+        planning a step takes part with its error and every rank raises (see
+        ``verify=``). Does nothing without an initialized process group (an
+        error planning is then raised as it is). After it, iterating
+        :meth:`steps` checks nothing more this epoch.
         """
         epoch = self.epoch
-        verify_plans([self._step(epoch, k).fingerprint for k in range(self._count())], group=group)
+        fingerprints: List[int] = []
+        try:
+            for k in range(self._count()):
+                fingerprints.append(self._step(epoch, k).fingerprint)
+        except Exception as e:
+            _verify_fingerprints(fingerprints, group=group, first=0, error=e, failed_step=len(fingerprints))
+            raise  # unreachable: every rank raised above
+        _verify_fingerprints(fingerprints, group=group, first=0)
         self._verified_epoch = epoch
 
     def __iter__(self) -> Iterator[List[int]]:
@@ -928,6 +963,104 @@ def _gather_ragged(values: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> 
     np.cumsum(lengths, out=new[1:])
     pos = np.repeat(starts - new[:-1], lengths) + np.arange(new[-1], dtype=np.int64)
     return values[pos], new.astype(np.uint64)
+
+
+class _ArrayRows:
+    """Metadata given as arrays: checked once at construction, a step's rows gathered by index."""
+
+    def __init__(self, text: Any, images: _arrays.Ragged, loss: Any) -> None:
+        self.text = _arrays.integers(_host(text), "text_tokens", np.uint32)
+        self.n = self.text.shape[0]
+        self.images = _arrays.ragged(_host(images), "image_tokens", self.n, np.uint32)
+        self.loss = None if loss is None else _arrays.integers(_host(loss), "loss_tokens", np.uint64, length=self.n)
+
+    def rows(self, idx: np.ndarray) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray], Optional[np.ndarray]]:
+        """Text, images ``(values, offsets)`` and loss tokens (``None``: all text tokens) of ``idx``: O(len(idx))."""
+        loss = None if self.loss is None else self.loss[idx]
+        return self.text[idx], _gather_ragged(*self.images, idx), loss
+
+
+class _CallableRows:
+    """A metadata callable's rows, read when a step that holds their index is planned, and kept.
+
+    Each index is read at most once per sampler (a row that raises stays
+    unread). Memory: O(n) zero-initialized arrays, touched only where read
+    (25 bytes an index read), and the images' token counts read so far in one
+    growing array (amortized O(1) an image).
+    """
+
+    def __init__(self, meta: Metadata, n: int) -> None:
+        self.meta = meta
+        self.n = n
+        self.read = np.zeros(n, dtype=bool)
+        self.text = np.zeros(n, dtype=np.uint32)
+        self.loss = np.zeros(n, dtype=np.uint64)
+        self.start = np.zeros(n, dtype=np.int64)  # the index's first image in self.values
+        self.count = np.zeros(n, dtype=np.uint32)  # its images
+        self.values = np.zeros(64, dtype=np.uint32)
+        self.used = 0
+        self.with_loss: Optional[bool] = None  # rows of 3 (True) or 2 (False), set by the first row read
+
+    def rows(self, idx: np.ndarray) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray], Optional[np.ndarray]]:
+        """As :meth:`_ArrayRows.rows`, reading the rows not read yet in ``idx``'s order: O(len(idx)) plus the
+        callable's calls."""
+        for i in idx[~self.read[idx]].tolist():
+            self._read(i)
+        starts = self.start[idx]
+        lengths = self.count[idx].astype(np.int64)
+        offsets = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        pos = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        loss = self.loss[idx] if self.with_loss else None
+        return self.text[idx], (self.values[pos], offsets.astype(np.uint64)), loss
+
+    def _read(self, i: int) -> None:
+        """Reads and checks row ``i``; nothing is kept when it raises (the errors name the index)."""
+        row = self.meta(i)
+        if not isinstance(row, (tuple, list)) or len(row) not in (2, 3):
+            raise DtypeError(
+                f"the metadata callable returned {type(row).__name__} for index {i}: return a tuple "
+                "(text_tokens, image_tokens[, loss_tokens])",
+                item=i,
+            )
+        with_loss = len(row) == 3
+        if self.with_loss is not None and with_loss != self.with_loss:
+            raise DtypeError(
+                f"the metadata callable returned {len(row)} values for index {i} and {5 - len(row)} for the "
+                "indices read before: loss tokens must be given for every index or for none",
+                item=i,
+            )
+        try:
+            text = operator.index(_host(row[0]))
+            loss = operator.index(_host(row[2])) if with_loss else 0
+        except (TypeError, ValueError, OverflowError):
+            raise DtypeError(f"the metadata callable returned a non-integer token count for index {i}: {row!r}", item=i) from None
+        for name, v, top in (("text_tokens", text, 2**32 - 1), ("loss_tokens", loss, 2**64 - 1)):
+            if not 0 <= v <= top:
+                raise InvalidValueError(f"{name}[{i}] is {v}: it must be between 0 and {top}", item=i)
+        images = np.asarray(() if row[1] is None else _host(row[1]))
+        if images.ndim != 1:
+            raise DtypeError(
+                f"image_tokens[{i}] must be a 1-D list or array of the sample's values, got "
+                + ("a scalar: wrap it in a list" if images.ndim == 0 else f"shape {images.shape}"),
+                item=i,
+            )
+        if images.size and images.dtype.kind not in "iu":
+            raise DtypeError(f"image_tokens[{i}] must hold integers, got dtype {images.dtype}", item=i)
+        if images.size and not (images.min() >= 0 and images.max() <= 2**32 - 1):
+            bad = images[(images < 0) | (images > 2**32 - 1)][0]
+            raise InvalidValueError(f"image_tokens[{i}] holds {bad}: it must be between 0 and {2**32 - 1}", item=i)
+        k = images.shape[0]
+        if self.used + k > self.values.shape[0]:
+            grown = np.zeros(max(2 * self.values.shape[0], self.used + k), dtype=np.uint32)
+            grown[: self.used] = self.values[: self.used]
+            self.values = grown
+        self.values[self.used : self.used + k] = images
+        self.start[i], self.count[i] = self.used, k
+        self.used += k
+        self.text[i], self.loss[i] = text, loss
+        self.with_loss = with_loss
+        self.read[i] = True
 
 
 # --- packed sequences --------------------------------------------------------

@@ -1,18 +1,28 @@
-"""What the tests that run real ``torch.distributed`` processes share: a free loopback port and a worker's group.
+"""What the tests that run real ``torch.distributed`` processes share: spawning a gloo group on loopback.
 
-Workers are spawned by ``torch.multiprocessing.spawn`` (or started by the
-code under test, as ``transformers.Trainer`` does) and talk over gloo on
-127.0.0.1.
+Workers are spawned by :func:`spawn` (``torch.multiprocessing``; the test
+fails instead of hanging when they do not finish in time) or started by the
+code under test, as ``transformers.Trainer`` does; they join a gloo group on
+127.0.0.1 (:func:`init_group`, or :func:`worker_group` for a body that must
+leave the group cleanly).
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import socket
-from typing import Iterator
+import time
+from typing import Any, Callable, Iterator, Optional
 
+import pytest
 import torch.distributed as dist
+import torch.multiprocessing as mp
+
+#: Seconds :func:`spawn` waits for its workers by default: a hang fails the test instead of blocking
+#: CI (a worker of these tests takes 20-120 s on a loaded 2-core machine).
+SPAWN_TIMEOUT = 300
 
 
 def free_port() -> int:
@@ -20,6 +30,30 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def init_group(rank: int, world: int, port: int, *, timeout: Optional[float] = None) -> None:
+    """Joins the gloo group of ``world`` processes at ``127.0.0.1:port`` (``timeout``: the group's, in seconds)."""
+    kw = {} if timeout is None else {"timeout": datetime.timedelta(seconds=timeout)}
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, **kw)
+
+
+def _child(rank: int, fn: Callable[..., Any], world: int, port: int, args: tuple) -> None:
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback, whatever interfaces the machine has
+    fn(rank, world, port, *args)
+
+
+def spawn(fn: Callable[..., Any], world: int, *args: Any, timeout: float = SPAWN_TIMEOUT) -> None:
+    """Runs ``fn(rank, world, port, *args)`` in ``world`` new processes (``port``: a free one for
+    :func:`init_group`) and waits for all of them; a worker that raises fails the test with its traceback,
+    and workers still running after ``timeout`` seconds are terminated and the test fails (a hang)."""
+    ctx = mp.spawn(_child, args=(fn, world, free_port(), args), nprocs=world, join=False)
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=max(0.0, deadline - time.monotonic())):
+        if time.monotonic() >= deadline:
+            for p in ctx.processes:
+                p.terminate()
+            pytest.fail(f"the {world} workers did not finish within {timeout:g} s: a hang")
 
 
 @contextlib.contextmanager
@@ -36,7 +70,7 @@ def worker_group(rank: int, world: int, port: int, *, init: bool = True) -> Iter
     is destroyed), so ``spawn`` reports the failure.
     """
     if init:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        init_group(rank, world, port)
     try:
         yield
         dist.barrier()

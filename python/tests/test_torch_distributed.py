@@ -16,6 +16,14 @@ tokens. An image enters the model input as placeholder tokens (token 0, one per
 image token, labels -100), so the packed rows are as long as the planner
 assumed; the loss counts text positions only.
 
+Then, with ``verify=True``: ranks that plan different steps (another seed, one
+sample's metadata, another epoch length) raise ``PlanMismatchError`` on every
+rank at the first step that differs; a rank whose metadata callable raises at
+step 2 (the others plan it) makes every rank raise ``PlanMismatchError`` of kind
+``"PlanFailed"`` there, through ``steps()`` and through ``verify()``, instead of
+leaving the others waiting in the collective; a step that every rank's planner
+refuses alike raises the planner's own error (``OversizeError``) everywhere.
+
 The workers save what they trained (parameters and ids per step) to files in a
 temporary directory; the reference and the assertions run in the pytest process.
 """
@@ -32,13 +40,13 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from dist_support import free_port, worker_group  # noqa: E402
+import microbatch  # noqa: E402
+from dist_support import spawn, worker_group  # noqa: E402
 from microbatch.torch import (  # noqa: E402
     BalancedBatchSampler,
     PlanMismatchError,
@@ -171,14 +179,30 @@ def train_worker(rank, world, port, out):
         # Ranks that plan different steps raise on every rank, at the first step that differs (verify=True
         # checks each step as steps() yields it): another seed differs at step 0; one sample's metadata
         # (index ODD, in step 2) at step 2; another epoch length (drop_last) at step 0, never a hang.
+        last = world - 1
         text, images = meta[1].copy(), list(meta[2])
-        if rank == world - 1:
+        if rank == last:
             text[ODD], images[ODD] = 40, []
+        huge = meta[1].copy()
+        huge[ODD] = 10 * SEQ_LEN  # longer than a packed sequence on every rank: the planner refuses step 2
+
+        def rows(i):
+            """The metadata as a callable; the last rank's read of index ODD fails (a corrupt record)."""
+            if rank == last and i == ODD:
+                raise ValueError(f"corrupt record {i}")
+            return int(meta[1][i]), meta[2][i], int(meta[3][i])
+
+        def by_callable():
+            return BalancedBatchSampler(rows, num_samples=SAMPLES, global_batch_size=GLOBAL_BATCH, model=MODEL,
+                                        seq_len=SEQ_LEN, seed=SEED, sync="phase", verify=True)
+
         cases = {
-            "seed": sampler_for(meta, None, None, "phase", None, seed=SEED + (rank == world - 1), verify=True),
+            "seed": sampler_for(meta, None, None, "phase", None, seed=SEED + (rank == last), verify=True),
             "metadata": sampler_for((meta[0], text, images, meta[3]), None, None, "phase", None, verify=True),
             "length": BalancedBatchSampler(meta[1], meta[2], global_batch_size=GLOBAL_BATCH, model=MODEL,
                                            seq_len=SEQ_LEN, seed=SEED, verify=True, drop_last=rank == 0),
+            "fails on one rank": by_callable(),
+            "fails everywhere": sampler_for((meta[0], huge, meta[2], meta[3]), None, None, "phase", None, verify=True),
         }
         result = {}
         for name, sampler in cases.items():
@@ -186,9 +210,14 @@ def train_worker(rank, world, port, out):
             try:
                 for step in sampler.steps():
                     seen.append(step.index)
-                result[name] = (None, seen, "")
-            except PlanMismatchError as e:
-                result[name] = (e.ranks, seen, str(e))
+                result[name] = (None, None, None, seen, "")
+            except microbatch.Error as e:
+                result[name] = (type(e).__name__, e.kind, getattr(e, "ranks", None), seen, str(e))
+        try:  # the whole epoch at once
+            by_callable().verify()
+            result["verify()"] = (None, None, None, [], "")
+        except microbatch.Error as e:
+            result["verify()"] = (type(e).__name__, e.kind, getattr(e, "ranks", None), [], str(e))
         torch.save(result, out / f"mismatch-{rank}.pt")
 
 
@@ -225,8 +254,7 @@ def rel(a, b):
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_ddp_on_the_plan_equals_the_unsplit_step(world, tmp_path, monkeypatch):
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
-    mp.spawn(train_worker, args=(world, free_port(), tmp_path), nprocs=world, join=True)
+    spawn(train_worker, world, tmp_path)
     meta = make_dataset()
     start = flat(new_model())
     batches = sampler_for(meta, world, 0, "phase", None).batches()
@@ -260,16 +288,24 @@ def test_ddp_on_the_plan_equals_the_unsplit_step(world, tmp_path, monkeypatch):
             fewer = ranks[0]["moved"] < moved if extra["locality"] > 0 else ranks[0]["moved"] <= moved
             assert fewer, f"{what}: locality moved {ranks[0]['moved']} samples, without it {moved}"
     assert empty > 0, "no configuration ran an empty micro-batch"
-    for r in range(world):
-        got = torch.load(tmp_path / f"mismatch-{r}.pt")
-        for name, step, seen in (("seed", 0, []), ("metadata", 2, [0, 1]), ("length", None, [])):
-            ranks, yielded, message = got[name]
-            # The last rank differs, or (drop_last on rank 0) every rank but rank 0.
-            differ = list(range(1, world)) if name == "length" else [world - 1]
-            assert ranks == differ, f"rank {r}, {name}: expected PlanMismatchError naming {differ}, got {ranks}"
-            assert yielded == seen, f"rank {r}, {name}: steps yielded before the error: {yielded}"
-            where = "steps in the epoch" if step is None else f"at step {step},"
-            assert where in message, message
+    last = world - 1
+    # (error, kind, ranks, steps yielded before it, words of the message) on every rank.
+    want = {
+        "seed": ("PlanMismatchError", "PlanMismatch", [last], [], "at step 0,"),
+        "metadata": ("PlanMismatchError", "PlanMismatch", [last], [0, 1], "at step 2,"),
+        "length": ("PlanMismatchError", "PlanMismatch", list(range(1, world)), [], "steps in the epoch"),
+        "fails on one rank": ("PlanMismatchError", "PlanFailed", [last], [0, 1],
+                              f"planning step 2 failed: ValueError: corrupt record {ODD}"),
+        "fails everywhere": ("OversizeError", "Oversize", None, [0, 1], ""),
+        "verify()": ("PlanMismatchError", "PlanFailed", [last], [],
+                     f"planning step 2 failed: ValueError: corrupt record {ODD}"),
+    }
+    got = [torch.load(tmp_path / f"mismatch-{r}.pt") for r in range(world)]
+    for name, (error, kind, ranks, seen, words) in want.items():
+        for r in range(world):
+            assert got[r][name][:4] == (error, kind, ranks, seen), f"rank {r}, {name}: {got[r][name]}"
+            assert words in got[r][name][4], f"rank {r}, {name}: {got[r][name][4]}"
+        assert len({g[name][4] for g in got}) == 1, f"{name}: the ranks' messages differ"
 
 
 def test_example_train_ddp_runs():

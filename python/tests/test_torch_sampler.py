@@ -53,6 +53,22 @@ def samplers(n, world, **kw):
     ]
 
 
+def callable_samplers(n, world, calls=None, **kw):
+    """``samplers`` with the same metadata given as a callable (``calls``: a list that records each read)."""
+    text, images, loss = metadata(n)
+
+    def meta(i):
+        if calls is not None:
+            calls.append(i)
+        return int(text[i]), images[i], int(loss[i])
+
+    kw.setdefault("global_batch_size", 24)
+    return [
+        BalancedBatchSampler(meta, num_samples=n, model=MODEL, seq_len=SEQ_LEN, num_replicas=world, rank=r, **kw)
+        for r in range(world)
+    ]
+
+
 def loaded(sampler, n, workers=2):
     return list(DataLoader(Indices(n), batch_sampler=sampler, collate_fn=keep, num_workers=workers))
 
@@ -183,9 +199,78 @@ def test_metadata_as_a_callable_equals_the_arrays():
     assert [s.fingerprint for s in two.steps()] == [s.fingerprint for s in plain.steps()]
     bad = BalancedBatchSampler(lambda i: int(text[i]), num_samples=n, global_batch_size=24, model=MODEL,
                                seq_len=SEQ_LEN, num_replicas=2, rank=0)
+    # len() plans the epoch from its last step back: the first row read is the last step's first index.
     with pytest.raises(microbatch.DtypeError) as e:
         len(bad)
-    assert e.value.item == 0
+    assert e.value.item == int(bad.batches()[-1][0])
+    with pytest.raises(microbatch.DtypeError) as e:
+        next(iter(bad))
+    assert e.value.item == int(bad.batches()[0][0])
+
+
+def test_a_metadata_callable_is_read_a_step_at_a_time_once_per_index():
+    n = 24 * 5 + 7  # 6 steps
+    calls = []
+    s = callable_samplers(n, 2, calls, seed=3, sync="step", micro_steps=8)[0]
+    assert len(s) == 6 * 8 and calls == []  # len() with fixed micro-steps reads nothing
+    batches = s.batches()
+    assert calls == []  # nor do the batches
+    next(iter(s))
+    assert calls == batches[0].tolist()  # the first micro-batch: the first step's rows, in its order
+    s.steps()[1]
+    assert calls == batches[0].tolist() + batches[1].tolist()
+    fingerprints = [st.fingerprint for st in s.steps()]
+    s.set_epoch(1)
+    later = [st.fingerprint for st in s.steps()]
+    assert sorted(calls) == list(range(n))  # every index read once, over two epochs
+    arrays = samplers(n, 2, seed=3, sync="step", micro_steps=8)[0]
+    assert [st.fingerprint for st in arrays.steps()] == fingerprints
+    arrays.set_epoch(1)
+    assert [st.fingerprint for st in arrays.steps()] == later
+    # Without fixed micro-steps len() plans the epoch, so it reads every row.
+    calls.clear()
+    free = callable_samplers(n, 2, calls, seed=3)[0]
+    len(free)
+    assert sorted(calls) == list(range(n))
+
+
+def test_a_row_that_raises_stays_unread_and_bad_rows_name_their_index():
+    n = 48
+    text, images, loss = metadata(n)
+    order = samplers(n, 2, seed=1)[0].batches()
+    broken = {int(order[1][5])}
+
+    def meta(i):
+        if i in broken:
+            raise OSError(f"record {i} unreadable")
+        return int(text[i]), images[i], int(loss[i])
+
+    s = BalancedBatchSampler(meta, num_samples=n, global_batch_size=24, model=MODEL, seq_len=SEQ_LEN,
+                             num_replicas=2, rank=0, seed=1)
+    steps = s.steps()
+    assert steps[0].index == 0
+    with pytest.raises(OSError, match=f"record {int(order[1][5])} unreadable"):
+        steps[1]
+    broken.clear()  # read again when the step is planned again
+    assert [st.fingerprint for st in steps] == [st.fingerprint for st in samplers(n, 2, seed=1)[0].steps()]
+
+    def sampler(rows):
+        return BalancedBatchSampler(rows, num_samples=n, global_batch_size=24, model=MODEL, seq_len=SEQ_LEN,
+                                    num_replicas=2, rank=0, shuffle=False)
+
+    cases = [
+        (lambda i: (10, [], 3) if i < 7 else (10, []), microbatch.DtypeError, 7, "for every index or for none"),
+        (lambda i: (-1 if i == 3 else 10, []), microbatch.InvalidValueError, 3, "text_tokens[3] is -1"),
+        (lambda i: (10, [], 2**64 if i == 4 else 1), microbatch.InvalidValueError, 4, "loss_tokens[4]"),
+        (lambda i: (10, 64 if i == 2 else []), microbatch.DtypeError, 2, "a scalar: wrap it in a list"),
+        (lambda i: (10, [64.0] if i == 5 else [64]), microbatch.DtypeError, 5, "must hold integers"),
+        (lambda i: (10, [2**32] if i == 6 else [64]), microbatch.InvalidValueError, 6, "holds 4294967296"),
+        (lambda i: (10.5, []), microbatch.DtypeError, 0, "non-integer token count for index 0"),
+    ]
+    for rows, error, item, words in cases:
+        with pytest.raises(error) as e:
+            next(iter(sampler(rows)))  # step 0: indices 0-23 read in order (list() would ask len() first)
+        assert e.value.item == item and words in str(e.value), (item, str(e.value))
 
 
 def test_a_ready_planner_and_passed_through_settings():
@@ -314,6 +399,10 @@ def test_the_plans_are_those_of_the_epoch_planned_up_front(kw, fingerprints, len
     # locality without origins of its own: DistributedSampler's ranks; origins alone leave the plan as it was.
     same = samplers(101, 3, origins="distributed", **kw)[0]
     assert [hex(s.fingerprint) for s in same.steps()] == fingerprints
+    # The metadata as a callable, read a step at a time: the same plans.
+    called = callable_samplers(101, 3, **kw)
+    assert [hex(s.fingerprint) for s in called[0].steps()] == fingerprints
+    assert len(called[1]) == length and list(called[1])[:3] == first
 
 
 def counting(sampler):

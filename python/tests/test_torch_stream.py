@@ -17,11 +17,14 @@ sample. The workers, in one process group each:
   exchange really sends; every received sample is compared, tensor by tensor
   (dtype, shape, values), with the original;
 - run the faults: a loader that raises on one rank, a metadata callable that
-  raises on one rank, streams of different lengths under ``uneven="error"``, planner settings that differ (seen in the
-  header) and settings that only the plan's fingerprint shows, a sample that
-  holds a string, an epoch with fewer samples than ranks; and uneven streams
-  under ``uneven="drain"`` (one rank without any sample at 4 ranks; the
-  epoch's tail, fewer samples than ranks, joins the step before).
+  raises on one rank, streams of different lengths under ``uneven="error"``,
+  planner settings that differ (seen in the header) and settings that only the
+  plan's fingerprint shows, a planner that raises on one rank only, a sample
+  that holds a string, received bytes that fail to decode on one rank (the
+  all-to-all's output overwritten there), an epoch with fewer samples than
+  ranks; and uneven streams under ``uneven="drain"`` (one rank without any
+  sample at 4 ranks; the epoch's tail, fewer samples than ranks, joins the
+  step before).
 
 The pytest process checks: every sample exactly once per step (the expected
 samples, by rank and position); the bytes counted on the wire equal the plan's
@@ -36,7 +39,6 @@ hanging, rank 0 before the stall ends.
 
 from __future__ import annotations
 
-import datetime
 import os
 import time
 
@@ -47,12 +49,11 @@ import microbatch
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import IterableDataset  # noqa: E402
 
-from dist_support import free_port  # noqa: E402
+from dist_support import free_port, init_group, spawn  # noqa: E402
 from microbatch.torch import (  # noqa: E402
     BalancedStream,
     PlanMismatchError,
@@ -71,7 +72,6 @@ RUNS = (("plain", None, "token"), ("locality", 0.0, "sample"))
 # every stream ended) joins the step before, so there are 2 steps.
 DRAIN = (3, 13, 0, 11)
 STALL = 2.5  # seconds rank 1's loader stalls in the last run (the stream's timeout: 0.5 s)
-SPAWN_TIMEOUT = 240  # seconds: a hang fails the test instead of blocking CI (a run takes 20-50 s loaded)
 
 
 def make_sample(rank, k):
@@ -165,6 +165,7 @@ def same_sample(a, b):
     """The same keys, and per key the same dtype, shape and bytes."""
 
     def raw(t):
+        t = t.resolve_conj().resolve_neg()
         return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else torch.zeros(0, dtype=torch.uint8)
 
     return a.keys() == b.keys() and all(
@@ -174,6 +175,8 @@ def same_sample(a, b):
 
 def stream(rank, shard, **kw):
     settings = dict(samples_per_rank=PER_RANK, metadata=metadata, model=MODEL, seq_len=SEQ_LEN, sync="step")
+    if "planner" in kw:
+        del settings["model"], settings["seq_len"], settings["sync"]
     settings.update(kw)
     return BalancedStream(shard, **settings)
 
@@ -214,6 +217,43 @@ def train(rank, world, locality, norm, sent):
     return steps
 
 
+class FlakyPlanner:
+    """A planner that raises at its ``fail_at``-th plan (counting from 0) when ``fail_at`` is set: one
+    rank's planner failing where the others' plan (its repr, hence the stream's settings, is the same on
+    every rank: the default one holds an address, so only the type counts)."""
+
+    def __init__(self, fail_at=None):
+        self.inner = microbatch.Planner(MODEL, ranks=dist.get_world_size(), seq_len=SEQ_LEN, sync="step")
+        self.ranks, self.fail_at, self.calls = self.inner.ranks, fail_at, 0
+
+    def plan(self, *args, **kw):
+        self.calls += 1
+        if self.calls - 1 == self.fail_at:
+            raise RuntimeError("out of memory while planning")
+        return self.inner.plan(*args, **kw)
+
+
+def corrupt_received(rank, target):
+    """Wraps ``all_to_all_single`` so that on rank ``target`` the bytes received at the first exchange after
+    the first (which received any) are overwritten after they arrive: a sample that fails to decode there.
+    Returns a function that restores the real one."""
+    real = dist.all_to_all_single
+    calls = []
+
+    def wrapped(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
+        work = real(output, input, output_split_sizes, input_split_sizes, group=group, async_op=async_op)
+        calls.append(output.numel())
+        if rank == target and len(calls) > 1 and output.numel() and calls.count(-1) == 0:
+            if work is not None:
+                work.wait()
+            output[:8] = 255  # the first record's sample id
+            calls.append(-1)
+        return work
+
+    dist.all_to_all_single = wrapped
+    return lambda: setattr(dist, "all_to_all_single", real)
+
+
 def fault(run):
     """Runs a stream to its end or error: (steps yielded, what was raised)."""
     done = 0
@@ -227,8 +267,7 @@ def fault(run):
 
 def worker(rank, world, port, out):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    init_group(rank, world, port, timeout=60)
     # No worker_group: the stalled run at the end leaves the group unusable (no barrier, no destroy).
     sent = []
     real = dist.all_to_all_single
@@ -250,7 +289,11 @@ def worker(rank, world, port, out):
         "not a tensor": fault(lambda: stream(rank, Shard(rank, 12, bad_at=2 if rank == 0 else None))),
         "too few samples": fault(lambda: stream(rank, Shard(rank, 1 if rank == 0 else 0))),
         "metadata raises": fault(lambda: stream(rank, Shard(rank, 12), metadata=failing_metadata(rank == last))),
+        "planner raises": fault(lambda: stream(rank, Shard(rank, 12), planner=FlakyPlanner(1 if rank == last else None))),
     }
+    restore = corrupt_received(rank, last)
+    faults["decode fails"] = fault(lambda: stream(rank, Shard(rank, 18)))
+    restore()
     # Uneven streams drained: every sample once, every step planned over all ranks.
     drained, wrong, sizes = [], 0, []
     for step in stream(rank, Shard(rank, DRAIN[rank])):
@@ -273,16 +316,6 @@ def worker(rank, world, port, out):
     while not all((out / f"stall{r}.pt").exists() for r in range(world)) and time.monotonic() - start < 30:
         time.sleep(0.1)
     os._exit(0)
-
-
-def spawn(fn, world, tmp_path):
-    ctx = mp.spawn(fn, args=(world, free_port(), tmp_path), nprocs=world, join=False)
-    deadline = time.monotonic() + SPAWN_TIMEOUT
-    while not ctx.join(timeout=max(0.0, deadline - time.monotonic())):
-        if time.monotonic() >= deadline:
-            for p in ctx.processes:
-                p.terminate()
-            pytest.fail(f"the workers did not finish within {SPAWN_TIMEOUT} s: a hang")
 
 
 def reference(batches, norm):
@@ -313,8 +346,7 @@ def rel(a, b):
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world, tmp_path, monkeypatch):
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world, tmp_path):
     spawn(worker, world, tmp_path)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
     moved = {}
@@ -359,11 +391,18 @@ def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world,
         "too few samples": (0, "StreamError", "TooFewSamples", list(range(1, world)), "1 samples in all"),
         "metadata raises": (0, "StreamError", "StreamFailed", [last],
                             f"sample 4 of rank {last}'s stream: the metadata callable raised KeyError"),
+        "planner raises": (1, "StreamError", "StreamFailed", [last],
+                           "step 1: planning failed: RuntimeError: out of memory while planning (on ranks"),
+        "decode fails": (None, "StreamError", "Exchange", [last],
+                         f"rank {last} could not decode what it received: InternalError: rank "),
     }
     for name, (steps, kind_type, kind, bad, text) in want.items():
         seen = [r["faults"][name] for r in ranks]
         for r, (done, err) in enumerate(seen):
             assert err is not None, f"{name}: rank {r} raised nothing"
+            if steps is None:  # the first exchange after the first that received bytes there: a later step
+                steps = seen[0][0]
+                assert steps >= 1, f"{name}: raised at step {steps}, before a step was yielded"
             assert (done, err["type"], err["kind"], err["ranks"]) == (steps, kind_type, kind, bad), f"{name}, rank {r}: {done} {err}"
             assert text in err["message"], f"{name}, rank {r}: {err['message']}"
         assert len({err["message"] for _, err in seen}) == 1, f"{name}: the ranks' messages differ: {seen}"
@@ -408,20 +447,76 @@ def test_the_wire_format_round_trips_every_dtype_and_shape_in_sample_bytes():
         {},
         {"b": torch.randn(3, 1, generator=g).to(torch.bfloat16), "c": torch.arange(6).to(torch.uint32).reshape(2, 3)[:, 1:],
          "f": torch.randn(2, 2, generator=g).to(torch.float8_e4m3fn)},
+        # A complex128 at an offset that is 8 but not 16 bytes aligned (copied), one with the conjugate bit.
+        {"e": torch.zeros(1, dtype=torch.uint8), "a": torch.randn(3, generator=g, dtype=torch.complex128).conj()},
     ]
     keys = {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4, "f": 5}
     table = list(keys)
     records = [(10 + i, {k: torch.as_tensor(v) for k, v in s.items()}) for i, s in enumerate(samples)]
-    size = sum(sample_bytes(s) for s in samples)
-    buf = _encode(records, keys, size)
-    assert buf.numel() == size and size % 8 == 0
-    out = _decode(buf.numpy(), [10, 11, 12, 13], table, 1)
+    sizes = [sample_bytes(s) for s in samples]
+    # Two destinations (chunks): records 0-2, then 3-4; an empty chunk between them.
+    buf = _encode([records[:3], [], records[3:]], keys, sum(sizes), torch.device("cpu"))
+    assert buf.numel() == sum(sizes) and sum(sizes) % 8 == 0
+    first = sum(sizes[:3])
+    out = _decode(buf[:first], None, [10, 11, 12], table, 1)
+    out.update(_decode(buf[first:], None, [13, 14], table, 2))
     for i, (_, s) in enumerate(records):
         assert same_sample(out[10 + i], s), i
+        for k, t in out[10 + i].items():  # views of the received buffer, no copy (but the misaligned one)
+            if t.numel() and t.dtype != torch.complex128:
+                assert t.untyped_storage().data_ptr() == buf.untyped_storage().data_ptr(), (i, k)
+    assert out[14]["a"].untyped_storage().data_ptr() != buf.untyped_storage().data_ptr()
+    assert torch.equal(out[14]["a"], records[4][1]["a"].resolve_conj())
     with pytest.raises(microbatch.InternalError, match="plan expects 14"):
-        _decode(buf.numpy(), [14], table, 1)
+        _decode(buf[:first], None, [14], table, 1)
     with pytest.raises(microbatch.InternalError, match="fewer than its samples' headers say"):
-        _decode(buf.numpy()[:100], [10], table, 1)
+        _decode(buf[:96], None, [10], table, 1)
+    with pytest.raises(microbatch.InternalError, match="where its samples take"):
+        _decode(buf[:first], None, [10, 11], table, 1)  # a chunk longer than the samples the plan expects
+
+
+def corrupted(word, value):
+    """Sample 0 (one float32 tensor of shape (2, 3) under key 0) encoded, its header word ``word`` replaced."""
+    from microbatch._stream import _encode
+
+    s = {"x": torch.ones(2, 3)}
+    buf = _encode([[(0, s)]], {"x": 0}, sample_bytes(s), torch.device("cpu")).clone()
+    buf.numpy().view(np.int64)[word] = value
+    return buf
+
+
+@pytest.mark.parametrize(
+    "word, value, words",
+    [
+        (1, 2**40, "with 1099511627776 tensors"),  # the record's tensor count
+        (2, 5, "header that is not one"),  # a key outside the table
+        (3, 99, "header that is not one"),  # a dtype code outside the table
+        (3, 8 | 0x200, "header that is not one"),  # an unknown flag
+        (4, 65, "of 65 dimensions"),
+        (5, -2, "of shape [-2, 3]"),
+        (5, 2**40, "fewer than its samples' headers say"),
+        (6, 2, "where its samples take"),  # fewer bytes than the chunk holds
+    ],
+)
+def test_a_corrupt_header_raises_naming_the_sending_rank(word, value, words):
+    from microbatch._stream import _decode
+
+    with pytest.raises(microbatch.InternalError, match="rank 3 sent") as e:
+        _decode(corrupted(word, value), None, [0], ["x"], 3)
+    assert words in str(e.value)
+
+
+def test_a_dtype_this_torch_lacks_is_named(monkeypatch):
+    """A rank whose torch has no uint16 (older versions) receiving one: the codes are fixed, so it knows."""
+    import microbatch._stream as stream_module
+    from microbatch._stream import _decode, _encode
+
+    s = {"x": torch.arange(3).to(torch.uint16)}
+    buf = _encode([[(0, s)]], {"x": 0}, sample_bytes(s), torch.device("cpu"))
+    code = stream_module._DTYPE_NAMES.index("uint16")
+    monkeypatch.setattr(stream_module, "_DTYPES", tuple(None if i == code else d for i, d in enumerate(stream_module._DTYPES)))
+    with pytest.raises(microbatch.InternalError, match="of dtype torch.uint16, which this rank's torch"):
+        _decode(buf, None, [0], ["x"], 1)
 
 
 @pytest.fixture
