@@ -7,7 +7,10 @@ the samples with one to four images of 64-1,280 tokens), global batches of
 Each measurement runs in a fresh process so that its peak resident memory is
 its own: the metadata arrays are built first, then the process's peak RSS is
 read (``ru_maxrss``) before and after the measured work; the figure is the
-growth. Times are wall seconds (``time.perf_counter``).
+growth. Times are wall seconds (``time.perf_counter``) and the CPU seconds of
+the process (``time.process_time``; on a loaded machine compare these).
+``--callable`` gives the metadata as a callable ``meta(index) -> (text_tokens,
+image_tokens)`` over the same arrays instead, and counts the rows it reads.
 
 - ``first``: construction + ``next(iter(sampler))`` (what a training run waits
   for before its first forward);
@@ -24,6 +27,7 @@ after the work (what the sampler still holds: kept plans, the permutation).
 
     python python/benches/bench_sampler.py [--samples 1000000] [--ranks 64] [--batch 4096] \
         [--what first len epoch steps] [--work 0.0] [--setting micro_steps=16] [--setting plan_ahead=True]
+        [--callable]
 
 ``--setting`` passes extra keyword arguments to the sampler (a Python literal
 after ``=``; a setting the installed version does not know fails). Build the
@@ -67,10 +71,21 @@ def child(args: argparse.Namespace) -> None:
 
     settings = dict(args.setting)
     text, images = metadata(args.samples)
+    reads = []
+    if args.callable:
+        values, offsets = images[0], images[1].astype("int64")
+
+        def meta(i):
+            reads.append(i)
+            return int(text[i]), values[offsets[i] : offsets[i + 1]]
+
+        first, rest = meta, {"num_samples": args.samples}
+    else:
+        first, rest = text, {"image_tokens": images}
     before, held = peak_kib(), rss_kib()
-    t0 = time.perf_counter()
-    sampler = BalancedBatchSampler(text, images, global_batch_size=args.batch, model="qwen2.5-vl-7b",
-                                   seq_len=8192, num_replicas=args.ranks, rank=0, seed=0, **settings)
+    t0, c0 = time.perf_counter(), time.process_time()
+    sampler = BalancedBatchSampler(first, global_batch_size=args.batch, model="qwen2.5-vl-7b",
+                                   seq_len=8192, num_replicas=args.ranks, rank=0, seed=0, **rest, **settings)
     out = {}
     what = args.what[0]
     if what == "first":
@@ -89,6 +104,9 @@ def child(args: argparse.Namespace) -> None:
             time.sleep(args.work)
         out["micro_batches"] = count
     out["seconds"] = time.perf_counter() - t0
+    out["cpu_seconds"] = time.process_time() - c0
+    if args.callable:
+        out["rows_read"] = len(reads)
     out["peak_growth_mib"] = (peak_kib() - before) / 1024
     out["held_mib"] = (rss_kib() - held) / 1024
     print(json.dumps(out))
@@ -107,16 +125,17 @@ def main() -> None:
     p.add_argument("--what", nargs="+", default=["first", "len", "epoch", "steps"])
     p.add_argument("--work", type=float, default=0.0, help="seconds of sleep per step in 'steps'")
     p.add_argument("--setting", type=setting, action="append", default=[])
+    p.add_argument("--callable", action="store_true", help="the metadata as a callable, read as the sampler needs")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         child(args)
         return
     print(f"samples {args.samples}, ranks {args.ranks}, global batch {args.batch}, work {args.work} s a step, "
-          f"settings {dict(args.setting)}")
+          f"settings {dict(args.setting)}, metadata {'a callable' if args.callable else 'arrays'}")
     for what in args.what:
         cmd = [sys.executable, __file__, "--child", "--samples", str(args.samples), "--ranks", str(args.ranks),
-               "--batch", str(args.batch), "--what", what, "--work", str(args.work)]
+               "--batch", str(args.batch), "--what", what, "--work", str(args.work)] + ["--callable"] * args.callable
         for name, value in args.setting:
             cmd += ["--setting", f"{name}={value!r}"]
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -124,8 +143,9 @@ def main() -> None:
             print(f"{what:6s} failed: {done.stderr.strip().splitlines()[-1]}")
             continue
         r = json.loads(done.stdout)
-        rest = ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("seconds", "peak_growth_mib", "held_mib"))
-        print(f"{what:6s} {r['seconds']:8.2f} s   peak RSS +{r['peak_growth_mib']:6.1f} MiB   "
+        rest = ", ".join(f"{k} {v}" for k, v in r.items()
+                         if k not in ("seconds", "cpu_seconds", "peak_growth_mib", "held_mib"))
+        print(f"{what:6s} {r['seconds']:8.2f} s ({r['cpu_seconds']:.2f} s CPU)   peak RSS +{r['peak_growth_mib']:6.1f} MiB   "
               f"held after +{r['held_mib']:6.1f} MiB   {rest}")
 
 

@@ -574,7 +574,8 @@ class BalancedStream:
 
     Faults and the timeout: a failure inside the stream on any rank (its
     loader raises, its metadata callable raises, a sample holds something
-    that is not a tensor, the planner settings or the plans differ, a stream
+    that is not a tensor, the planner settings, the metadata callable (by
+    module and qualified name) or the plans differ, a stream
     ends early under ``"error"``, a sample cannot be encoded or the received
     bytes cannot be decoded) is sent to every rank in the step's next status
     round (the header, fingerprint or confirm round), and every rank raises
@@ -699,7 +700,12 @@ class BalancedStream:
         described = repr(planner)
         if " at 0x" in described:
             described = type(planner).__qualname__
-        self._settings = _stable_hash(f"{described}|{self.samples_per_rank}|{self.uneven}")
+        # The metadata callable by its name (module and qualified name; a callable object by its type's):
+        # a rank that measures its samples with another function would plan what the others do not expect.
+        meta = self.metadata
+        named = meta if hasattr(meta, "__qualname__") else type(meta)
+        measured = f"{getattr(named, '__module__', '')}.{getattr(named, '__qualname__', '')}"
+        self._settings = _stable_hash(f"{described}|{self.samples_per_rank}|{self.uneven}|{measured}")
         self._send = torch.empty(0, dtype=torch.uint8)  # the encoded samples, on the CPU, reused step to step
 
     def __repr__(self) -> str:
@@ -819,7 +825,8 @@ class BalancedStream:
 
             raise PlanMismatchError(
                 f"step {step}: the stream settings of ranks {differ} differ from rank 0's (the planner, "
-                "samples_per_rank or uneven): every rank must build its BalancedStream with the same settings",
+                "samples_per_rank, uneven or the metadata callable's name): every rank must build its "
+                "BalancedStream with the same settings",
                 ranks=differ,
             )
         # The key table grows by the new names of every rank, in one order everywhere.

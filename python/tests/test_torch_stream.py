@@ -18,13 +18,13 @@ sample. The workers, in one process group each:
   (dtype, shape, values), with the original;
 - run the faults: a loader that raises on one rank, a metadata callable that
   raises on one rank, streams of different lengths under ``uneven="error"``,
-  planner settings that differ (seen in the header) and settings that only the
-  plan's fingerprint shows, a planner that raises on one rank only, a sample
-  that holds a string, received bytes that fail to decode on one rank (the
-  all-to-all's output overwritten there), an epoch with fewer samples than
-  ranks; and uneven streams under ``uneven="drain"`` (one rank without any
-  sample at 4 ranks; the epoch's tail, fewer samples than ranks, joins the
-  step before).
+  planner settings or a metadata callable that differ (seen in the header)
+  and settings that only the plan's fingerprint shows, a planner that raises
+  on one rank only, a sample that holds a string, received bytes that fail
+  to decode on one rank (the all-to-all's output overwritten there), an
+  epoch with fewer samples than ranks; and uneven streams under
+  ``uneven="drain"`` (one rank without any sample at 4 ranks; the epoch's
+  tail, fewer samples than ranks, joins the step before).
 
 The pytest process checks: every sample exactly once per step (the expected
 samples, by rank and position); the bytes counted on the wire equal the plan's
@@ -285,6 +285,7 @@ def worker(rank, world, port, out):
         "loader raises": fault(lambda: stream(rank, Shard(rank, 18, fail_at=14 if rank == last else None))),
         "uneven error": fault(lambda: stream(rank, Shard(rank, 9 if rank == 0 else 18), uneven="error")),
         "settings differ": fault(lambda: stream(rank, Shard(rank, 12), seq_len=SEQ_LEN + 64 * (rank == last))),
+        "metadata differs": fault(lambda: stream(rank, Shard(rank, 12), **({"metadata": None} if rank == last else {}))),
         "plans differ": fault(lambda: stream(rank, Shard(rank, 12), **({"micro_steps": 4} if rank == last else {}))),
         "not a tensor": fault(lambda: stream(rank, Shard(rank, 12, bad_at=2 if rank == 0 else None))),
         "too few samples": fault(lambda: stream(rank, Shard(rank, 1 if rank == 0 else 0))),
@@ -386,6 +387,7 @@ def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world,
         "loader raises": (1, "StreamError", "StreamFailed", [last], f"corrupt record 14 in shard {last}"),
         "uneven error": (0, "StreamError", "StreamEnded", [0], "ended early"),
         "settings differ": (0, "PlanMismatchError", "PlanMismatch", [last], "stream settings"),
+        "metadata differs": (0, "PlanMismatchError", "PlanMismatch", [last], "the metadata callable's name"),
         "plans differ": (0, "PlanMismatchError", "PlanMismatch", [last], "fingerprint"),
         "not a tensor": (0, "StreamError", "StreamFailed", [0], "step 0: sample 2 of rank 0's stream: 'caption' is a str"),
         "too few samples": (0, "StreamError", "TooFewSamples", list(range(1, world)), "1 samples in all"),
