@@ -152,7 +152,7 @@ def codec_table(args):
     def encode(rank, chunks):
         size = sum(microbatch.torch.sample_bytes(s) for c in chunks for _, s in c)
         if send.get(rank, torch.empty(0)).numel() < size:
-            send[rank] = torch.empty(size, dtype=torch.uint8)
+            send[rank] = torch.empty(size + size // 4, dtype=torch.uint8)
         return _encode(chunks, keys, size, cpu, out=send[rank])
 
     def decode(chunk, expected, src):

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from . import _arrays
-from ._step import STATUS_TEXT, PlanView, failure_text, raise_failed, status_round
+from ._step import STATUS_TEXT, PlanView, failure_text, group_device, raise_failed, status_round
 from .errors import DtypeError, Error, InputError, InternalError, SettingError
 from .plan import Plan, Planner
 
@@ -160,6 +160,8 @@ def _raw(t: torch.Tensor) -> torch.Tensor:
         t = t.resolve_conj()
     if t.is_neg():
         t = t.resolve_neg()
+    if t.dim() == 1 and t.is_contiguous():  # the common case, one torch call (reshape costs one more)
+        return t.view(torch.uint8)
     return t.contiguous().reshape(-1).view(torch.uint8)
 
 
@@ -188,9 +190,9 @@ def _encode(
         for sid, sample in records:
             words += (sid, len(sample))
             for k, t in sample.items():
-                flag = 0 if t.device.type == "cpu" else _ACCELERATOR
+                flag = 0 if t.is_cpu else _ACCELERATOR
                 words += (keys[k], _DTYPE_CODE[t.dtype] | flag, t.dim(), *t.shape)
-                n = t.numel() * t.element_size()
+                n = t.nbytes
                 if n:
                     data.append(_raw(t))
                     if n & 7:
@@ -303,19 +305,21 @@ def _decode(
     off = 8 * at
     out: Dict[int, Dict[str, torch.Tensor]] = {i: {} for i in expected}
     # The chunk viewed once per dtype (its offset is a multiple of 8), each tensor then one as_strided.
-    typed: Dict[Tuple[torch.dtype, bool], torch.Tensor] = {}
+    typed: Tuple[Dict[torch.dtype, torch.Tensor], Dict[torch.dtype, torch.Tensor]] = ({}, {})
+    base = (host.storage_offset(), 0 if device_buf is None else device_buf.storage_offset())
     for sid, name, dtype, size, shape, n, on_device in specs:
         if off + n > total:
             raise InternalError(f"rank {src} sent {total} bytes, fewer than its samples' headers say")
-        buf = device_buf if on_device and device_buf is not None else host
-        at_byte = buf.storage_offset() + off
+        which = 1 if on_device and device_buf is not None else 0
+        buf = device_buf if which and device_buf is not None else host
+        at_byte = base[which] + off
         if n == 0:
             t = torch.empty(shape, dtype=dtype, device=buf.device)
         elif size <= 8:
-            view = typed.get((dtype, buf is host))
+            view = typed[which].get(dtype)
             if view is None:
-                view = typed[(dtype, buf is host)] = buf.view(dtype)
-            t = view.as_strided(shape, _strides(shape), at_byte // size)
+                view = typed[which][dtype] = buf.view(dtype)
+            t = view.as_strided(shape, [1] if len(shape) == 1 else _strides(shape), at_byte // size)
         else:  # a 16-byte element (complex128): copied when it is not 16-byte aligned
             raw = buf[off : off + n]
             t = (raw.clone() if at_byte % size else raw).view(dtype).view(shape)
@@ -597,9 +601,9 @@ class BalancedStream:
     plans the whole step); encoding is O(the bytes sent), one copy of them;
     decoding O(the received samples' header words), no copy. Memory: two
     steps' samples on this rank (the one being trained and the one read
-    ahead), the received buffer, and a send buffer as large as the most
-    bytes this rank sent in one step (kept, so that encoding writes into
-    memory already mapped).
+    ahead), the received buffer, and a send buffer of up to 1.25 times the
+    most bytes this rank sent in one step (kept, so that encoding writes
+    into memory already mapped).
 
     Raises:
         SettingError: a planner for another number of ranks, an unknown
@@ -690,10 +694,8 @@ class BalancedStream:
                 item="planner",
             )
         self.planner = planner
-        if device is None:
-            backend = str(dist.get_backend(group)).lower()
-            device = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
-        self.device = torch.device(device)
+        #: Where the collectives' buffers live (see ``device``).
+        self.device = group_device(group) if device is None else torch.device(device)
         # What every rank must agree on besides the plan itself (compared each step); a repr that
         # holds an address differs between processes, so only the type counts then (the plans are
         # compared by fingerprint anyway).
@@ -906,8 +908,8 @@ class BalancedStream:
             chunks: List[List[Tuple[int, Mapping[str, torch.Tensor]]]] = [[] for _ in range(self.ranks)]
             for i, d in zip(mids[out_mask].tolist(), dst[out_mask].tolist()):
                 chunks[d].append((i, local[i]))
-            if self._send.numel() < sent:  # the send buffer, reused: as large as the largest step's
-                self._send = torch.empty(sent, dtype=torch.uint8)
+            if self._send.numel() < sent:  # the send buffer, reused; a quarter more, so it rarely grows
+                self._send = torch.empty(sent + sent // 4, dtype=torch.uint8)
             payload = _encode(chunks, keys, sent, self.device, out=self._send)
         except Exception as e:  # the all-to-all still runs (zeros), so that no rank waits in it; reported below
             error, message = e, failure_text(e, f"rank {self.rank} could not encode the samples it sends: ")

@@ -398,7 +398,8 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
             replaces ``image_tokens`` and ``loss_tokens``. Every row must have
             the same length (2 or 3). An error names the index and is raised
             when its step is planned; the row stays unread, so planning the
-            step again calls the callable again.
+            step again calls the callable again. With ``plan_ahead`` it may be
+            called from the planning thread (never from two threads at once).
         image_tokens: each index's images as token counts (a list of 1-D
             arrays, or ``(values, offsets)``: see :meth:`microbatch.Planner.plan`);
             ``None``: no images.
