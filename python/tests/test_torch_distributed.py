@@ -22,7 +22,9 @@ rank at the first step that differs; a rank whose metadata callable raises at
 step 2 (the others plan it) makes every rank raise ``PlanMismatchError`` of kind
 ``"PlanFailed"`` there, through ``steps()`` and through ``verify()``, instead of
 leaving the others waiting in the collective; a step that every rank's planner
-refuses alike raises the planner's own error (``OversizeError``) everywhere.
+refuses alike raises the planner's own error (``OversizeError``) everywhere;
+``verify()`` and ``verify_plans`` compare whole lists (another seed, another
+length, and lists that agree).
 
 The workers save what they trained (parameters and ids per step) to files in a
 temporary directory; the reference and the assertions run in the pytest process.
@@ -53,6 +55,7 @@ from microbatch.torch import (  # noqa: E402
     collate_packed,
     loss_tokens,
     summed_loss,
+    verify_plans,
 )
 
 VOCAB, DIM, MAX_POS = 24, 6, 64
@@ -213,11 +216,20 @@ def train_worker(rank, world, port, out):
                 result[name] = (None, None, None, seen, "")
             except microbatch.Error as e:
                 result[name] = (type(e).__name__, e.kind, getattr(e, "ranks", None), seen, str(e))
-        try:  # the whole epoch at once
-            by_callable().verify()
-            result["verify()"] = (None, None, None, [], "")
-        except microbatch.Error as e:
-            result["verify()"] = (type(e).__name__, e.kind, getattr(e, "ranks", None), [], str(e))
+        # The whole epoch at once (every rank's fingerprints in a second all-gather): a failure planning,
+        # another seed, lists of other lengths, and plans that agree.
+        checks = {
+            "verify()": lambda: by_callable().verify(),
+            "verify() seed": lambda: sampler_for(meta, None, None, "phase", None, seed=SEED + (rank == last)).verify(),
+            "verify_plans lengths": lambda: verify_plans([7, 8, 9][: 2 + (rank == last)]),
+            "verify() agrees": lambda: sampler_for(meta, None, None, "phase", None).verify(),
+        }
+        for name, check in checks.items():
+            try:
+                check()
+                result[name] = (None, None, None, [], "")
+            except microbatch.Error as e:
+                result[name] = (type(e).__name__, e.kind, getattr(e, "ranks", None), [], str(e))
         torch.save(result, out / f"mismatch-{rank}.pt")
 
 
@@ -299,6 +311,10 @@ def test_ddp_on_the_plan_equals_the_unsplit_step(world, tmp_path, monkeypatch):
         "fails everywhere": ("OversizeError", "Oversize", None, [0, 1], ""),
         "verify()": ("PlanMismatchError", "PlanFailed", [last], [],
                      f"planning step 2 failed: ValueError: corrupt record {ODD}"),
+        "verify() seed": ("PlanMismatchError", "PlanMismatch", [last], [], "at step 0,"),
+        "verify_plans lengths": ("PlanMismatchError", "PlanMismatch", [last], [],
+                                 f"rank {last} planned 3 steps where rank 0 planned 2"),
+        "verify() agrees": (None, None, None, [], ""),
     }
     got = [torch.load(tmp_path / f"mismatch-{r}.pt") for r in range(world)]
     for name, (error, kind, ranks, seen, words) in want.items():
