@@ -8,10 +8,10 @@ optimizer step :class:`BalancedStream`
 
 1. takes ``samples_per_rank`` samples from this rank's stream (reading one step
    ahead, so that the last samples of an epoch can join the step before);
-2. gathers every rank's status and sample counts (one ``all_gather`` of a
-   fixed-size ``int64`` header), then every sample's metadata (one
-   ``all_gather`` of ``int64`` rows padded to the largest rank's): no pickled
-   objects;
+2. gathers every rank's status, sample counts and the metadata of the
+   samples it just read in one ``all_gather`` of a fixed-size ``int64``
+   header (9 words a sample it may read: a second ``all_gather`` only for a
+   read with more than 4 images a sample on average): no pickled objects;
 3. plans the step with :meth:`microbatch.Planner.plan` on every rank from the
    same gathered metadata, with each sample's origin (the rank that read it)
    and its bytes (its serialized size), so that ``locality=`` keeps samples
@@ -409,7 +409,8 @@ class StreamStep(PlanView):
             and received from the other ranks (equal to the plan's
             ``exchange.bytes_out[rank]`` and ``bytes_in[rank]``).
         timings: seconds spent on this rank: ``"read"`` (the loader, since
-            the step before), ``"gather"`` (the metadata all-gather),
+            the step before), ``"gather"`` (the header rounds since the step
+            before: every rank's status and metadata),
             ``"plan"`` (the planner), ``"exchange"`` (everything after
             planning: ``"check"``, the fingerprint all-gather; ``"encode"``;
             ``"transfer"``, the all-to-all; ``"decode"``, with building
@@ -499,6 +500,20 @@ def _flat(v: Any) -> List[Any]:
 def _stable_hash(text: str) -> int:
     """A 63-bit hash of ``text``, the same in every process (Python's ``hash`` is salted per process)."""
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
+
+
+#: Words of metadata a rank's header carries per sample it may read: 5 a sample (id, text, loss, images,
+#: bytes) and room for 4 images' token counts a sample on average; a read with more images than that
+#: sends its metadata in a second all-gather.
+_META_WORDS = 9
+
+
+def _metadata_words(got: Sequence["_Local"]) -> np.ndarray:
+    """The metadata of samples just read as ``int64`` words: rows (id, text, loss, images, bytes), then the
+    images' token counts, sample by sample."""
+    rows = np.array([[s.id, s.text, s.loss, len(s.images), s.bytes] for s in got], dtype=np.int64).reshape(-1)
+    images = np.array([v for s in got for v in s.images], dtype=np.int64)
+    return np.concatenate([rows, images])
 
 
 @dataclasses.dataclass
@@ -594,9 +609,12 @@ class BalancedStream:
     dropped or trained twice: a step is either yielded on every rank or
     raises on every rank (the confirm round comes after the exchange).
 
-    Per step: four ``all_gather`` (a header of 8 words + 1 KiB per rank, the
-    metadata of 5 words a sample + 1 word an image, the fingerprints and the
-    confirmation, 2 and 1 words + 1 KiB) and one ``all_to_all_single``
+    Per step: three ``all_gather`` (the header: 8 words + 1 KiB + 9 words a
+    sample it may read per rank, holding the metadata of the samples read,
+    5 words a sample + 1 word an image, and a second ``all_gather`` of the
+    metadata alone only when a rank's read holds more than 4 images a
+    sample on average; the fingerprints and the confirmation, 2 and 1 words
+    + 1 KiB) and one ``all_to_all_single``
     carrying the moved samples' bytes; planning is the planner's (every rank
     plans the whole step); encoding is O(the bytes sent), one copy of them;
     decoding O(the received samples' header words), no copy. Memory: two
@@ -790,17 +808,18 @@ class BalancedStream:
     def _header(
         self,
         step: int,
-        new: int,
-        new_images: int,
+        got: List[_Local],
         state: Dict[str, Any],
         error: Optional[BaseException],
         message: str,
         keys: Dict[str, int],
         table: List[str],
-    ) -> np.ndarray:
-        """The header round: every rank's status, new samples, ended flag and new key names. Raises on every
-        rank on a failure. Returns every rank's words: step, new samples, ended, settings, key-table size,
-        new images, spare."""
+    ) -> Tuple[np.ndarray, List[Tuple[np.ndarray, np.ndarray]]]:
+        """The header round: every rank's status, new samples, ended flag, new key names and the metadata of
+        the samples it just read (see :func:`_metadata_words`; a second all-gather only when a rank's do not
+        fit). Raises on every rank on a failure. Returns every rank's words (step, new samples, ended,
+        settings, key-table size, new images, overflow) and every rank's metadata rows and image tokens."""
+        new, new_images = len(got), sum(len(s.images) for s in got)
         new_keys = sorted(state["new_keys"])
         text = message if error is not None else "\n".join(new_keys)
         size = len(text.encode())
@@ -810,8 +829,16 @@ class BalancedStream:
                 f"at most {STATUS_TEXT}): shorten the key names"
             )
             error = InputError(text)
-        words = [step, new, int(state["ended"]), self._settings, len(table), new_images, 0]
-        heads, failed, texts = self._status(step, "status round", words, error, text)
+        width = _META_WORDS * self.samples_per_rank
+        meta = _metadata_words(got)
+        fits = meta.shape[0] <= width
+        words = [step, new, int(state["ended"]), self._settings, len(table), new_images, int(not fits)]
+        padded = np.zeros(len(words) + width, dtype=np.int64)
+        padded[: len(words)] = words
+        if fits:
+            padded[len(words) : len(words) + meta.shape[0]] = meta
+        rows, failed, texts = self._status(step, "status round", padded.tolist(), error, text)
+        heads = rows[:, : len(words)]
 
         def failure(text: str, ranks: List[int]) -> StreamError:
             more = f" (ranks {ranks} failed)" if len(ranks) > 1 else ""
@@ -848,23 +875,26 @@ class BalancedStream:
                     step=step,
                     kind="StreamEnded",
                 )
-        return heads
+        if bool(heads[:, 6].any()):  # a rank's metadata did not fit: every rank's again, padded to the longest
+            longest = int((5 * heads[:, 1] + heads[:, 5]).max())
+            mine = np.zeros(max(longest, 1), dtype=np.int64)
+            mine[: meta.shape[0]] = meta
+            more = torch.stack(self._all_gather(torch.from_numpy(mine), step, "metadata round")).numpy()
+            rows = np.concatenate([rows[:, : len(words)], more], axis=1)
+        base = len(words)
+        per_rank = []
+        for r in range(self.ranks):
+            n, m = int(heads[r, 1]), int(heads[r, 5])
+            per_rank.append((rows[r, base : base + 5 * n].reshape(n, 5), rows[r, base + 5 * n : base + 5 * n + m]))
+        return heads, per_rank
 
     # --- one step -----------------------------------------------------------
 
-    def _meta_round(self, step: int, cur: List[_Local], counts: np.ndarray, images: np.ndarray) -> np.ndarray:
-        """Every rank's samples' metadata: rows (id, text, loss, images, bytes) and the images' tokens, rank by rank."""
-        width = int(max(5 * counts[r] + images[r] for r in range(self.ranks)))
-        mine = np.zeros(max(width, 1), dtype=np.int64)
-        rows = np.array([[s.id, s.text, s.loss, len(s.images), s.bytes] for s in cur], dtype=np.int64).reshape(-1)
-        imgs = np.array([v for s in cur for v in s.images], dtype=np.int64)
-        mine[: rows.shape[0]] = rows
-        mine[rows.shape[0] : rows.shape[0] + imgs.shape[0]] = imgs
-        return torch.stack(self._all_gather(torch.from_numpy(mine), step, "metadata round")).numpy()
-
-    def _plan(self, gathered: np.ndarray, counts: np.ndarray, images: np.ndarray) -> Plan:
-        meta = np.concatenate([gathered[r, : 5 * counts[r]].reshape(-1, 5) for r in range(self.ranks)])
-        values = np.concatenate([gathered[r, 5 * counts[r] : 5 * counts[r] + images[r]] for r in range(self.ranks)])
+    def _plan(self, gathered: List[List[Tuple[np.ndarray, np.ndarray]]]) -> Plan:
+        """Plans the step from every read's gathered metadata (``gathered[read][rank]``), rank by rank in
+        the order each rank read its samples (the order the metadata round of old had)."""
+        meta = np.concatenate([g[r][0] for r in range(self.ranks) for g in gathered])
+        values = np.concatenate([g[r][1] for r in range(self.ranks) for g in gathered])
         offsets = np.zeros(meta.shape[0] + 1, dtype=np.int64)
         np.cumsum(meta[:, 3], out=offsets[1:])
         ids = meta[:, 0]
@@ -990,22 +1020,29 @@ class BalancedStream:
         table: List[str] = []
         R = self.ranks
         step = 0
-        t_read = 0.0
+        t_read = t_gather = 0.0
+        Gathered = List[List[Tuple[np.ndarray, np.ndarray]]]  # per read, per rank: metadata rows, image tokens
 
-        def read(pulled: List[_Local]) -> Tuple[np.ndarray, np.ndarray]:
-            """Reads the next samples into ``pulled``; every rank's (new samples, new images) and the headers."""
-            nonlocal t_read
+        def read(pulled: List[_Local], metas: Gathered) -> Tuple[np.ndarray, np.ndarray]:
+            """Reads the next samples into ``pulled`` and every rank's metadata of them into ``metas``;
+            returns every rank's (new samples, new images) and the headers."""
+            nonlocal t_read, t_gather
             t0 = time.perf_counter()
             got, error, message = self._read(it, state, keys)
-            t_read += time.perf_counter() - t0
+            t1 = time.perf_counter()
             pulled.extend(got)
-            heads = self._header(step, len(got), sum(len(s.images) for s in got), state, error, message, keys, table)
+            heads, per_rank = self._header(step, got, state, error, message, keys, table)
+            metas.append(per_rank)
+            t_read += t1 - t0
+            t_gather += time.perf_counter() - t1
             return heads[:, [1, 5]].copy(), heads
 
         cur: List[_Local] = []
         nxt: List[_Local] = []
-        cur_n, _ = read(cur)
-        nxt_n, heads = read(nxt)
+        cur_m: Gathered = []
+        nxt_m: Gathered = []
+        cur_n, _ = read(cur, cur_m)
+        nxt_n, heads = read(nxt, nxt_m)
         while True:
             # Fold the read-ahead into this step while this step is too small to plan, or while the
             # read-ahead is the epoch's tail (every stream has ended) and too small to stand alone.
@@ -1013,9 +1050,10 @@ class BalancedStream:
                 tc, tn = int(cur_n[:, 0].sum()), int(nxt_n[:, 0].sum())
                 if tn > 0 and (tc < R or (tn < R and bool(heads[:, 2].all()))):
                     cur.extend(nxt)
-                    nxt = []
+                    cur_m.extend(nxt_m)
+                    nxt, nxt_m = [], []
                     cur_n = cur_n + nxt_n
-                    nxt_n, heads = read(nxt)
+                    nxt_n, heads = read(nxt, nxt_m)
                     continue
                 break
             if tc == 0:
@@ -1028,29 +1066,26 @@ class BalancedStream:
                     step=step,
                     kind="TooFewSamples",
                 )
-            t1 = time.perf_counter()
-            counts, images = cur_n[:, 0], cur_n[:, 1]
-            gathered = self._meta_round(step, cur, counts, images)
-            t2 = time.perf_counter()
             error: Optional[BaseException] = None
             plan: Optional[Plan] = None
+            t2 = time.perf_counter()
             try:
-                plan = self._plan(gathered, counts, images)
+                plan = self._plan(cur_m)
             except Exception as e:
                 error = e
             t3 = time.perf_counter()
             self._check(step, plan, error)
             if plan is None:  # unreachable: _check raised
                 raise InternalError("a failed plan passed the fingerprint round")
-            timings = {"read": t_read, "gather": t2 - t1, "plan": t3 - t2, "check": time.perf_counter() - t3}
+            timings = {"read": t_read, "gather": t_gather, "plan": t3 - t2, "check": time.perf_counter() - t3}
             batches, sent, got = self._exchange(step, plan, cur, keys, table, timings)
             timings["exchange"] = time.perf_counter() - t3
             result = StreamStep(step, self.rank, plan, batches, sent, got, timings)
             del batches
-            cur, cur_n = nxt, nxt_n
-            nxt = []
+            cur, cur_n, cur_m = nxt, nxt_n, nxt_m
+            nxt, nxt_m = [], []
             step += 1
-            t_read = 0.0
+            t_read = t_gather = 0.0
             yield result
             del result
-            nxt_n, heads = read(nxt)
+            nxt_n, heads = read(nxt, nxt_m)

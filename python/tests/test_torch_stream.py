@@ -557,3 +557,23 @@ def test_settings_errors_on_one_rank(one_rank):
     assert [s.samples for s in steps] == [6, 2] and all(s.bytes_sent == s.bytes_received == 0 for s in steps)
     assert sorted(i for s in steps for j in range(s.micro_steps) for i in s.micro_batch(j)) == list(range(8))
     assert list(stream(0, Shard(0, 0))) == []
+
+
+def test_a_read_with_many_images_sends_its_metadata_in_a_second_round(one_rank):
+    """The header carries 9 words a sample; a read with more images (here the first: 22 images for 4
+    samples, 42 words > 36) sends its metadata in a second all-gather. The plans are those of the planner
+    on the same metadata, origins and wire sizes, whichever way the metadata travelled."""
+    counts = [12, 0, 9, 1, 1, 0, 2, 3]  # reads of 4: 42 words (a second round), then 26 (in the header)
+    shard = [{"input_ids": torch.arange(1, 30 + k), "image_tokens": torch.full((c,), 4 + k)} for k, c in enumerate(counts)]
+
+    def meta(s):
+        return int(s["input_ids"].shape[0]), s["image_tokens"].tolist(), int(s["input_ids"].shape[0])
+
+    steps = list(BalancedStream(shard, samples_per_rank=4, metadata=meta, model=MODEL, seq_len=512))
+    planner = microbatch.Planner(MODEL, ranks=1, seq_len=512)
+    assert len(steps) == 2
+    for j, st in enumerate(steps):
+        part = shard[4 * j : 4 * j + 4]
+        want = planner.plan(list(range(4 * j, 4 * j + 4)), [meta(s)[0] for s in part], [meta(s)[1] for s in part],
+                            [meta(s)[2] for s in part], origins=[0] * 4, bytes=[sample_bytes(s) for s in part])
+        assert st.fingerprint == want.fingerprint, j
