@@ -14,7 +14,9 @@ round, encoding, all-to-all, decoding). Per step the slowest rank counts (the
 ranks wait for it); the table shows the median over the steps after the first
 (warm-up), and the median ratio all / plan, all = gather + plan + exchange
 (exchange: check, encode, all-to-all, decode with the micro-batches built,
-and confirm, the all-gather in which every rank says it decoded everything). Bytes: the moved
+and confirm, the all-gather in which every rank says it decoded everything),
+and "step": the wall time from one step to the next on a rank (everything,
+the loader included; the slowest rank's, median), against the plan too. Bytes: the moved
 samples' serialized bytes over every step (``report.bytes_moved``, equal to
 what the all-to-all sent) against all samples' bytes, without locality and
 with ``--locality`` (a tolerance on the step time).
@@ -45,6 +47,7 @@ import os
 import socket
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -88,7 +91,6 @@ def codec_steps(world, args, encode, decode):
     """``--codec``: per step (after the first) the thread CPU seconds of the plan and of the slowest rank's
     encode and decode, and the bytes moved. ``encode(rank, chunks) -> uint8 tensor`` (one list of
     ``(id, sample)`` per destination) and ``decode(chunk, expected ids, src) -> {id: sample}``."""
-    import time
 
     from microbatch._stream import sample_bytes
 
@@ -183,10 +185,13 @@ def worker(rank, world, port, args, out):
             source, samples_per_rank=args.per_rank, planner=planner, metadata=metadata
         )
         steps = []
+        last = time.perf_counter()
         for step in stream:
+            now = time.perf_counter()
             r = step.plan.report
-            steps.append({"confirm": 0.0, **step.timings, "all": step.timings["gather"] + step.timings["plan"] + step.timings["exchange"], "moved": r.bytes_moved, "total": r.bytes_total, "sent": step.bytes_sent,
+            steps.append({"confirm": 0.0, **step.timings, "step": now - last, "all": step.timings["gather"] + step.timings["plan"] + step.timings["exchange"], "moved": r.bytes_moved, "total": r.bytes_total, "sent": step.bytes_sent,
                           "samples": step.samples, "samples_moved": r.samples_moved})
+            last = time.perf_counter()
         rows["none" if locality is None else f"{locality:g}"] = steps
     torch.save(rows, out / f"rank{rank}.pt")
     dist.barrier()
@@ -225,8 +230,9 @@ def main():
           f"slowest rank per step), {args.pixel_bytes} pixel bytes an image token, gloo over loopback, "
           f"{os.cpu_count()} CPUs\n")
     print("| ranks | locality | gather (ms) | plan (ms) | check (ms) | encode (ms) | all-to-all (ms) | decode (ms) | "
-          "confirm (ms) | all (ms) | all / plan | bytes moved / all | samples moved | MB sent a step |")
-    print("|---:|---|" + "---:|" * 12)
+          "confirm (ms) | all (ms) | all / plan | step (ms) | step / plan | bytes moved / all | samples moved | "
+          "MB sent a step |")
+    print("|---:|---|" + "---:|" * 14)
     for world in args.ranks:
         with tempfile.TemporaryDirectory() as tmp:
             mp.spawn(worker, args=(world, free_port(), args, Path(tmp)), nprocs=world, join=True)
@@ -240,8 +246,9 @@ def main():
 
             measured = range(1, n) if n > 1 else range(n)
             med = {k: statistics.median(slowest(k, s) for s in measured)
-                   for k in ("gather", "plan", "check", "encode", "transfer", "decode", "confirm", "all")}
+                   for k in ("gather", "plan", "check", "encode", "transfer", "decode", "confirm", "all", "step")}
             ratio = statistics.median(slowest("all", s) / slowest("plan", s) for s in measured)
+            per_step = statistics.median(slowest("step", s) / slowest("plan", s) for s in measured)
             moved = sum(runs[0][s]["moved"] for s in range(n))
             total = sum(runs[0][s]["total"] for s in range(n))
             samples_moved = sum(runs[0][s]["samples_moved"] for s in range(n))
@@ -250,7 +257,8 @@ def main():
             assert all(sum(run[s]["sent"] for run in runs) == runs[0][s]["moved"] for s in range(n))
             times = " | ".join(f"{med[k] * 1e3:.2f}"
                                for k in ("gather", "plan", "check", "encode", "transfer", "decode", "confirm", "all"))
-            print(f"| {world} | {name} | {times} | {ratio:.2f}x | {moved / total:.1%} | {samples_moved}/{samples} | {sent:.2f} |")
+            print(f"| {world} | {name} | {times} | {ratio:.2f}x | {med['step'] * 1e3:.2f} | {per_step:.2f}x | "
+                  f"{moved / total:.1%} | {samples_moved}/{samples} | {sent:.2f} |")
 
 
 if __name__ == "__main__":
