@@ -62,7 +62,9 @@ type RoomEntry = (u64, Reverse<u32>, u32);
 ///
 /// O(n log n + k) time (the sort; a placement is O(1) amortized plus a
 /// bitset search, O(log_64 of the buckets), and O(log k) a bin once the
-/// room heap is needed), O(n + k) extra space.
+/// room heap is needed), O(n + k) extra space (the items' sizes and
+/// parts are gathered once in placement order: sequential reads while
+/// placing).
 ///
 /// # Approximation
 ///
@@ -102,9 +104,24 @@ pub(crate) fn vector_lpt<I: VectorItem<D>, const D: usize>(
         .collect();
     // Decreasing weight (not negative: the bits are in order), ties by index.
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    // The items' sizes and parts in that order, gathered in one pass of
+    // independent reads, so that placing them reads them in sequence (read
+    // by index in the placement loop, they would cost a cache miss each on
+    // large inputs).
+    let placed: Vec<Placed<D>> = order
+        .iter()
+        .map(|&(_, i)| {
+            let it = &items[i as usize];
+            Placed {
+                index: i,
+                sizes: it.sizes(),
+                parts: it.parts(),
+            }
+        })
+        .collect();
+    drop(order);
 
     let mut state = State {
-        items,
         caps,
         load: vec![[0; D]; bins],
         weight: vec![[0.0; 2]; bins],
@@ -122,25 +139,28 @@ pub(crate) fn vector_lpt<I: VectorItem<D>, const D: usize>(
         state.push(b);
     }
     // The least primary size among the items from each point of the order on.
-    let mut rest: Vec<u32> = order
-        .iter()
-        .map(|&(_, i)| items[i as usize].sizes()[0])
-        .collect();
+    let mut rest: Vec<u32> = placed.iter().map(|it| it.sizes[0]).collect();
     for i in (0..rest.len().saturating_sub(1)).rev() {
         rest[i] = rest[i].min(rest[i + 1]);
     }
-    for (i, &(_, item)) in order.iter().enumerate() {
+    for (i, item) in placed.iter().enumerate() {
         state.min_rest = u64::from(rest[i]);
-        if !state.insert(item as usize) {
+        if !state.insert(item) {
             return None;
         }
     }
     Some(state.bin_of)
 }
 
+/// An item as [`vector_lpt`] places it: its index, sizes and weight parts.
+struct Placed<const D: usize> {
+    index: u32,
+    sizes: [u32; D],
+    parts: [f64; 2],
+}
+
 /// The bins while [`vector_lpt`] places the items.
-struct State<'a, I, const D: usize> {
-    items: &'a [I],
+struct State<'a, const D: usize> {
     caps: &'a [u64; D],
     load: Vec<[u64; D]>,
     weight: Vec<[f64; 2]>,
@@ -160,11 +180,10 @@ struct State<'a, I, const D: usize> {
     min_rest: u64,
 }
 
-impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
-    /// Whether item `i` fits in bin `b`.
+impl<const D: usize> State<'_, D> {
+    /// Whether an item of sizes `s` fits in bin `b`.
     #[inline]
-    fn fits(&self, b: usize, i: usize) -> bool {
-        let s = self.items[i].sizes();
+    fn fits(&self, b: usize, s: [u32; D]) -> bool {
         (0..D).all(|d| self.load[b][d] + u64::from(s[d]) <= self.caps[d])
     }
 
@@ -231,16 +250,15 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
         }
     }
 
-    fn place(&mut self, b: usize, i: usize) {
-        let s = self.items[i].sizes();
-        for (l, x) in self.load[b].iter_mut().zip(s) {
+    fn place(&mut self, b: usize, item: &Placed<D>) {
+        for (l, x) in self.load[b].iter_mut().zip(item.sizes) {
             *l += u64::from(x);
         }
-        let p = self.items[i].parts();
+        let p = item.parts;
         self.weight[b][0] += p[0];
         self.weight[b][1] += p[1];
         self.version[b] = self.version[b].wrapping_add(1);
-        self.bin_of[i] = b as u32;
+        self.bin_of[item.index as usize] = b as u32;
         self.push(b);
         self.compact();
     }
@@ -261,8 +279,8 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
         }
     }
 
-    /// Places item `i`; `false` when no bin has room.
-    fn insert(&mut self, i: usize) -> bool {
+    /// Places `item`; `false` when no bin has room.
+    fn insert(&mut self, item: &Placed<D>) -> bool {
         let mut stash = [(0usize, 0usize); STASH];
         let mut stashed = 0;
         let mut chosen = None;
@@ -270,7 +288,7 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
             let Some((bucket, b)) = self.dequeue() else {
                 break;
             };
-            if self.fits(b, i) {
+            if self.fits(b, item.sizes) {
                 chosen = Some(b);
                 break;
             }
@@ -282,7 +300,7 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
             self.enqueue(bucket, b);
         }
         if let Some(b) = chosen {
-            self.place(b, i);
+            self.place(b, item);
             return true;
         }
         if !self.room_kept {
@@ -298,7 +316,7 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
                 continue;
             }
             set_aside.push(e);
-            if self.fits(b, i) {
+            if self.fits(b, item.sizes) {
                 found = Some(b);
                 break;
             }
@@ -309,7 +327,7 @@ impl<I: VectorItem<D>, const D: usize> State<'_, I, D> {
         self.room.extend(set_aside);
         match found {
             Some(b) => {
-                self.place(b, i);
+                self.place(b, item);
                 true
             }
             None => false,

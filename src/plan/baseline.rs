@@ -127,8 +127,10 @@ impl Naive {
 ///
 /// # Complexity
 ///
-/// O(n log n) for the units (a map of the groups), O(n k) for the packing
-/// with at most `k` sequences in a micro-batch (first fit scans the open
+/// O(n log G) for the units (a map of the G groups; only their members
+/// are listed apart), O(n + R A) to place them by micro-batch (a counting
+/// sort into one array, no list a unit), O(n k) for the packing with at
+/// most `k` sequences in a micro-batch (first fit scans the open
 /// sequences), O(n + R A) extra space.
 pub(crate) fn users_step_time<M: Incremental>(
     prep: &Prepared,
@@ -137,41 +139,48 @@ pub(crate) fn users_step_time<M: Incremental>(
     sync: SyncModel,
     shape: Shape,
 ) -> f64 {
-    // 1. Units: positions in ascending id, a group at its first member.
-    let mut unit_of_group: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut units: Vec<Vec<u32>> = Vec::new();
+    // 1. Units: positions in ascending id, a group at its first member
+    // (only the groups' members are listed apart).
+    let mut groups: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+    let mut loose = 0usize;
     for (p, e) in prep.items.iter().enumerate() {
         match samples[e.input as usize].group() {
-            Some(g) => {
-                let u = *unit_of_group.entry(g).or_insert_with(|| {
-                    units.push(Vec::new());
-                    units.len() - 1
-                });
-                units[u].push(p as u32);
-            }
-            None => units.push(vec![p as u32]),
+            Some(g) => groups.entry(g).or_default().push(p as u32),
+            None => loose += 1,
         }
     }
+    let unit_count = loose + groups.len();
     // 2. and 3. Unit k is the (k / R)-th of rank k % R, in micro-step
-    // (k / R) / b.
+    // (k / R) / b; the micro-batches' positions in one array (a counting
+    // sort by micro-batch, units in order within each).
     let (ranks, steps) = (shape.ranks.max(1), shape.steps.max(1));
-    let per_batch = units.len().div_ceil(ranks * steps).max(1);
-    let mut batches: Vec<Vec<u32>> = vec![Vec::new(); ranks * steps];
-    for (k, unit) in units.iter().enumerate() {
-        let (rank, j) = (k % ranks, (k / ranks) / per_batch);
-        // `j < A` (see above); `min` keeps an index in range regardless.
-        batches[rank * steps + j.min(steps - 1)].extend_from_slice(unit);
+    let per_batch = unit_count.div_ceil(ranks * steps).max(1);
+    // `j < A` (see above); `min` keeps an index in range regardless.
+    let batch_of = |k: usize| (k % ranks) * steps + ((k / ranks) / per_batch).min(steps - 1);
+    let mut start = vec![0usize; ranks * steps + 1];
+    each_unit(prep, samples, &groups, |k, unit| {
+        start[batch_of(k) + 1] += unit.len();
+    });
+    for b in 0..ranks * steps {
+        start[b + 1] += start[b];
     }
-    drop(units);
+    let mut next = start.clone();
+    let mut batched = vec![0u32; prep.len()];
+    each_unit(prep, samples, &groups, |k, unit| {
+        let b = batch_of(k);
+        batched[next[b]..next[b] + unit.len()].copy_from_slice(unit);
+        next[b] += unit.len();
+    });
+    drop((groups, next));
     // 4. First fit within each micro-batch; its cost the sum of its
     // sequences'.
     let mut costs = vec![Phases::ZERO; ranks * steps];
     let mut loads: Vec<[u64; 3]> = Vec::new();
     let mut states = Vec::new();
-    for (batch, cost) in batches.iter().zip(&mut costs) {
+    for (b, cost) in costs.iter_mut().enumerate() {
         loads.clear();
         states.clear();
-        for &p in batch {
+        for &p in &batched[start[b]..start[b + 1]] {
             let p = p as usize;
             let k = match loads.iter().position(|&l| prep.fits(l, p)) {
                 Some(k) => k,
@@ -195,4 +204,29 @@ pub(crate) fn users_step_time<M: Incremental>(
         per_step: 1,
     };
     step_time(sync, grid, &costs)
+}
+
+/// Calls `f(k, members)` for every unit `k` of the users' baseline in
+/// order: the positions in ascending id, an ungrouped one a unit alone, a
+/// group (its members in `groups`, ascending) one unit at its first
+/// member. O(n log G) time for G groups.
+fn each_unit(
+    prep: &Prepared,
+    samples: &[StepSample],
+    groups: &BTreeMap<u64, Vec<u32>>,
+    mut f: impl FnMut(usize, &[u32]),
+) {
+    let mut k = 0;
+    for (p, e) in prep.items.iter().enumerate() {
+        let p = p as u32;
+        let unit: &[u32] = match samples[e.input as usize].group() {
+            None => core::slice::from_ref(&p),
+            Some(g) => match groups.get(&g) {
+                Some(members) if members.first() == Some(&p) => members,
+                _ => continue,
+            },
+        };
+        f(k, unit);
+        k += 1;
+    }
 }

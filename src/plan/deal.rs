@@ -14,7 +14,7 @@
 //!   micro-step's barrier couples one sequence of every rank, which no
 //!   partition of the sequences alone expresses.
 //!
-//! O(K log K) for K sequences.
+//! O(K log K) for K sequences (each sort key computed once).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -93,6 +93,17 @@ impl Sequences {
             b.sort_unstable();
         }
         self
+    }
+
+    /// The sequences with only their members kept (the costs and loads
+    /// freed): for a layout that is only held (its time known) while
+    /// another is made, then turned into slots.
+    pub(crate) fn members_only(self) -> Self {
+        Sequences {
+            members: self.members,
+            costs: Vec::new(),
+            loads: Vec::new(),
+        }
     }
 
     /// The slots' members: `order[k]` is the sequence in slot `k`.
@@ -178,20 +189,16 @@ fn by_row(sync: SyncModel, row_key: RowKey, shape: Shape, seqs: &Sequences) -> V
             _ => c.total(),
         }
     };
-    // Decreasing key, then more samples first, then by sequence index.
-    let mut order: Vec<u32> = (0..k as u32).collect();
-    order.sort_unstable_by(|&a, &b| {
-        key(b)
-            .total_cmp(&key(a))
-            .then(
-                seqs.members[b as usize]
-                    .len()
-                    .cmp(&seqs.members[a as usize].len()),
-            )
-            .then(a.cmp(&b))
-    });
+    // Decreasing key, then more samples first, then by sequence index (a
+    // total order: the keys are computed once, not at every comparison).
+    let mut keyed: Vec<(f64, usize, u32)> = (0..k as u32)
+        .map(|b| (key(b), seqs.members[b as usize].len(), b))
+        .collect();
+    keyed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    let order: Vec<u32> = keyed.into_iter().map(|(_, _, b)| b).collect();
     let mut rows: Vec<&[u32]> = order.chunks(shape.per_row()).collect();
-    rows.sort_by_key(|row| (row.iter().map(|&b| seqs.first(b)).min(), row[0]));
+    rows.sort_by_cached_key(|row| (row.iter().map(|&b| seqs.first(b)).min(), row[0]));
+    let total: Vec<f64> = costs.iter().map(|c| c.total()).collect();
     let mut slots = vec![0u32; k];
     let mut load = vec![0.0f64; ranks];
     let mut by_load: Vec<usize> = (0..ranks).collect();
@@ -200,9 +207,8 @@ fn by_row(sync: SyncModel, row_key: RowKey, shape: Shape, seqs: &Sequences) -> V
         row_sorted.clear();
         row_sorted.extend_from_slice(row);
         row_sorted.sort_unstable_by(|&a, &b| {
-            costs[b as usize]
-                .total()
-                .total_cmp(&costs[a as usize].total())
+            total[b as usize]
+                .total_cmp(&total[a as usize])
                 .then(a.cmp(&b))
         });
         by_load.sort_unstable_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
@@ -210,7 +216,7 @@ fn by_row(sync: SyncModel, row_key: RowKey, shape: Shape, seqs: &Sequences) -> V
         for (i, &b) in row_sorted.iter().enumerate() {
             let (round, pos) = (i / ranks, i % ranks);
             let r = by_load[if round % 2 == 0 { pos } else { ranks - 1 - pos }];
-            load[r] += costs[b as usize].total();
+            load[r] += total[b as usize];
             slots[shape.micro_batch(r, j) + round] = b;
         }
     }

@@ -31,7 +31,7 @@ pub(crate) struct Request {
 }
 
 /// The packed sequences.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Packed {
     /// `R`, the chosen `A` and `S`.
     pub(crate) shape: Shape,
