@@ -48,19 +48,29 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    the given-away samples placed sequence by sequence; the first that
 ///    places every sample is kept, if it moves fewer bytes, as the start of
 ///    step 3.
-/// 3. *Bring home*: from the better plan so far, every sample away from home,
-///    in decreasing bytes, is moved to its origin rank (or, with nodes, to
-///    a rank of its node) or swapped with a sample there, the change that
-///    saves the most (weighted) bytes and leaves the most room, while every
-///    sequence keeps `L` and the caps and every group of slots stays within
-///    its budget, always `P0`'s: for [`SyncModel::Step`] a rank total at
-///    most `(1 + tol)` times the largest rank total of `P0`; for
-///    [`SyncModel::MicroStep`] micro-step `j`'s micro-batches at most
-///    `(1 + tol)` times `P0`'s largest of micro-step `j`; for
-///    [`SyncModel::Phase`] the same per phase. At most 128 candidate
-///    changes are weighed a sample (plain moves into up to 32 sequences of
-///    the rank, swaps with the 12 samples there of nearest cost), in up to
-///    four passes.
+/// 3. *Exchange*: from the better plan so far, every sample away from
+///    home, in decreasing bytes, tries to re-split its sequence `a` with
+///    one sequence `b` of its origin rank (or, with nodes, of a rank of its
+///    node): up to 16 such sequences, those of `a`'s micro-step first
+///    (under the per-micro-step models: the same budget), then by
+///    decreasing room. A re-split puts every sample of the two on the
+///    side where it weighs less (ties: where it is); then, while a side
+///    breaks a cap (`L`, units, images) or its group's budget, one of its
+///    samples that fits the other side goes there, of least extra weight,
+///    one that alone mends the side if any (the cheapest), else the
+///    costliest. It is kept if both sides fit and it saves weight (weighted
+///    bytes, then samples moved, so that a sample of no bytes does not move
+///    for nothing);
+///    the first that brings the sample home at no other loss is taken, else
+///    the one that saves the most (then leaves the most room). This moves
+///    one sample or several at once (1-for-2, 2-for-1, ...), so that
+///    tightly packed sequences still trade. The budgets are always `P0`'s:
+///    for [`SyncModel::Step`] a rank total at most `(1 + tol)` times the
+///    largest rank total of `P0`; for [`SyncModel::MicroStep`] micro-step
+///    `j`'s micro-batches at most `(1 + tol)` times `P0`'s largest of
+///    micro-step `j`; for [`SyncModel::Phase`] the same per phase. Up to
+///    four passes; a sample is weighed again only when its rank or its
+///    home (node) changed since.
 /// 4. The result is evaluated exactly; if it is above `T*` (the budgets
 ///    use the samples' own costs, the evaluation the sequences' group
 ///    costs), step 3 is run again with the tolerance divided by 4, then 0,
@@ -79,11 +89,15 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///
 /// # Complexity
 ///
-/// O(n log n + K) time and O(n + K) extra space for n samples in K
-/// sequences (step 2: four tries at most, each O(n log n + K), its
-/// evictions weighing at most `64 * (n + K)` samples), besides at most five exact evaluations of the plan (O(n)
-/// model insertions each); nothing is O(R^2). The extra space is at most
-/// about 100 bytes a sample.
+/// O(n log n + K + P) time and O(n + K) extra space for n samples in K
+/// sequences: step 2 (four tries at most) is O(n log n + K) each, its
+/// evictions weighing at most `64 * (n + K)` samples; step 3 weighs at
+/// most `4 * 16 = 64` re-splits a sample, each O(m * (1 + pushes)) for the
+/// m <= 48 samples of the two sequences (pairs holding more are skipped),
+/// so `P <= 64 * n * 48^2` and in practice a few re-splits a sample;
+/// besides at most five exact evaluations of the plan (O(n) model
+/// insertions each). Nothing is O(R^2). The extra space is at most about
+/// 100 bytes a sample.
 ///
 /// # Examples
 ///
@@ -248,21 +262,25 @@ impl Homes {
         })
     }
 
-    /// The weighted bytes of sample `p` on rank `rank`: 0 at home or
-    /// without an origin.
+    /// The weight of sample `p` on rank `rank` in step 3: its weighted
+    /// bytes ([`weighted`]) times 64, plus 1 when it is away from home; 0
+    /// at home or without an origin. A sum of fewer than 64 weights (a pair
+    /// of sequences holds at most [`PAIR`] samples) orders as (weighted
+    /// bytes, samples moved), so that moving a sample of no bytes is never
+    /// free.
     ///
     /// Weights are `u128`, so that they and the sums of a few of them
-    /// (a swap weighs two) are exact for any `u64` bytes: `u64::MAX` bytes
-    /// between nodes weigh `8 * u64::MAX`, above `u64::MAX`.
+    /// are exact for any `u64` bytes: `u64::MAX` bytes between nodes weigh
+    /// `64 * 8 * u64::MAX + 1 < 2^74`.
     #[inline]
     fn weight(&self, p: usize, rank: usize) -> u128 {
-        weighted(self.node, self.origin[p], self.bytes[p], rank)
+        tied(self.node, self.origin[p], self.bytes[p], rank)
     }
 
     /// [`Homes::weight`] of a sample's record.
     #[inline]
     fn weight_of(&self, i: &Info, rank: usize) -> u128 {
-        weighted(self.node, i.origin, i.bytes, rank)
+        tied(self.node, i.origin, i.bytes, rank)
     }
 
     /// The weighted bytes and the samples moved of a layout (exact: at
@@ -272,14 +290,21 @@ impl Homes {
         for (k, members) in slots.iter().enumerate() {
             let rank = k / shape.per_rank();
             for &p in members {
-                let w = self.weight(p as usize, rank);
                 let o = self.origin[p as usize];
+                let w = weighted(self.node, o, self.bytes[p as usize], rank);
                 total.0 += w;
                 total.1 += usize::from(o != NONE && o as usize != rank);
             }
         }
         total
     }
+}
+
+/// [`weighted`] times 64, plus 1 away from home (see [`Homes::weight`]).
+#[inline]
+fn tied(node: Option<usize>, origin: u32, bytes: u64, rank: usize) -> u128 {
+    let away = origin != NONE && origin as usize != rank;
+    (weighted(node, origin, bytes, rank) << 6) + u128::from(away)
 }
 
 /// The weight of a sample with origin `origin` (`NONE` for none) and
@@ -1120,7 +1145,7 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Whether sample `p` weighs anything where it is.
+    /// Whether sample `p` is away from home.
     #[inline]
     fn away(&self, p: usize) -> bool {
         self.homes
