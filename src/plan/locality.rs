@@ -31,7 +31,8 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    [`SyncModel::Step`]) are matched to ranks, greedily on the bytes that
 ///    stay home (edges by decreasing bytes, then samples, then index): the
 ///    same micro-batches on other ranks, so exactly `T0`; `P0` itself is
-///    kept where it moves fewer bytes than the greedy matching.
+///    kept where it moves fewer bytes (then samples) than the greedy
+///    matching.
 /// 2. *Home first* (for [`SyncModel::Step`] only, where a rank's total is
 ///    all that matters): the layout filled anew. Each rank keeps, of the
 ///    samples it holds, the densest in bytes per cost while it stays within
@@ -77,6 +78,11 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    and if all fail the best plan of steps 1 and 2 is kept. A plan above
 ///    `T*` is never returned.
 ///
+/// Every step keeps the plan only if it moves, lexicographically, fewer
+/// (weighted bytes, samples) than the best so far: at any tolerance, 0
+/// included, the plan never moves more than `P0` (without nodes: bytes,
+/// then samples).
+///
 /// When the origins already form `P0` up to a relabelling of ranks (per
 /// micro-step for the per-micro-step models), step 1 moves nothing.
 ///
@@ -94,7 +100,10 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 /// evictions weighing at most `64 * (n + K)` samples; step 3 weighs at
 /// most `4 * 16 = 64` re-splits a sample, each O(m * (1 + pushes)) for the
 /// m <= 48 samples of the two sequences (pairs holding more are skipped),
-/// so `P <= 64 * n * 48^2` and in practice a few re-splits a sample;
+/// and sorts its home rank's `A * S` sequences by room once a pass, so
+/// `P <= 4 * n * (16 * 48^2 + A * S * log(A * S))`; in practice a few
+/// re-splits a sample (about 8 under the per-micro-step models, where
+/// step 3 dominates the time);
 /// besides at most five exact evaluations of the plan (O(n) model
 /// insertions each). Nothing is O(R^2). The extra space is at most about
 /// 100 bytes a sample.
@@ -1357,17 +1366,15 @@ impl<'a> Search<'a> {
                         pick = Some(key);
                     }
                 }
-                let Some((_, _, _, i)) = pick else {
-                    return None;
-                };
+                let (_, _, _, i) = pick?;
                 let it = &self.info[self.item(a, b, na, i)];
                 now[k] = sub(now[k], it.cost);
                 now[o] += it.cost;
                 size[k] = sub3(size[k], it.size.map(u64::from));
                 size[o] = add(size[o], it.size.map(u64::from));
-                for d in 0..5 {
-                    load[k][d] -= pair.v[i][d];
-                    load[o][d] += pair.v[i][d];
+                for (d, &x) in pair.v[i].iter().enumerate() {
+                    load[k][d] -= x;
+                    load[o][d] += x;
                 }
                 pair.side[i] = k == 1;
             }
