@@ -8,7 +8,8 @@
 //!   (with its step time over the locality-free one);
 //! - the bytes moved against the tolerance (0, 0.5, 1, 2, 5%);
 //! - the planning time with locality over the planning time without, both
-//!   measured in this run (best of 5), at 65,536 samples over 1,024 ranks.
+//!   measured in this run (best of 5, CPU time of the thread where Linux
+//!   gives it), at 65,536 samples over 1,024 ranks.
 //!
 //!
 //! With `seeds FIRST..END [RANKS]`, the held-out table instead: over the
@@ -55,16 +56,29 @@ fn best_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
     (0..runs).map(|_| f()).min().unwrap_or_default()
 }
 
-/// The best of `runs` planning times of `batch` by `planner`.
+/// The CPU time of this thread so far (`/proc/thread-self/schedstat`, in
+/// nanoseconds, on Linux), so that other processes on a loaded machine do
+/// not count; `None` elsewhere.
+fn thread_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+/// The best of `runs` planning times of `batch` by `planner`: the thread's
+/// CPU time where it can be read, else the wall time.
 fn planning_time<M: microbatch::cost::Incremental>(
     runs: usize,
     planner: &microbatch::plan::Planner<M>,
     batch: &[StepSample],
 ) -> Duration {
     best_of(runs, || {
-        let start = Instant::now();
+        let (cpu, wall) = (thread_cpu(), Instant::now());
         let plan = planner.plan(batch).expect("plan");
-        let t = start.elapsed();
+        let t = match (cpu, thread_cpu()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => wall.elapsed(),
+        };
         std::hint::black_box(plan);
         t
     })

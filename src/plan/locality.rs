@@ -31,7 +31,8 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    [`SyncModel::Step`]) are matched to ranks, greedily on the bytes that
 ///    stay home (edges by decreasing bytes, then samples, then index): the
 ///    same micro-batches on other ranks, so exactly `T0`; `P0` itself is
-///    kept where it moves fewer bytes than the greedy matching.
+///    kept where it moves fewer bytes (then samples) than the greedy
+///    matching.
 /// 2. *Home first* (for [`SyncModel::Step`] only, where a rank's total is
 ///    all that matters): the layout filled anew. Each rank keeps, of the
 ///    samples it holds, the densest in bytes per cost while it stays within
@@ -48,24 +49,39 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    the given-away samples placed sequence by sequence; the first that
 ///    places every sample is kept, if it moves fewer bytes, as the start of
 ///    step 3.
-/// 3. *Bring home*: from the better plan so far, every sample away from home,
-///    in decreasing bytes, is moved to its origin rank (or, with nodes, to
-///    a rank of its node) or swapped with a sample there, the change that
-///    saves the most (weighted) bytes and leaves the most room, while every
-///    sequence keeps `L` and the caps and every group of slots stays within
-///    its budget, always `P0`'s: for [`SyncModel::Step`] a rank total at
-///    most `(1 + tol)` times the largest rank total of `P0`; for
-///    [`SyncModel::MicroStep`] micro-step `j`'s micro-batches at most
-///    `(1 + tol)` times `P0`'s largest of micro-step `j`; for
-///    [`SyncModel::Phase`] the same per phase. At most 128 candidate
-///    changes are weighed a sample (plain moves into up to 32 sequences of
-///    the rank, swaps with the 12 samples there of nearest cost), in up to
-///    four passes.
+/// 3. *Exchange*: from the better plan so far, every sample away from
+///    home, in decreasing bytes, tries to re-split its sequence `a` with
+///    one sequence `b` of its origin rank (or, with nodes, of a rank of its
+///    node): up to 16 such sequences, those of `a`'s micro-step first
+///    (under the per-micro-step models: the same budget), then by
+///    decreasing room. A re-split puts every sample of the two on the
+///    side where it weighs less (ties: where it is); then, while a side
+///    breaks a cap (`L`, units, images) or its group's budget, one of its
+///    samples that fits the other side goes there, of least extra weight,
+///    one that alone mends the side if any (the cheapest), else the
+///    costliest. It is kept if both sides fit and it saves weight (weighted
+///    bytes, then samples moved, so that a sample of no bytes does not move
+///    for nothing);
+///    the first that brings the sample home at no other loss is taken, else
+///    the one that saves the most (then leaves the most room). This moves
+///    one sample or several at once (1-for-2, 2-for-1, ...), so that
+///    tightly packed sequences still trade. The budgets are always `P0`'s:
+///    for [`SyncModel::Step`] a rank total at most `(1 + tol)` times the
+///    largest rank total of `P0`; for [`SyncModel::MicroStep`] micro-step
+///    `j`'s micro-batches at most `(1 + tol)` times `P0`'s largest of
+///    micro-step `j`; for [`SyncModel::Phase`] the same per phase. Up to
+///    four passes; a sample is weighed again only when its rank or its
+///    home (node) changed since.
 /// 4. The result is evaluated exactly; if it is above `T*` (the budgets
 ///    use the samples' own costs, the evaluation the sequences' group
 ///    costs), step 3 is run again with the tolerance divided by 4, then 0,
 ///    and if all fail the best plan of steps 1 and 2 is kept. A plan above
 ///    `T*` is never returned.
+///
+/// Every step keeps the plan only if it moves, lexicographically, fewer
+/// (weighted bytes, samples) than the best so far: at any tolerance, 0
+/// included, the plan never moves more than `P0` (without nodes: bytes,
+/// then samples).
 ///
 /// When the origins already form `P0` up to a relabelling of ranks (per
 /// micro-step for the per-micro-step models), step 1 moves nothing.
@@ -79,11 +95,18 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///
 /// # Complexity
 ///
-/// O(n log n + K) time and O(n + K) extra space for n samples in K
-/// sequences (step 2: four tries at most, each O(n log n + K), its
-/// evictions weighing at most `64 * (n + K)` samples), besides at most five exact evaluations of the plan (O(n)
-/// model insertions each); nothing is O(R^2). The extra space is at most
-/// about 100 bytes a sample.
+/// O(n log n + K + P) time and O(n + K) extra space for n samples in K
+/// sequences: step 2 (four tries at most) is O(n log n + K) each, its
+/// evictions weighing at most `64 * (n + K)` samples; step 3 weighs at
+/// most `4 * 16 = 64` re-splits a sample, each O(m * (1 + pushes)) for the
+/// m <= 48 samples of the two sequences (pairs holding more are skipped),
+/// and sorts its home rank's `A * S` sequences by room once a pass, so
+/// `P <= 4 * n * (16 * 48^2 + A * S * log(A * S))`; in practice a few
+/// re-splits a sample (about 8 under the per-micro-step models, where
+/// step 3 dominates the time);
+/// besides at most five exact evaluations of the plan (O(n) model
+/// insertions each). Nothing is O(R^2). The extra space is at most about
+/// 100 bytes a sample.
 ///
 /// # Examples
 ///
@@ -198,12 +221,13 @@ const INSIDE_NODE: u128 = 1;
 /// its bytes).
 const BETWEEN_NODES: u128 = 8;
 
-/// Candidate changes weighed a sample in one pass of step 3.
-const CANDIDATES: usize = 128;
-/// Plain moves weighed a sample and candidate rank.
-const MOVES: usize = 32;
-/// Swaps weighed a sample and candidate rank: the samples of nearest cost.
-const WINDOW: usize = 12;
+/// Sequences of the home rank (and its node) whose split with a sample's
+/// sequence is weighed, a sample and pass.
+const PAIRS: usize = 16;
+/// The most samples two sequences may hold to be re-split.
+const PAIR: usize = 48;
+/// Passes of step 3 over the samples away from home.
+const PASSES: usize = 4;
 
 /// Every sample's origin (`NONE` for none) and bytes, by position, and the
 /// node size: what a placement costs.
@@ -247,21 +271,25 @@ impl Homes {
         })
     }
 
-    /// The weighted bytes of sample `p` on rank `rank`: 0 at home or
-    /// without an origin.
+    /// The weight of sample `p` on rank `rank` in step 3: its weighted
+    /// bytes ([`weighted`]) times 64, plus 1 when it is away from home; 0
+    /// at home or without an origin. A sum of fewer than 64 weights (a pair
+    /// of sequences holds at most [`PAIR`] samples) orders as (weighted
+    /// bytes, samples moved), so that moving a sample of no bytes is never
+    /// free.
     ///
     /// Weights are `u128`, so that they and the sums of a few of them
-    /// (a swap weighs two) are exact for any `u64` bytes: `u64::MAX` bytes
-    /// between nodes weigh `8 * u64::MAX`, above `u64::MAX`.
+    /// are exact for any `u64` bytes: `u64::MAX` bytes between nodes weigh
+    /// `64 * 8 * u64::MAX + 1 < 2^74`.
     #[inline]
     fn weight(&self, p: usize, rank: usize) -> u128 {
-        weighted(self.node, self.origin[p], self.bytes[p], rank)
+        tied(self.node, self.origin[p], self.bytes[p], rank)
     }
 
     /// [`Homes::weight`] of a sample's record.
     #[inline]
     fn weight_of(&self, i: &Info, rank: usize) -> u128 {
-        weighted(self.node, i.origin, i.bytes, rank)
+        tied(self.node, i.origin, i.bytes, rank)
     }
 
     /// The weighted bytes and the samples moved of a layout (exact: at
@@ -271,14 +299,21 @@ impl Homes {
         for (k, members) in slots.iter().enumerate() {
             let rank = k / shape.per_rank();
             for &p in members {
-                let w = self.weight(p as usize, rank);
                 let o = self.origin[p as usize];
+                let w = weighted(self.node, o, self.bytes[p as usize], rank);
                 total.0 += w;
                 total.1 += usize::from(o != NONE && o as usize != rank);
             }
         }
         total
     }
+}
+
+/// [`weighted`] times 64, plus 1 away from home (see [`Homes::weight`]).
+#[inline]
+fn tied(node: Option<usize>, origin: u32, bytes: u64, rank: usize) -> u128 {
+    let away = origin != NONE && origin as usize != rank;
+    (weighted(node, origin, bytes, rank) << 6) + u128::from(away)
 }
 
 /// The weight of a sample with origin `origin` (`NONE` for none) and
@@ -944,6 +979,19 @@ fn relabel(
     out
 }
 
+/// Scratch of [`Search::exchange`]: the sides of a pair's samples (true:
+/// the first sequence), the best found, each sample's weights on the two
+/// ranks, an order, and the samples as listed.
+#[derive(Default)]
+struct Pair {
+    side: Vec<bool>,
+    best: Vec<bool>,
+    w: Vec<(u128, u128)>,
+    v: Vec<[f64; 5]>,
+    cands: Vec<(f64, usize)>,
+    items: Vec<(u32, bool)>,
+}
+
 /// What the search reads of a sample, in one place (one cache line).
 #[derive(Clone, Copy)]
 struct Info {
@@ -967,8 +1015,13 @@ struct Search<'a> {
     size: Vec<[u64; 3]>,
     /// Samples of every rank (a rank is never emptied).
     count: Vec<usize>,
-    /// Every rank's samples by (total cost, position).
-    by_cost: Vec<Vec<(f64, u32)>>,
+    /// Changes applied so far; the last change to every rank and every
+    /// node (rank without nodes); the changes counted when every sample
+    /// was last weighed.
+    tick: u64,
+    changed: Vec<u64>,
+    node_changed: Vec<u64>,
+    seen: Vec<u64>,
     /// The cost of every group (rank for Step, micro-batch otherwise).
     load: Vec<Phases>,
     /// The budget of every column (one for Step, one a micro-step
@@ -1014,7 +1067,10 @@ impl<'a> Search<'a> {
             slot_of: Vec::new(),
             size: Vec::new(),
             count: Vec::new(),
-            by_cost: Vec::new(),
+            tick: 0,
+            changed: vec![0; shape.ranks],
+            node_changed: vec![0; shape.ranks.div_ceil(homes.node.unwrap_or(1))],
+            seen: vec![0; prep.len()],
             load: Vec::new(),
             budget: Vec::new(),
         };
@@ -1030,14 +1086,6 @@ impl<'a> Search<'a> {
                 count[k / shape.per_rank()] += 1;
             }
         }
-        let mut by_cost = vec![Vec::new(); shape.ranks];
-        for (rank, list) in by_cost.iter_mut().enumerate() {
-            for members in &slots[rank * shape.per_rank()..(rank + 1) * shape.per_rank()] {
-                list.extend(members.iter().map(|&p| (prep.cost(p as usize).total(), p)));
-            }
-            list.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-        }
-        search.by_cost = by_cost;
         search.slots = slots;
         search.slot_of = slot_of;
         search.size = size;
@@ -1060,33 +1108,72 @@ impl<'a> Search<'a> {
         room_in(self.sync, self.shape, &self.budget, g, l)
     }
 
+    /// The budget column of slot `k`'s group.
+    #[inline]
+    fn column(&self, k: usize) -> usize {
+        column_of(self.sync, self.shape, self.group(k))
+    }
+
+    /// The scale of group `g`'s budget (its total, at least 1e-300).
+    #[inline]
+    fn budget_scale(&self, g: usize) -> f64 {
+        self.budget[column_of(self.sync, self.shape, g)]
+            .total()
+            .max(1e-300)
+    }
+
     /// Whether slot `k` holding `size` fits the caps.
     #[inline]
     fn fits(&self, size: [u64; 3]) -> bool {
         (0..3).all(|d| size[d] <= self.prep.caps[d])
     }
 
-    /// Two passes over the samples away from home, by decreasing bytes.
+    /// Up to [`PASSES`] passes over the samples away from home, by
+    /// decreasing bytes; a sample is weighed again only when its rank or
+    /// its home node changed since it was last weighed.
     fn run(&mut self) {
         let mut order: Vec<u32> = (0..self.prep.len() as u32)
-            .filter(|&p| self.homes.origin[p as usize] != NONE)
+            .filter(|&p| self.away(p as usize))
             .collect();
         order.sort_unstable_by_key(|&p| (core::cmp::Reverse(self.homes.bytes[p as usize]), p));
-        for _ in 0..4 {
-            let before = order.len();
-            // Those that did not move are tried once more.
-            order.retain(|&p| !self.bring_home(p as usize));
-            if order.len() == before {
+        let mut pair = Pair::default();
+        for pass in 0..PASSES {
+            let before = self.tick;
+            order.retain(|&p| {
+                let p = p as usize;
+                if pass > 0 && !self.stale(p) {
+                    return true;
+                }
+                self.seen[p] = self.tick;
+                self.exchange(p, &mut pair);
+                self.away(p)
+            });
+            if self.tick == before {
                 break;
             }
         }
     }
 
-    /// The best change bringing `p` home (or nearer), applied; whether
-    /// there was one. Weighs plain moves into the first `MOVES` slots of
-    /// each candidate rank and swaps with the `WINDOW` samples there of
-    /// nearest cost.
-    fn bring_home(&mut self, p: usize) -> bool {
+    /// Whether sample `p` is away from home.
+    #[inline]
+    fn away(&self, p: usize) -> bool {
+        self.homes
+            .weight(p, self.slot_of[p] as usize / self.shape.per_rank())
+            > 0
+    }
+
+    /// Whether sample `p`'s rank or home node changed since it was last
+    /// weighed.
+    #[inline]
+    fn stale(&self, p: usize) -> bool {
+        let r = self.slot_of[p] as usize / self.shape.per_rank();
+        let o = self.homes.origin[p] as usize / self.homes.node.unwrap_or(1);
+        self.changed[r].max(self.node_changed[o]) > self.seen[p]
+    }
+
+    /// The best re-split of `p`'s sequence and one sequence of its home
+    /// rank (or of a rank of its node), applied; whether there was one.
+    fn exchange(&mut self, p: usize, pair: &mut Pair) -> bool {
         let a = self.slot_of[p] as usize;
         let per_rank = self.shape.per_rank();
         let r = a / per_rank;
@@ -1095,105 +1182,231 @@ impl<'a> Search<'a> {
             return false;
         }
         let o = self.homes.origin[p] as usize;
-        let ga = self.group(a);
-        let (cp, sp) = (self.prep.cost(p), self.prep.size(p));
         let node = self.homes.node.unwrap_or(1);
         let first = o / node * node;
         let mates =
             (first..first.saturating_add(node).min(self.shape.ranks)).filter(move |&q| q != o);
-        // (gain, room, slot, partner or NONE)
-        let mut best: Option<(u128, f64, usize, u32)> = None;
-        let mut better = |gain: u128, room: f64, b: usize, t: u32| {
-            if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
-                best = Some((gain, room, b, t));
-            }
-        };
-        let mut budget = CANDIDATES;
+        let mut best: Option<(u128, f64, usize)> = None;
+        let mut budget = PAIRS;
         for q in core::iter::once(o).chain(mates) {
-            if q == r || budget == 0 {
+            if q == r || budget == 0 || self.homes.weight(p, q) >= here {
                 continue;
             }
-            let there = self.homes.weight(p, q);
-            if there >= here {
-                continue;
+            // The sequences of rank q by decreasing room (then index).
+            pair.cands.clear();
+            for b in q * per_rank..(q + 1) * per_rank {
+                let g = self.group(b);
+                let room = self.room(g, self.load[g]);
+                let tok = self.prep.caps[0].saturating_sub(self.size[b][0]) as f64
+                    / self.prep.caps[0].max(1) as f64;
+                // (Under the per-micro-step models, those of `a`'s
+                // micro-step, under the same budget, first.)
+                let same = self.sync != SyncModel::Step && self.column(b) == self.column(a);
+                let key = room / self.budget_scale(g) + tok + if same { 4.0 } else { 0.0 };
+                pair.cands.push((key, b));
             }
-            // Plain moves, unless they empty rank r.
-            if self.count[r] > 1 {
-                for b in (q * per_rank..(q + 1) * per_rank).take(MOVES.min(budget)) {
-                    budget -= 1;
-                    let gb = self.group(b);
-                    if self.fits(add(self.size[b], sp)) {
-                        let rb = self.room(gb, self.load[gb] + cp);
-                        if rb >= 0.0 {
-                            let ra = self.room(ga, sub(self.load[ga], cp));
-                            better(here - there, rb.min(ra), b, NONE);
-                        }
+            pair.cands
+                .sort_unstable_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            let take = budget.min(pair.cands.len());
+            budget -= take;
+            for c in 0..take {
+                let b = pair.cands[c].1;
+                if let Some((gain, room)) = self.split(a, b, pair) {
+                    if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
+                        best = Some((gain, room, b));
+                        core::mem::swap(&mut pair.side, &mut pair.best);
                     }
-                }
-            }
-            // Swaps with the samples of nearest cost.
-            let list = &self.by_cost[q];
-            let key = cp.total();
-            let mid = list.partition_point(|e| e.0 < key);
-            let (mut lo, mut hi) = (mid, mid);
-            let mut window = WINDOW.min(budget);
-            while window > 0 && (lo > 0 || hi < list.len()) {
-                window -= 1;
-                budget -= 1;
-                let below = lo.checked_sub(1).map(|i| key - list[i].0);
-                let above = list.get(hi).map(|e| e.0 - key);
-                let i = match (below, above) {
-                    (Some(x), Some(y)) if x <= y => {
-                        lo -= 1;
-                        lo
-                    }
-                    (Some(_), None) => {
-                        lo -= 1;
-                        lo
-                    }
-                    _ => {
-                        hi += 1;
-                        hi - 1
-                    }
-                };
-                let t = list[i].1 as usize;
-                let it = self.info[t];
-                let before = here + self.homes.weight_of(&it, q);
-                let after = there + self.homes.weight_of(&it, r);
-                if after >= before {
-                    continue;
-                }
-                let b = self.slot_of[t] as usize;
-                let gb = self.group(b);
-                let (ct, st) = (it.cost, it.size.map(u64::from));
-                if after >= before {
-                    continue;
-                }
-                if !(self.fits(sub3(add(self.size[b], sp), st))
-                    && self.fits(sub3(add(self.size[a], st), sp)))
-                {
-                    continue;
-                }
-                let rb = self.room(gb, sub(self.load[gb] + cp, ct));
-                let ra = self.room(ga, sub(self.load[ga] + ct, cp));
-                if rb >= 0.0 && ra >= 0.0 {
-                    better(before - after, rb.min(ra), b, t as u32);
-                    if before - after >= here - there {
-                        // The nearest feasible cost: the most room of
-                        // the swaps that save as much.
+                    if gain >= here {
+                        // `p` saved whole at no other loss: taken.
+                        budget = 0;
                         break;
                     }
                 }
             }
         }
-        let Some((_, _, b, t)) = best else {
+        let Some((_, _, b)) = best else {
             return false;
         };
-        self.shift(p, a, b);
-        if t != NONE {
-            self.shift(t as usize, b, a);
+        // The items as `split` listed them: `a`'s, then `b`'s.
+        pair.items.clear();
+        pair.items.extend(self.slots[a].iter().map(|&x| (x, true)));
+        pair.items.extend(self.slots[b].iter().map(|&x| (x, false)));
+        for i in 0..pair.items.len() {
+            let (x, in_a) = pair.items[i];
+            if pair.best[i] != in_a {
+                let (from, to) = if in_a { (a, b) } else { (b, a) };
+                self.shift(x as usize, from, to);
+            }
         }
         true
+    }
+
+    /// The best split found of the samples of sequences `a` and `b` (of
+    /// different ranks) between them, in `pair.side` (true: in `a`): each
+    /// on the side where it weighs less (ties: where it is); then, while a
+    /// side breaks the caps or its group's budget, one of its samples that
+    /// fits the other side is pushed there: of least extra weight, one
+    /// that alone makes the side fit (the cheapest such), else the
+    /// costliest (then the lowest index); first from `a`, then from `b`.
+    /// The weight saved and the room left, if both sides fit and it saves
+    /// weight.
+    ///
+    /// O(m * (1 + pushes)) for the m samples of the two sequences.
+    fn split(&self, a: usize, b: usize, pair: &mut Pair) -> Option<(u128, f64)> {
+        let (na, nb) = (self.slots[a].len(), self.slots[b].len());
+        if na + nb > PAIR {
+            return None;
+        }
+        let per_rank = self.shape.per_rank();
+        let (ra, rb) = (a / per_rank, b / per_rank);
+        let (ga, gb) = (self.group(a), self.group(b));
+        pair.side.clear();
+        pair.w.clear();
+        pair.v.clear();
+        let phase = self.sync == SyncModel::Phase;
+        let mut old = [Phases::ZERO; 2];
+        let mut now = [Phases::ZERO; 2];
+        let mut size = [[0u64; 3]; 2];
+        // Every sample's demands: cost (per phase for Phase), tokens,
+        // units, images; each side's load of them.
+        let mut load = [[0f64; 5]; 2];
+        let (mut before, mut after) = (0u128, 0u128);
+        for (i, &x) in self.slots[a].iter().chain(&self.slots[b]).enumerate() {
+            let it = &self.info[x as usize];
+            let (wa, wb) = (self.homes.weight_of(it, ra), self.homes.weight_of(it, rb));
+            let in_a = i < na;
+            before += if in_a { wa } else { wb };
+            old[usize::from(!in_a)] += it.cost;
+            let side = match wa.cmp(&wb) {
+                core::cmp::Ordering::Less => true,
+                core::cmp::Ordering::Greater => false,
+                core::cmp::Ordering::Equal => in_a,
+            };
+            let v = [
+                if phase {
+                    it.cost.vision
+                } else {
+                    it.cost.total()
+                },
+                if phase { it.cost.language } else { 0.0 },
+                f64::from(it.size[0]),
+                f64::from(it.size[1]),
+                f64::from(it.size[2]),
+            ];
+            let k = usize::from(!side);
+            pair.side.push(side);
+            pair.w.push((wa, wb));
+            pair.v.push(v);
+            now[k] += it.cost;
+            size[k] = add(size[k], it.size.map(u64::from));
+            for d in 0..5 {
+                load[k][d] += v[d];
+            }
+        }
+        let base = [sub(self.load[ga], old[0]), sub(self.load[gb], old[1])];
+        let groups = [ga, gb];
+        let ok = |s: &Self, now: &[Phases; 2], size: &[[u64; 3]; 2], k: usize| {
+            s.fits(size[k]) && s.room(groups[k], base[k] + now[k]) >= 0.0
+        };
+        // Each side's capacity in the same terms.
+        let cap = |k: usize| {
+            let b = self.budget[column_of(self.sync, self.shape, groups[k])];
+            let c = |d: usize| {
+                let x = self.prep.caps[d];
+                if x == u64::MAX {
+                    f64::INFINITY
+                } else {
+                    x as f64
+                }
+            };
+            let (first, second) = if phase {
+                (b.vision - base[k].vision, b.language - base[k].language)
+            } else {
+                (b.total() - base[k].total(), f64::INFINITY)
+            };
+            [first, second, c(0), c(1), c(2)]
+        };
+        let caps = [cap(0), cap(1)];
+        for k in 0..2 {
+            let o = 1 - k;
+            for _ in 0..na + nb {
+                if ok(self, &now, &size, k) {
+                    break;
+                }
+                let over: [f64; 5] = core::array::from_fn(|d| load[k][d] - caps[k][d]);
+                let free: [f64; 5] = core::array::from_fn(|d| caps[o][d] - load[o][d]);
+                // (extra weight, whether it alone is not enough, cost
+                // (ascending if enough, descending if not), index)
+                let mut pick: Option<(u128, bool, f64, usize)> = None;
+                for i in 0..na + nb {
+                    if usize::from(!pair.side[i]) != k {
+                        continue;
+                    }
+                    let v = &pair.v[i];
+                    if (0..5).any(|d| v[d] > free[d]) {
+                        continue;
+                    }
+                    let (wa, wb) = pair.w[i];
+                    let extra = if k == 0 {
+                        wb.saturating_sub(wa)
+                    } else {
+                        wa.saturating_sub(wb)
+                    };
+                    let short = (0..5).any(|d| over[d] > 0.0 && v[d] < over[d]);
+                    let c = v[0] + v[1];
+                    let key = (extra, short, if short { -c } else { c }, i);
+                    let better = pick.map_or(true, |p| {
+                        (key.0, key.1)
+                            .cmp(&(p.0, p.1))
+                            .then(key.2.total_cmp(&p.2))
+                            .then(key.3.cmp(&p.3))
+                            .is_lt()
+                    });
+                    if better {
+                        pick = Some(key);
+                    }
+                }
+                let (_, _, _, i) = pick?;
+                let it = &self.info[self.item(a, b, na, i)];
+                now[k] = sub(now[k], it.cost);
+                now[o] += it.cost;
+                size[k] = sub3(size[k], it.size.map(u64::from));
+                size[o] = add(size[o], it.size.map(u64::from));
+                for (d, &x) in pair.v[i].iter().enumerate() {
+                    load[k][d] -= x;
+                    load[o][d] += x;
+                }
+                pair.side[i] = k == 1;
+            }
+        }
+        if !(ok(self, &now, &size, 0) && ok(self, &now, &size, 1)) {
+            return None;
+        }
+        let mut count = [0usize; 2];
+        for (i, &side) in pair.side.iter().enumerate() {
+            let (wa, wb) = pair.w[i];
+            after += if side { wa } else { wb };
+            count[usize::from(!side)] += 1;
+        }
+        if after >= before || self.count[ra] + count[0] <= na || self.count[rb] + count[1] <= nb {
+            return None;
+        }
+        let room = f64::min(
+            self.room(ga, base[0] + now[0]),
+            self.room(gb, base[1] + now[1]),
+        );
+        Some((before - after, room))
+    }
+
+    /// The sample at index `i` of the pair of `a` (its `na` samples
+    /// first) and `b`.
+    #[inline]
+    fn item(&self, a: usize, b: usize, na: usize, i: usize) -> usize {
+        if i < na {
+            self.slots[a][i] as usize
+        } else {
+            self.slots[b][i - na] as usize
+        }
     }
 
     /// Moves sample `p` from slot `a` to slot `b`.
@@ -1213,15 +1426,12 @@ impl<'a> Search<'a> {
         let (ra, rb) = (a / per_rank, b / per_rank);
         self.count[ra] -= 1;
         self.count[rb] += 1;
-        let key = (c.total(), p as u32);
-        let order = |x: &(f64, u32)| x.0.total_cmp(&key.0).then(x.1.cmp(&key.1));
-        if let Ok(i) = self.by_cost[ra].binary_search_by(order) {
-            self.by_cost[ra].remove(i);
-        }
-        let i = self.by_cost[rb]
-            .binary_search_by(order)
-            .unwrap_or_else(|i| i);
-        self.by_cost[rb].insert(i, key);
+        self.tick += 1;
+        self.changed[ra] = self.tick;
+        self.changed[rb] = self.tick;
+        let node = self.homes.node.unwrap_or(1);
+        self.node_changed[ra / node] = self.tick;
+        self.node_changed[rb / node] = self.tick;
     }
 
     /// The layout: every slot ascending; for [`SyncModel::Step`] each
