@@ -124,7 +124,7 @@
 //!    to their samples.
 //! 9. `locality` (with [`Planner::locality`] and samples with an origin):
 //!    the plan relabelled, filled anew from home (one barrier a step) and
-//!    samples swapped home, so that the fewest bytes move while the
+//!    pairs of sequences re-split to bring samples home, so that the fewest bytes move while the
 //!    predicted step time stays within the tolerance of the plan so far
 //!    ([`Locality`]).
 //! 10. `finish`: the plan's ids slot by slot, every sequence evaluated as
