@@ -13,8 +13,11 @@ dense block mask: O(T^2) in its T tokens), and each row's forward and
 backward is timed per phase by :class:`microbatch.torch.PhaseTimer` (by
 default on the CPU time of the one thread running the model, ``--clock
 thread``: the wall clock of a loaded machine is mostly other processes). The
-``R`` ranks run one after another (one process), so a step's time is
-computed from the rows: under ``step`` sync the slowest rank's sum; under
+``R`` ranks run in one process, interleaved in time (micro-step by
+micro-step, the k-th row of every rank in turn: the CPU time of a row still
+grows with the machine's load, 1.5x-2.2x between two runs of the same rows
+on a loaded 2-core machine, and ranks timed one after another would show
+the load's drift as imbalance), so a step's time is computed from the rows: under ``step`` sync the slowest rank's sum; under
 ``phase`` sync, per micro-step, the slowest rank's vision plus the slowest
 rank's language (the rest of the micro-batch).
 
@@ -38,6 +41,10 @@ Configurations, per sync model (``step`` and ``phase``):
   at ``--hidden 64``, paid by an image-less row too since the collator gives
   it a padding image; ``language.groups``). Rows per phase (vision, the
   rest) by default; ``--rows total`` fits all terms on each row's whole time.
+
+The calibrator also observes the measured steps' rows and is refitted after
+each step (``--window`` rows), as in training: each step is planned with the
+model fitted to the rows measured so far, which follows the machine's load.
 
 Per configuration: the measured step time (seconds), the max/mean imbalance
 (step time over the ranks' mean work), the predicted step time over the
@@ -192,24 +199,30 @@ class Runner:
         """``(ranks, micro_steps, 2)`` measured seconds (vision, rest) of every micro-batch."""
         ranks, steps = len(layout), max(len(x) for x in layout)
         out = np.zeros((ranks, steps, 2))
-        for r, rank in enumerate(layout):
-            for j, micro in enumerate(rank):
-                for row in micro or [[]]:
-                    samples = [step[i] for i in row]
-                    batch = self.collator([s.hf for s in samples])
-                    with self.timer.micro_batch(text_tokens=[s.text for s in samples],
-                                                image_tokens=[s.images for s in samples]):
-                        summed_loss(self.model(**batch), batch, "token").backward()
-                    self.model.zero_grad(set_to_none=True)
-                    t = self.timer.collect()[0]
-                    out[r, j] += (t.vision, t.total - t.vision)
-                    if calibrator is not None and samples:
-                        self.dumped.append(dict(text=[s.text for s in samples], images=[s.images for s in samples],
-                                                vision=t.vision, rest=t.total - t.vision))
-                        if self.rows == "total":  # all terms fitted on the whole row's time
-                            calibrator.observe(**t.features, seconds=t.total)
-                        else:
-                            t.observe(calibrator)
+        # Interleaved in time: micro-step by micro-step, the k-th row of every rank in turn, so that
+        # a change of the machine's load slows every rank alike (timed rank after rank, the rank
+        # that ran while the load was high would look slower than it is).
+        order = []
+        for j in range(steps):
+            rows = [(layout[r][j] or [[]]) if j < len(layout[r]) else [] for r in range(ranks)]
+            for k in range(max(len(x) for x in rows)):
+                order += [(r, j, rows[r][k]) for r in range(ranks) if k < len(rows[r])]
+        for r, j, row in order:
+            samples = [step[i] for i in row]
+            batch = self.collator([s.hf for s in samples])
+            with self.timer.micro_batch(text_tokens=[s.text for s in samples],
+                                        image_tokens=[s.images for s in samples]):
+                summed_loss(self.model(**batch), batch, "token").backward()
+            self.model.zero_grad(set_to_none=True)
+            t = self.timer.collect()[0]
+            out[r, j] += (t.vision, t.total - t.vision)
+            if calibrator is not None and samples:
+                self.dumped.append(dict(text=[s.text for s in samples], images=[s.images for s in samples],
+                                        vision=t.vision, rest=t.total - t.vision))
+                if self.rows == "total":  # all terms fitted on the whole row's time
+                    calibrator.observe(**t.features, seconds=t.total)
+                else:
+                    t.observe(calibrator)
         return out
 
 
@@ -267,6 +280,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                    help="thread: the CPU time of the thread running the model (steady on a shared machine; "
                    "needs --threads 1); wall: perf_counter")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--window", type=int, default=400,
+                   help="the calibrator's window in rows; the calibrator observes the measured steps' rows "
+                   "too and is refitted after each step (online calibration: it follows the machine's load)")
     p.add_argument("--dump-rows", default=None,
                    help="write the calibration rows (tokens, images, vision and rest seconds) to this JSON file")
     args = p.parse_args(argv)
@@ -277,7 +293,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     runner = Runner(build_model(args.hidden, args.seed), time.thread_time if args.clock == "thread" else None,
                     args.rows)
     terms, attention = calibrated_terms()
-    calibrator = mc.Calibrator(mc.Linear(terms))
+    calibrator = mc.Calibrator(mc.Linear(terms), window=args.window)
 
     def planner(model: Any, sync: str) -> microbatch.Planner:
         return microbatch.Planner(model, ranks=args.ranks, seq_len=args.seq_len, sync=sync)
@@ -329,7 +345,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             predicted_plan_formula, _ = step_time(predict(fitted, step, layouts["calibrated"]), sync)
             report_gain = cal_plan.report.gain  # users_baseline / predicted
             for _ in range(args.repeats):
-                measured = {key: step_time(runner.run(step, layouts[key]), sync) for key in keys}
+                measured = {key: step_time(runner.run(step, layouts[key], calibrator), sync) for key in keys}
                 for key in keys:
                     add(sync, f"{key}.time", measured[key][0])
                     add(sync, f"{key}.imbalance", measured[key][1])
@@ -342,6 +358,10 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             add(sync, "users formula/report", predicted_users / cal_plan.report.users_baseline)
             add(sync, "micro_steps", cal_plan.micro_steps)
             print(f"step {k} sync {sync}: done ({cal_plan.micro_steps} micro-steps)", flush=True)
+        # Online calibration: the next step is planned with the rows measured so far (the window).
+        status = calibrator.refit()
+        fitted = calibrator.model
+        print(f"refit after step {k}: R^2 {status.r_squared}, {len(status.rejected)} rejected", flush=True)
 
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in stats.items()}
     lines = [

@@ -410,8 +410,8 @@ impl FromStr for Term {
 /// [`Linear::preset`] writes every [`Preset`] as a `Linear` of the same
 /// costs (within rounding), with the overhead terms
 /// [`Images`](Term::Images), [`Units`](Term::Units),
-/// [`VisionGroups`](Term::VisionGroups), [`Samples`](Term::Samples) and
-/// [`Groups`](Term::Groups) at zero, so that a
+/// [`Samples`](Term::Samples), [`Groups`](Term::Groups) and
+/// [`VisionGroups`](Term::VisionGroups) at zero, so that a
 /// [`Calibrator`](super::Calibrator) can find them.
 ///
 /// # Examples
@@ -519,9 +519,10 @@ impl Linear {
     /// The preset's FLOPs model ([`Preset::cost_model`]) as a linear model
     /// over terms, equal to it within rounding (`1e-12` relative, checked by
     /// tests), followed by the overhead terms [`Images`](Term::Images),
-    /// [`Units`](Term::Units), [`VisionGroups`](Term::VisionGroups),
-    /// [`Samples`](Term::Samples) and [`Groups`](Term::Groups) at
-    /// coefficient zero.
+    /// [`Units`](Term::Units), [`Samples`](Term::Samples),
+    /// [`Groups`](Term::Groups) and [`VisionGroups`](Term::VisionGroups)
+    /// at coefficient zero (`VisionGroups` last: on total times it is the
+    /// same feature as `Groups`, and a calibrator keeps the first).
     ///
     /// | preset | vision terms | language terms |
     /// |---|---|---|
@@ -588,12 +589,15 @@ impl Linear {
         }
         push(Term::Tokens, tokens.per_token());
         push(Term::DocumentAttention, attention.per_token_pair());
+        // `VisionGroups` last: on total times it is the same feature as
+        // `Groups` (1 a group), and the calibrator keeps the first of two
+        // such terms.
         for term in [
             Term::Images,
             Term::Units,
-            Term::VisionGroups,
             Term::Samples,
             Term::Groups,
+            Term::VisionGroups,
         ] {
             push(term, 0.0);
         }
