@@ -13,8 +13,11 @@ dense block mask: O(T^2) in its T tokens), and each row's forward and
 backward is timed per phase by :class:`microbatch.torch.PhaseTimer` (by
 default on the CPU time of the one thread running the model, ``--clock
 thread``: the wall clock of a loaded machine is mostly other processes). The
-``R`` ranks run one after another (one process), so a step's time is
-computed from the rows: under ``step`` sync the slowest rank's sum; under
+``R`` ranks run in one process, interleaved in time (micro-step by
+micro-step, the k-th row of every rank in turn: the CPU time of a row still
+grows with the machine's load, 1.5x-2.2x between two runs of the same rows
+on a loaded 2-core machine, and ranks timed one after another would show
+the load's drift as imbalance), so a step's time is computed from the rows: under ``step`` sync the slowest rank's sum; under
 ``phase`` sync, per micro-step, the slowest rank's vision plus the slowest
 rank's language (the rest of the micro-batch).
 
@@ -22,8 +25,9 @@ Configurations, per sync model (``step`` and ``phase``):
 
 - ``users``: the global batch in its given order dealt as ``DistributedSampler``
   does (sample ``i`` to rank ``i mod R``), each rank's samples cut in order
-  into micro-batches of equal count over the calibrated plan's micro-steps,
-  each micro-batch packed first-fit in order into rows;
+  into micro-batches of ``b = ceil(n / (R A))`` samples over the calibrated
+  plan's ``A`` micro-steps (the last ones shorter), each micro-batch packed
+  first-fit in order into rows: the definition of ``Report.users_baseline``;
 - ``preset``: the planner on the FLOPs preset (``qwen2.5-vl-7b``);
 - ``calibrated``: the planner on a :class:`microbatch.cost.Linear` fitted by a
   :class:`microbatch.cost.Calibrator` to rows timed in ``--calibration-steps``
@@ -32,11 +36,15 @@ Configurations, per sync model (``step`` and ``phase``):
   the attention term of the kernel in use: ``language.row_attention`` (each
   packed row's tokens squared) when the crate has it, else
   ``language.document_attention`` (each document's tokens squared: the
-  varlen kernel's cost; the output says which). Rows per phase (vision, the
-  rest) by default; ``--rows total`` fits all terms on each row's whole time
-  (the crate has no per-row vision term, so the tower's fixed cost per call,
-  and the collator's padding image in an image-less row, have nowhere to go
-  in the vision phase: about 4-6 ms of a 10-25 ms row at ``--hidden 64``).
+  varlen kernel's cost; the output says which), and a fixed cost per row in
+  each phase (``vision.groups``: the tower's fixed cost per call, about 4.5 ms
+  at ``--hidden 64``, paid by an image-less row too since the collator gives
+  it a padding image; ``language.groups``). Rows per phase (vision, the
+  rest) by default; ``--rows total`` fits all terms on each row's whole time.
+
+The calibrator also observes the measured steps' rows and is refitted after
+each step (``--window`` rows), as in training: each step is planned with the
+model fitted to the rows measured so far, which follows the machine's load.
 
 Per configuration: the measured step time (seconds), the max/mean imbalance
 (step time over the ranks' mean work), the predicted step time over the
@@ -144,12 +152,14 @@ def first_fit(step: Sequence[Sample], ids: Sequence[int], seq_len: int) -> List[
 
 
 def users_baseline(step: Sequence[Sample], ranks: int, micro_steps: int, seq_len: int) -> List[List[List[List[int]]]]:
-    """``[rank][micro_step][row] -> sample ids``: DistributedSampler's deal, equal in-order cuts, first fit."""
+    """``[rank][micro_step][row] -> sample ids``: DistributedSampler's deal (sample ``i`` to rank
+    ``i mod R``), micro-batches of ``b = ceil(n / (R A))`` samples in order, first fit."""
+    per_batch = max(-(-len(step) // (ranks * micro_steps)), 1)
     out = []
     for r in range(ranks):
         mine = list(range(r, len(step), ranks))
-        cuts = np.array_split(np.arange(len(mine)), micro_steps)
-        out.append([first_fit(step, [mine[int(k)] for k in c], seq_len) for c in cuts])
+        cuts = [mine[j * per_batch:(j + 1) * per_batch] for j in range(micro_steps)]
+        out.append([first_fit(step, c, seq_len) for c in cuts])
     return out
 
 
@@ -181,28 +191,38 @@ class Runner:
         self.rows = rows
         self.collator = PackedCollator(model)
         self.timer = PhaseTimer(model, clock=clock)
+        # Every calibration row: (text tokens, image tokens, vision s, rest s), for --dump-rows.
+        self.dumped: List[Dict[str, Any]] = []
 
     def run(self, step: Sequence[Sample], layout: List[List[List[List[int]]]],
             calibrator: Optional[mc.Calibrator] = None) -> np.ndarray:
         """``(ranks, micro_steps, 2)`` measured seconds (vision, rest) of every micro-batch."""
         ranks, steps = len(layout), max(len(x) for x in layout)
         out = np.zeros((ranks, steps, 2))
-        for r, rank in enumerate(layout):
-            for j, micro in enumerate(rank):
-                for row in micro or [[]]:
-                    samples = [step[i] for i in row]
-                    batch = self.collator([s.hf for s in samples])
-                    with self.timer.micro_batch(text_tokens=[s.text for s in samples],
-                                                image_tokens=[s.images for s in samples]):
-                        summed_loss(self.model(**batch), batch, "token").backward()
-                    self.model.zero_grad(set_to_none=True)
-                    t = self.timer.collect()[0]
-                    out[r, j] += (t.vision, t.total - t.vision)
-                    if calibrator is not None and samples:
-                        if self.rows == "total":  # all terms fitted on the whole row's time
-                            calibrator.observe(**t.features, seconds=t.total)
-                        else:
-                            t.observe(calibrator)
+        # Interleaved in time: micro-step by micro-step, the k-th row of every rank in turn, so that
+        # a change of the machine's load slows every rank alike (timed rank after rank, the rank
+        # that ran while the load was high would look slower than it is).
+        order = []
+        for j in range(steps):
+            rows = [(layout[r][j] or [[]]) if j < len(layout[r]) else [] for r in range(ranks)]
+            for k in range(max(len(x) for x in rows)):
+                order += [(r, j, rows[r][k]) for r in range(ranks) if k < len(rows[r])]
+        for r, j, row in order:
+            samples = [step[i] for i in row]
+            batch = self.collator([s.hf for s in samples])
+            with self.timer.micro_batch(text_tokens=[s.text for s in samples],
+                                        image_tokens=[s.images for s in samples]):
+                summed_loss(self.model(**batch), batch, "token").backward()
+            self.model.zero_grad(set_to_none=True)
+            t = self.timer.collect()[0]
+            out[r, j] += (t.vision, t.total - t.vision)
+            if calibrator is not None and samples:
+                self.dumped.append(dict(text=[s.text for s in samples], images=[s.images for s in samples],
+                                        vision=t.vision, rest=t.total - t.vision))
+                if self.rows == "total":  # all terms fitted on the whole row's time
+                    calibrator.observe(**t.features, seconds=t.total)
+                else:
+                    t.observe(calibrator)
         return out
 
 
@@ -235,15 +255,9 @@ def calibrated_terms() -> Tuple[Dict[str, float], str]:
         "vision.image_tokens": 1e-5, "vision.unit_attention": 1e-8, "vision.images": 1e-4,
         "language.tokens": 1e-5, attention: 1e-8, "language.samples": 1e-4, "language.groups": 1e-3,
     }
+    if "vision.groups" in mc.TERMS:
+        terms["vision.groups"] = 1e-3
     return terms, attention
-
-
-def users_gain_field(report: Any) -> Optional[str]:
-    """The Report's gain over the users' baseline, when this build has one (a field naming users)."""
-    for f in dataclasses.fields(report):
-        if "user" in f.name and "gain" in f.name:
-            return f.name
-    return None
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -266,6 +280,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                    help="thread: the CPU time of the thread running the model (steady on a shared machine; "
                    "needs --threads 1); wall: perf_counter")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--window", type=int, default=400,
+                   help="the calibrator's window in rows; the calibrator observes the measured steps' rows "
+                   "too and is refitted after each step (online calibration: it follows the machine's load)")
+    p.add_argument("--dump-rows", default=None,
+                   help="write the calibration rows (tokens, images, vision and rest seconds) to this JSON file")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
@@ -274,7 +293,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     runner = Runner(build_model(args.hidden, args.seed), time.thread_time if args.clock == "thread" else None,
                     args.rows)
     terms, attention = calibrated_terms()
-    calibrator = mc.Calibrator(mc.Linear(terms))
+    calibrator = mc.Calibrator(mc.Linear(terms), window=args.window)
 
     def planner(model: Any, sync: str) -> microbatch.Planner:
         return microbatch.Planner(model, ranks=args.ranks, seq_len=args.seq_len, sync=sync)
@@ -295,6 +314,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         if args.varied:
             runner.run(step, varied(step, args.ranks, args.seq_len, rng), calibrator)
     status = calibrator.refit()
+    if args.dump_rows:
+        import json
+
+        with open(args.dump_rows, "w") as fh:
+            json.dump(runner.dumped, fh)
     fitted = calibrator.model
     print(f"attention term: {attention}" + ("" if attention == ROW_TERM else
           " (fallback: this build's crate has no language.row_attention; sdpa rows cost their dense mask)"))
@@ -319,10 +343,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             }
             predicted_users, _ = step_time(predict(fitted, step, layouts["users"]), sync)
             predicted_plan_formula, _ = step_time(predict(fitted, step, layouts["calibrated"]), sync)
-            field = users_gain_field(cal_plan.report)
-            report_gain = getattr(cal_plan.report, field) if field else predicted_users / cal_plan.report.predicted
+            report_gain = cal_plan.report.gain  # users_baseline / predicted
             for _ in range(args.repeats):
-                measured = {key: step_time(runner.run(step, layouts[key]), sync) for key in keys}
+                measured = {key: step_time(runner.run(step, layouts[key], calibrator), sync) for key in keys}
                 for key in keys:
                     add(sync, f"{key}.time", measured[key][0])
                     add(sync, f"{key}.imbalance", measured[key][1])
@@ -332,8 +355,13 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 add(sync, "report gain/measured gain",
                     report_gain / (measured["users"][0] / measured["calibrated"][0]))
             add(sync, "formula/report", predicted_plan_formula / cal_plan.report.predicted)
+            add(sync, "users formula/report", predicted_users / cal_plan.report.users_baseline)
             add(sync, "micro_steps", cal_plan.micro_steps)
             print(f"step {k} sync {sync}: done ({cal_plan.micro_steps} micro-steps)", flush=True)
+        # Online calibration: the next step is planned with the rows measured so far (the window).
+        status = calibrator.refit()
+        fitted = calibrator.model
+        print(f"refit after step {k}: R^2 {status.r_squared}, {len(status.rejected)} rejected", flush=True)
 
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in stats.items()}
     lines = [
@@ -353,18 +381,13 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             )
     for sync in args.sync:
         m = med[sync]
-        src = "the Report's users' gain" if users_gain_field_name_exists() else "bench-predicted users' baseline / report.predicted"
         lines.append(
-            f"{sync}: report gain / measured gain {m['report gain/measured gain']:.3f} ({src}); "
-            f"bench formula / report.predicted {m['formula/report']:.3f}"
+            f"{sync}: report.gain / measured gain {m['report gain/measured gain']:.3f}; "
+            f"bench formula / report.predicted {m['formula/report']:.3f}; "
+            f"bench users' baseline / report.users_baseline {m['users formula/report']:.3f}"
         )
     print("\n".join(lines))
     return {"medians": med, "attention": attention, "status": status}
-
-
-def users_gain_field_name_exists() -> bool:
-    plan = microbatch.Planner(PRESET, ranks=1, seq_len=64).plan(ids=[0], text_tokens=[8])
-    return users_gain_field(plan.report) is not None
 
 
 if __name__ == "__main__":

@@ -184,8 +184,8 @@ def test_terms_come_from_the_crate():
     from microbatch import _native
 
     assert mc.TERMS == tuple(_native.TERM_NAMES)
-    assert mc.TERMS[0] == "vision.image_tokens" and mc.TERMS[-1] == "language.row_attention"
-    assert len(set(mc.TERMS)) == len(mc.TERMS) == 11
+    assert mc.TERMS[0] == "vision.image_tokens" and mc.TERMS[-1] == "vision.groups"
+    assert len(set(mc.TERMS)) == len(mc.TERMS) == 12
 
 
 def _group(rng, n):

@@ -273,8 +273,8 @@ impl Calibration {
         self.max_relative_error
     }
 
-    /// The rows used: the rows of the window less the rejected ones (all the
-    /// window's rows for the fallback).
+    /// The rows used whole: the rows of the window less the rejected ones
+    /// (all the window's rows for the fallback).
     ///
     /// # Examples
     ///
@@ -284,8 +284,9 @@ impl Calibration {
         self.rows
     }
 
-    /// The rows rejected as outliers, by position in the window at the
-    /// refit (0 the oldest row), ascending.
+    /// The rows with an equation rejected as an outlier (a phase's time or
+    /// the total), by position in the window at the refit (0 the oldest
+    /// row), ascending.
     ///
     /// # Examples
     ///
@@ -335,23 +336,30 @@ struct Row {
 ///   rows arrive.
 /// - **Equations**: a per-phase row gives two, its vision terms' features
 ///   against its vision time and its language terms' against its language
-///   time; a total row gives one, all features against its time. All are
-///   fitted together; with per-phase rows only, the two phases are fitted
-///   independently (the system is block diagonal). An equation of time zero
-///   carries no relative information and is left out.
+///   time; a total row gives one, all features against its time. With
+///   per-phase rows only, the system is block diagonal and each phase is
+///   fitted on its own: its terms' significance judged on its own
+///   residuals and its outliers on its own scale, so that a phase the terms
+///   explain badly (a vision tower's fixed cost per call without
+///   [`VisionGroups`](Term::VisionGroups) among the terms) does not spoil
+///   the other; a total row ties the phases, and all equations are then
+///   fitted together. An equation of time zero carries no relative
+///   information and is left out.
 /// - **Relative least squares**: non-negative coefficients minimizing the
 ///   sum of squared relative errors (`predicted / measured - 1`), as
 ///   [`fit`](super::fit) (Lawson-Hanson NNLS): timing noise is
 ///   multiplicative.
 /// - **Robust**: after each fit, every equation's relative residual `r` is
-///   compared with the median `m` of all of them, on the scale `s = 1.4826
-///   x median |r - m|` (the normal-consistent median absolute deviation); a
-///   row with an equation beyond `3.5 s` (and beyond `1e-6`) from `m` is
-///   rejected and the fit is redone on the other rows, from all rows again
-///   each round, at most 4 rounds or until the rejected set repeats. A
-///   micro-batch slowed 2x by a network hiccup or a preemption is 50% off,
-///   far beyond 3.5 s for timing noise of a few percent: it is flagged and
-///   has no weight in the coefficients.
+///   compared with the median `m` of those of its kind (vision, language or
+///   total), on the scale `s = 1.4826 x median |r - m|` of its kind (the
+///   normal-consistent median absolute deviation); an equation beyond
+///   `3.5 s` (and beyond `1e-6`) from `m` is rejected and the fit is redone
+///   on the other equations, from all equations again each round, at most
+///   4 rounds or until the rejected set repeats. A row with an equation
+///   rejected is reported as [`rejected`](Calibration::rejected); its other
+///   equation still counts. A micro-batch slowed 2x by a network hiccup or
+///   a preemption is 50% off, far beyond 3.5 s for timing noise of a few
+///   percent: it is flagged and has no weight in the coefficients.
 /// - **Identification**: a term whose feature is zero in every kept
 ///   equation, or (numerically) a linear combination of the features of
 ///   the terms before it, gets coefficient 0 and is reported as not
@@ -800,8 +808,39 @@ fn feature(terms: &[Term], rows: &[&Row], e: &Equation, j: usize) -> f64 {
     }
 }
 
+/// The blocks of one round's fit: `(terms, equations)` pairs fitted
+/// independently. With per-phase equations only, the system is block
+/// diagonal (a vision equation has no language feature and the other way
+/// round), so each phase is a block of its own: its terms' significance is
+/// judged on its own residuals (a vision time that is noisier, or that
+/// the vision terms explain worse, does not hide a language term), and a
+/// phase without equations leaves its terms unidentified. A total
+/// equation ties the phases: one block of every term.
+fn blocks<'e>(terms: &[Term], used: &[&'e Equation]) -> Vec<(Vec<usize>, Vec<&'e Equation>)> {
+    let k = terms.len();
+    if used.iter().any(|e| e.phase.is_none()) {
+        return vec![((0..k).collect(), used.to_vec())];
+    }
+    Phase::ALL
+        .iter()
+        .map(|&phase| {
+            (
+                (0..k).filter(|&j| terms[j].phase() == phase).collect(),
+                used.iter()
+                    .copied()
+                    .filter(|e| e.phase == Some(phase))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 /// The fit of one round: coefficients by term (zero where not identified)
-/// and which terms were identified, or why there is none.
+/// and which terms were identified, or why there is none. Each block (see
+/// [`blocks`]) is fitted on its own: its terms with a positive feature in
+/// one of its equations, less those dependent on the terms before them
+/// and, one at a time, the least significant one while it is within the
+/// noise ([`weakest`]).
 fn fit_once(
     terms: &[Term],
     rows: &[&Row],
@@ -809,51 +848,81 @@ fn fit_once(
     kept: &[bool],
     min_rows: usize,
 ) -> Result<([f64; Linear::MAX_TERMS], [bool; Linear::MAX_TERMS]), Fallback> {
-    let k = terms.len();
-    let used: Vec<&Equation> = eqs.iter().filter(|e| kept[e.row]).collect();
-    // Terms with a positive feature in a kept equation.
-    let mut active: Vec<usize> = (0..k)
-        .filter(|&j| used.iter().any(|e| feature(terms, rows, e, j) > 0.0))
+    let used: Vec<&Equation> = eqs
+        .iter()
+        .zip(kept)
+        .filter(|(_, &k)| k)
+        .map(|(e, _)| e)
         .collect();
+    let mut parts: Vec<(Vec<usize>, Vec<&Equation>)> = blocks(terms, &used)
+        .into_iter()
+        .map(|(block, eqs)| {
+            // Terms with a positive feature in one of the block's equations.
+            let active = block
+                .into_iter()
+                .filter(|&j| eqs.iter().any(|e| feature(terms, rows, e, j) > 0.0))
+                .collect();
+            (active, eqs)
+        })
+        .collect();
+    let mut c = [0.0; Linear::MAX_TERMS];
+    let mut identified = [false; Linear::MAX_TERMS];
     loop {
-        let needed = (2 * active.len()).max(2).max(min_rows);
+        // Every block needs twice its terms' equations: the count needed
+        // is the equations used with each short block's shortfall added.
+        let shortfall: usize = parts
+            .iter()
+            .map(|(active, eqs)| (2 * active.len()).saturating_sub(eqs.len()))
+            .sum();
+        let needed = (used.len() + shortfall).max(2).max(min_rows);
         if used.len() < needed {
             return Err(Fallback::TooFewRows {
                 rows: used.len(),
                 needed,
             });
         }
-        if active.is_empty() {
+        if parts.iter().all(|(active, _)| active.is_empty()) {
             return Err(Fallback::NothingIdentified);
         }
-        let table: Vec<(Vec<f64>, f64)> = used
-            .iter()
-            .map(|e| {
-                let x = active.iter().map(|&j| feature(terms, rows, e, j)).collect();
-                (x, e.time)
-            })
-            .collect();
-        match fit(&table) {
-            Ok(f) => {
-                if let Some(weakest) = weakest(&table, f.coefficients()) {
-                    // Its effect is within the noise: not identified.
-                    active.remove(weakest);
-                    continue;
-                }
-                let mut c = [0.0; Linear::MAX_TERMS];
-                let mut identified = [false; Linear::MAX_TERMS];
-                for (&j, &cj) in active.iter().zip(f.coefficients()) {
-                    c[j] = cj;
-                    identified[j] = true;
-                }
-                return Ok((c, identified));
+        let mut changed = false;
+        for (active, eqs) in &mut parts {
+            if active.is_empty() {
+                continue;
             }
-            Err(Error::RankDeficient { feature }) if feature < active.len() => {
-                // Dependent on the terms before it: not identified.
-                active.remove(feature);
+            let table: Vec<(Vec<f64>, f64)> = eqs
+                .iter()
+                .map(|e| {
+                    let x = active.iter().map(|&j| feature(terms, rows, e, j)).collect();
+                    (x, e.time)
+                })
+                .collect();
+            match fit(&table) {
+                Ok(f) => {
+                    if let Some(weakest) = weakest(&table, f.coefficients()) {
+                        // Its effect is within the noise: not identified.
+                        active.remove(weakest);
+                        changed = true;
+                        break;
+                    }
+                    for (&j, &cj) in active.iter().zip(f.coefficients()) {
+                        c[j] = cj;
+                        identified[j] = true;
+                    }
+                }
+                Err(Error::RankDeficient { feature }) if feature < active.len() => {
+                    // Dependent on the terms before it: not identified.
+                    active.remove(feature);
+                    changed = true;
+                    break;
+                }
+                Err(e) => return Err(Fallback::Failed(e)),
             }
-            Err(e) => return Err(Fallback::Failed(e)),
         }
+        if !changed {
+            return Ok((c, identified));
+        }
+        c = [0.0; Linear::MAX_TERMS];
+        identified = [false; Linear::MAX_TERMS];
     }
 }
 
@@ -994,29 +1063,37 @@ fn residual(terms: &[Term], rows: &[&Row], e: &Equation, c: &[f64]) -> f64 {
     predicted / e.time - 1.0
 }
 
-/// Which rows to keep under coefficients `c`: those whose every equation is
-/// within the robust threshold of the median residual.
+/// Which equations to keep under coefficients `c`: those within the robust
+/// threshold of the median residual of their kind (vision, language or
+/// total: the phases' timing noise differs, and one kind's spread must not
+/// hide, or flag, the other's).
 fn classify(terms: &[Term], rows: &[&Row], eqs: &[Equation], c: &[f64]) -> Vec<bool> {
     let r: Vec<f64> = eqs.iter().map(|e| residual(terms, rows, e, c)).collect();
-    let mut scratch = r.clone();
-    let center = median(&mut scratch);
-    for (s, x) in scratch.iter_mut().zip(&r) {
-        *s = abs(x - center);
-    }
-    let scale = MAD_TO_SIGMA * median(&mut scratch);
-    let limit = {
-        let t = THRESHOLD * scale;
-        if t > FLOOR {
-            t
-        } else {
-            FLOOR
+    let mut kept = vec![true; eqs.len()];
+    for kind in [Some(Phase::Vision), Some(Phase::Language), None] {
+        let of_kind: Vec<usize> = (0..eqs.len()).filter(|&i| eqs[i].phase == kind).collect();
+        if of_kind.is_empty() {
+            continue;
         }
-    };
-    let mut kept = vec![true; rows.len()];
-    for (e, x) in eqs.iter().zip(&r) {
-        // NaN-safe: a residual that is not a number is not kept.
-        if !(abs(x - center) <= limit) {
-            kept[e.row] = false;
+        let mut scratch: Vec<f64> = of_kind.iter().map(|&i| r[i]).collect();
+        let center = median(&mut scratch);
+        for (s, &i) in scratch.iter_mut().zip(&of_kind) {
+            *s = abs(r[i] - center);
+        }
+        let scale = MAD_TO_SIGMA * median(&mut scratch);
+        let limit = {
+            let t = THRESHOLD * scale;
+            if t > FLOOR {
+                t
+            } else {
+                FLOOR
+            }
+        };
+        for &i in &of_kind {
+            // NaN-safe: a residual that is not a number is not kept.
+            if !(abs(r[i] - center) <= limit) {
+                kept[i] = false;
+            }
         }
     }
     kept
@@ -1026,7 +1103,7 @@ fn classify(terms: &[Term], rows: &[&Row], eqs: &[Equation], c: &[f64]) -> Vec<b
 fn robust_fit(fallback: &Linear, rows: &[&Row], min_rows: usize, drift: Drift) -> Calibration {
     let terms = fallback.terms();
     let eqs = equations(rows);
-    let mut kept = vec![true; rows.len()];
+    let mut kept = vec![true; eqs.len()];
     let mut current = fit_once(terms, rows, &eqs, &kept, min_rows);
     for _ in 0..ROUNDS {
         let Ok((c, _)) = &current else { break };
@@ -1037,6 +1114,14 @@ fn robust_fit(fallback: &Linear, rows: &[&Row], min_rows: usize, drift: Drift) -
         kept = next;
         current = fit_once(terms, rows, &eqs, &kept, min_rows);
     }
+    // A row is whole when none of its equations is rejected.
+    let mut whole = vec![true; rows.len()];
+    for (e, &k) in eqs.iter().zip(&kept) {
+        if !k {
+            whole[e.row] = false;
+        }
+    }
+    let kept = whole;
     let used = kept.iter().filter(|&&k| k).count();
     let (c, identified) = match current {
         Ok(x) => x,

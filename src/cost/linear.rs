@@ -35,10 +35,13 @@ use crate::error::Error;
 /// | [`Samples`](Term::Samples) | `language.samples` | language | samples (a per-sample overhead) |
 /// | [`Groups`](Term::Groups) | `language.groups` | language | 1 for a non-empty group (a per-micro-batch or per-sequence overhead) |
 /// | [`RowAttention`](Term::RowAttention) | `language.row_attention` | language | `(sum over samples of tokens)^2` (attention over the whole packed row: a dense mask) |
+/// | [`VisionGroups`](Term::VisionGroups) | `vision.groups` | vision | 1 for a non-empty group (the vision tower's fixed cost per call) |
 ///
-/// Every term but [`Groups`](Term::Groups) and
+/// Every term but [`Groups`](Term::Groups),
+/// [`VisionGroups`](Term::VisionGroups) and
 /// [`RowAttention`](Term::RowAttention) is additive over samples; a group's
-/// feature of `Groups` is 1 however many samples it holds, and of
+/// feature of `Groups` and `VisionGroups` is 1 however many samples it
+/// holds, and of
 /// `RowAttention` the square of its tokens, which assumes the group is one
 /// packed sequence (a row), as the planner's sequences are; a micro-batch of
 /// several rows is the sum of its rows (see
@@ -106,10 +109,18 @@ pub enum Term {
     /// not only those within a document. Evaluate it on groups that are
     /// one packed sequence each.
     RowAttention,
+    /// 1 for a non-empty group, 0 for the empty one, in the vision phase:
+    /// the vision tower's fixed cost per call (kernel launches, the patch
+    /// embedding's and merger's setup, the position embeddings), paid per
+    /// micro-batch or per packed sequence whatever its images, and by a row
+    /// without images too when the collator gives it a padding image (as
+    /// `microbatch.hf.PackedCollator` does, so that every rank's tower
+    /// runs). Without it, that cost has no vision term to go to.
+    VisionGroups,
 }
 
 /// The names of the terms without parameters, with the term.
-const PLAIN: [(&str, Term); 9] = [
+const PLAIN: [(&str, Term); 10] = [
     ("vision.image_tokens", Term::ImageTokens),
     ("vision.unit_attention", Term::UnitAttention),
     ("vision.images", Term::Images),
@@ -119,10 +130,11 @@ const PLAIN: [(&str, Term); 9] = [
     ("language.samples", Term::Samples),
     ("language.groups", Term::Groups),
     ("language.row_attention", Term::RowAttention),
+    ("vision.groups", Term::VisionGroups),
 ];
 
 /// Every name a term can have: [`Term::NAMES`].
-const KNOWN: [&str; 11] = [
+const KNOWN: [&str; 12] = [
     "vision.image_tokens",
     "vision.unit_attention",
     "vision.window_attention(W,P)",
@@ -134,6 +146,7 @@ const KNOWN: [&str; 11] = [
     "language.samples",
     "language.groups",
     "language.row_attention",
+    "vision.groups",
 ];
 
 impl Term {
@@ -147,7 +160,7 @@ impl Term {
     /// ```
     /// use microbatch::cost::Term;
     ///
-    /// assert_eq!(Term::NAMES.len(), 11);
+    /// assert_eq!(Term::NAMES.len(), 12);
     /// assert_eq!(Term::NAMES[3], "vision.tiles(T)");
     /// // Every name parses once its parameters are written in.
     /// for name in Term::NAMES {
@@ -176,7 +189,8 @@ impl Term {
             | Term::WindowAttention { .. }
             | Term::Tiles { .. }
             | Term::Images
-            | Term::Units => Phase::Vision,
+            | Term::Units
+            | Term::VisionGroups => Phase::Vision,
             Term::Tokens
             | Term::DocumentAttention
             | Term::Samples
@@ -212,11 +226,13 @@ impl Term {
             Term::Samples => "language.samples",
             Term::Groups => "language.groups",
             Term::RowAttention => "language.row_attention",
+            Term::VisionGroups => "vision.groups",
         }
     }
 
     /// Whether the term is a sum of per-sample shares (every term but
-    /// [`Groups`](Term::Groups) and [`RowAttention`](Term::RowAttention)).
+    /// [`Groups`](Term::Groups), [`VisionGroups`](Term::VisionGroups) and
+    /// [`RowAttention`](Term::RowAttention)).
     ///
     /// # Examples
     ///
@@ -226,22 +242,25 @@ impl Term {
     /// assert!(Term::Tokens.is_additive());
     /// assert!(!Term::Groups.is_additive());
     /// assert!(!Term::RowAttention.is_additive());
+    /// assert!(!Term::VisionGroups.is_additive());
     /// ```
     #[must_use]
     pub const fn is_additive(self) -> bool {
-        !matches!(self, Term::Groups | Term::RowAttention)
+        !matches!(self, Term::Groups | Term::VisionGroups | Term::RowAttention)
     }
 
     /// Whether a sample alone is sure to bring its own feature to every
-    /// group holding it (every term but [`Groups`](Term::Groups)): the
-    /// additive terms, and [`RowAttention`](Term::RowAttention), as
-    /// `(a + b)^2 >= a^2 + b^2`. What [`Linear`]'s floor keeps.
+    /// group holding it (every term but [`Groups`](Term::Groups) and
+    /// [`VisionGroups`](Term::VisionGroups)): the additive terms, and
+    /// [`RowAttention`](Term::RowAttention), as `(a + b)^2 >= a^2 + b^2`.
+    /// What [`Linear`]'s floor keeps.
     const fn has_floor(self) -> bool {
-        !matches!(self, Term::Groups)
+        !matches!(self, Term::Groups | Term::VisionGroups)
     }
 
     /// The term's share of one sample, to be summed over a group (for
-    /// [`Groups`](Term::Groups): the sample count, mapped to 0 or 1 by
+    /// [`Groups`](Term::Groups) and [`VisionGroups`](Term::VisionGroups):
+    /// the sample count, mapped to 0 or 1 by
     /// [`feature`](Term::feature); for [`RowAttention`](Term::RowAttention):
     /// the tokens, squared by `feature`). Saturating; below `2^128` for every
     /// sample (tokens are below `2^64`, their squares below `2^128`).
@@ -293,7 +312,7 @@ impl Term {
                 let t = u128::from(sample.tokens());
                 x = t * t;
             }
-            Term::Samples | Term::Groups => x = 1,
+            Term::Samples | Term::Groups | Term::VisionGroups => x = 1,
         }
         x
     }
@@ -301,7 +320,7 @@ impl Term {
     /// The group's feature from the sum of its samples' shares.
     pub(crate) fn feature(self, sum: u128) -> f64 {
         match self {
-            Term::Groups => {
+            Term::Groups | Term::VisionGroups => {
                 if sum > 0 {
                     1.0
                 } else {
@@ -384,14 +403,16 @@ impl FromStr for Term {
 /// coefficients). The model is [`Incremental`]: its state is the array of
 /// the terms' integer sums, so a group's cost does not depend on the order
 /// of its samples. Its [`floor`](CostModel::floor) is a sample's cost alone
-/// without the [`Groups`](Term::Groups) term (paid once per group, so no
-/// sample has a share of it). `Debug` prints the formula.
+/// without the [`Groups`](Term::Groups) and
+/// [`VisionGroups`](Term::VisionGroups) terms (paid once per group, so no
+/// sample has a share of them). `Debug` prints the formula.
 ///
 /// [`Linear::preset`] writes every [`Preset`] as a `Linear` of the same
 /// costs (within rounding), with the overhead terms
 /// [`Images`](Term::Images), [`Units`](Term::Units),
-/// [`Samples`](Term::Samples) and [`Groups`](Term::Groups) at zero, so that
-/// a [`Calibrator`](super::Calibrator) can find them.
+/// [`Samples`](Term::Samples), [`Groups`](Term::Groups) and
+/// [`VisionGroups`](Term::VisionGroups) at zero, so that a
+/// [`Calibrator`](super::Calibrator) can find them.
 ///
 /// # Examples
 ///
@@ -498,8 +519,10 @@ impl Linear {
     /// The preset's FLOPs model ([`Preset::cost_model`]) as a linear model
     /// over terms, equal to it within rounding (`1e-12` relative, checked by
     /// tests), followed by the overhead terms [`Images`](Term::Images),
-    /// [`Units`](Term::Units), [`Samples`](Term::Samples) and
-    /// [`Groups`](Term::Groups) at coefficient zero.
+    /// [`Units`](Term::Units), [`Samples`](Term::Samples),
+    /// [`Groups`](Term::Groups) and [`VisionGroups`](Term::VisionGroups)
+    /// at coefficient zero (`VisionGroups` last: on total times it is the
+    /// same feature as `Groups`, and a calibrator keeps the first).
     ///
     /// | preset | vision terms | language terms |
     /// |---|---|---|
@@ -526,7 +549,7 @@ impl Linear {
         let (tokens, attention) = llm.terms();
         let mut out = Linear::zero();
         let mut push = |term: Term, c: f64| {
-            // At most 9 terms, each once: no merge, no overflow of the array.
+            // At most 10 terms, each once: no merge, no overflow of the array.
             let n = usize::from(out.len);
             out.terms[n] = term;
             out.coefficients[n] = c;
@@ -566,7 +589,16 @@ impl Linear {
         }
         push(Term::Tokens, tokens.per_token());
         push(Term::DocumentAttention, attention.per_token_pair());
-        for term in [Term::Images, Term::Units, Term::Samples, Term::Groups] {
+        // `VisionGroups` last: on total times it is the same feature as
+        // `Groups` (1 a group), and the calibrator keeps the first of two
+        // such terms.
+        for term in [
+            Term::Images,
+            Term::Units,
+            Term::Samples,
+            Term::Groups,
+            Term::VisionGroups,
+        ] {
             push(term, 0.0);
         }
         out
@@ -663,7 +695,7 @@ impl Linear {
     /// ```
     /// use microbatch::cost::{Linear, Preset};
     ///
-    /// assert_eq!(Linear::preset(Preset::Llava15_7b).len(), 7);
+    /// assert_eq!(Linear::preset(Preset::Llava15_7b).len(), 8);
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
@@ -764,7 +796,8 @@ impl CostModel for Linear {
         super::cost_by_state(self, group)
     }
 
-    /// The sample's cost alone without the [`Groups`](Term::Groups) term
+    /// The sample's cost alone without the [`Groups`](Term::Groups) and
+    /// [`VisionGroups`](Term::VisionGroups) terms
     /// ([`RowAttention`](Term::RowAttention) keeps the sample's own square,
     /// which every row holding it has).
     fn floor(&self, sample: &Sample) -> Phases {

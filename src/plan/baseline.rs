@@ -1,8 +1,4 @@
-//! The baselines: the naive one (the data loader's order, packed by next fit, micro-batches dealt to ranks in turn) and the users' one ([`users_step_time`]: dealt as `DistributedSampler` does, fixed micro-batches packed by first fit).
-//!
-//! Next fit in id order packs consecutive runs of positions; the runs are
-//! found here rather than with [`pack::next_fit`](crate::pack::next_fit)
-//! because the report needs only their ends (no packing, no bounds).
+//! The baselines: the naive one ([`Naive`]: the data loader's order, packed by next fit, micro-batches dealt to ranks in turn) and the users' one ([`users_step_time`]: dealt as `DistributedSampler` does, fixed micro-batches packed by first fit); both keep every group together ([`each_unit`]).
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -15,59 +11,186 @@ use super::shape::Shape;
 use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
 
-/// The naive layout: samples in ascending id packed by next fit (a new
-/// sequence whenever the next sample does not fit), micro-batches of `S`
-/// consecutive sequences dealt to ranks in turn (micro-batch `m` to rank
-/// `m % R`, micro-step `m / R`), `A` what that takes.
+/// The units of the baselines, one at a time: positions in ascending id
+/// (the data loader's order), a group
+/// ([`StepSample::with_group`](crate::plan::StepSample::with_group)) one
+/// unit at the place of its smallest id holding its samples in ascending
+/// id (its members in `groups`, from [`group_members`]), an ungrouped
+/// sample a unit alone. Calls `f(k, members)` for every unit `k` in order.
+/// O(n log G) time for `G` groups, no allocation.
+fn each_unit(
+    prep: &Prepared,
+    samples: &[StepSample],
+    groups: &BTreeMap<u64, Vec<u32>>,
+    mut f: impl FnMut(usize, &[u32]),
+) {
+    let mut k = 0;
+    for (p, e) in prep.items.iter().enumerate() {
+        let p = p as u32;
+        let unit: &[u32] = match samples[e.input as usize].group() {
+            None => core::slice::from_ref(&p),
+            Some(g) => match groups.get(&g) {
+                Some(members) if members.first() == Some(&p) => members,
+                _ => continue,
+            },
+        };
+        f(k, unit);
+        k += 1;
+    }
+}
+
+/// The members of every group in ascending id (only the groups' members
+/// are listed apart), and the number of units ([`each_unit`]). O(n log G)
+/// time, O(members) extra space.
+fn group_members(prep: &Prepared, samples: &[StepSample]) -> (BTreeMap<u64, Vec<u32>>, usize) {
+    let mut groups: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+    let mut loose = 0usize;
+    for (p, e) in prep.items.iter().enumerate() {
+        match samples[e.input as usize].group() {
+            Some(g) => groups.entry(g).or_default().push(p as u32),
+            None => loose += 1,
+        }
+    }
+    let units = loose + groups.len();
+    (groups, units)
+}
+
+/// Whether `size` fits a sequence holding `load` under `prep`'s caps.
+fn fits(prep: &Prepared, load: [u64; 3], size: [u64; 3]) -> bool {
+    (0..3).all(|d| load[d] + size[d] <= prep.caps[d])
+}
+
+/// `load += size`.
+fn add(load: &mut [u64; 3], size: [u64; 3]) {
+    for (l, x) in load.iter_mut().zip(size) {
+        *l += x;
+    }
+}
+
+/// The naive layout: the units ([`each_unit`]: samples in ascending id, a
+/// group whole at the place of its smallest id) packed by next fit (a new
+/// sequence whenever the next unit does not fit the current one),
+/// micro-batches of `S` consecutive sequences dealt to ranks in turn
+/// (micro-batch `m` to rank `m % R`, micro-step `m / R`), `A` what that
+/// takes. A group that fits a sequence is in one sequence, hence in one
+/// micro-batch and on one rank, as
+/// [`GroupScope::MicroBatch`](crate::plan::GroupScope::MicroBatch) asks.
+/// A group larger than a sequence (possible under
+/// [`GroupScope::Rank`](crate::plan::GroupScope::Rank) only) takes
+/// sequences of its own (its samples by next fit) from the start of the
+/// next micro-batch `m`, `S` a micro-step on rank `m % R` from micro-step
+/// `m / R` on, so that it stays on one rank; the deal goes on after its
+/// last micro-batch (the other ranks' micro-batches of the micro-steps it
+/// spans beyond the first stay empty). Without groups, this is next fit of
+/// the samples in id order.
 pub(crate) struct Naive {
     pub(crate) shape: Shape,
-    /// The end position of every sequence, in id order.
-    ends: Vec<u32>,
+    /// The positions of every sequence, in order.
+    sequences: Vec<Vec<u32>>,
+    /// The slot of every sequence.
+    slot_of: Vec<usize>,
 }
 
 impl Naive {
-    /// The naive layout of `prep` for `R` ranks and `S` sequences a
-    /// micro-step. O(n) time, O(n / sequence) extra space.
-    pub(crate) fn new(prep: &Prepared, ranks: usize, per_step: usize) -> Self {
-        let mut ends: Vec<u32> = Vec::new();
+    /// The naive layout of `prep` (whose samples are `samples`) for `R`
+    /// ranks and `S` sequences a micro-step. O(n log G) time for `G`
+    /// groups, O(n) extra space.
+    pub(crate) fn new(
+        prep: &Prepared,
+        samples: &[StepSample],
+        ranks: usize,
+        per_step: usize,
+    ) -> Self {
+        let (ranks, per_step) = (ranks.max(1), per_step.max(1));
+        // Sequences, each with the unit of the group larger than a sequence
+        // it belongs to (`None` for the others).
+        let mut sequences: Vec<(Vec<u32>, Option<usize>)> = Vec::new();
         let mut load = [0u64; 3];
-        for p in 0..prep.len() {
-            if p > 0 && !prep.fits(load, p) {
-                ends.push(p as u32);
-                load = [0; 3];
+        let mut open = false;
+        let (groups, _) = group_members(prep, samples);
+        each_unit(prep, samples, &groups, |u, unit| {
+            let mut size = [0u64; 3];
+            for &p in unit {
+                add(&mut size, prep.size(p as usize));
             }
-            for (l, x) in load.iter_mut().zip(prep.size(p)) {
-                *l += x;
+            if fits(prep, [0; 3], size) {
+                if !open || !fits(prep, load, size) {
+                    sequences.push((Vec::new(), None));
+                    load = [0; 3];
+                    open = true;
+                }
+                add(&mut load, size);
+                if let Some((s, _)) = sequences.last_mut() {
+                    s.extend_from_slice(&unit);
+                }
+                return;
             }
+            let mut part = [0u64; 3];
+            for (i, &p) in unit.iter().enumerate() {
+                let size = prep.size(p as usize);
+                if i == 0 || !fits(prep, part, size) {
+                    sequences.push((Vec::new(), Some(u)));
+                    part = [0; 3];
+                }
+                add(&mut part, size);
+                if let Some((s, _)) = sequences.last_mut() {
+                    s.push(p);
+                }
+            }
+            open = false;
+        });
+        drop(groups);
+        // The deal: micro-batch `m` holds `held` sequences so far.
+        let (mut m, mut held) = (0usize, 0usize);
+        let mut places: Vec<(usize, usize, usize)> = Vec::with_capacity(sequences.len());
+        let mut k = 0;
+        while k < sequences.len() {
+            let Some(group) = sequences[k].1 else {
+                if held == per_step {
+                    m += 1;
+                    held = 0;
+                }
+                places.push((m % ranks, m / ranks, held));
+                held += 1;
+                k += 1;
+                continue;
+            };
+            if held > 0 {
+                m += 1;
+                held = 0;
+            }
+            let (rank, first) = (m % ranks, m / ranks);
+            let mut i = 0;
+            while k < sequences.len() && sequences[k].1 == Some(group) {
+                places.push((rank, first + i / per_step, i % per_step));
+                i += 1;
+                k += 1;
+            }
+            // The next micro-batch after the group's last one.
+            m = (first + (i - 1) / per_step) * ranks + rank + 1;
         }
-        if prep.len() > 0 {
-            ends.push(prep.len() as u32);
-        }
-        let batches = ends.len().div_ceil(per_step);
+        let steps = places.iter().map(|&(_, j, _)| j + 1).max().unwrap_or(1);
         let shape = Shape {
             ranks,
-            steps: batches.div_ceil(ranks).max(1),
+            steps,
             per_step,
         };
-        Naive { shape, ends }
-    }
-
-    /// The slot of sequence `k`.
-    fn slot(&self, k: usize) -> usize {
-        let per_step = self.shape.per_step;
-        let (m, s) = (k / per_step, k % per_step);
-        self.shape
-            .micro_batch(m % self.shape.ranks, m / self.shape.ranks)
-            + s
+        let slot_of = places
+            .iter()
+            .map(|&(r, j, s)| shape.micro_batch(r, j) + s)
+            .collect();
+        Naive {
+            shape,
+            sequences: sequences.into_iter().map(|(s, _)| s).collect(),
+            slot_of,
+        }
     }
 
     /// The sequences by slot, each listing its positions.
     pub(crate) fn slots(&self) -> Vec<Vec<u32>> {
         let mut slots = vec![Vec::new(); self.shape.slots()];
-        let mut start = 0;
-        for (k, &end) in self.ends.iter().enumerate() {
-            slots[self.slot(k)] = (start..end).collect();
-            start = end;
+        for (seq, &slot) in self.sequences.iter().zip(&self.slot_of) {
+            slots[slot].clone_from(seq);
         }
         slots
     }
@@ -82,14 +205,13 @@ impl Naive {
         sync: SyncModel,
     ) -> f64 {
         let mut costs = vec![Phases::ZERO; self.shape.slots()];
-        let mut start = 0;
-        for (k, &end) in self.ends.iter().enumerate() {
+        for (seq, &slot) in self.sequences.iter().zip(&self.slot_of) {
             let mut state = model.empty();
-            for e in &prep.items[start as usize..end as usize] {
+            for &p in seq {
+                let e = &prep.items[p as usize];
                 model.insert(&mut state, samples[e.input as usize].sample());
             }
-            costs[self.slot(k)] = model.evaluate(&state);
-            start = end;
+            costs[slot] = model.evaluate(&state);
         }
         step_time(sync, self.shape, &costs)
     }
@@ -141,15 +263,7 @@ pub(crate) fn users_step_time<M: Incremental>(
 ) -> f64 {
     // 1. Units: positions in ascending id, a group at its first member
     // (only the groups' members are listed apart).
-    let mut groups: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    let mut loose = 0usize;
-    for (p, e) in prep.items.iter().enumerate() {
-        match samples[e.input as usize].group() {
-            Some(g) => groups.entry(g).or_default().push(p as u32),
-            None => loose += 1,
-        }
-    }
-    let unit_count = loose + groups.len();
+    let (groups, unit_count) = group_members(prep, samples);
     // 2. and 3. Unit k is the (k / R)-th of rank k % R, in micro-step
     // (k / R) / b; the micro-batches' positions in one array (a counting
     // sort by micro-batch, units in order within each).
@@ -204,29 +318,4 @@ pub(crate) fn users_step_time<M: Incremental>(
         per_step: 1,
     };
     step_time(sync, grid, &costs)
-}
-
-/// Calls `f(k, members)` for every unit `k` of the users' baseline in
-/// order: the positions in ascending id, an ungrouped one a unit alone, a
-/// group (its members in `groups`, ascending) one unit at its first
-/// member. O(n log G) time for G groups.
-fn each_unit(
-    prep: &Prepared,
-    samples: &[StepSample],
-    groups: &BTreeMap<u64, Vec<u32>>,
-    mut f: impl FnMut(usize, &[u32]),
-) {
-    let mut k = 0;
-    for (p, e) in prep.items.iter().enumerate() {
-        let p = p as u32;
-        let unit: &[u32] = match samples[e.input as usize].group() {
-            None => core::slice::from_ref(&p),
-            Some(g) => match groups.get(&g) {
-                Some(members) if members.first() == Some(&p) => members,
-                _ => continue,
-            },
-        };
-        f(k, unit);
-        k += 1;
-    }
 }

@@ -88,7 +88,7 @@ pub(crate) fn finish<M: Incremental>(
         finite_phases(c, sequences.get(slot).map_or(0, <[u64]>::len))?;
     }
 
-    let naive = Naive::new(prep, shape.ranks, shape.per_step);
+    let naive = Naive::new(prep, cx.samples, shape.ranks, shape.per_step);
     let loss_tokens = cx
         .samples
         .iter()

@@ -770,7 +770,7 @@ impl<M: Incremental> Planner<M> {
     /// ```
     pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
         let (prep, cx) = self.prepare(samples)?;
-        let naive = Naive::new(&prep, self.ranks, self.per_step);
+        let naive = Naive::new(&prep, cx.samples, self.ranks, self.per_step);
         let layout = Layout {
             shape: naive.shape,
             slots: naive.slots(),

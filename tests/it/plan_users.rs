@@ -333,3 +333,174 @@ fn fewer_samples_than_ranks_is_no_panic() -> Result<(), microbatch::Error> {
     }
     Ok(())
 }
+
+/// The naive baseline (`Planner::baseline`, `Report::baseline`) from its
+/// definition: samples by ascending id, a group a unit at its first member;
+/// next fit of the units into sequences of the caps; a group larger than a
+/// sequence in sequences of its own (its samples by next fit) from the
+/// start of the next micro-batch, `S` a micro-step on that micro-batch's
+/// rank; micro-batch `m` of `S` sequences to rank `m % R`.
+/// `[rank][micro-step][sequence]` ids, as `Plan::to_sequences`.
+fn naive(
+    samples: &[StepSample],
+    ranks: usize,
+    per_step: usize,
+    caps: [u64; 3],
+) -> Vec<Vec<Vec<Vec<u64>>>> {
+    let mut sorted: Vec<&StepSample> = samples.iter().collect();
+    sorted.sort_by_key(|s| s.id());
+    let mut units: Vec<(Option<u64>, Vec<&StepSample>)> = Vec::new();
+    for s in sorted {
+        match s
+            .group()
+            .and_then(|g| units.iter().position(|(h, _)| *h == Some(g)))
+        {
+            Some(u) => units[u].1.push(s),
+            None => units.push((s.group(), vec![s])),
+        }
+    }
+    let size = |s: &StepSample| {
+        [
+            s.sample().tokens(),
+            s.units(),
+            s.sample().images().len() as u64,
+        ]
+    };
+    let fits = |l: [u64; 3], x: [u64; 3]| (0..3).all(|d| l[d] + x[d] <= caps[d]);
+    let plus = |l: [u64; 3], x: [u64; 3]| [l[0] + x[0], l[1] + x[1], l[2] + x[2]];
+    // (ids, Some(unit) for a group larger than a sequence)
+    let mut seqs: Vec<(Vec<u64>, [u64; 3], Option<usize>)> = Vec::new();
+    let mut open = false;
+    for (u, (_, members)) in units.iter().enumerate() {
+        let total = members.iter().fold([0; 3], |l, s| plus(l, size(s)));
+        if fits([0; 3], total) {
+            match seqs.last_mut() {
+                Some((ids, load, None)) if open && fits(*load, total) => {
+                    ids.extend(members.iter().map(|s| s.id()));
+                    *load = plus(*load, total);
+                }
+                _ => seqs.push((members.iter().map(|s| s.id()).collect(), total, None)),
+            }
+            open = true;
+        } else {
+            for (i, s) in members.iter().enumerate() {
+                match seqs.last_mut() {
+                    Some((ids, load, Some(v))) if i > 0 && *v == u && fits(*load, size(s)) => {
+                        ids.push(s.id());
+                        *load = plus(*load, size(s));
+                    }
+                    _ => seqs.push((vec![s.id()], size(s), Some(u))),
+                }
+            }
+            open = false;
+        }
+    }
+    // Places (rank, micro-step, index).
+    let mut places = Vec::new();
+    let (mut m, mut held) = (0, 0);
+    let mut k = 0;
+    while k < seqs.len() {
+        match seqs[k].2 {
+            None => {
+                if held == per_step {
+                    m += 1;
+                    held = 0;
+                }
+                places.push((m % ranks, m / ranks, held));
+                held += 1;
+                k += 1;
+            }
+            Some(u) => {
+                if held > 0 {
+                    m += 1;
+                }
+                held = 0;
+                let (r, j0) = (m % ranks, m / ranks);
+                let mut i = 0;
+                while k < seqs.len() && seqs[k].2 == Some(u) {
+                    places.push((r, j0 + i / per_step, i % per_step));
+                    i += 1;
+                    k += 1;
+                }
+                m = (j0 + (i - 1) / per_step) * ranks + r + 1;
+            }
+        }
+    }
+    let steps = places.iter().map(|p| p.1 + 1).max().unwrap_or(1);
+    let mut out = vec![vec![vec![Vec::new(); per_step]; steps]; ranks];
+    for ((ids, _, _), (r, j, i)) in seqs.into_iter().zip(places) {
+        out[r][j][i] = ids;
+    }
+    out
+}
+
+fn check_naive(c: &Case) -> Result<(), TestCaseError> {
+    let mut p = Planner::new(Tokens::new(1.0).unwrap())
+        .ranks(c.ranks)
+        .seq_len(c.seq_len)
+        .sync(c.sync)
+        .sequences_per_micro_step(c.per_step)
+        .group_scope(c.scope);
+    if let Some(u) = c.max_units {
+        p = p.max_units(u);
+    }
+    if let Some(i) = c.max_images {
+        p = p.max_images(i);
+    }
+    let Ok(baseline) = p.baseline(&c.samples) else {
+        return Ok(());
+    };
+    let caps = [
+        u64::from(c.seq_len),
+        c.max_units.map_or(u64::MAX, u64::from),
+        c.max_images.map_or(u64::MAX, u64::from),
+    ];
+    let want = naive(&c.samples, c.ranks, c.per_step, caps);
+    prop_assert_eq!(baseline.to_sequences(), want.clone());
+    // Every group in one sequence when it fits one, else on one rank.
+    let mut where_: std::collections::BTreeMap<u64, Vec<(usize, usize)>> = Default::default();
+    for (r, steps) in want.iter().enumerate() {
+        for (k, ids) in steps.iter().flatten().enumerate() {
+            for id in ids {
+                let s = c.samples.iter().find(|s| s.id() == *id).unwrap();
+                if let Some(g) = s.group() {
+                    where_.entry(g).or_default().push((r, k));
+                }
+            }
+        }
+    }
+    for (g, at) in where_ {
+        let one_rank = at.iter().all(|&(r, _)| r == at[0].0);
+        prop_assert!(one_rank, "group {} on several ranks: {:?}", g, at);
+        let members = c.samples.iter().filter(|s| s.group() == Some(g));
+        let total = members.fold([0u64; 3], |l, s| {
+            [
+                l[0] + s.sample().tokens(),
+                l[1] + s.units(),
+                l[2] + s.sample().images().len() as u64,
+            ]
+        });
+        if (0..3).all(|d| total[d] <= caps[d]) {
+            prop_assert!(
+                at.iter().all(|&x| x == at[0]),
+                "group {} split: {:?}",
+                g,
+                at
+            );
+        }
+    }
+    // The report of any plan has that baseline's step time.
+    if let Ok(plan) = p.plan(&c.samples) {
+        prop_assert!(close(plan.report().baseline, baseline.report().predicted));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+
+    #[test]
+    fn naive_baseline_is_its_definition_and_keeps_groups(c in case()) {
+        check_naive(&c)?;
+    }
+}
