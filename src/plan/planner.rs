@@ -361,18 +361,20 @@ impl<M: Incremental> Planner<M> {
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
     /// deterministic); `0` turns the pairing and the search off. The
-    /// default, 10, keeps planning 65,536 samples over 1,024 ranks under
-    /// per-phase barriers within three times what it took before these
-    /// stages existed (`BENCHMARKS.md`, "Search and bound"); larger values
-    /// search longer on large batches. Under [`SyncModel::MicroStep`] the
+    /// default, 30, keeps planning 65,536 samples over 1,024 ranks within
+    /// 1.5 times what it took at 10, the default before (thread CPU time,
+    /// `BENCHMARKS.md`, "Search and bound"); larger values search longer on
+    /// large batches. Under [`SyncModel::MicroStep`] the
     /// per-phase plan is made and searched on as well (twice the search).
     /// Small batches (at most 16 samples or units, none pinned) also get an
     /// exact branch and bound over every layout of the plan's shape, of
-    /// `effort * 65536` units (a child weighed costs `R * A`), and, with
-    /// additive costs and no groups, a second one over every number of
-    /// micro-steps whose result, when it completes, raises
+    /// `effort * 65536` units (a child weighed costs `R` per micro-step in
+    /// use, plus one), and, with additive costs and no groups, a second one
+    /// over every number of micro-steps which raises
     /// [`Report::lower_bound`](crate::plan::Report::lower_bound) to the
-    /// proven optimum (under [`SyncModel::Step`] only this one runs).
+    /// proven optimum when it completes, or else to the highest of a few
+    /// bars below the plan's time that it proves no plan beats (under
+    /// [`SyncModel::Step`] only this one runs).
     ///
     /// # Complexity
     ///
