@@ -370,7 +370,8 @@ impl<M: Incremental> Planner<M> {
     /// exact branch and bound over every layout of the plan's shape, of
     /// `effort * 65536` units (a child weighed costs `R` per micro-step in
     /// use, plus one), and, with additive costs and no groups, a second one
-    /// over every number of micro-steps which raises
+    /// over every number of micro-steps, of `effort * 262144` units, which
+    /// raises
     /// [`Report::lower_bound`](crate::plan::Report::lower_bound) to the
     /// proven optimum when it completes, or else to the highest of a few
     /// bars below the plan's time that it proves no plan beats (under
@@ -640,7 +641,9 @@ impl<M: Incremental> Planner<M> {
     /// the search at most [`search_effort`](Planner::search_effort)` *
     /// max(n + K, 65536)` units (three times for
     /// [`SyncModel::MicroStep`]), the exact search of small batches at most
-    /// twice `search_effort * 65536` units, whatever the settings: no
+    /// `search_effort * 65536` units (three times for
+    /// [`SyncModel::MicroStep`]) and its proof of the bound at most
+    /// `search_effort * 262144`, whatever the settings: no
     /// setting alone makes planning slower or larger.
     ///
     /// # Examples
@@ -706,7 +709,9 @@ impl<M: Incremental> Planner<M> {
         // budget.
         let proven = if units.is_none() && self.refine && self.search_effort > 0 {
             let time = additive_time(self.sync, batch, shape, &order, &seqs);
-            let budget = u64::from(self.search_effort) << 16;
+            // Four times the exact stage's: it covers every number of
+            // micro-steps.
+            let budget = u64::from(self.search_effort) << 18;
             proven_bound(batch, self.sync, self.ranks, self.per_step, time, budget)
         } else {
             None

@@ -245,9 +245,11 @@ fn planner_and_bound_against_the_optimum() {
                 SyncModel::Step => 1.08,
                 _ => 1.01,
             };
-            // The bound: measured at least 0.9789 of the optimum.
+            // The bound: the target (at least 0.98 of the optimum;
+            // measured at least 0.9922, where the proof of optimality does
+            // not fit the budget and a bar below the plan's time is proven).
             assert!(
-                r.bound >= 0.975 * r.optimum,
+                r.bound >= 0.98 * r.optimum,
                 "{name} {sync}: bound {} / {}",
                 r.bound,
                 r.optimum
