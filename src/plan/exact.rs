@@ -15,7 +15,10 @@
 //! far under the sync model, raised by the work left beyond the room under
 //! the current maxima (each unit of it above the room lifts some maximum by
 //! at least `1 / R`) or by the next position, which lifts the micro-batch
-//! (rank) it joins.
+//! (rank) it joins; under per-phase barriers the larger of that bound per
+//! phase (summed) and of the totals (a micro-step waits at least for its
+//! largest total). Micro-steps are entered in order, so only those in use
+//! and one empty one are scanned.
 //!
 //! The step time is the planner's (each sequence the sum of its samples'
 //! costs, `evaluate::step_time`). Within the budget the result is exact; a
@@ -23,14 +26,15 @@
 //! a worse one than it was given. Deterministic: fixed orders, ties to the
 //! lower sequence slot; the budget counts work, not time.
 //!
-//! O(budget) time (each child weighed costs `R * A` units), O(n + K)
+//! O(budget) time (each child weighed costs `R` units per micro-step in
+//! use, plus one), O(n + K)
 //! extra space besides the recursion (depth n).
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use super::deal::Sequences;
-use super::evaluate::step_time;
+use super::evaluate::{lower_bound, step_time};
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
@@ -88,10 +92,13 @@ pub(crate) fn exact(stage: &Stage<'_>, seqs: Sequences, budget: u64) -> Sequence
 /// A lower bound of the step time under `sync` of *every* plan of `prep`
 /// over `ranks` ranks with `per_step` sequences a micro-step and any
 /// number of micro-steps, proven by the branch and bound within `budget`
-/// work units, given a plan of step time `time`: `None` when the costs are
-/// not additive (a sample's floor below its cost: the plans' costs then
-/// are not the sums the search adds), the batch is too large, or the search
-/// is cut short. Every plan has at most `n` non-empty micro-steps, so the
+/// work units, given a plan of step time `time`: the optimum when the
+/// search completes with `time` as its bar, else the highest of the bars
+/// [`BARS`] below `time` (and above the analytic bound) that a complete
+/// search proves no plan beats; `None` when the costs are not additive (a
+/// sample's floor below its cost: the plans' costs then are not the sums
+/// the search adds), the batch is too large, or no search completes.
+/// Every plan has at most `n` non-empty micro-steps, so the
 /// search over `max(n, 1)` micro-steps (empty ones cost nothing, and are
 /// entered in order) covers every plan.
 pub(crate) fn proven_bound(
@@ -119,19 +126,54 @@ pub(crate) fn proven_bound(
     {
         return None;
     }
-    let out = run(prep, sync, shape, time, budget);
-    // Every plan not found is at least the best time found so far (the
-    // cuts), up to the rounding of the sums in another order.
-    (!out.short).then_some(out.best * (1.0 - TOLERANCE))
+    // Bars from low (cheap to prove: most nodes are cut at once) to the
+    // plan's own time (the optimum, when the plan is optimal), each search
+    // on what the ones before left of the budget; the highest completed
+    // bar is the bound. Bars the analytic bound already reaches are skipped.
+    let analytic = lower_bound(sync, ranks, &prep.bound_parts());
+    let mut left = budget;
+    let mut proven = None;
+    for below in BARS {
+        let bar = time * (1.0 - below);
+        if bar <= analytic || left == 0 {
+            continue;
+        }
+        let out = run(prep, sync, shape, bar, left);
+        left = out.left;
+        if out.short {
+            break;
+        }
+        // Every plan not found is at least the best time found so far
+        // (the cuts), up to the rounding of the sums in another order.
+        proven = Some(out.best * (1.0 - TOLERANCE));
+        if out.found.is_some() {
+            // A plan below the bar: the search found the optimum.
+            break;
+        }
+    }
+    proven
 }
+
+/// The bars of [`proven_bound`], as fractions below the plan's time: a
+/// proof of a bar `1 / 32` below costs a small share of the budget that
+/// proving the plan optimal does.
+const BARS: [f64; 6] = [
+    1.0 / 32.0,
+    1.0 / 64.0,
+    1.0 / 128.0,
+    1.0 / 256.0,
+    1.0 / 1024.0,
+    0.0,
+];
 
 /// The outcome of a search: the best time (the bar it started from if
 /// nothing beat it), the layout that reached it as (position, slot) pairs,
-/// and whether the budget cut the search short.
+/// whether the budget cut the search short, and the budget left.
 struct Outcome {
     best: f64,
     found: Option<Vec<(u32, usize)>>,
     short: bool,
+    left: u64,
 }
 
 /// The branch and bound over `shape` for layouts of step time below `bar`.
@@ -160,6 +202,7 @@ fn run(prep: &Prepared, sync: SyncModel, shape: Shape, bar: f64, budget: u64) ->
         mb_count: vec![0; micro_batches],
         per_rank: vec![0; shape.ranks],
         per_step: vec![0; shape.steps],
+        used: 0,
         assign: vec![0; n],
         best: bar,
         found: None,
@@ -174,6 +217,7 @@ fn run(prep: &Prepared, sync: SyncModel, shape: Shape, bar: f64, budget: u64) ->
         best: s.best,
         found,
         short: s.short,
+        left: s.left,
     }
 }
 
@@ -194,6 +238,11 @@ struct Search<'a> {
     mb_count: Vec<usize>,
     per_rank: Vec<usize>,
     per_step: Vec<usize>,
+    /// The micro-steps in use: always the first ones (an empty micro-step
+    /// is entered only if it is the first empty one, of the step or, under
+    /// one barrier a step, of the rank), so the later ones, empty, are
+    /// never scanned.
+    used: usize,
     /// The slot of the position at each depth.
     assign: Vec<usize>,
     best: f64,
@@ -221,7 +270,7 @@ impl Search<'_> {
             SyncModel::Step => {
                 let (mut max, mut sum, mut least) = (0.0f64, 0.0, f64::INFINITY);
                 for r in 0..ranks {
-                    let load: f64 = self.mb[r * steps..(r + 1) * steps]
+                    let load: f64 = self.mb[r * steps..r * steps + self.used]
                         .iter()
                         .map(Phases::total)
                         .sum();
@@ -234,10 +283,14 @@ impl Search<'_> {
                 raised(max, room, left.total(), ranks as f64, lift)
             }
             SyncModel::MicroStep => self.columns(Phases::total, left.total(), next),
-            SyncModel::Phase => {
+            // Per phase, or the bound of the totals: each micro-step waits
+            // for its largest vision cost plus its largest language cost,
+            // at least its largest total.
+            SyncModel::Phase => f64::max(
                 self.columns(|c: &Phases| c.vision, left.vision, next)
-                    + self.columns(|c: &Phases| c.language, left.language, next)
-            }
+                    + self.columns(|c: &Phases| c.language, left.language, next),
+                self.columns(Phases::total, left.total(), next),
+            ),
         }
     }
 
@@ -247,7 +300,12 @@ impl Search<'_> {
         let shape = self.shape;
         let (ranks, steps) = (shape.ranks, shape.steps);
         let (mut maxima, mut room, mut lift) = (0.0, 0.0, f64::INFINITY);
-        for j in 0..steps {
+        // An empty micro-step adds nothing but the lift of the next
+        // position alone (`0 + f(c) - 0`).
+        if let (Some(c), true) = (&next, self.used < steps) {
+            lift = f(c).max(0.0);
+        }
+        for j in 0..self.used {
             let (mut max, mut min, mut sum) = (0.0f64, f64::INFINITY, 0.0);
             for r in 0..ranks {
                 let x = f(&self.mb[r * steps + j]);
@@ -283,7 +341,8 @@ impl Search<'_> {
         let first_empty_rank = self.per_rank.iter().position(|&c| c == 0);
         let first_empty_step = self.per_step.iter().position(|&c| c == 0);
         let empty_ranks = self.per_rank.iter().filter(|&&c| c == 0).count();
-        let unit = (ranks * steps) as u64;
+        // A child's bound scans the micro-steps in use, one more at most.
+        let unit = (ranks * (self.used + 1).min(steps)) as u64;
         let mut children: Vec<(f64, usize)> = Vec::new();
         for r in 0..ranks {
             if self.per_rank[r] == 0 && Some(r) != first_empty_rank {
@@ -294,7 +353,8 @@ impl Search<'_> {
                 continue;
             }
             let first_empty_mb = (0..steps).find(|&j| self.mb_count[r * steps + j] == 0);
-            for j in 0..steps {
+            // Beyond the first empty micro-step every one is symmetric.
+            for j in 0..(self.used + 1).min(steps) {
                 let m = r * steps + j;
                 let symmetric = match self.sync {
                     SyncModel::Step => self.mb_count[m] == 0 && Some(j) != first_empty_mb,
@@ -356,6 +416,9 @@ impl Search<'_> {
         self.mb_count[m] += 1;
         self.per_rank[m / shape.steps] += 1;
         self.per_step[m % shape.steps] += 1;
+        if self.per_step[m % shape.steps] == 1 {
+            self.used += 1;
+        }
         self.assign[d] = k;
         old
     }
@@ -372,5 +435,8 @@ impl Search<'_> {
         self.mb_count[m] -= 1;
         self.per_rank[m / shape.steps] -= 1;
         self.per_step[m % shape.steps] -= 1;
+        if self.per_step[m % shape.steps] == 0 {
+            self.used -= 1;
+        }
     }
 }

@@ -361,18 +361,21 @@ impl<M: Incremental> Planner<M> {
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
     /// deterministic); `0` turns the pairing and the search off. The
-    /// default, 10, keeps planning 65,536 samples over 1,024 ranks under
-    /// per-phase barriers within three times what it took before these
-    /// stages existed (`BENCHMARKS.md`, "Search and bound"); larger values
-    /// search longer on large batches. Under [`SyncModel::MicroStep`] the
+    /// default, 30, keeps planning 65,536 samples over 1,024 ranks within
+    /// 1.5 times what it took at 10, the default before (thread CPU time,
+    /// `BENCHMARKS.md`, "Search and bound"); larger values search longer on
+    /// large batches. Under [`SyncModel::MicroStep`] the
     /// per-phase plan is made and searched on as well (twice the search).
     /// Small batches (at most 16 samples or units, none pinned) also get an
     /// exact branch and bound over every layout of the plan's shape, of
-    /// `effort * 65536` units (a child weighed costs `R * A`), and, with
-    /// additive costs and no groups, a second one over every number of
-    /// micro-steps whose result, when it completes, raises
+    /// `effort * 65536` units (a child weighed costs `R` per micro-step in
+    /// use, plus one), and, with additive costs and no groups, a second one
+    /// over every number of micro-steps, of `effort * 262144` units, which
+    /// raises
     /// [`Report::lower_bound`](crate::plan::Report::lower_bound) to the
-    /// proven optimum (under [`SyncModel::Step`] only this one runs).
+    /// proven optimum when it completes, or else to the highest of a few
+    /// bars below the plan's time that it proves no plan beats (under
+    /// [`SyncModel::Step`] only this one runs).
     ///
     /// # Complexity
     ///
@@ -638,7 +641,9 @@ impl<M: Incremental> Planner<M> {
     /// the search at most [`search_effort`](Planner::search_effort)` *
     /// max(n + K, 65536)` units (three times for
     /// [`SyncModel::MicroStep`]), the exact search of small batches at most
-    /// twice `search_effort * 65536` units, whatever the settings: no
+    /// `search_effort * 65536` units (three times for
+    /// [`SyncModel::MicroStep`]) and its proof of the bound at most
+    /// `search_effort * 262144`, whatever the settings: no
     /// setting alone makes planning slower or larger.
     ///
     /// # Examples
@@ -696,7 +701,9 @@ impl<M: Incremental> Planner<M> {
         // budget.
         let proven = if units.is_none() && self.refine && self.search_effort > 0 {
             let time = additive_time(self.sync, batch, shape, &order, &seqs);
-            let budget = u64::from(self.search_effort) << 16;
+            // Four times the exact stage's: it covers every number of
+            // micro-steps.
+            let budget = u64::from(self.search_effort) << 18;
             proven_bound(batch, self.sync, self.ranks, self.per_step, time, budget)
         } else {
             None

@@ -59,7 +59,7 @@ use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence.
-pub(crate) const EFFORT: u32 = 10;
+pub(crate) const EFFORT: u32 = 30;
 
 /// The size the budget counts at least: small batches search as long as a
 /// batch of this many samples and sequences would (a constant, so no
@@ -74,6 +74,22 @@ const WINDOW: usize = 12;
 /// micro-batches each binding micro-batch tries to move into.
 const SINKS: usize = 1;
 
+/// The keys a block of the two-level binary search holds.
+const BLOCK: usize = 64;
+
+/// The first index of the sorted `keys` whose key is not below `target`,
+/// `coarse` holding every [`BLOCK`]-th key: a binary search in `coarse`,
+/// then one in a block.
+fn lower(keys: &[f64], coarse: &[f64], target: f64) -> usize {
+    let c = coarse.partition_point(|&v| v < target);
+    if c == 0 {
+        return 0;
+    }
+    let lo = (c - 1) * BLOCK;
+    let hi = (c * BLOCK).min(keys.len());
+    lo + keys[lo..hi].partition_point(|&v| v < target)
+}
+
 /// A change smaller than this fraction of the step time is no change.
 const TOLERANCE: f64 = 1e-9;
 
@@ -81,7 +97,8 @@ const TOLERANCE: f64 = 1e-9;
 const NONE: u32 = u32::MAX;
 
 /// A change: sample `a` (index in sequence `bx` of micro-batch `x`) to
-/// sequence `by` of micro-batch `y`, and sample `b` of `by` back if a swap.
+/// sequence `by` of micro-batch `y`, and sample `b` (a position, found in
+/// `by` only when the change is applied) back if a swap.
 #[derive(Clone, Copy)]
 struct Change {
     x: usize,
@@ -89,7 +106,7 @@ struct Change {
     a: usize,
     y: usize,
     by: u32,
-    b: Option<usize>,
+    b: Option<u32>,
     delta: f64,
     /// The cost `x` gives `y`.
     dc: Phases,
@@ -173,8 +190,14 @@ struct Search<'a> {
     /// The sequence of every position, the micro-batch of every sequence.
     seq_of: Vec<u32>,
     batch_of: Vec<u32>,
-    /// Per barrier index, the unpinned positions by cost (ties by position).
+    /// Per barrier index, the unpinned positions by cost (ties by position),
+    /// and their costs in that barrier, in the same order: the binary
+    /// searches read one contiguous array.
     index: [Vec<u32>; 2],
+    keys: [Vec<f64>; 2],
+    /// Every [`BLOCK`]-th key: the binary searches start in this small
+    /// array, which stays in cache, and end in one block of `keys`.
+    coarse: [Vec<f64>; 2],
     /// Work left.
     left: Cell<u64>,
 }
@@ -214,6 +237,8 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         }
     }
     let mut index: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut keys: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut coarse: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for (i, &d) in dims.iter().enumerate() {
         let mut list: Vec<u32> = (0..n as u32)
             .filter(|&p| !stage.pinned(p) && seq_of[p as usize] != NONE)
@@ -223,6 +248,8 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
                 .total_cmp(&d.of(prep.cost(b as usize)))
                 .then(a.cmp(&b))
         });
+        keys[i] = list.iter().map(|&p| d.of(prep.cost(p as usize))).collect();
+        coarse[i] = keys[i].iter().step_by(BLOCK).copied().collect();
         index[i] = list;
     }
     let mut s = Search {
@@ -240,6 +267,8 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         seq_of,
         batch_of,
         index,
+        keys,
+        coarse,
         left: Cell::new(left),
     };
     for j in 0..shape.steps {
@@ -428,7 +457,10 @@ impl Search<'_> {
                 self.stuck[j][i] = self.top[j][i][0];
                 continue;
             };
-            self.apply(c, seqs);
+            if !self.apply(c, seqs) {
+                self.stuck[j][i] = self.top[j][i][0];
+                continue;
+            }
             let (jx, jy) = (self.step(c.x), self.step(c.y));
             self.push(&mut heap, jx, tol);
             if jy != jx {
@@ -476,7 +508,7 @@ impl Search<'_> {
             }
         }
         let rows = &rows[..1 + room.iter().filter(|x| x.is_finite()).count()];
-        let index = &self.index[i];
+        let (index, keys, coarse) = (&self.index[i], &self.keys[i], &self.coarse[i]);
         let log = u64::from(usize::BITS - index.len().leading_zeros());
         let (bins, loads) = (&seqs.members, &seqs.loads);
         let mut best: Option<Change> = None;
@@ -519,9 +551,9 @@ impl Search<'_> {
                         return best;
                     }
                     let target = va - transfer;
-                    let at = index.partition_point(|&p| d.of(prep.cost(p as usize)) < target);
+                    let at = lower(keys, coarse, target);
                     let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
-                    for &pb in &index[lo..hi] {
+                    for (&pb, &vb) in index[lo..hi].iter().zip(&keys[lo..hi]) {
                         if !self.spend(1) {
                             return best;
                         }
@@ -535,10 +567,10 @@ impl Search<'_> {
                             let c = (x, bx, ia, y, by, None);
                             self.consider(c, ca, i, xm.0, tol, &mut best);
                         }
-                        let cb = prep.cost(pb as usize);
-                        if d.of(cb) >= va {
+                        if vb >= va {
                             continue;
                         }
+                        let cb = prep.cost(pb as usize);
                         let sb = prep.size(pb as usize);
                         let fits = (0..3).all(|k| {
                             lx[k] - sa[k] + sb[k] <= prep.caps[k]
@@ -547,10 +579,8 @@ impl Search<'_> {
                         if !fits {
                             continue;
                         }
-                        if let Some(ib) = bins[by as usize].iter().position(|&p| p == pb) {
-                            let c = (x, bx, ia, y, by, Some(ib));
-                            self.consider(c, ca - cb, i, xm.0, tol, &mut best);
-                        }
+                        let c = (x, bx, ia, y, by, Some(pb));
+                        self.consider(c, ca - cb, i, xm.0, tol, &mut best);
                         if enough(&best) {
                             return best;
                         }
@@ -566,7 +596,7 @@ impl Search<'_> {
     #[inline]
     fn consider(
         &self,
-        (x, bx, a, y, by, b): (usize, u32, usize, usize, u32, Option<usize>),
+        (x, bx, a, y, by, b): (usize, u32, usize, usize, u32, Option<u32>),
         dc: Phases,
         i: usize,
         limit: f64,
@@ -603,7 +633,9 @@ impl Search<'_> {
         }
     }
 
-    fn apply(&mut self, c: Change, seqs: &mut Sequences) {
+    /// Applies `c`; `false` (nothing changed) if its swap partner is not
+    /// in its sequence, which the index rules out.
+    fn apply(&mut self, c: Change, seqs: &mut Sequences) -> bool {
         let prep = self.stage.prep;
         let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
         let (bx, by) = (c.bx as usize, c.by as usize);
@@ -619,8 +651,10 @@ impl Search<'_> {
                 }
                 ca
             }
-            Some(ib) => {
-                let pb = bins[by][ib];
+            Some(pb) => {
+                let Some(ib) = bins[by].iter().position(|&p| p == pb) else {
+                    return false;
+                };
                 let (sb, cb) = (prep.size(pb as usize), prep.cost(pb as usize));
                 bins[bx][c.a] = pb;
                 bins[by][ib] = pa;
@@ -642,6 +676,30 @@ impl Search<'_> {
         self.version[jx] = self.version[jx].wrapping_add(1);
         if jy != jx {
             self.version[jy] = self.version[jy].wrapping_add(1);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lower, BLOCK};
+    use alloc::vec::Vec;
+
+    /// The two-level search finds what one binary search finds, with ties,
+    /// at block edges and beyond both ends.
+    #[test]
+    fn lower_is_the_partition_point() {
+        for n in [0usize, 1, 63, 64, 65, 128, 200] {
+            let keys: Vec<f64> = (0..n).map(|k| (k / 3) as f64).collect();
+            let coarse: Vec<f64> = keys.iter().step_by(BLOCK).copied().collect();
+            for t in -2..(n as i32 / 3 + 3) {
+                for half in [0.0, 0.5] {
+                    let target = f64::from(t) + half;
+                    let want = keys.partition_point(|&v| v < target);
+                    assert_eq!(lower(&keys, &coarse, target), want, "{n} {target}");
+                }
+            }
         }
     }
 }

@@ -245,9 +245,11 @@ fn planner_and_bound_against_the_optimum() {
                 SyncModel::Step => 1.08,
                 _ => 1.01,
             };
-            // The bound: measured at least 0.9789 of the optimum.
+            // The bound: the target (at least 0.98 of the optimum;
+            // measured at least 0.9922, where the proof of optimality does
+            // not fit the budget and a bar below the plan's time is proven).
             assert!(
-                r.bound >= 0.975 * r.optimum,
+                r.bound >= 0.98 * r.optimum,
                 "{name} {sync}: bound {} / {}",
                 r.bound,
                 r.optimum
@@ -275,6 +277,7 @@ fn table() {
             let (mut count, mut sum_p, mut worst_p, mut within, mut sum_b, mut least_b) =
                 (0, 0.0, 1.0f64, 0, 0.0, f64::INFINITY);
             let mut worst_name = String::new();
+            let mut least_name = String::new();
             let mut nodes = 0u64;
             for (name, inst) in fam.iter().filter(|(n, _)| n.starts_with(group)) {
                 let Some(r) = row(name, inst, sync) else {
@@ -292,10 +295,13 @@ fn table() {
                     worst_p = p;
                     worst_name = name.clone();
                 }
-                least_b = least_b.min(b);
+                if b < least_b {
+                    least_b = b;
+                    least_name = name.clone();
+                }
             }
             println!(
-                "| {group} | {sync} | {count} | {:.4} | {:.4} ({worst_name}) | {within} | {:.4} | {:.4} | {nodes} |",
+                "| {group} | {sync} | {count} | {:.4} | {:.4} ({worst_name}) | {within} | {:.4} | {:.4} ({least_name}) | {nodes} |",
                 sum_p / count as f64,
                 worst_p,
                 sum_b / count as f64,
