@@ -45,8 +45,9 @@
 //! groups) whose costs are additive (every floor equal to the cost alone),
 //! the bound is also at least what the exact search proves of every plan of
 //! any number of micro-steps, within [`Planner::search_effort`]'s budget:
-//! then the optimum itself, and [`Report::ratio`] the plan's exact distance
-//! to it.
+//! the optimum itself where the proof fits the budget ([`Report::ratio`]
+//! then the plan's exact distance to it), else the highest of a few values
+//! below the plan's time (1/32 to 1/1024 of it below) that no plan beats.
 //!
 //! # Algorithm
 //!

@@ -72,7 +72,9 @@ pub struct Report {
     /// rounding only). For a small batch of an additive model without groups
     /// (at most 16 samples), the planner may raise it to the optimum that an
     /// exact search proved within its budget, so that `ratio() == 1` there
-    /// means the plan is optimal.
+    /// means the plan is optimal; when that proof does not fit the budget,
+    /// to the highest of a few values below the plan's time (1/32 to 1/1024
+    /// of it below) that the search proved no plan beats.
     pub lower_bound: f64,
     /// The predicted step time of the naive plan: the data loader's order
     /// (ascending id), packed greedily (next fit), sequences dealt to ranks
