@@ -121,7 +121,7 @@ impl Naive {
                 }
                 add(&mut load, size);
                 if let Some((s, _)) = sequences.last_mut() {
-                    s.extend_from_slice(&unit);
+                    s.extend_from_slice(unit);
                 }
                 return;
             }
