@@ -191,11 +191,10 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
-fn check<M: microbatch::cost::Incremental + Clone>(
-    c: &Case,
-    model: M,
-) -> Result<(), TestCaseError> {
-    let mut p = Planner::new(model.clone())
+/// The planner of a case (its ranks, length, sync model, sequences a
+/// micro-step, group scope and caps; the micro-steps left to the caller).
+fn planner<M: microbatch::cost::Incremental>(c: &Case, model: M) -> Planner<M> {
+    let mut p = Planner::new(model)
         .ranks(c.ranks)
         .seq_len(c.seq_len)
         .sync(c.sync)
@@ -207,6 +206,23 @@ fn check<M: microbatch::cost::Incremental + Clone>(
     if let Some(i) = c.max_images {
         p = p.max_images(i);
     }
+    p
+}
+
+/// A case's caps: tokens, units, images (`u64::MAX` for none).
+fn caps(c: &Case) -> [u64; 3] {
+    [
+        u64::from(c.seq_len),
+        c.max_units.map_or(u64::MAX, u64::from),
+        c.max_images.map_or(u64::MAX, u64::from),
+    ]
+}
+
+fn check<M: microbatch::cost::Incremental + Clone>(
+    c: &Case,
+    model: M,
+) -> Result<(), TestCaseError> {
+    let mut p = planner(c, model.clone());
     if let Some(a) = c.micro_steps {
         p = p.micro_steps(a);
     }
@@ -214,11 +230,7 @@ fn check<M: microbatch::cost::Incremental + Clone>(
     let Ok(plan) = p.plan(&c.samples) else {
         return Ok(());
     };
-    let caps = [
-        u64::from(c.seq_len),
-        c.max_units.map_or(u64::MAX, u64::from),
-        c.max_images.map_or(u64::MAX, u64::from),
-    ];
+    let caps = caps(c);
     let want = users(
         &model,
         &c.samples,
@@ -435,26 +447,11 @@ fn naive(
 }
 
 fn check_naive(c: &Case) -> Result<(), TestCaseError> {
-    let mut p = Planner::new(Tokens::new(1.0).unwrap())
-        .ranks(c.ranks)
-        .seq_len(c.seq_len)
-        .sync(c.sync)
-        .sequences_per_micro_step(c.per_step)
-        .group_scope(c.scope);
-    if let Some(u) = c.max_units {
-        p = p.max_units(u);
-    }
-    if let Some(i) = c.max_images {
-        p = p.max_images(i);
-    }
+    let p = planner(c, Tokens::new(1.0).unwrap());
     let Ok(baseline) = p.baseline(&c.samples) else {
         return Ok(());
     };
-    let caps = [
-        u64::from(c.seq_len),
-        c.max_units.map_or(u64::MAX, u64::from),
-        c.max_images.map_or(u64::MAX, u64::from),
-    ];
+    let caps = caps(c);
     let want = naive(&c.samples, c.ranks, c.per_step, caps);
     prop_assert_eq!(baseline.to_sequences(), want.clone());
     // Every group in one sequence when it fits one, else on one rank.
