@@ -71,7 +71,11 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    `j`'s micro-batches at most `(1 + tol)` times `P0`'s largest of
 ///    micro-step `j`; for [`SyncModel::Phase`] the same per phase. Up to
 ///    four passes; a sample is weighed again only when its rank or its
-///    home (node) changed since.
+///    home (node) changed since, and then, when its last weighing found
+///    nothing and its own group (rank for [`SyncModel::Step`],
+///    micro-batch otherwise) is unchanged, only against the sequences
+///    whose group changed since (a pair of unchanged groups would weigh
+///    as before, but for the rule that no rank is emptied).
 /// 4. The result is evaluated exactly; if it is above `T*` (the budgets
 ///    use the samples' own costs, the evaluation the sequences' group
 ///    costs), step 3 is run again with the tolerance divided by 4, then 0,
@@ -1022,6 +1026,8 @@ struct Search<'a> {
     changed: Vec<u64>,
     node_changed: Vec<u64>,
     seen: Vec<u64>,
+    /// The last change to every group.
+    group_changed: Vec<u64>,
     /// The cost of every group (rank for Step, micro-batch otherwise).
     load: Vec<Phases>,
     /// The budget of every column (one for Step, one a micro-step
@@ -1071,6 +1077,7 @@ impl<'a> Search<'a> {
             changed: vec![0; shape.ranks],
             node_changed: vec![0; shape.ranks.div_ceil(homes.node.unwrap_or(1))],
             seen: vec![0; prep.len()],
+            group_changed: vec![0; groups],
             load: Vec::new(),
             budget: Vec::new(),
         };
@@ -1130,7 +1137,8 @@ impl<'a> Search<'a> {
 
     /// Up to [`PASSES`] passes over the samples away from home, by
     /// decreasing bytes; a sample is weighed again only when its rank or
-    /// its home node changed since it was last weighed.
+    /// its home node changed since it was last weighed, and then only
+    /// against the groups that changed (see [`Search::exchange`]).
     fn run(&mut self) {
         let mut order: Vec<u32> = (0..self.prep.len() as u32)
             .filter(|&p| self.away(p as usize))
@@ -1144,8 +1152,12 @@ impl<'a> Search<'a> {
                 if pass > 0 && !self.stale(p) {
                     return true;
                 }
+                // (After the first pass, a sample whose last weighing
+                // found nothing weighs again only the pairs whose groups
+                // changed since.)
+                let since = (pass > 0).then_some(self.seen[p]);
                 self.seen[p] = self.tick;
-                self.exchange(p, &mut pair);
+                self.exchange(p, since, &mut pair);
                 self.away(p)
             });
             if self.tick == before {
@@ -1173,8 +1185,14 @@ impl<'a> Search<'a> {
 
     /// The best re-split of `p`'s sequence and one sequence of its home
     /// rank (or of a rank of its node), applied; whether there was one.
-    fn exchange(&mut self, p: usize, pair: &mut Pair) -> bool {
+    /// With `since` (the tick of `p`'s last weighing, which found
+    /// nothing), unless `p`'s group changed after it, only the sequences
+    /// whose group changed after it are weighed.
+    fn exchange(&mut self, p: usize, since: Option<u64>, pair: &mut Pair) -> bool {
         let a = self.slot_of[p] as usize;
+        // Unless `a`'s group changed since, only the pairs whose other
+        // group did.
+        let since = since.filter(|&t| self.group_changed[self.group(a)] <= t);
         let per_rank = self.shape.per_rank();
         let r = a / per_rank;
         let here = self.homes.weight(p, r);
@@ -1211,6 +1229,9 @@ impl<'a> Search<'a> {
             budget -= take;
             for c in 0..take {
                 let b = pair.cands[c].1;
+                if since.is_some_and(|t| self.group_changed[self.group(b)] <= t) {
+                    continue; // weighed before, unchanged since
+                }
                 if let Some((gain, room)) = self.split(a, b, pair) {
                     if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
                         best = Some((gain, room, b));
@@ -1429,6 +1450,8 @@ impl<'a> Search<'a> {
         self.tick += 1;
         self.changed[ra] = self.tick;
         self.changed[rb] = self.tick;
+        self.group_changed[ga] = self.tick;
+        self.group_changed[gb] = self.tick;
         let node = self.homes.node.unwrap_or(1);
         self.node_changed[ra / node] = self.tick;
         self.node_changed[rb / node] = self.tick;
