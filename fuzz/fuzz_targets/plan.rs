@@ -611,14 +611,16 @@ fn check_plan(name: &str, plan: &Plan, samples: &[StepSample], cfg: &Cfg, every_
     // The documented limits (Planner::micro_steps, sequences_per_micro_step):
     // R x S <= max(n, 65536); R x A x S <= max(n, 65536) when A is given,
     // else below n + R x S (the smallest A; with groups on one rank, A
-    // holds the largest group's sequences, at most one a sample: A <= n).
+    // holds the largest group's sequences, at most one a sample: A <= n;
+    // the naive baseline keeps such a group on one rank too, every
+    // micro-step holding one of its at most n sequences: A <= n).
     let limit = samples.len().max(SLOTS) as u128;
     let (r128, a128, s128) = (r as u128, a as u128, s as u128);
     let rank_groups = cfg.scope == GroupScope::Rank && samples.iter().any(|x| x.group().is_some());
     let slots_ok = r128 * s128 <= limit
         && if cfg.micro_steps.is_some() && name != "baseline" {
             r128 * a128 * s128 <= limit
-        } else if rank_groups && name != "baseline" {
+        } else if rank_groups {
             a128 <= (samples.len() as u128).max(1)
         } else {
             r128 * a128 * s128 < samples.len() as u128 + r128 * s128
