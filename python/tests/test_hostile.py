@@ -223,22 +223,25 @@ def test_sampler_after_a_failed_metadata_read_fails_the_same_way_or_recovers():
     from microbatch.torch import BalancedBatchSampler
 
     kw = dict(num_samples=12, global_batch_size=4, model="qwen2.5-vl-7b", seq_len=512, num_replicas=2, rank=0)
-    # A metadata row the package refuses: the same clear error on every use, never an AssertionError.
+    # A metadata row the package refuses: the same clear error on every use that plans its step,
+    # never an AssertionError. The callable is read per planned step (issue 21): `steps()` and
+    # `batches()` read nothing until a step is planned.
     s = BalancedBatchSampler(lambda i: (-5 if i == 7 else 10 + i, []), **kw)
-    for use in (lambda: list(s), lambda: len(s), s.steps, s.batches):
+    for use in (lambda: list(s), lambda: len(s), lambda: list(s.steps()), lambda: s.steps()[1]):
         with pytest.raises(microbatch.InvalidValueError) as e:
             use()
         assert e.value.item == 7
+    assert len(s.batches()) == 3 and s.steps()[0] is not None  # the steps before index 7's plan
     s = BalancedBatchSampler(lambda i: (10, "x") if i == 3 else (10, []), **kw)
     for _ in range(2):
         with pytest.raises(microbatch.InputError):
             list(s)
     # The user's own callable failing once (a flaky read): its error, then a normal epoch on the retry.
-    calls = {"n": 0}
+    calls = {"failed": False}
 
     def flaky(i):
-        calls["n"] += 1
-        if i == 5 and calls["n"] < 10:
+        if i == 5 and not calls["failed"]:  # the first read of index 5 fails, whenever it comes
+            calls["failed"] = True
             raise OSError("metadata store unavailable")
         return (10 + i, [4] if i % 2 else [])
 
