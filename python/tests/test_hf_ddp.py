@@ -173,6 +173,7 @@ def test_hf_ddp_equals_the_unsplit_step(world, tmp_path, monkeypatch):
         pass
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
     report, failures = [], []
+    mixed_total = 0
     for c in configs():
         name, attention, sync, micro_steps = c
         what = f"world {world}, {name}, {attention}, sync {sync!r}, micro_steps {micro_steps}"
@@ -193,15 +194,17 @@ def test_hf_ddp_equals_the_unsplit_step(world, tmp_path, monkeypatch):
         if micro_steps is not None:
             assert sum(r["empty"] for r in records) > 0, f"{what}: no micro-batch was empty"
         if name in H.VISION:
-            # Some micro-step in which one rank runs images and another none: without the
-            # collator's padding image, DDP raises there (the vision tower's gradient is missing).
             mixed = sum(
                 1
                 for s in range(len(batches))
                 for j in range(len(records[0]["images"][s]))
                 if min(r["images"][s][j] for r in records) == 0 < max(r["images"][s][j] for r in records)
             )
-            assert mixed > 0, f"{what}: no micro-step had images on one rank and none on another"
+            mixed_total += mixed
+    # Some micro-step of some vision configuration in which one rank runs images and another none
+    # (which configuration depends on the plans): without the collator's padding image, DDP raises
+    # there (the vision tower's gradient is missing).
+    assert mixed_total > 0, f"world {world}: no micro-step had images on one rank and none on another"
     print("\n".join(report))
     assert not failures, "\n".join(failures + ["all:"] + report)
     for name, attention, broken in BROKEN:
