@@ -17,8 +17,10 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 import pytest
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch import nn
 
 #: Seconds :func:`spawn` waits for its workers by default: a hang fails the test instead of blocking
 #: CI (a worker of these tests takes 20-120 s on a loaded 2-core machine).
@@ -78,3 +80,26 @@ def worker_group(rank: int, world: int, port: int, *, init: bool = True) -> Iter
         if dist.is_initialized():
             dist.destroy_process_group()
     os._exit(0)
+
+
+#: The tiny language model both distributed test files train: vocabulary, width, positions.
+VOCAB, DIM, MAX_POS = 24, 6, 64
+
+
+class TinyLM(nn.Module):
+    """Embeddings of tokens and positions, tanh, a linear head: small enough to train in float64."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, DIM)
+        self.pos = nn.Embedding(MAX_POS, DIM)
+        self.head = nn.Linear(DIM, VOCAB)
+
+    def forward(self, input_ids, position_ids):
+        return self.head(torch.tanh(self.tok(input_ids) + self.pos(position_ids)))
+
+
+def new_model():
+    """The same float64 :class:`TinyLM` in every process (seed 0)."""
+    torch.manual_seed(0)
+    return TinyLM().double()

@@ -43,12 +43,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 import microbatch  # noqa: E402
-from dist_support import spawn, worker_group  # noqa: E402
+from dist_support import VOCAB, new_model, spawn, worker_group  # noqa: E402
 from microbatch.torch import (  # noqa: E402
     BalancedBatchSampler,
     PlanMismatchError,
@@ -58,7 +57,6 @@ from microbatch.torch import (  # noqa: E402
     verify_plans,
 )
 
-VOCAB, DIM, MAX_POS = 24, 6, 64
 ODD = 32  # the first sample of step 2 (seed SEED): one rank's copy of it differs in the mismatch case
 SAMPLES, GLOBAL_BATCH, SEQ_LEN, SEED, LR = 54, 16, 48, 3, 0.5
 MODEL = "qwen2.5-vl-7b"
@@ -98,22 +96,6 @@ def make_dataset():
         loss.append(loss_tokens(labels))
     assert sum(1 for v in loss if v == 0) >= 5 and sum(1 for im in images if im) >= 20
     return data, np.array(text), images, np.array(loss)
-
-
-class TinyLM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tok = nn.Embedding(VOCAB, DIM)
-        self.pos = nn.Embedding(MAX_POS, DIM)
-        self.head = nn.Linear(DIM, VOCAB)
-
-    def forward(self, input_ids, position_ids):
-        return self.head(torch.tanh(self.tok(input_ids) + self.pos(position_ids)))
-
-
-def new_model():
-    torch.manual_seed(0)
-    return TinyLM().double()
 
 
 def flat(model):

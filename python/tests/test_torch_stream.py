@@ -50,10 +50,9 @@ import microbatch
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
 from torch.utils.data import IterableDataset  # noqa: E402
 
-from dist_support import free_port, init_group, spawn  # noqa: E402
+from dist_support import VOCAB, free_port, init_group, new_model, spawn  # noqa: E402
 from microbatch.torch import (  # noqa: E402
     BalancedStream,
     PlanMismatchError,
@@ -64,7 +63,7 @@ from microbatch.torch import (  # noqa: E402
     summed_loss,
 )
 
-VOCAB, DIM, MAX_POS, LR = 24, 6, 64, 0.5
+LR = 0.5
 PER_RANK, STEPS, SEQ_LEN, MODEL = 6, 3, 64, "qwen2.5-vl-7b"
 RUNS = (("plain", None, "token"), ("locality", 0.0, "sample"))
 # Shard lengths of the drain run, by rank (rank 2 of 4 has none; not multiples of PER_RANK): the
@@ -131,22 +130,6 @@ def failing_metadata(fails):
         return metadata(sample)
 
     return meta
-
-
-class TinyLM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tok = nn.Embedding(VOCAB, DIM)
-        self.pos = nn.Embedding(MAX_POS, DIM)
-        self.head = nn.Linear(DIM, VOCAB)
-
-    def forward(self, input_ids, position_ids):
-        return self.head(torch.tanh(self.tok(input_ids) + self.pos(position_ids)))
-
-
-def new_model():
-    torch.manual_seed(0)
-    return TinyLM().double()
 
 
 def sgd(model):
