@@ -84,6 +84,31 @@ fn planning_time<M: microbatch::cost::Incremental>(
     })
 }
 
+/// One row a sync model: `scenario`'s planning time over `r` ranks without
+/// locality and with 0.5% (best of `runs` each), in ms with `decimals`
+/// decimals, and their ratio.
+fn time_rows(scenario: Scenario, r: usize, batch: &[StepSample], runs: usize, decimals: usize) {
+    for sync in SyncModel::ALL {
+        let planner = scenario.planner(r).sync(sync);
+        let local = planner
+            .clone()
+            .locality(Locality::new(0.005).expect("tolerance"));
+        let (a, b) = (
+            planning_time(runs, &planner, batch),
+            planning_time(runs, &local, batch),
+        );
+        println!(
+            "| {} | {sync} | {:.*} ms | {:.*} ms | {:.2} |",
+            scenario.name(),
+            decimals,
+            a.as_secs_f64() * 1e3,
+            decimals,
+            b.as_secs_f64() * 1e3,
+            b.as_secs_f64() / a.as_secs_f64()
+        );
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1).peekable();
     // `time` first: only the planning-time table.
@@ -179,23 +204,7 @@ fn time_table(seed: u64) {
     let r = 1024;
     for scenario in Scenario::ALL {
         let batch = round_robin(scenario, r, seed);
-        for sync in SyncModel::ALL {
-            let planner = scenario.planner(r).sync(sync);
-            let local = planner
-                .clone()
-                .locality(Locality::new(0.005).expect("tolerance"));
-            let (a, b) = (
-                planning_time(5, &planner, &batch),
-                planning_time(5, &local, &batch),
-            );
-            println!(
-                "| {} | {sync} | {:.1} ms | {:.1} ms | {:.2} |",
-                scenario.name(),
-                a.as_secs_f64() * 1e3,
-                b.as_secs_f64() * 1e3,
-                b.as_secs_f64() / a.as_secs_f64()
-            );
-        }
+        time_rows(scenario, r, &batch, 5, 1);
     }
 }
 
@@ -300,22 +309,6 @@ fn big_time_table(seed: u64) {
             .enumerate()
             .map(|(i, s)| s.with_origin(i % r))
             .collect();
-        for sync in SyncModel::ALL {
-            let planner = scenario.planner(r).sync(sync);
-            let local = planner
-                .clone()
-                .locality(Locality::new(0.005).expect("tolerance"));
-            let (a, b) = (
-                planning_time(3, &planner, &batch),
-                planning_time(3, &local, &batch),
-            );
-            println!(
-                "| {} | {sync} | {:.0} ms | {:.0} ms | {:.2} |",
-                scenario.name(),
-                a.as_secs_f64() * 1e3,
-                b.as_secs_f64() * 1e3,
-                b.as_secs_f64() / a.as_secs_f64()
-            );
-        }
+        time_rows(scenario, r, &batch, 3, 0);
     }
 }
