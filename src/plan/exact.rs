@@ -4,7 +4,7 @@
 //! and no pinned position, every position goes to one of the `K = R * A *
 //! S` sequences in turn (positions in decreasing order of total cost), each
 //! sequence within its length and caps, every rank at least one position
-//! (as stage 8 would make it), depth first, the children in increasing
+//! (as stage 9 would make it), depth first, the children in increasing
 //! order of their bound. Ranks, micro-steps (under per-micro-step
 //! barriers; under one barrier a step, each rank's micro-steps on their
 //! own) and the sequences of a micro-batch are interchangeable, so a

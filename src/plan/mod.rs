@@ -58,9 +58,17 @@
 //!    function of the *set* of samples), check them (ids, sizes against
 //!    the caps, loss tokens, origins), and evaluate each sample's cost
 //!    vector and floor once, with the parts of the lower bound.
-//! 2. `group` (with [groups](#groups)): the groups and their chunks become
-//!    units, each one item that stages 3 to 7 move whole.
-//! 3. `pack`: pack the samples into `K = R * A * S` sequences that are
+//! 2. `share` (a model that is not additive on the batch): each sample's
+//!    cost for stages 4 to 8 becomes its share of the exact cost of the
+//!    sequence a first packing puts it in: its floor plus the sequence's
+//!    cost above its samples' floors in proportion to its tokens (a cost
+//!    per sequence, or attention over the packed row, is then balanced
+//!    where it is paid); the stages run again on the shares of the plan
+//!    they made, and the plan of lower exact step time is kept. A probe of
+//!    at most 64 pairs of samples tells additive models, which skip it.
+//! 3. `group` (with [groups](#groups)): the groups and their chunks become
+//!    units, each one item that stages 4 to 8 move whole.
+//! 4. `pack`: pack the samples into `K = R * A * S` sequences that are
 //!    balanced, not merely full: the vector LPT with capacities of
 //!    [`partition`](crate::partition) (in decreasing order of cost, each
 //!    sample to the least-loaded sequence it fits in, the load the larger of
@@ -81,7 +89,7 @@
 //!    order,
 //!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
 //!    instead ([`Report::balanced_packing`] says which).
-//! 4. `deal`: deal the sequences to the `R x A` slots: for
+//! 5. `deal`: deal the sequences to the `R x A` slots: for
 //!    [`SyncModel::Step`], LPT with equal counts over ranks
 //!    ([`Partitioner`](crate::partition::Partitioner)); for the
 //!    per-micro-step models, sequences of similar cost form one micro-step
@@ -90,19 +98,19 @@
 //!    over the mean in either phase, by language cost), each refined, and
 //!    the plan with the lowest predicted step time is kept. With groups,
 //!    the chunks of a group then go to its home rank.
-//! 5. `refine`: within each set of groups that wait for each other (the
+//! 6. `refine`: within each set of groups that wait for each other (the
 //!    ranks for [`SyncModel::Step`], one micro-step's micro-batches
 //!    otherwise), move or swap single samples between the slowest group and
 //!    the fastest ones, keeping every cap, while that lowers the slowest
 //!    (phase by phase for [`SyncModel::Phase`], never raising the other
 //!    phase's maximum).
-//! 6. `pair` (per-micro-step sync models, with the search on): in bulk,
+//! 7. `pair` (per-micro-step sync models, with the search on): in bulk,
 //!    micro-batches at their micro-step's maxima trade one sample with the
 //!    ones farthest below theirs (one round across micro-steps, filling
 //!    the room under the maxima that a single large sample sets), then the
 //!    `k`-th most loaded micro-batch of each micro-step with its `k`-th
 //!    least loaded (two rounds), never raising a barrier's maximum.
-//! 7. `search` (per-micro-step sync models): the barriers (a micro-step in
+//! 8. `search` (per-micro-step sync models): the barriers (a micro-step in
 //!    a phase, or in total) are taken worst excess over their mean first;
 //!    the micro-batch that binds one moves a sample to, or swaps one with,
 //!    a partner found near the wanted cost in the samples sorted once by
@@ -114,21 +122,21 @@
 //!    most 16 samples or units, none pinned) then go through an exact
 //!    branch and bound over every layout of the same shape (the `exact`
 //!    stage), on the same budget, which replaces the layout only by a
-//!    strictly better one. For [`SyncModel::MicroStep`] the stages 3 to 7
+//!    strictly better one. For [`SyncModel::MicroStep`] the stages 4 to 8
 //!    also run as for [`SyncModel::Phase`], that layout is searched on
 //!    under per-micro-step barriers, and the better of the two is kept
 //!    (ties to the first): the plan is never worse, under per-micro-step
 //!    barriers, than the per-phase plan.
-//! 8. `group`, back: a unit (without groups, a sample) moved from a rank
+//! 9. `group`, back: a unit (without groups, a sample) moved from a rank
 //!    with several to every rank without one, so that no rank idles at the
 //!    collective (chunks stay on their home rank), and the units expanded
 //!    to their samples.
-//! 9. `locality` (with [`Planner::locality`] and samples with an origin):
-//!    the plan relabelled, filled anew from home (one barrier a step) and
-//!    pairs of sequences re-split to bring samples home, so that the fewest bytes move while the
-//!    predicted step time stays within the tolerance of the plan so far
-//!    ([`Locality`]).
-//! 10. `finish`: the plan's ids slot by slot, every sequence evaluated as
+//! 10. `locality` (with [`Planner::locality`] and samples with an origin):
+//!     the plan relabelled, filled anew from home (one barrier a step) and
+//!     pairs of sequences re-split to bring samples home, so that the
+//!     fewest bytes move while the predicted step time stays within the
+//!     tolerance of the plan so far ([`Locality`]).
+//! 11. `finish`: the plan's ids slot by slot, every sequence evaluated as
 //!     a group, the [`Report`] against the bound, the naive baseline and
 //!     the users' baseline ([`Report::users_baseline`]),
 //!     and the [`Exchange`] (with its [`Traffic`]) when samples have
@@ -139,11 +147,13 @@
 //! `ceil(total / capacity / (R * S))` if the balanced packing fits there,
 //! else the first-fit-decreasing count divided by `R * S`, rounded up.
 //!
-//! The cost of a sequence in stages 3 to 7 is the sum of its samples' own
-//! costs; the [`Report`] evaluates every sequence as a group with the model
+//! The cost of a sequence in stages 4 to 8 is the sum of its samples' costs
+//! (their own for additive models, their shares for the others, stage 2);
+//! the [`Report`] evaluates every sequence as a group with the model
 //! ([`Incremental`](crate::cost::Incremental)), so non-additive terms (full
 //! attention over the packed length, a cost per sequence) are reported
-//! exactly but balanced approximately.
+//! exactly and balanced through the shares, approximately (a share is
+//! fixed while the stages move samples between sequences).
 //!
 //! # Groups
 //!
@@ -320,6 +330,7 @@ mod refine;
 mod sample;
 mod search;
 mod shape;
+mod share;
 mod sync;
 mod work;
 

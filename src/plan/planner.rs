@@ -6,7 +6,7 @@ use super::baseline::Naive;
 use super::deal::{deal, RowKey, Sequences};
 use super::evaluate::step_time;
 use super::exact::{exact, proven_bound};
-use super::finish::{finish, Context, Layout};
+use super::finish::{exact_time, finish, Context, Layout};
 use super::group::{ungroup, units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
@@ -17,6 +17,7 @@ use super::refine::refine;
 use super::sample::StepSample;
 use super::search::{search, EFFORT};
 use super::shape::Shape;
+use super::share::share;
 use super::sync::SyncModel;
 use super::work::Stage;
 use crate::cost::{Incremental, Phases};
@@ -644,7 +645,11 @@ impl<M: Incremental> Planner<M> {
     /// `search_effort * 65536` units (three times for
     /// [`SyncModel::MicroStep`]) and its proof of the bound at most
     /// `search_effort * 262144`, whatever the settings: no
-    /// setting alone makes planning slower or larger.
+    /// setting alone makes planning slower or larger. A model that is not
+    /// additive on the batch (a cost per sequence, attention over the packed
+    /// row: the `share` stage of the [module docs](super#algorithm)) costs
+    /// one more packing, O(n) more model evaluations and every stage from
+    /// `group` to `search` twice.
     ///
     /// # Examples
     ///
@@ -666,67 +671,64 @@ impl<M: Incremental> Planner<M> {
         // The stages of the module docs ("Algorithm"), in their order.
         // 1. prepare
         let (prep, cx) = self.prepare(samples)?;
-        // 2. group: with groups, stages 3 to 7 run on units (groups and
-        // chunks as one item each).
-        let units = units(&prep, samples, self.group_scope, self.ranks)?;
-        let units = units.as_ref();
-        let batch = units.map_or(&prep, |u| &u.prep);
-        let pins = units.map_or_else(Vec::new, Units::pins);
-        // 3. pack to 7. search, under the planner's sync model.
         let request = Request {
             ranks: self.ranks,
             per_step: self.per_step,
             micro_steps: self.micro_steps,
             phases: false,
             fill: false,
-            min_steps: match units {
-                Some(u) => u.min_steps(self.per_step, self.micro_steps)?,
-                None => 1,
-            },
+            min_steps: 1,
         };
-        let best = if self.sync == SyncModel::MicroStep && self.refine && self.search_effort > 0 {
-            self.micro_step_layout(batch, request, units, &pins)?
-        } else {
-            self.layout(self.sync, batch, request, units, &pins)?
-        };
-        let Trial {
-            shape,
-            balanced,
-            order,
-            seqs,
-            ..
-        } = best;
-        // Small batches of additive costs: the bound the exact search
-        // proves (every plan of any number of micro-steps), on the search's
-        // budget.
-        let proven = if units.is_none() && self.refine && self.search_effort > 0 {
-            let time = additive_time(self.sync, batch, shape, &order, &seqs);
-            // Four times the exact stage's: it covers every number of
-            // micro-steps.
-            let budget = u64::from(self.search_effort) << 18;
-            proven_bound(batch, self.sync, self.ranks, self.per_step, time, budget)
+        // 2. share: a model that is not additive (a cost per sequence,
+        // attention over the packed row) is balanced on each sample's share
+        // of its sequence's exact cost, from a first packing, then from the
+        // plan that made (the better of the two plans kept, by their exact
+        // step times); the floors, the bound, locality and the report keep
+        // the model's own costs.
+        let shared = if self.refine {
+            let first = pack(&prep, request).ok();
+            first.and_then(|f| share(&prep, &cx, &f.sequences))
         } else {
             None
         };
-        // 8. group, back: every rank some work, units expanded to samples.
-        let mut slots = ungroup(units, shape, seqs.into_slots(order));
-        // 9. locality: with groups, only what keeps them whole moves: whole
+        let mut best = self.arranged(&prep, shared.as_ref().unwrap_or(&prep), samples, request)?;
+        if shared.is_some() {
+            if let Some(again) = share(&prep, &cx, &best.slots) {
+                let second = self.arranged(&prep, &again, samples, request)?;
+                if exact_time(&prep, &cx, second.shape, &second.slots)?
+                    < exact_time(&prep, &cx, best.shape, &best.slots)?
+                {
+                    best = Arranged {
+                        proven: best.proven,
+                        ..second
+                    };
+                }
+            }
+        }
+        let Arranged {
+            shape,
+            balanced,
+            mut slots,
+            proven,
+            grouped,
+        } = best;
+        // 10. locality: with groups, only what keeps them whole moves: whole
         // micro-batches (a group lies in one sequence) or whole ranks (a
         // group spans one rank), never single samples.
         let mut locality_free = None;
         if let Some(loc) = self.locality {
             if let Some(homes) = Homes::new(&prep, &cx, loc.node_size()) {
-                let movable = match (units, self.group_scope) {
-                    (None, _) => Movable::Samples,
-                    (Some(_), GroupScope::MicroBatch) => Movable::WholeMicroBatches,
-                    (Some(_), _) => Movable::WholeRanks,
+                let movable = match (grouped, self.group_scope) {
+                    (false, _) => Movable::Samples,
+                    (true, GroupScope::MicroBatch) => Movable::WholeMicroBatches,
+                    (true, _) => Movable::WholeRanks,
                 };
                 let (local, t0) = localize(&prep, &cx, shape, slots, &homes, loc, movable)?;
                 slots = local;
                 locality_free = Some(t0);
             }
         }
-        // 10. finish
+        // 11. finish
         let layout = Layout {
             shape,
             slots,
@@ -746,6 +748,67 @@ impl<M: Incremental> Planner<M> {
             plan.planning_time = super::output::Elapsed(Some(start.elapsed()));
         }
         Ok(plan)
+    }
+
+    /// Stages 3 (group) to 9 (group, back) on `base` (the prepared samples
+    /// `prep`, or their shares): the shape, whether the balanced packing
+    /// made it, every slot's positions, and the bound the exact search
+    /// proves of small batches of additive costs (from `prep`'s own costs).
+    fn arranged(
+        &self,
+        prep: &Prepared,
+        base: &Prepared,
+        samples: &[StepSample],
+        request: Request,
+    ) -> Result<Arranged, Error> {
+        // 3. group: with groups, stages 4 to 8 run on units (groups and
+        // chunks as one item each).
+        let units = units(base, samples, self.group_scope, self.ranks)?;
+        let units = units.as_ref();
+        let batch = units.map_or(base, |u| &u.prep);
+        let pins = units.map_or_else(Vec::new, Units::pins);
+        // 4. pack to 8. search, under the planner's sync model.
+        let request = Request {
+            min_steps: match units {
+                Some(u) => u.min_steps(self.per_step, self.micro_steps)?,
+                None => 1,
+            },
+            ..request
+        };
+        let best = if self.sync == SyncModel::MicroStep && self.refine && self.search_effort > 0 {
+            self.micro_step_layout(batch, request, units, &pins)?
+        } else {
+            self.layout(self.sync, batch, request, units, &pins)?
+        };
+        let Trial {
+            shape,
+            balanced,
+            order,
+            seqs,
+            ..
+        } = best;
+        // Small batches of additive costs: the bound the exact search
+        // proves (every plan of any number of micro-steps), on the search's
+        // budget; with the model's own costs (not the shares): the proof
+        // needs a sum of floors.
+        let proven = if units.is_none() && self.refine && self.search_effort > 0 {
+            let time = additive_time(self.sync, prep, shape, &order, &seqs);
+            // Four times the exact stage's: it covers every number of
+            // micro-steps.
+            let budget = u64::from(self.search_effort) << 18;
+            proven_bound(prep, self.sync, self.ranks, self.per_step, time, budget)
+        } else {
+            None
+        };
+        // 9. group, back: every rank some work, units expanded to samples.
+        let slots = ungroup(units, shape, seqs.into_slots(order));
+        Ok(Arranged {
+            shape,
+            balanced,
+            slots,
+            proven,
+            grouped: units.is_some(),
+        })
     }
 
     /// The naive plan the report compares with, as a plan: samples in
@@ -980,6 +1043,18 @@ impl<M: Incremental> Planner<M> {
             seqs,
         })
     }
+}
+
+/// A plan's layout before locality: its shape, whether the balanced
+/// packing made it, every slot's positions, the bound the exact search
+/// proved (small batches of additive costs) and whether samples moved as
+/// units (groups).
+struct Arranged {
+    shape: Shape,
+    balanced: bool,
+    slots: Vec<Vec<u32>>,
+    proven: Option<f64>,
+    grouped: bool,
 }
 
 /// A dealt and refined layout: its step time (per-phase barriers only),

@@ -48,5 +48,6 @@ mod plan_props;
 mod plan_quality;
 mod plan_search;
 mod plan_serde;
+mod plan_share;
 mod plan_users;
 mod plan_value_stability;

@@ -1,0 +1,268 @@
+//! Share stage: for a cost model that is not additive (a cost per packed sequence, attention over the whole packed row), each sample's planning cost becomes its share of the exact cost of the sequence a first packing puts it in.
+//!
+//! The stages from `pack` to `search` balance sums of per-sample costs. For
+//! an additive model a sample's cost alone is exactly what it adds to any
+//! sequence; for the others it is not, and the difference can dominate:
+//! with [`PerGroup`](crate::cost::PerGroup) (`language.groups`) every
+//! sample alone pays the whole per-sequence cost, so a sequence of ten short
+//! samples looks ten times as costly as it is; with
+//! [`FullAttention`](crate::cost::FullAttention) (`language.row_attention`,
+//! sdpa and eager attention on packed rows) a sample of `t` tokens alone
+//! costs `c t^2` but adds about `c t T` to a row of `T` tokens. Balancing
+//! those costs balances the wrong thing (measured on a small real Qwen2-VL
+//! whose calibrated model has both terms: per-phase imbalance 1.10-1.23
+//! against 1.03-1.06 for the FLOPs preset's plan under the same model).
+//!
+//! The stage first probes the model on at most [`PROBES`] pairs of samples
+//! spread over the batch: when every pair costs the sum of its two costs
+//! alone (to `1e-9` relative, phase by phase), the model is taken as
+//! additive and nothing changes (the built-in additive models, the presets
+//! with varlen attention: their plans are bit for bit those of before).
+//! Otherwise it packs the samples as the `pack` stage would (the same
+//! request), evaluates every sequence exactly as a group, and gives each
+//! sample, per phase, its floor ([`CostModel::floor`]) plus the sequence's
+//! cost above its samples' floors split in proportion to the samples'
+//! tokens (in both phases: what is above the floors is mostly paid per
+//! sequence or grows with the packed length, not with one sample's images;
+//! split by ViT units instead, a sequence's few image samples took its
+//! whole per-sequence vision cost, and the plans were worse): the shares of a sequence sum to its exact cost, a sample alone
+//! keeps its own cost, and every share is at least the sample's floor.
+//! For `c T^2` the share is `c t^2 + c (T^2 - sum t^2) t / T`, about `c t
+//! T`; for a cost `G` a sequence, `G t / T`. The later stages balance the
+//! shares; the [`Report`](super::Report) still evaluates every sequence of
+//! the plan exactly, and the lower bound still sums the floors.
+//!
+//! # Complexity
+//!
+//! O(1) model evaluations for the probe; for a non-additive model one more
+//! packing (O(n log n)), O(n) model insertions and floors, O(n) extra space
+//! (the shares beside the prepared samples).
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::finish::Context;
+use super::prepare::Prepared;
+use crate::cost::{Incremental, Phases};
+
+/// The pairs of samples the additivity probe evaluates, at most.
+pub(crate) const PROBES: usize = 64;
+
+/// Relative difference under which two costs are equal for the probe.
+const CLOSE: f64 = 1e-9;
+
+/// The batch with each sample's cost replaced by its share of its
+/// sequence's exact cost under `request`'s packing, or `None` when the
+/// model is additive on the probe's pairs (or the packing does not fit:
+/// the `pack` stage then reports it with the original costs).
+pub(crate) fn share<M: Incremental>(
+    prep: &Prepared,
+    cx: &Context<'_, M>,
+    sequences: &[Vec<u32>],
+) -> Option<Prepared> {
+    if additive(prep, cx) {
+        return None;
+    }
+    let sample = |p: u32| cx.samples[prep.items[p as usize].input as usize].sample();
+    let mut costs = vec![Phases::ZERO; prep.len()];
+    for members in sequences {
+        let mut state = cx.model.empty();
+        let (mut floors, mut tokens) = (Phases::ZERO, 0u64);
+        for &p in members {
+            cx.model.insert(&mut state, sample(p));
+            floors += cx.model.floor(sample(p));
+            tokens += prep.size(p as usize)[0];
+        }
+        let exact = cx.model.evaluate(&state);
+        // At least zero: a floor sum above the cost is rounding only.
+        let over = Phases::new(
+            (exact.vision - floors.vision).max(0.0),
+            (exact.language - floors.language).max(0.0),
+        );
+        for &p in members {
+            // Every sample has a token (checked by `StepSample`); the
+            // guard keeps an empty sum harmless all the same.
+            let weight = if tokens == 0 {
+                1.0 / members.len() as f64
+            } else {
+                prep.size(p as usize)[0] as f64 / tokens as f64
+            };
+            let floor = cx.model.floor(sample(p));
+            costs[p as usize] = Phases::new(
+                floor.vision + over.vision * weight,
+                floor.language + over.language * weight,
+            );
+        }
+    }
+    Some(with_costs(prep, &costs))
+}
+
+/// `prep` with the samples' costs replaced by `costs` (and the largest
+/// costs that the refinement's thresholds read recomputed); the floors and
+/// the bound's parts stay those of the model.
+fn with_costs(prep: &Prepared, costs: &[Phases]) -> Prepared {
+    let mut items = prep.items.clone();
+    let (mut largest, mut largest_total) = (Phases::ZERO, 0.0f64);
+    for (e, &c) in items.iter_mut().zip(costs) {
+        e.cost = c;
+        largest = largest.max(c);
+        largest_total = largest_total.max(c.total());
+    }
+    Prepared {
+        items,
+        caps: prep.caps,
+        largest,
+        largest_total,
+        floors: prep.floors,
+        largest_floor: prep.largest_floor,
+        stairs: prep.stairs,
+        stairs_total: prep.stairs_total,
+        fill: prep.fill,
+        fill_total: prep.fill_total,
+    }
+}
+
+/// Whether every probed pair of samples costs the sum of its two costs
+/// alone: pairs `(i, i + 1)` at `PROBES` positions spread evenly over the
+/// samples in id order.
+fn additive<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>) -> bool {
+    let n = prep.len();
+    if n < 2 {
+        return true;
+    }
+    let probes = (n / 2).min(PROBES);
+    let close = |a: f64, b: f64| (a - b).abs() <= CLOSE * a.abs().max(b.abs());
+    (0..probes).all(|k| {
+        // Even positions in 0..n - 1, so that `i + 1` is a sample.
+        let i = k * (n - 1) / probes;
+        let (a, b) = (&prep.items[i], &prep.items[i + 1]);
+        let mut state = cx.model.empty();
+        cx.model
+            .insert(&mut state, cx.samples[a.input as usize].sample());
+        let pair = cx
+            .model
+            .evaluate_with(&state, cx.samples[b.input as usize].sample());
+        let sum = a.cost + b.cost;
+        close(pair.vision, sum.vision) && close(pair.language, sum.language)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{
+        CostModel, FullAttention, Image, Linear, PerGroup, Preset, Sample, Term, Tokens,
+    };
+    use crate::plan::pack::{pack, Request};
+    use crate::plan::prepare::prepare;
+    use crate::plan::{StepSample, SyncModel};
+    use proptest::prelude::*;
+
+    fn batch(items: &[(u32, u32)]) -> Vec<StepSample> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, &(text, image))| {
+                let images = (image > 0).then(|| Image::new(image));
+                StepSample::new(i as u64, Sample::new(text, images))
+            })
+            .collect()
+    }
+
+    fn context<'a, M>(samples: &'a [StepSample], model: &'a M) -> Context<'a, M> {
+        Context {
+            samples,
+            model,
+            sync: SyncModel::Step,
+            seq_len: 4096,
+            ranks_per_node: None,
+        }
+    }
+
+    /// The sequences of the `pack` stage for 2 ranks, one sequence a
+    /// micro-step.
+    fn packed<M: Incremental>(model: &M, samples: &[StepSample]) -> (Prepared, Vec<Vec<u32>>) {
+        let caps = [4096, u64::MAX, u64::MAX];
+        let prep = prepare(samples, model, caps, 2, 1, SyncModel::Step).unwrap();
+        let request = Request {
+            ranks: 2,
+            per_step: 1,
+            micro_steps: None,
+            phases: false,
+            fill: false,
+            min_steps: 1,
+        };
+        let sequences = pack(&prep, request).unwrap().sequences;
+        (prep, sequences)
+    }
+
+    #[test]
+    fn additive_models_keep_their_costs() {
+        let samples = batch(&[(100, 0), (200, 64), (300, 0), (50, 16)]);
+        let model = Preset::Qwen25Vl7b.cost_model();
+        let (prep, seqs) = packed(&model, &samples);
+        assert!(share(&prep, &context(&samples, &model), &seqs).is_none());
+        let linear = Linear::preset(Preset::Llava15_7b);
+        let (prep, seqs) = packed(&linear, &samples);
+        assert!(share(&prep, &context(&samples, &linear), &seqs).is_none());
+    }
+
+    #[test]
+    fn a_cost_per_sequence_is_split_by_tokens() -> Result<(), crate::Error> {
+        // Two sequences' worth: every sample alone pays the 10 of its
+        // group; in a sequence of three, each pays its share of one 10.
+        let model = Tokens::new(1.0)? + PerGroup::new(10.0)?;
+        let samples = batch(&[(1000, 0), (1000, 0), (2000, 0), (4000, 0)]);
+        let cx = context(&samples, &model);
+        let (prep, _) = packed(&model, &samples);
+        let seqs = vec![vec![0, 1, 2], vec![3]];
+        let shared = share(&prep, &cx, &seqs).expect("PerGroup is not additive");
+        let got: Vec<f64> = (0..4).map(|p| shared.cost(p).language).collect();
+        assert_eq!(got, [1002.5, 1002.5, 2005.0, 4010.0]);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The shares of a sequence sum to its exact cost, phase by phase;
+        /// each is at least the sample's floor; a sample alone keeps its
+        /// own cost.
+        #[test]
+        fn shares_sum_to_the_sequences_costs(
+            items in prop::collection::vec((1u32..1500, 0u32..300), 2..60),
+            row in 0.0f64..1e-3,
+            group in 0.0f64..5.0,
+        ) {
+            let model = Linear::new([
+                (Term::Tokens, 1e-3),
+                (Term::RowAttention, row),
+                (Term::ImageTokens, 2e-3),
+                (Term::Groups, group),
+                (Term::VisionGroups, group / 2.0),
+            ]).unwrap() + FullAttention::new(1e-7).unwrap();
+            let samples = batch(&items);
+            let cx = context(&samples, &model);
+            let (prep, seqs) = packed(&model, &samples);
+            let shared = share(&prep, &cx, &seqs).expect("row attention is not additive");
+            for members in &seqs {
+                let group: Vec<&Sample> =
+                    members.iter().map(|&p| samples[prep.items[p as usize].input as usize].sample()).collect();
+                let exact = model.cost(&group);
+                let sum = members.iter().fold(Phases::ZERO, |a, &p| a + shared.cost(p as usize));
+                for (x, y) in [(sum.vision, exact.vision), (sum.language, exact.language)] {
+                    prop_assert!((x - y).abs() <= 1e-9 * y.max(1.0), "{x} vs {y}");
+                }
+                for &p in members {
+                    let sample = samples[prep.items[p as usize].input as usize].sample();
+                    let (c, floor) = (shared.cost(p as usize), model.floor(sample));
+                    prop_assert!(c.vision >= floor.vision * (1.0 - 1e-12) && c.language >= floor.language * (1.0 - 1e-12));
+                    if members.len() == 1 {
+                        let own = prep.cost(p as usize);
+                        prop_assert!((c.total() - own.total()).abs() <= 1e-9 * own.total().max(1.0));
+                    }
+                }
+            }
+        }
+    }
+}
