@@ -64,8 +64,9 @@
 //!    cost above its samples' floors in proportion to its tokens (a cost
 //!    per sequence, or attention over the packed row, is then balanced
 //!    where it is paid); the stages run again on the shares of the plan
-//!    they made, and the plan of lower exact step time is kept. A probe of
-//!    at most 64 pairs of samples tells additive models, which skip it.
+//!    they made while that lowers the exact step time (at most three more
+//!    times). A probe of at most 64 pairs of samples tells additive
+//!    models, which skip it.
 //! 3. `group` (with [groups](#groups)): the groups and their chunks become
 //!    units, each one item that stages 4 to 8 move whole.
 //! 4. `pack`: pack the samples into `K = R * A * S` sequences that are
