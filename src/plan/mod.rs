@@ -58,15 +58,16 @@
 //!    function of the *set* of samples), check them (ids, sizes against
 //!    the caps, loss tokens, origins), and evaluate each sample's cost
 //!    vector and floor once, with the parts of the lower bound.
-//! 2. `share` (a model that is not additive on the batch): each sample's
-//!    cost for stages 4 to 8 becomes its share of the exact cost of the
-//!    sequence a first packing puts it in: its floor plus the sequence's
-//!    cost above its samples' floors in proportion to its tokens (a cost
-//!    per sequence, or attention over the packed row, is then balanced
-//!    where it is paid); the stages run again on the shares of the plan
-//!    they made while that lowers the exact step time (at most three more
-//!    times). A probe of at most 64 pairs of samples tells additive
-//!    models, which skip it.
+//! 2. `share` (a model that is not additive on the batch; the stages 3 to
+//!    9 first run on the samples' own costs): each sample's cost for
+//!    stages 4 to 8 becomes its share of the exact cost of the sequence the
+//!    plan just made puts it in: its floor plus the sequence's cost above
+//!    its samples' floors in proportion to its tokens (a cost per
+//!    sequence, or attention over the packed row, is then balanced where
+//!    it is paid), and stages 3 to 9 run again on the shares while that
+//!    lowers the exact step time (at most four times): the plan is never
+//!    worse, by the model, than the plan of the own costs. A probe of at
+//!    most 64 pairs of samples tells additive models, which skip it.
 //! 3. `group` (with [groups](#groups)): the groups and their chunks become
 //!    units, each one item that stages 4 to 8 move whole.
 //! 4. `pack`: pack the samples into `K = R * A * S` sequences that are

@@ -648,8 +648,8 @@ impl<M: Incremental> Planner<M> {
     /// setting alone makes planning slower or larger. A model that is not
     /// additive on the batch (a cost per sequence, attention over the packed
     /// row: the `share` stage of the [module docs](super#algorithm)) costs
-    /// one more packing, O(n) more model evaluations a round and every
-    /// stage from `group` to `search` up to four times.
+    /// O(n) more model evaluations a round and every stage from `group` to
+    /// `search` up to five times.
     ///
     /// # Examples
     ///
@@ -679,32 +679,29 @@ impl<M: Incremental> Planner<M> {
             fill: false,
             min_steps: 1,
         };
-        // 2. share: a model that is not additive (a cost per sequence,
-        // attention over the packed row) is balanced on each sample's share
-        // of its sequence's exact cost, from a first packing, then from the
-        // plan that made, while the exact step time drops; the floors, the
-        // bound, locality and the report keep the model's own costs.
-        let shared = if self.refine {
-            let first = pack(&prep, request).ok();
-            first.and_then(|f| share(&prep, &cx, &f.sequences))
-        } else {
-            None
-        };
-        let mut best = self.arranged(&prep, shared.as_ref().unwrap_or(&prep), samples, request)?;
-        if shared.is_some() {
-            // Again on the shares of the plan just made, while that lowers
-            // the exact step time (at most `SHARE_ROUNDS` times).
-            let mut time = exact_time(&prep, &cx, best.shape, &best.slots)?;
+        // 2. to 9.: the stages on the samples' own costs; then, for a model
+        // that is not additive (a cost per sequence, attention over the
+        // packed row), again on each sample's share of its sequence's exact
+        // cost in the plan just made (2. share), while that lowers the exact
+        // step time (at most `SHARE_ROUNDS` times). The floors, the bound,
+        // locality and the report keep the model's own costs.
+        let mut best = self.arranged(&prep, &prep, samples, request)?;
+        if self.refine {
+            let mut time = None;
             for _ in 0..SHARE_ROUNDS {
-                let Some(again) = share(&prep, &cx, &best.slots) else {
+                let Some(shared) = share(&prep, &cx, &best.slots) else {
                     break;
                 };
-                let next = self.arranged(&prep, &again, samples, request)?;
+                let before = match time {
+                    Some(t) => t,
+                    None => exact_time(&prep, &cx, best.shape, &best.slots)?,
+                };
+                let next = self.arranged(&prep, &shared, samples, request)?;
                 let t = exact_time(&prep, &cx, next.shape, &next.slots)?;
-                if t >= time {
+                if t >= before {
                     break;
                 }
-                time = t;
+                time = Some(t);
                 best = Arranged {
                     proven: best.proven,
                     ..next
@@ -1052,10 +1049,9 @@ impl<M: Incremental> Planner<M> {
 }
 
 /// The most times the stages run again on the shares of the plan they made
-/// (a model that is not additive): on the batches of `tests/it/plan_share.rs`
-/// the second round gains up to 3%, the third and fourth up to 3% more on a
-/// few batches, and the loop stops at the first round that gains nothing.
-const SHARE_ROUNDS: usize = 3;
+/// (a model that is not additive); the loop stops at the first round that
+/// does not lower the exact step time.
+const SHARE_ROUNDS: usize = 4;
 
 /// A plan's layout before locality: its shape, whether the balanced
 /// packing made it, every slot's positions, the bound the exact search

@@ -1,4 +1,4 @@
-//! Share stage: for a cost model that is not additive (a cost per packed sequence, attention over the whole packed row), each sample's planning cost becomes its share of the exact cost of the sequence a first packing puts it in.
+//! Share stage: for a cost model that is not additive (a cost per packed sequence, attention over the whole packed row), each sample's planning cost becomes its share of the exact cost of the sequence a plan puts it in.
 //!
 //! The stages from `pack` to `search` balance sums of per-sample costs. For
 //! an additive model a sample's cost alone is exactly what it adds to any
@@ -9,34 +9,40 @@
 //! [`FullAttention`](crate::cost::FullAttention) (`language.row_attention`,
 //! sdpa and eager attention on packed rows) a sample of `t` tokens alone
 //! costs `c t^2` but adds about `c t T` to a row of `T` tokens. Balancing
-//! those costs balances the wrong thing (measured on a small real Qwen2-VL
-//! whose calibrated model has both terms: per-phase imbalance 1.10-1.23
-//! against 1.03-1.06 for the FLOPs preset's plan under the same model).
+//! those costs balances the wrong thing (on the batches of
+//! `tests/it/plan_share.rs`, with the model the calibrator fitted to a
+//! small real Qwen2-VL: per-phase plans up to 13% slower, by their own
+//! model, than the plans of the FLOPs preset).
 //!
-//! The stage first probes the model on at most [`PROBES`] pairs of samples
+//! [`share`] first probes the model on at most [`PROBES`] pairs of samples
 //! spread over the batch: when every pair costs the sum of its two costs
 //! alone (to `1e-9` relative, phase by phase), the model is taken as
 //! additive and nothing changes (the built-in additive models, the presets
 //! with varlen attention: their plans are bit for bit those of before).
-//! Otherwise it packs the samples as the `pack` stage would (the same
-//! request), evaluates every sequence exactly as a group, and gives each
-//! sample, per phase, its floor ([`CostModel::floor`]) plus the sequence's
-//! cost above its samples' floors split in proportion to the samples'
-//! tokens (in both phases: what is above the floors is mostly paid per
-//! sequence or grows with the packed length, not with one sample's images;
-//! split by ViT units instead, a sequence's few image samples took its
-//! whole per-sequence vision cost, and the plans were worse): the shares of a sequence sum to its exact cost, a sample alone
-//! keeps its own cost, and every share is at least the sample's floor.
-//! For `c T^2` the share is `c t^2 + c (T^2 - sum t^2) t / T`, about `c t
-//! T`; for a cost `G` a sequence, `G t / T`. The later stages balance the
-//! shares; the [`Report`](super::Report) still evaluates every sequence of
-//! the plan exactly, and the lower bound still sums the floors.
+//! Otherwise it evaluates every sequence of the given plan exactly as a
+//! group, and gives each sample, per phase, its floor
+//! ([`CostModel::floor`]) plus the sequence's cost above its samples'
+//! floors split in proportion to the samples' tokens: the shares of a
+//! sequence sum to its exact cost, a sample alone keeps its own cost, and
+//! every share is at least the sample's floor. For `c T^2` the share is `c
+//! t^2 + c (T^2 - sum t^2) t / T`, about `c t T`; for a cost `G` a
+//! sequence, `G t / T`. The planner runs its stages again on the shares
+//! (and again on the shares of that plan) while the exact step time drops,
+//! so the plan is never worse than the plan of the own costs; the
+//! [`Report`](super::Report) still evaluates every sequence exactly, and
+//! the lower bound still sums the floors.
+//!
+//! Tried and dropped (same batches): the vision part split by ViT units
+//! (a sequence's few image samples took its whole per-sequence vision
+//! cost; worse), each sample's leave-one-out marginal cost (worse: it
+//! counts `c T^2` twice over), and the part every sample pays alone (a
+//! cost per sequence) left out of the shares (worse).
 //!
 //! # Complexity
 //!
-//! O(1) model evaluations for the probe; for a non-additive model one more
-//! packing (O(n log n)), O(n) model insertions and floors, O(n) extra space
-//! (the shares beside the prepared samples).
+//! O(1) model evaluations for the probe; for a non-additive model O(n)
+//! model insertions and floors and O(n) extra space (the shares beside the
+//! prepared samples).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -51,10 +57,9 @@ pub(crate) const PROBES: usize = 64;
 /// Relative difference under which two costs are equal for the probe.
 const CLOSE: f64 = 1e-9;
 
-/// The batch with each sample's cost replaced by its share of its
-/// sequence's exact cost under `request`'s packing, or `None` when the
-/// model is additive on the probe's pairs (or the packing does not fit:
-/// the `pack` stage then reports it with the original costs).
+/// The batch with each sample's cost replaced by its share of the exact
+/// cost of its sequence in `sequences` (every sample's position in one),
+/// or `None` when the model is additive on the probe's pairs.
 pub(crate) fn share<M: Incremental>(
     prep: &Prepared,
     cx: &Context<'_, M>,
