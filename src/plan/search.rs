@@ -74,7 +74,7 @@ use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
 
 /// The default work budget, in units per sample and sequence (45: planning
-/// 65,536 samples over 1,024 ranks takes at most 1.4 times the thread CPU
+/// 65,536 samples over 1,024 ranks takes 1.15 to 1.43 times the thread CPU
 /// time it took at 30 without the size buckets, the default before;
 /// `BENCHMARKS.md`).
 pub(crate) const EFFORT: u32 = 45;
