@@ -25,7 +25,7 @@
 //!   about `a`'s size, which a window of the global index rarely holds
 //!   (most of its candidates fail a cap): the buckets find the swaps that
 //!   fit. At convergence (effort 1000) they take the per-phase plans of
-//!   65,536 samples over 1,024 ranks from 1.0090 to 1.0033 over the bound
+//!   65,536 samples over 1,024 ranks from 1.0090 to 1.0035 over the bound
 //!   on interleaved, 1.0085 to 1.0071 on anyres-mix;
 //! - the moves of `a` into the two least loaded micro-batches, in each
 //!   barrier, of `x`'s micro-step and of the [`SINKS`] other micro-steps
