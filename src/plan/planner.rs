@@ -362,10 +362,11 @@ impl<M: Incremental> Planner<M> {
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
     /// deterministic); `0` turns the pairing and the search off. The
-    /// default, 30, keeps planning 65,536 samples over 1,024 ranks within
-    /// 1.5 times what it took at 10, the default before (thread CPU time,
-    /// `BENCHMARKS.md`, "Search and bound"); larger values search longer on
-    /// large batches. Under [`SyncModel::MicroStep`] the
+    /// default, 45, keeps planning 65,536 samples over 1,024 ranks within
+    /// 1.5 times (1.15 to 1.43 measured) what it took at 30 before the
+    /// search weighed swaps among samples of the same size (thread CPU
+    /// time, `BENCHMARKS.md`); larger values search longer on large
+    /// batches. Under [`SyncModel::MicroStep`] the
     /// per-phase plan is made and searched on as well (twice the search).
     /// Small batches (at most 16 samples or units, none pinned) also get an
     /// exact branch and bound over every layout of the plan's shape, of

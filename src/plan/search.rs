@@ -1,4 +1,4 @@
-//! Search stage: the binding micro-batch of the worst barrier trades one sample (a move or a swap) with a partner found in a global cost index, in any micro-step, while the exact predicted step time drops.
+//! Search stage: the binding micro-batch of the worst barrier trades one sample (a move or a swap) with a partner found in a global cost index or among samples of its size, in any micro-step, while the exact predicted step time drops.
 //!
 //! The refinement (`refine`) balances each micro-step on its own. Under
 //! per-micro-step barriers the step time is `sum_j sum_p max_r p(r, j)`
@@ -13,28 +13,43 @@
 //! mean` (ties to the lower micro-step, then barrier). The worst one's
 //! binding micro-batch `x` (its largest in `p`, with excess `e` and gap `g`
 //! to the second largest) weighs, for each of its samples `a` and each
-//! transfer `t` in `{g, e, e / 2}`, the [`WINDOW`] samples `b` on each side of
-//! `p_a - t` in the samples sorted once by their cost in `p` (the costs never
-//! change; sample -> sequence -> micro-batch maps are kept up to date): the
-//! swap of `a` and `b`, and the move of `a` alone into `b`'s sequence; and
-//! the moves of `a` into the two least loaded micro-batches, in each
-//! barrier, of `x`'s micro-step and of the [`SINKS`] other micro-steps
-//! whose barriers exceed their means most (room under a maximum that a
-//! single large sample sets costs nothing to fill; O(A) to find them). Every sequence keeps its length and caps;
-//! pinned positions never move. A change's effect on the step time is
-//! exact in O(1): per micro-step and barrier the three largest micro-batches
-//! are kept (rescanned in O(R) after a change), so the new maxima are known
-//! whichever two micro-batches change.
+//! transfer `t` in `{e, e / 2, g}`:
+//!
+//! - the [`WINDOW`] samples `b` on each side of `p_a - t` in the samples
+//!   sorted once by their cost in `p`: the swap of `a` and `b`, and the move
+//!   of `a` alone into `b`'s sequence;
+//! - the [`BUCKET_WINDOW`] samples `b` on each side of `p_a - t` in `a`'s
+//!   size bucket and the two next to it (the samples cut by token count
+//!   into buckets of [`BUCKET`], each sorted by cost in `p`): the swap of `a`
+//!   and `b`. Sequences are nearly full, so a swap fits only where `b` is
+//!   about `a`'s size, which a window of the global index rarely holds
+//!   (most of its candidates fail a cap): the buckets find the swaps that
+//!   fit. At convergence (effort 1000) they take the per-phase plans of
+//!   65,536 samples over 1,024 ranks from 1.0090 to 1.0035 over the bound
+//!   on interleaved, 1.0085 to 1.0071 on anyres-mix;
+//! - the moves of `a` into the two least loaded micro-batches, in each
+//!   barrier, of `x`'s micro-step and of the [`SINKS`] other micro-steps
+//!   whose barriers exceed their means most (room under a maximum that a
+//!   single large sample sets costs nothing to fill; O(A) to find them).
+//!
+//! (The costs never change; sample -> sequence -> micro-batch maps are kept
+//! up to date.) Every sequence keeps its length and caps; pinned positions
+//! never move. A change's effect on the step time is exact in O(1): per
+//! micro-step and barrier the largest micro-batches are kept (rescanned in
+//! O(R) when changes have taken most of them out), so the new maxima are
+//! known whichever two micro-batches change.
 //!
 //! A change is taken if it lowers the step time (by more than a relative
 //! `1e-9`), or if it raises no barrier's maximum, takes `x` strictly below
 //! its barrier's maximum, and lifts no other micro-batch to within that
 //! tolerance of its barrier's maximum (so the number of micro-batches at a
 //! maximum drops: no cycle); of those, the one that lowers the step time
-//! most, then the sum of squares of the two micro-batches' values most. A
-//! barrier with no such change waits until a change touches its micro-step
-//! again. Every taken change pushes the barriers of the one or two
-//! micro-steps it touched again.
+//! most, then the sum of squares of the two micro-batches' values most
+//! (the first good enough one ends the scan: the step time down by the gap
+//! and `x` at most `mean + 3 e / 4`). A barrier
+//! with no such change waits until a change touches its micro-step again.
+//! Every taken change pushes the barriers of the one or two micro-steps it
+//! touched again.
 //!
 //! Deterministic: fixed orders, ties to the first found; the budget is
 //! counted work, not time: at most `effort * max(n + K, 65536)` units (a
@@ -42,10 +57,10 @@
 //! in K sequences ([`Planner::search_effort`](crate::plan::Planner::search_effort),
 //! default [`EFFORT`]).
 //!
-//! O(n log n + min(changes * (s * (log n + WINDOW) + R + A), effort *
-//! max(n + K, 65536))) time for n samples, at most `s` a micro-batch, R ranks,
-//! A micro-steps;
-//! O(n + K + R * A) extra space.
+//! O(n log n + min(changes * (s * (log n + WINDOW + BUCKET_WINDOW) + R +
+//! A), effort * max(n + K, 65536))) time for n samples, at most `s` a
+//! micro-batch, R ranks, A micro-steps; O(n + K + R * A) extra space (the
+//! two indexes: four arrays of n).
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -58,8 +73,11 @@ use super::sync::SyncModel;
 use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
 
-/// The default work budget, in units per sample and sequence.
-pub(crate) const EFFORT: u32 = 30;
+/// The default work budget, in units per sample and sequence (45: planning
+/// 65,536 samples over 1,024 ranks takes 1.15 to 1.43 times the thread CPU
+/// time it took at 30 without the size buckets, the default before;
+/// `BENCHMARKS.md`).
+pub(crate) const EFFORT: u32 = 45;
 
 /// The size the budget counts at least: small batches search as long as a
 /// batch of this many samples and sequences would (a constant, so no
@@ -73,6 +91,13 @@ const WINDOW: usize = 12;
 /// The micro-steps besides the binding one whose least loaded
 /// micro-batches each binding micro-batch tries to move into.
 const SINKS: usize = 1;
+
+/// The samples a bucket of the size-matched index holds (by token count).
+const BUCKET: usize = 256;
+
+/// The partners weighed on each side of a transfer's target in a bucket of
+/// the size-matched index.
+const BUCKET_WINDOW: usize = 4;
 
 /// The keys a block of the two-level binary search holds.
 const BLOCK: usize = 64;
@@ -198,6 +223,13 @@ struct Search<'a> {
     /// Every [`BLOCK`]-th key: the binary searches start in this small
     /// array, which stays in cache, and end in one block of `keys`.
     coarse: [Vec<f64>; 2],
+    /// Per barrier index, the same positions cut by token count into
+    /// buckets of [`BUCKET`] (ties by position), each bucket by cost in
+    /// that barrier (ties by position): the swap partners of about a
+    /// sample's size, which fit sequences that are full.
+    bucketed: [Vec<u32>; 2],
+    /// The token count of each bucket's first position.
+    bounds: Vec<u64>,
     /// Work left.
     left: Cell<u64>,
 }
@@ -252,6 +284,13 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         coarse[i] = keys[i].iter().step_by(BLOCK).copied().collect();
         index[i] = list;
     }
+    let tokens = |p: u32| prep.size(p as usize)[0];
+    let (by_size, bounds) = by_size(&index[0], tokens);
+    let mut bucketed: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    for (i, &d) in dims.iter().enumerate() {
+        bucketed[i] = by_cost_in_buckets(by_size.clone(), |p| d.of(prep.cost(p as usize)));
+    }
+    drop(by_size);
     let mut s = Search {
         stage: *stage,
         dims,
@@ -269,6 +308,8 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         index,
         keys,
         coarse,
+        bucketed,
+        bounds,
         left: Cell::new(left),
     };
     for j in 0..shape.steps {
@@ -278,6 +319,24 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
     }
     s.run(&mut seqs);
     seqs
+}
+
+/// `positions` by `size` (ties by position), and the size of every
+/// [`BUCKET`]-th: the buckets' first sizes. O(n log n) time.
+fn by_size(positions: &[u32], size: impl Fn(u32) -> u64) -> (Vec<u32>, Vec<u64>) {
+    let mut list = positions.to_vec();
+    list.sort_unstable_by_key(|&p| (size(p), p));
+    let bounds = list.iter().step_by(BUCKET).map(|&p| size(p)).collect();
+    (list, bounds)
+}
+
+/// `list` with each bucket of [`BUCKET`] sorted by `cost` (ties by
+/// position). O(n log BUCKET) time.
+fn by_cost_in_buckets(mut list: Vec<u32>, cost: impl Fn(u32) -> f64) -> Vec<u32> {
+    for bucket in list.chunks_mut(BUCKET) {
+        bucket.sort_unstable_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)));
+    }
+    list
 }
 
 impl Search<'_> {
@@ -586,6 +645,58 @@ impl Search<'_> {
                         }
                     }
                 }
+                // Swaps with samples of about `a`'s size: a window at each
+                // transfer's target in `a`'s bucket and its two neighbours.
+                let buckets = self.bounds.len();
+                let home = self
+                    .bounds
+                    .partition_point(|&t| t <= sa[0])
+                    .saturating_sub(1);
+                let bucketed = &self.bucketed[i];
+                for (t, &transfer) in transfers.iter().enumerate() {
+                    if transfer <= tol || (t > 0 && transfer == transfers[t - 1]) {
+                        continue;
+                    }
+                    for k in home.saturating_sub(1)..(home + 2).min(buckets) {
+                        if !self.spend(BUCKET.ilog2().into()) {
+                            return best;
+                        }
+                        let bucket = &bucketed[k * BUCKET..((k + 1) * BUCKET).min(bucketed.len())];
+                        let at = bucket
+                            .partition_point(|&p| d.of(prep.cost(p as usize)) < va - transfer);
+                        let (lo, hi) = (
+                            at.saturating_sub(BUCKET_WINDOW),
+                            (at + BUCKET_WINDOW).min(bucket.len()),
+                        );
+                        for &pb in &bucket[lo..hi] {
+                            if !self.spend(1) {
+                                return best;
+                            }
+                            let cb = prep.cost(pb as usize);
+                            if d.of(cb) >= va {
+                                continue;
+                            }
+                            let by = self.seq_of[pb as usize];
+                            let y = self.batch_of.get(by as usize).map_or(x, |&y| y as usize);
+                            if y == x || y >= self.cost.len() {
+                                continue;
+                            }
+                            let (ly, sb) = (loads[by as usize], prep.size(pb as usize));
+                            let fits = (0..3).all(|k| {
+                                lx[k] - sa[k] + sb[k] <= prep.caps[k]
+                                    && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                            });
+                            if !fits {
+                                continue;
+                            }
+                            let c = (x, bx, ia, y, by, Some(pb));
+                            self.consider(c, ca - cb, i, xm.0, tol, &mut best);
+                            if enough(&best) {
+                                return best;
+                            }
+                        }
+                    }
+                }
             }
         }
         best
@@ -683,8 +794,44 @@ impl Search<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{lower, BLOCK};
+    use super::{by_cost_in_buckets, by_size, lower, BLOCK, BUCKET};
     use alloc::vec::Vec;
+
+    /// The size buckets hold every position once, each bucket's sizes at
+    /// least the previous bucket's (its first size in `bounds`), each
+    /// bucket by cost, ties by position.
+    #[test]
+    fn buckets_are_by_size_then_cost() {
+        for n in [0usize, 1, BUCKET - 1, BUCKET, BUCKET + 1, 3 * BUCKET + 17] {
+            let positions: Vec<u32> = (0..n as u32).rev().collect();
+            let size = |p: u32| u64::from((p * 7919) % 97);
+            let cost = |p: u32| f64::from((p * 104_729) % 31);
+            let (list, bounds) = by_size(&positions, size);
+            assert_eq!(bounds.len(), n.div_ceil(BUCKET));
+            let list = by_cost_in_buckets(list, cost);
+            let mut sorted = list.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n as u32).collect::<Vec<_>>());
+            for (k, bucket) in list.chunks(BUCKET).enumerate() {
+                let least = bucket.iter().map(|&p| size(p)).min();
+                assert_eq!(least, Some(bounds[k]), "{n} {k}");
+                if k > 0 {
+                    let before = list[(k - 1) * BUCKET..k * BUCKET]
+                        .iter()
+                        .map(|&p| size(p))
+                        .max();
+                    assert!(before <= least, "{n} {k}");
+                }
+                for w in bucket.windows(2) {
+                    let (a, b) = (w[0], w[1]);
+                    assert!(
+                        cost(a) < cost(b) || (cost(a) == cost(b) && a < b),
+                        "{n} {k}"
+                    );
+                }
+            }
+        }
+    }
 
     /// The two-level search finds what one binary search finds, with ties,
     /// at block edges and beyond both ends.

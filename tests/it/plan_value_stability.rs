@@ -66,7 +66,10 @@ fn generators_are_value_stable() {
 /// The micro-step pins moved with issue 23 (the per-phase plan searched on
 /// under per-micro-step barriers, the better kept): over the bound, 1.0001
 /// (llava-sft), 1.0036 (anyres-mix), 1.0003 (interleaved); the step and
-/// phase pins did not move.
+/// phase pins did not move. The interleaved micro-step and phase pins
+/// moved again with the search's swaps among samples of the same size and
+/// its default effort 45 (issue 23, per-phase barriers): over the bound,
+/// 1.0003 (micro-step) and 1.0043 (phase); the others did not move.
 #[test]
 fn plan_fingerprints_are_pinned() {
     let pins: [(Scenario, [u64; 3], usize); 3] = [
@@ -82,7 +85,7 @@ fn plan_fingerprints_are_pinned() {
         ),
         (
             Scenario::Interleaved,
-            [0x1357f91a1f5d6e01, 0x6a7441836d35a351, 0x0e5696c4b53b6a6d],
+            [0x1357f91a1f5d6e01, 0x31207a3023141591, 0x76df1093e43e2721],
             15,
         ),
     ];
@@ -129,8 +132,8 @@ fn users_baselines_are_pinned() {
             Scenario::Interleaved,
             [
                 (1.193534375215104e16, 1.0474530070252916),
-                (1.5047203938435072e16, 1.3208534228211493),
-                (1.5110812223864832e16, 1.3211147100980352),
+                (1.5047203938435072e16, 1.320945641599829),
+                (1.5110812223864832e16, 1.3211361341212637),
             ],
         ),
     ];
