@@ -70,7 +70,7 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    costliest; the others stay) are placed by a depth-first search
 ///    instead, each where it is first, then on the other side, cut where a
 ///    side breaks a cap or its budget or where the samples left exceed the
-///    two sides' room together, at most 2,048 choices a pair; the choice
+///    two sides' room together, at most 512 choices a pair; the choice
 ///    of most room is kept: the exact trades of several samples for one
 ///    that a greedy push misses when every sequence is full to within the
 ///    tolerance. The budgets are always `P0`'s:
@@ -78,7 +78,9 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    largest rank total of `P0`; for [`SyncModel::MicroStep`] micro-step
 ///    `j`'s micro-batches at most `(1 + tol)` times `P0`'s largest of
 ///    micro-step `j`; for [`SyncModel::Phase`] the same per phase. Up to
-///    four passes; a sample is weighed again only when its rank or its
+///    two passes (four, with 2,048 choices a pair, brought home at most
+///    about 1% more of the bytes on the held-out batches for about a
+///    fifth more planning time); a sample is weighed again only when its rank or its
 ///    home (node) changed since, and then, when its last weighing found
 ///    nothing and its own group (rank for [`SyncModel::Step`],
 ///    micro-batch otherwise) is unchanged, only against the sequences
@@ -110,12 +112,12 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 /// O(n log n + K + P) time and O(n + K) extra space for n samples in K
 /// sequences: step 2 (four tries at most) is O(n log n + K) each, its
 /// evictions weighing at most `64 * (n + K)` samples; step 3 weighs at
-/// most `4 * 16 = 64` re-splits a sample, each O(m * (1 + pushes) + 2048)
+/// most `2 * 16 = 32` re-splits a sample, each O(m * (1 + pushes) + 512)
 /// for the m <= 48 samples of the two sequences (pairs holding more are
-/// skipped; 2,048 the choices of the depth-first search), and sorts its
+/// skipped; 512 the choices of the depth-first search), and sorts its
 /// home rank's `A * S` sequences by room once a pass, so
-/// `P <= 4 * n * (16 * (48^2 + 2048) + A * S * log(A * S))`; in practice a few
-/// re-splits a sample (about 8 under the per-micro-step models, where
+/// `P <= 2 * n * (16 * (48^2 + 512) + A * S * log(A * S))`; in practice a few
+/// re-splits a sample (about 5 under the per-micro-step models, where
 /// step 3 dominates the time);
 /// besides at most five exact evaluations of the plan (O(n) model
 /// insertions each). Nothing is O(R^2). The extra space is at most about
@@ -240,12 +242,12 @@ const PAIRS: usize = 16;
 /// The most samples two sequences may hold to be re-split.
 const PAIR: usize = 48;
 /// Passes of step 3 over the samples away from home.
-const PASSES: usize = 4;
+const PASSES: usize = 2;
 /// The most samples of a pair, of equal weight on both sides, that
 /// [`Search::split_free`] places.
 const FREE: usize = 16;
 /// The most choices [`Search::split_free`] weighs a pair.
-const NODES: usize = 2048;
+const NODES: usize = 512;
 
 /// Every sample's origin (`NONE` for none) and bytes, by position, and the
 /// node size: what a placement costs.
