@@ -65,12 +65,22 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    the first that brings the sample home at no other loss is taken, else
 ///    the one that saves the most (then leaves the most room). This moves
 ///    one sample or several at once (1-for-2, 2-for-1, ...), so that
-///    tightly packed sequences still trade. The budgets are always `P0`'s:
+///    tightly packed sequences still trade. When the pushes find no split
+///    that fits, the samples of equal weight on both sides (up to 16, the
+///    costliest; the others stay) are placed by a depth-first search
+///    instead, each where it is first, then on the other side, cut where a
+///    side breaks a cap or its budget or where the samples left exceed the
+///    two sides' room together, at most 512 choices a pair; the choice
+///    of most room is kept: the exact trades of several samples for one
+///    that a greedy push misses when every sequence is full to within the
+///    tolerance. The budgets are always `P0`'s:
 ///    for [`SyncModel::Step`] a rank total at most `(1 + tol)` times the
 ///    largest rank total of `P0`; for [`SyncModel::MicroStep`] micro-step
 ///    `j`'s micro-batches at most `(1 + tol)` times `P0`'s largest of
 ///    micro-step `j`; for [`SyncModel::Phase`] the same per phase. Up to
-///    four passes; a sample is weighed again only when its rank or its
+///    two passes (four, with 2,048 choices a pair, brought home at most
+///    about 1% more of the bytes on the held-out batches for about a
+///    fifth more planning time); a sample is weighed again only when its rank or its
 ///    home (node) changed since, and then, when its last weighing found
 ///    nothing and its own group (rank for [`SyncModel::Step`],
 ///    micro-batch otherwise) is unchanged, only against the sequences
@@ -102,11 +112,12 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 /// O(n log n + K + P) time and O(n + K) extra space for n samples in K
 /// sequences: step 2 (four tries at most) is O(n log n + K) each, its
 /// evictions weighing at most `64 * (n + K)` samples; step 3 weighs at
-/// most `4 * 16 = 64` re-splits a sample, each O(m * (1 + pushes)) for the
-/// m <= 48 samples of the two sequences (pairs holding more are skipped),
-/// and sorts its home rank's `A * S` sequences by room once a pass, so
-/// `P <= 4 * n * (16 * 48^2 + A * S * log(A * S))`; in practice a few
-/// re-splits a sample (about 8 under the per-micro-step models, where
+/// most `2 * 16 = 32` re-splits a sample, each O(m * (1 + pushes) + 512)
+/// for the m <= 48 samples of the two sequences (pairs holding more are
+/// skipped; 512 the choices of the depth-first search), and sorts its
+/// home rank's `A * S` sequences by room once a pass, so
+/// `P <= 2 * n * (16 * (48^2 + 512) + A * S * log(A * S))`; in practice a few
+/// re-splits a sample (about 5 under the per-micro-step models, where
 /// step 3 dominates the time);
 /// besides at most five exact evaluations of the plan (O(n) model
 /// insertions each). Nothing is O(R^2). The extra space is at most about
@@ -231,7 +242,12 @@ const PAIRS: usize = 16;
 /// The most samples two sequences may hold to be re-split.
 const PAIR: usize = 48;
 /// Passes of step 3 over the samples away from home.
-const PASSES: usize = 4;
+const PASSES: usize = 2;
+/// The most samples of a pair, of equal weight on both sides, that
+/// [`Search::split_free`] places.
+const FREE: usize = 16;
+/// The most choices [`Search::split_free`] weighs a pair.
+const NODES: usize = 512;
 
 /// Every sample's origin (`NONE` for none) and bytes, by position, and the
 /// node size: what a placement costs.
@@ -983,6 +999,69 @@ fn relabel(
     out
 }
 
+/// The depth-first search of [`Search::split_free`]: the free samples
+/// `free` (indices of `v`, the costliest first) each put on its side
+/// `side` or the other, under `caps`; `rest[j]` is what the samples from
+/// the `j`-th on need. Keeps the choice (a mask of the samples moved) of
+/// most room; weighs at most `nodes` choices.
+struct Dfs<'p> {
+    v: &'p [[f64; 5]],
+    free: &'p [usize],
+    side: &'p [bool],
+    rest: &'p [[f64; 5]],
+    caps: [[f64; 5]; 2],
+    phase: bool,
+    nodes: usize,
+    best: Option<(f64, u32)>,
+}
+
+impl Dfs<'_> {
+    /// Places the free samples from the `j`-th on, the sides loaded with
+    /// `load`, those before placed as `mask` says.
+    fn go(&mut self, j: usize, load: &mut [[f64; 5]; 2], mask: u32) {
+        if self.nodes == 0 {
+            return;
+        }
+        self.nodes -= 1;
+        let caps = &self.caps;
+        for k in 0..2 {
+            if (0..5).any(|d| load[k][d] > caps[k][d]) {
+                return;
+            }
+        }
+        if (0..5).any(|d| self.rest[j][d] > caps[0][d] - load[0][d] + caps[1][d] - load[1][d]) {
+            return;
+        }
+        if j == self.free.len() {
+            let room = (0..2)
+                .map(|k| {
+                    if self.phase {
+                        f64::min(caps[k][0] - load[k][0], caps[k][1] - load[k][1])
+                    } else {
+                        caps[k][0] - load[k][0]
+                    }
+                })
+                .fold(f64::INFINITY, f64::min);
+            if self.best.map_or(true, |b| room > b.0) {
+                self.best = Some((room, mask));
+            }
+            return;
+        }
+        let i = self.free[j];
+        let v = self.v[i];
+        for flip in [false, true] {
+            let k = usize::from(self.side[i] == flip);
+            for d in 0..5 {
+                load[k][d] += v[d];
+            }
+            self.go(j + 1, load, mask | u32::from(flip) << j);
+            for d in 0..5 {
+                load[k][d] -= v[d];
+            }
+        }
+    }
+}
+
 /// Scratch of [`Search::exchange`]: the sides of a pair's samples (true:
 /// the first sequence), the best found, each sample's weights on the two
 /// ranks, an order, and the samples as listed.
@@ -994,6 +1073,10 @@ struct Pair {
     v: Vec<[f64; 5]>,
     cands: Vec<(f64, usize)>,
     items: Vec<(u32, bool)>,
+    /// The samples of a pair that weigh the same on both sides.
+    free: Vec<usize>,
+    /// The sides before the pushes.
+    init: Vec<bool>,
 }
 
 /// What the search reads of a sample, in one place (one cache line).
@@ -1232,7 +1315,8 @@ impl<'a> Search<'a> {
                 if since.is_some_and(|t| self.group_changed[self.group(b)] <= t) {
                     continue; // weighed before, unchanged since
                 }
-                if let Some((gain, room)) = self.split(a, b, pair) {
+                let found = self.split(a, b, pair);
+                if let Some((gain, room)) = found {
                     if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
                         best = Some((gain, room, b));
                         core::mem::swap(&mut pair.side, &mut pair.best);
@@ -1348,10 +1432,51 @@ impl<'a> Search<'a> {
             [first, second, c(0), c(1), c(2)]
         };
         let caps = [cap(0), cap(1)];
+        pair.init.clone_from(&pair.side);
+        let pushed = self.push(&mut now, &mut size, &mut load, &caps, ok, (a, b, na), pair);
+        if !(pushed && ok(self, &now, &size, 0) && ok(self, &now, &size, 1)) {
+            return self.split_free((a, b, na), pair, &caps, base, before);
+        }
+        let mut count = [0usize; 2];
+        for (i, &side) in pair.side.iter().enumerate() {
+            let (wa, wb) = pair.w[i];
+            after += if side { wa } else { wb };
+            count[usize::from(!side)] += 1;
+        }
+        if after >= before || self.count[ra] + count[0] <= na || self.count[rb] + count[1] <= nb {
+            return None;
+        }
+        let room = f64::min(
+            self.room(ga, base[0] + now[0]),
+            self.room(gb, base[1] + now[1]),
+        );
+        Some((before - after, room))
+    }
+
+    /// The pushes of [`Search::split`]: while a side of the pair `(a, b,
+    /// na)` breaks the caps or its group's budget (`ok`), one of its
+    /// samples that fits the other side (`caps`, `load`) is pushed there:
+    /// of least extra weight, one that alone makes the side fit (the
+    /// cheapest such), else the costliest (then the lowest index); first
+    /// from `a`, then from `b`. False when a side finds nothing to push.
+    ///
+    /// O(m * (1 + pushes)) for the m samples of the pair.
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &self,
+        now: &mut [Phases; 2],
+        size: &mut [[u64; 3]; 2],
+        load: &mut [[f64; 5]; 2],
+        caps: &[[f64; 5]; 2],
+        ok: impl Fn(&Self, &[Phases; 2], &[[u64; 3]; 2], usize) -> bool,
+        (a, b, na): (usize, usize, usize),
+        pair: &mut Pair,
+    ) -> bool {
+        let m = pair.side.len();
         for k in 0..2 {
             let o = 1 - k;
-            for _ in 0..na + nb {
-                if ok(self, &now, &size, k) {
+            for _ in 0..m {
+                if ok(self, now, size, k) {
                     break;
                 }
                 let over: [f64; 5] = core::array::from_fn(|d| load[k][d] - caps[k][d]);
@@ -1359,7 +1484,7 @@ impl<'a> Search<'a> {
                 // (extra weight, whether it alone is not enough, cost
                 // (ascending if enough, descending if not), index)
                 let mut pick: Option<(u128, bool, f64, usize)> = None;
-                for i in 0..na + nb {
+                for i in 0..m {
                     if usize::from(!pair.side[i]) != k {
                         continue;
                     }
@@ -1387,7 +1512,9 @@ impl<'a> Search<'a> {
                         pick = Some(key);
                     }
                 }
-                let (_, _, _, i) = pick?;
+                let Some((_, _, _, i)) = pick else {
+                    return false;
+                };
                 let it = &self.info[self.item(a, b, na, i)];
                 now[k] = sub(now[k], it.cost);
                 now[o] += it.cost;
@@ -1400,21 +1527,116 @@ impl<'a> Search<'a> {
                 pair.side[i] = k == 1;
             }
         }
-        if !(ok(self, &now, &size, 0) && ok(self, &now, &size, 1)) {
+        true
+    }
+
+    /// The fallback of [`Search::split`] when its pushes find no split of
+    /// the pair `(a, b, na)`: every sample on the side where it weighs less
+    /// (ties: where it is; `pair.init`) and, of the samples that weigh the
+    /// same on both sides (at most [`FREE`] of them, the costliest, then
+    /// the lowest index), a choice of sides by a depth-first search (see
+    /// [`Dfs`]): the one that fits both sides (`caps`, of the groups'
+    /// loads `base` without the pair) with the most room, in `pair.side`.
+    /// The weight saved from `before` and that room, if it saves weight
+    /// and empties no rank.
+    ///
+    /// O(m log m + NODES) for the m samples of the pair.
+    #[allow(clippy::too_many_arguments)]
+    fn split_free(
+        &self,
+        (a, b, na): (usize, usize, usize),
+        pair: &mut Pair,
+        caps: &[[f64; 5]; 2],
+        base: [Phases; 2],
+        before: u128,
+    ) -> Option<(u128, f64)> {
+        let m = pair.init.len();
+        pair.side.clone_from(&pair.init);
+        pair.free.clear();
+        let mut load = [[0f64; 5]; 2];
+        for i in 0..m {
+            let (wa, wb) = pair.w[i];
+            if wa == wb {
+                pair.free.push(i);
+            } else {
+                let k = usize::from(!pair.side[i]);
+                for (l, x) in load[k].iter_mut().zip(pair.v[i]) {
+                    *l += x;
+                }
+            }
+        }
+        if pair.free.is_empty() {
             return None;
         }
+        // The free samples placed one by one, the costliest first.
+        let v = &pair.v;
+        pair.free.sort_unstable_by(|&x, &y| {
+            (v[y][0] + v[y][1])
+                .total_cmp(&(v[x][0] + v[x][1]))
+                .then(x.cmp(&y))
+        });
+        let f = pair.free.len().min(FREE);
+        // What the free samples from the `j`-th on need (those past `f`
+        // stay where they are: loaded now).
+        for &i in &pair.free[f..] {
+            let k = usize::from(!pair.side[i]);
+            for d in 0..5 {
+                load[k][d] += v[i][d];
+            }
+        }
+        let mut rest = [[0f64; 5]; FREE + 1];
+        for j in (0..f).rev() {
+            for d in 0..5 {
+                rest[j][d] = rest[j + 1][d] + v[pair.free[j]][d];
+            }
+        }
+        let mut dfs = Dfs {
+            v,
+            free: &pair.free[..f],
+            side: &pair.side,
+            rest: &rest,
+            caps: *caps,
+            phase: self.sync == SyncModel::Phase,
+            nodes: NODES,
+            best: None,
+        };
+        dfs.go(0, &mut load, 0);
+        let (_, mask) = dfs.best?;
+        for j in 0..f {
+            if mask >> j & 1 == 1 {
+                let i = pair.free[j];
+                pair.side[i] = !pair.side[i];
+            }
+        }
+        // Checked again in the sums of the budgets.
+        let (per_rank, groups) = (self.shape.per_rank(), [self.group(a), self.group(b)]);
+        let (ra, rb) = (a / per_rank, b / per_rank);
+        let nb = m - na;
+        let mut now = [Phases::ZERO; 2];
+        let mut size = [[0u64; 3]; 2];
         let mut count = [0usize; 2];
+        let mut after = 0u128;
         for (i, &side) in pair.side.iter().enumerate() {
+            let it = &self.info[self.item(a, b, na, i)];
+            let k = usize::from(!side);
+            now[k] += it.cost;
+            size[k] = add(size[k], it.size.map(u64::from));
+            count[k] += 1;
             let (wa, wb) = pair.w[i];
             after += if side { wa } else { wb };
-            count[usize::from(!side)] += 1;
         }
-        if after >= before || self.count[ra] + count[0] <= na || self.count[rb] + count[1] <= nb {
+        let fits =
+            (0..2).all(|k| self.fits(size[k]) && self.room(groups[k], base[k] + now[k]) >= 0.0);
+        if !fits
+            || after >= before
+            || self.count[ra] + count[0] <= na
+            || self.count[rb] + count[1] <= nb
+        {
             return None;
         }
         let room = f64::min(
-            self.room(ga, base[0] + now[0]),
-            self.room(gb, base[1] + now[1]),
+            self.room(groups[0], base[0] + now[0]),
+            self.room(groups[1], base[1] + now[1]),
         );
         Some((before - after, room))
     }
@@ -1521,4 +1743,62 @@ pub(crate) fn check_origins<M>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dfs;
+
+    /// Three free samples (one cost each; tokens in the third column),
+    /// all on side 0 at first; side 0 holds 1 more cost and side 1 takes
+    /// 2 cost and 2 tokens: only the 2-token sample and the 1-token sample
+    /// together are too many tokens, so the search moves exactly the first
+    /// two (costliest first: the order given) or one cheaper choice.
+    fn search(nodes: usize, caps: [[f64; 5]; 2]) -> Option<(f64, u32)> {
+        let v = [
+            [1.0, 0.0, 2.0, 0.0, 0.0],
+            [1.0, 0.0, 1.0, 0.0, 0.0],
+            [1.0, 0.0, 0.0, 0.0, 0.0],
+        ];
+        let free = [0, 1, 2];
+        let side = [true; 3];
+        let mut rest = [[0.0; 5]; 4];
+        for j in (0..3).rev() {
+            for d in 0..5 {
+                rest[j][d] = rest[j + 1][d] + v[free[j]][d];
+            }
+        }
+        let mut dfs = Dfs {
+            v: &v,
+            free: &free,
+            side: &side,
+            rest: &rest,
+            caps,
+            phase: false,
+            nodes,
+            best: None,
+        };
+        dfs.go(0, &mut [[0.0; 5]; 2], 0);
+        dfs.best
+    }
+
+    #[test]
+    fn the_search_finds_the_one_split_that_fits() {
+        let inf = f64::INFINITY;
+        // Side 0: 1 cost; side 1: 2 cost, 1 token: the 1-token sample goes
+        // with the 0-token one (mask 0b110), the 2-token one stays.
+        let caps = [[1.0, inf, inf, inf, inf], [2.0, inf, 1.0, inf, inf]];
+        assert_eq!(search(usize::MAX, caps), Some((0.0, 0b110)));
+        // Of two that fit, the one of most room: side 1 may take 3 cost.
+        let caps = [[3.0, inf, inf, inf, inf], [3.0, inf, 3.0, inf, inf]];
+        let (room, _) = search(usize::MAX, caps).unwrap();
+        assert_eq!(room, 1.0);
+        // Nothing fits 3 cost into 2 in all.
+        let caps = [[1.0, inf, inf, inf, inf], [1.0, inf, inf, inf, inf]];
+        assert_eq!(search(usize::MAX, caps), None);
+        // The choices weighed are bounded: 3 nodes do not reach a leaf
+        // past the first sample's side (depth 3 needs 4).
+        let caps = [[1.0, inf, inf, inf, inf], [2.0, inf, 1.0, inf, inf]];
+        assert_eq!(search(3, caps), None);
+    }
 }
