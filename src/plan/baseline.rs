@@ -261,8 +261,9 @@ impl Naive {
 ///
 /// O(n log G) for the units (a map of the G groups; only their members
 /// are listed apart), O(n + R A) to place them by micro-batch (without
-/// groups read in place, else a counting sort into one array, no list a
-/// unit), O(n k) for the packing with at
+/// groups read in place, in order, a micro-step at a time, else a
+/// counting sort into one array, no list a unit), O(n k) for the packing
+/// with at
 /// most `k` sequences in a micro-batch (first fit scans the open
 /// sequences), O(n + R A) extra space.
 pub(crate) fn users_step_time<M: Incremental>(
@@ -285,28 +286,27 @@ pub(crate) fn users_step_time<M: Incremental>(
     // `j < A` (see above); `min` keeps an index in range regardless.
     let batch_of = |k: usize| (k % ranks) * steps + ((k / ranks) / per_batch).min(steps - 1);
     let mut costs = vec![Phases::ZERO; ranks * steps];
-    let mut first_fit = FirstFit {
-        prep,
-        samples,
-        model,
-        loads: Vec::new(),
-        states: Vec::new(),
-    };
     if groups.is_empty() {
-        // Every unit a sample, unit k at position k: micro-batch (r, j)
-        // holds positions r + R t for t in [j b, (j + 1) b) (the last
-        // micro-step every t from j b on), in order; read where they are.
+        // Every unit a sample, unit k at position k: micro-step j holds the
+        // positions k in [R j b, R (j + 1) b) (the last one every k from
+        // R j b on), micro-batch (k % R, j) each. Read in order (no cache
+        // miss a sample), each rank's micro-batch of the micro-step open.
         let n = prep.len();
-        for (m, cost) in costs.iter_mut().enumerate() {
-            let (r, j) = (m / steps, m % steps);
-            let from = r.saturating_add(ranks.saturating_mul(j.saturating_mul(per_batch)));
-            let to = if j + 1 == steps {
-                n
-            } else {
-                r.saturating_add(ranks.saturating_mul((j + 1).saturating_mul(per_batch)))
-                    .min(n)
-            };
-            *cost = first_fit.cost((from..to).step_by(ranks));
+        let mut open: Vec<Open<M>> = (0..ranks).map(|_| (Vec::new(), Vec::new())).collect();
+        let row = |j: usize| ranks.saturating_mul(j.saturating_mul(per_batch)).min(n);
+        for j in 0..steps {
+            let to = if j + 1 == steps { n } else { row(j + 1) };
+            for (loads, states) in open.iter_mut() {
+                loads.clear();
+                states.clear();
+            }
+            for k in row(j)..to {
+                let (loads, states) = &mut open[k % ranks];
+                first_fit(prep, samples, model, loads, states, k);
+            }
+            for (r, (_, states)) in open.iter().enumerate() {
+                costs[r * steps + j] = states.iter().map(|s| model.evaluate(s)).sum();
+            }
         }
     } else {
         let mut start = vec![0usize; ranks * steps + 1];
@@ -324,9 +324,14 @@ pub(crate) fn users_step_time<M: Incremental>(
             next[b] += unit.len();
         });
         drop((groups, next));
+        let (mut loads, mut states) = (Vec::new(), Vec::new());
         for (b, cost) in costs.iter_mut().enumerate() {
-            let run = &batched[start[b]..start[b + 1]];
-            *cost = first_fit.cost(run.iter().map(|&p| p as usize));
+            loads.clear();
+            states.clear();
+            for &p in &batched[start[b]..start[b + 1]] {
+                first_fit(prep, samples, model, &mut loads, &mut states, p as usize);
+            }
+            *cost = states.iter().map(|s| model.evaluate(s)).sum();
         }
     }
     let grid = Shape {
@@ -337,40 +342,32 @@ pub(crate) fn users_step_time<M: Incremental>(
     step_time(sync, grid, &costs)
 }
 
-/// First fit of a micro-batch's samples into sequences under the caps,
-/// each sequence evaluated as a group with the model (the users' baseline,
-/// step 4); the buffers kept from one micro-batch to the next.
-struct FirstFit<'a, M: Incremental> {
-    prep: &'a Prepared,
-    samples: &'a [StepSample],
-    model: &'a M,
-    loads: Vec<[u64; 3]>,
-    states: Vec<M::State>,
-}
+/// A micro-batch's open sequences: their sizes and model states.
+type Open<M> = (Vec<[u64; 3]>, Vec<<M as Incremental>::State>);
 
-impl<M: Incremental> FirstFit<'_, M> {
-    /// The cost of the micro-batch of `positions` (in its order): the sum
-    /// of its first-fit sequences' costs. O(m k) for m samples in k
-    /// sequences, besides the model.
-    fn cost(&mut self, positions: impl Iterator<Item = usize>) -> Phases {
-        let (prep, model) = (self.prep, self.model);
-        self.loads.clear();
-        self.states.clear();
-        for p in positions {
-            let k = match self.loads.iter().position(|&l| prep.fits(l, p)) {
-                Some(k) => k,
-                None => {
-                    self.loads.push([0; 3]);
-                    self.states.push(model.empty());
-                    self.loads.len() - 1
-                }
-            };
-            for (l, x) in self.loads[k].iter_mut().zip(prep.size(p)) {
-                *l += x;
-            }
-            let e = &prep.items[p];
-            model.insert(&mut self.states[k], self.samples[e.input as usize].sample());
+/// First fit of sample `p` into the sequences `loads` (their sizes) and
+/// `states` (their model states) of a micro-batch: the first it fits, else
+/// a new one (the users' baseline, step 4). O(k) for k sequences, besides
+/// the model.
+fn first_fit<M: Incremental>(
+    prep: &Prepared,
+    samples: &[StepSample],
+    model: &M,
+    loads: &mut Vec<[u64; 3]>,
+    states: &mut Vec<M::State>,
+    p: usize,
+) {
+    let k = match loads.iter().position(|&l| prep.fits(l, p)) {
+        Some(k) => k,
+        None => {
+            loads.push([0; 3]);
+            states.push(model.empty());
+            loads.len() - 1
         }
-        self.states.iter().map(|s| model.evaluate(s)).sum()
+    };
+    for (l, x) in loads[k].iter_mut().zip(prep.size(p)) {
+        *l += x;
     }
+    let e = &prep.items[p];
+    model.insert(&mut states[k], samples[e.input as usize].sample());
 }
