@@ -23,6 +23,11 @@
 //!   median of the rounds' ratios and each plan's fingerprint (the same in
 //!   every round, and the same before and after a change that must not
 //!   change plans);
+//! - with `MICROBATCH_BENCH_PLAN=<sync>,<samples>,<ranks>` set, instead of
+//!   the groups: one plan of that many `anyres-mix` samples (seed 42) with
+//!   that sync model, printing its fingerprint; for profilers (for example
+//!   `valgrind --tool=callgrind --toggle-collect='*Planner*plan*'`, whose
+//!   instruction counts do not depend on the machine's load);
 //! - before the groups, the extra memory of one plan of 10^6 samples (peak
 //!   resident memory while planning over the samples' count, Linux only;
 //!   the target: 128 bytes a sample).
@@ -181,11 +186,37 @@ fn alternate(rounds: usize) {
     }
 }
 
+/// The environment variable that makes the bench binary make one plan
+/// (`<sync>,<samples>,<ranks>`) and exit.
+const ONE_PLAN: &str = "MICROBATCH_BENCH_PLAN";
+
+/// One plan of `spec` (`<sync>,<samples>,<ranks>`), its fingerprint printed.
+fn one_plan(spec: &str) {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [sync, n, ranks] = parts[..] else {
+        panic!("{ONE_PLAN}=<sync>,<samples>,<ranks>, got {spec:?}");
+    };
+    let sync: SyncModel = sync.parse().expect("a sync model");
+    let n: usize = n.parse().expect("a number of samples");
+    let ranks: usize = ranks.parse().expect("a number of ranks");
+    let batch = Scenario::AnyresMix.generate(n, 42);
+    let planner = Scenario::AnyresMix.planner(ranks).sync(sync);
+    let plan = planner.plan(black_box(&batch)).unwrap();
+    println!(
+        "{n} anyres-mix samples over {ranks} ranks, {sync}: fingerprint {:016x}",
+        plan.fingerprint()
+    );
+}
+
 criterion_group!(benches, bench_plan);
 
 fn main() {
     if let Ok(sync) = std::env::var(MEMORY_CHILD) {
         memory(sync.parse().unwrap());
+        return;
+    }
+    if let Ok(spec) = std::env::var(ONE_PLAN) {
+        one_plan(&spec);
         return;
     }
     if let Ok(rounds) = std::env::var(ROUNDS) {

@@ -25,6 +25,21 @@ pub(crate) trait VectorItem<const D: usize> {
     fn sizes(&self) -> [u32; D];
 }
 
+impl<I: VectorItem<D>, const D: usize> VectorItem<D> for &I {
+    #[inline]
+    fn weight(&self) -> f64 {
+        (**self).weight()
+    }
+    #[inline]
+    fn parts(&self) -> [f64; 2] {
+        (**self).parts()
+    }
+    #[inline]
+    fn sizes(&self) -> [u32; D] {
+        (**self).sizes()
+    }
+}
+
 /// How many too-full bins the least-loaded search sets aside before it
 /// looks for any bin with room.
 const STASH: usize = 8;
@@ -62,9 +77,8 @@ type RoomEntry = (u64, Reverse<u32>, u32);
 ///
 /// O(n log n + k) time (the sort; a placement is O(1) amortized plus a
 /// bitset search, O(log_64 of the buckets), and O(log k) a bin once the
-/// room heap is needed), O(n + k) extra space (the items' sizes and
-/// parts are gathered once in placement order: sequential reads while
-/// placing).
+/// room heap is needed), O(n + k) extra space ([`vector_lpt_by`]: 20
+/// bytes an item).
 ///
 /// # Approximation
 ///
@@ -85,41 +99,67 @@ pub(crate) fn vector_lpt<I: VectorItem<D>, const D: usize>(
     caps: &[u64; D],
     bins: usize,
 ) -> Option<Vec<u32>> {
-    let n = items.len();
+    vector_lpt_by(items.len(), |i| &items[i], caps, bins)
+}
+
+/// The items of a placement chunk gathered at a time (see [`vector_lpt_by`]).
+const CHUNK: usize = 4096;
+
+/// [`vector_lpt`] over the `n` items `item(0..n)`, made on demand (a view
+/// of the caller's data, so that no array of items need exist; each is
+/// made at most four times).
+///
+/// # Complexity
+///
+/// As [`vector_lpt`]: O(n log n + k) time; O(n + k) extra space, 20 bytes
+/// an item at most (the sort keys, 16 bytes, and the bin of every item),
+/// the items' sizes and parts gathered [`CHUNK`] at a time in placement
+/// order (so that placing reads them in sequence; read by index in the
+/// placement loop, they would cost a cache miss each on large inputs).
+pub(crate) fn vector_lpt_by<I: VectorItem<D>, const D: usize>(
+    n: usize,
+    item: impl Fn(usize) -> I,
+    caps: &[u64; D],
+    bins: usize,
+) -> Option<Vec<u32>> {
+    chunked(n, item, caps, bins, CHUNK)
+}
+
+/// [`vector_lpt_by`] gathering `chunk` items at a time (the result does
+/// not depend on it).
+fn chunked<I: VectorItem<D>, const D: usize>(
+    n: usize,
+    item: impl Fn(usize) -> I,
+    caps: &[u64; D],
+    bins: usize,
+    chunk: usize,
+) -> Option<Vec<u32>> {
     if bins == 0 {
         return if n == 0 { Some(Vec::new()) } else { None };
     }
     let mut weight = [0.0f64; 2];
-    for it in items {
-        let p = it.parts();
+    for i in 0..n {
+        let p = item(i).parts();
         weight[0] += p[0];
         weight[1] += p[1];
     }
-    let primary: u64 = items.iter().map(|it| u64::from(it.sizes()[0])).sum();
+    let primary: u64 = (0..n).map(|i| u64::from(item(i).sizes()[0])).sum();
     let inverse = |x: f64| if x > 0.0 { bins as f64 / x } else { 0.0 };
-    let mut order: Vec<(u64, u32)> = items
-        .iter()
-        .enumerate()
-        .map(|(i, it)| (it.weight().to_bits(), i as u32))
+    // (weight's bits, index, primary size): the size fills what would be
+    // padding, and becomes the least primary size from that point of the
+    // order on once sorted.
+    let mut order: Vec<(u64, u32, u32)> = (0..n)
+        .map(|i| {
+            let it = item(i);
+            (it.weight().to_bits(), i as u32, it.sizes()[0])
+        })
         .collect();
     // Decreasing weight (not negative: the bits are in order), ties by index.
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    // The items' sizes and parts in that order, gathered in one pass of
-    // independent reads, so that placing them reads them in sequence (read
-    // by index in the placement loop, they would cost a cache miss each on
-    // large inputs).
-    let placed: Vec<Placed<D>> = order
-        .iter()
-        .map(|&(_, i)| {
-            let it = &items[i as usize];
-            Placed {
-                index: i,
-                sizes: it.sizes(),
-                parts: it.parts(),
-            }
-        })
-        .collect();
-    drop(order);
+    // The least primary size among the items from each point of the order on.
+    for i in (0..n.saturating_sub(1)).rev() {
+        order[i].2 = order[i].2.min(order[i + 1].2);
+    }
 
     let mut state = State {
         caps,
@@ -138,15 +178,25 @@ pub(crate) fn vector_lpt<I: VectorItem<D>, const D: usize>(
     for b in 0..bins {
         state.push(b);
     }
-    // The least primary size among the items from each point of the order on.
-    let mut rest: Vec<u32> = placed.iter().map(|it| it.sizes[0]).collect();
-    for i in (0..rest.len().saturating_sub(1)).rev() {
-        rest[i] = rest[i].min(rest[i + 1]);
-    }
-    for (i, item) in placed.iter().enumerate() {
-        state.min_rest = u64::from(rest[i]);
-        if !state.insert(item) {
-            return None;
+    // The items' sizes and parts in placement order, a chunk at a time,
+    // gathered in one run of independent reads before it is placed.
+    let chunk = chunk.max(1);
+    let mut placed: Vec<Placed<D>> = Vec::with_capacity(n.min(chunk));
+    for part in order.chunks(chunk) {
+        placed.clear();
+        placed.extend(part.iter().map(|&(_, i, _)| {
+            let it = item(i as usize);
+            Placed {
+                index: i,
+                sizes: it.sizes(),
+                parts: it.parts(),
+            }
+        }));
+        for (it, &(_, _, rest)) in placed.iter().zip(part) {
+            state.min_rest = u64::from(rest);
+            if !state.insert(it) {
+                return None;
+            }
         }
     }
     Some(state.bin_of)
@@ -431,6 +481,48 @@ mod tests {
             packed > 50 && failed > 50,
             "{packed} packed, {failed} failed"
         );
+    }
+
+    /// Over several placement chunks: the same placement whatever the
+    /// chunk, every item within the caps, the largest bin within Graham's
+    /// bound (the total over `k` plus the largest item, plus one bucket),
+    /// and the view of a slice places as the slice does.
+    #[test]
+    fn many_chunks_keep_the_bound_and_the_caps() {
+        let mut next = crate::test_rng::uniform(0x5851_F42D_4C95_7F2D);
+        let (n, k) = (3 * CHUNK + 123, 97);
+        let items: Vec<(f64, [u32; 2])> = (0..n)
+            .map(|_| (1.0 + next(1000) as f64, [next(50) as u32, 0]))
+            .collect();
+        let caps = [u64::MAX, u64::MAX];
+        let bin_of = vector_lpt(&items, &caps, k).unwrap();
+        let by_view = vector_lpt_by(n, |i| items[i], &caps, k).unwrap();
+        assert_eq!(bin_of, by_view);
+        let mut sums = vec![0.0; k];
+        for (it, &b) in items.iter().zip(&bin_of) {
+            sums[b as usize] += it.0;
+        }
+        let total: f64 = items.iter().map(|it| it.0).sum();
+        let largest = items.iter().map(|it| it.0).fold(0.0, f64::max);
+        // The load is the larger of weight and size over their means: the
+        // weight bound holds for the weight alone only up to that; a
+        // bucket of the larger mean covers it.
+        let bucket = 2.0 * total / k as f64 / BUCKETS as f64;
+        let got = sums.iter().copied().fold(0.0, f64::max);
+        assert!(got <= 1.1 * (total / k as f64) + largest + bucket, "{got}");
+        // Tight caps in the primary size: kept by every bin.
+        let cap = items.iter().map(|it| u64::from(it.1[0])).sum::<u64>() / k as u64 + 60;
+        let caps = [cap, u64::MAX];
+        let bin_of = vector_lpt(&items, &caps, k).expect("room for every item");
+        for chunk in [1, 7, CHUNK - 1, n] {
+            let other = chunked(n, |i| items[i], &caps, k, chunk);
+            assert_eq!(other.as_ref(), Some(&bin_of), "chunk {chunk}");
+        }
+        let mut load = vec![0u64; k];
+        for (it, &b) in items.iter().zip(&bin_of) {
+            load[b as usize] += u64::from(it.1[0]);
+        }
+        assert!(load.iter().all(|&l| l <= cap), "{load:?} > {cap}");
     }
 
     #[test]

@@ -85,8 +85,11 @@ fn add(load: &mut [u64; 3], size: [u64; 3]) {
 /// the samples in id order.
 pub(crate) struct Naive {
     pub(crate) shape: Shape,
-    /// The positions of every sequence, in order.
-    sequences: Vec<Vec<u32>>,
+    /// The positions of every sequence, in order, one after the other
+    /// (no list a sequence: one allocation, read in sequence).
+    members: Vec<u32>,
+    /// Sequence `k` holds `members[starts[k]..starts[k + 1]]`.
+    starts: Vec<usize>,
     /// The slot of every sequence.
     slot_of: Vec<usize>,
 }
@@ -102,9 +105,11 @@ impl Naive {
         per_step: usize,
     ) -> Self {
         let (ranks, per_step) = (ranks.max(1), per_step.max(1));
-        // Sequences, each with the unit of the group larger than a sequence
-        // it belongs to (`None` for the others).
-        let mut sequences: Vec<(Vec<u32>, Option<usize>)> = Vec::new();
+        // Sequences, each by its start in `members` and the unit of the
+        // group larger than a sequence it belongs to (`None` for the
+        // others).
+        let mut members: Vec<u32> = Vec::with_capacity(prep.len());
+        let mut sequences: Vec<(usize, Option<usize>)> = Vec::new();
         let mut load = [0u64; 3];
         let mut open = false;
         let (groups, _) = group_members(prep, samples);
@@ -115,27 +120,23 @@ impl Naive {
             }
             if fits(prep, [0; 3], size) {
                 if !open || !fits(prep, load, size) {
-                    sequences.push((Vec::new(), None));
+                    sequences.push((members.len(), None));
                     load = [0; 3];
                     open = true;
                 }
                 add(&mut load, size);
-                if let Some((s, _)) = sequences.last_mut() {
-                    s.extend_from_slice(unit);
-                }
+                members.extend_from_slice(unit);
                 return;
             }
             let mut part = [0u64; 3];
             for (i, &p) in unit.iter().enumerate() {
                 let size = prep.size(p as usize);
                 if i == 0 || !fits(prep, part, size) {
-                    sequences.push((Vec::new(), Some(u)));
+                    sequences.push((members.len(), Some(u)));
                     part = [0; 3];
                 }
                 add(&mut part, size);
-                if let Some((s, _)) = sequences.last_mut() {
-                    s.push(p);
-                }
+                members.push(p);
             }
             open = false;
         });
@@ -179,18 +180,27 @@ impl Naive {
             .iter()
             .map(|&(r, j, s)| shape.micro_batch(r, j) + s)
             .collect();
+        let mut starts: Vec<usize> = Vec::with_capacity(sequences.len() + 1);
+        starts.extend(sequences.iter().map(|&(start, _)| start));
+        starts.push(members.len());
         Naive {
             shape,
-            sequences: sequences.into_iter().map(|(s, _)| s).collect(),
+            members,
+            starts,
             slot_of,
         }
+    }
+
+    /// The positions of every sequence, in order.
+    fn sequences(&self) -> impl Iterator<Item = &[u32]> + '_ {
+        self.starts.windows(2).map(|w| &self.members[w[0]..w[1]])
     }
 
     /// The sequences by slot, each listing its positions.
     pub(crate) fn slots(&self) -> Vec<Vec<u32>> {
         let mut slots = vec![Vec::new(); self.shape.slots()];
-        for (seq, &slot) in self.sequences.iter().zip(&self.slot_of) {
-            slots[slot].clone_from(seq);
+        for (seq, &slot) in self.sequences().zip(&self.slot_of) {
+            slots[slot].extend_from_slice(seq);
         }
         slots
     }
@@ -205,7 +215,7 @@ impl Naive {
         sync: SyncModel,
     ) -> f64 {
         let mut costs = vec![Phases::ZERO; self.shape.slots()];
-        for (seq, &slot) in self.sequences.iter().zip(&self.slot_of) {
+        for (seq, &slot) in self.sequences().zip(&self.slot_of) {
             let mut state = model.empty();
             for &p in seq {
                 let e = &prep.items[p as usize];
@@ -250,8 +260,10 @@ impl Naive {
 /// # Complexity
 ///
 /// O(n log G) for the units (a map of the G groups; only their members
-/// are listed apart), O(n + R A) to place them by micro-batch (a counting
-/// sort into one array, no list a unit), O(n k) for the packing with at
+/// are listed apart), O(n + R A) to place them by micro-batch (without
+/// groups read in place, in order, a micro-step at a time, else a
+/// counting sort into one array, no list a unit), O(n k) for the packing
+/// with at
 /// most `k` sequences in a micro-batch (first fit scans the open
 /// sequences), O(n + R A) extra space.
 pub(crate) fn users_step_time<M: Incremental>(
@@ -265,52 +277,62 @@ pub(crate) fn users_step_time<M: Incremental>(
     // (only the groups' members are listed apart).
     let (groups, unit_count) = group_members(prep, samples);
     // 2. and 3. Unit k is the (k / R)-th of rank k % R, in micro-step
-    // (k / R) / b; the micro-batches' positions in one array (a counting
-    // sort by micro-batch, units in order within each).
+    // (k / R) / b; without groups read in place, else the micro-batches'
+    // positions in one array (a counting sort by micro-batch, units in
+    // order within each). 4. First fit within each micro-batch; its cost
+    // the sum of its sequences'.
     let (ranks, steps) = (shape.ranks.max(1), shape.steps.max(1));
     let per_batch = unit_count.div_ceil(ranks * steps).max(1);
     // `j < A` (see above); `min` keeps an index in range regardless.
     let batch_of = |k: usize| (k % ranks) * steps + ((k / ranks) / per_batch).min(steps - 1);
-    let mut start = vec![0usize; ranks * steps + 1];
-    each_unit(prep, samples, &groups, |k, unit| {
-        start[batch_of(k) + 1] += unit.len();
-    });
-    for b in 0..ranks * steps {
-        start[b + 1] += start[b];
-    }
-    let mut next = start.clone();
-    let mut batched = vec![0u32; prep.len()];
-    each_unit(prep, samples, &groups, |k, unit| {
-        let b = batch_of(k);
-        batched[next[b]..next[b] + unit.len()].copy_from_slice(unit);
-        next[b] += unit.len();
-    });
-    drop((groups, next));
-    // 4. First fit within each micro-batch; its cost the sum of its
-    // sequences'.
     let mut costs = vec![Phases::ZERO; ranks * steps];
-    let mut loads: Vec<[u64; 3]> = Vec::new();
-    let mut states = Vec::new();
-    for (b, cost) in costs.iter_mut().enumerate() {
-        loads.clear();
-        states.clear();
-        for &p in &batched[start[b]..start[b + 1]] {
-            let p = p as usize;
-            let k = match loads.iter().position(|&l| prep.fits(l, p)) {
-                Some(k) => k,
-                None => {
-                    loads.push([0; 3]);
-                    states.push(model.empty());
-                    loads.len() - 1
-                }
-            };
-            for (l, x) in loads[k].iter_mut().zip(prep.size(p)) {
-                *l += x;
+    if groups.is_empty() {
+        // Every unit a sample, unit k at position k: micro-step j holds the
+        // positions k in [R j b, R (j + 1) b) (the last one every k from
+        // R j b on), micro-batch (k % R, j) each. Read in order (no cache
+        // miss a sample), each rank's micro-batch of the micro-step open.
+        let n = prep.len();
+        let mut open: Vec<Open<M>> = (0..ranks).map(|_| (Vec::new(), Vec::new())).collect();
+        let row = |j: usize| ranks.saturating_mul(j.saturating_mul(per_batch)).min(n);
+        for j in 0..steps {
+            let to = if j + 1 == steps { n } else { row(j + 1) };
+            for (loads, states) in open.iter_mut() {
+                loads.clear();
+                states.clear();
             }
-            let e = &prep.items[p];
-            model.insert(&mut states[k], samples[e.input as usize].sample());
+            for k in row(j)..to {
+                let (loads, states) = &mut open[k % ranks];
+                first_fit(prep, samples, model, loads, states, k);
+            }
+            for (r, (_, states)) in open.iter().enumerate() {
+                costs[r * steps + j] = states.iter().map(|s| model.evaluate(s)).sum();
+            }
         }
-        *cost = states.iter().map(|s| model.evaluate(s)).sum();
+    } else {
+        let mut start = vec![0usize; ranks * steps + 1];
+        each_unit(prep, samples, &groups, |k, unit| {
+            start[batch_of(k) + 1] += unit.len();
+        });
+        for b in 0..ranks * steps {
+            start[b + 1] += start[b];
+        }
+        let mut next = start.clone();
+        let mut batched = vec![0u32; prep.len()];
+        each_unit(prep, samples, &groups, |k, unit| {
+            let b = batch_of(k);
+            batched[next[b]..next[b] + unit.len()].copy_from_slice(unit);
+            next[b] += unit.len();
+        });
+        drop((groups, next));
+        let (mut loads, mut states) = (Vec::new(), Vec::new());
+        for (b, cost) in costs.iter_mut().enumerate() {
+            loads.clear();
+            states.clear();
+            for &p in &batched[start[b]..start[b + 1]] {
+                first_fit(prep, samples, model, &mut loads, &mut states, p as usize);
+            }
+            *cost = states.iter().map(|s| model.evaluate(s)).sum();
+        }
     }
     let grid = Shape {
         ranks,
@@ -318,4 +340,34 @@ pub(crate) fn users_step_time<M: Incremental>(
         per_step: 1,
     };
     step_time(sync, grid, &costs)
+}
+
+/// A micro-batch's open sequences: their sizes and model states.
+type Open<M> = (Vec<[u64; 3]>, Vec<<M as Incremental>::State>);
+
+/// First fit of sample `p` into the sequences `loads` (their sizes) and
+/// `states` (their model states) of a micro-batch: the first it fits, else
+/// a new one (the users' baseline, step 4). O(k) for k sequences, besides
+/// the model.
+fn first_fit<M: Incremental>(
+    prep: &Prepared,
+    samples: &[StepSample],
+    model: &M,
+    loads: &mut Vec<[u64; 3]>,
+    states: &mut Vec<M::State>,
+    p: usize,
+) {
+    let k = match loads.iter().position(|&l| prep.fits(l, p)) {
+        Some(k) => k,
+        None => {
+            loads.push([0; 3]);
+            states.push(model.empty());
+            loads.len() - 1
+        }
+    };
+    for (l, x) in loads[k].iter_mut().zip(prep.size(p)) {
+        *l += x;
+    }
+    let e = &prep.items[p];
+    model.insert(&mut states[k], samples[e.input as usize].sample());
 }

@@ -9,7 +9,7 @@ use super::shape::Shape;
 use crate::error::Error;
 use crate::grouped::Grouped;
 use crate::pack::first_fit_decreasing;
-use crate::partition::{vector_lpt, VectorItem};
+use crate::partition::{vector_lpt, vector_lpt_by, VectorItem};
 
 /// What the packing is asked for: `R`, `S`, and `A` if given.
 #[derive(Clone, Copy, Debug)]
@@ -133,9 +133,10 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
     }
 }
 
-/// A sample whose phases are balanced each on its own (a reference: a
-/// copy of the entries would be 40 bytes a sample at the peak of planning
-/// under per-phase barriers, against 8).
+/// A sample whose phases are balanced each on its own (a reference, made
+/// on demand by [`vector_lpt_by`]: an array of copies of the entries would
+/// be 40 bytes a sample at the peak of planning under per-phase barriers,
+/// one of references 8).
 struct Phased<'a>(&'a Entry);
 
 impl VectorItem<3> for Phased<'_> {
@@ -170,8 +171,7 @@ fn balanced(
         }
     }
     let seq_of = if phases {
-        let items: Vec<Phased> = prep.items.iter().map(Phased).collect();
-        vector_lpt(&items, &prep.caps, k)?
+        vector_lpt_by(prep.len(), |p| Phased(&prep.items[p]), &prep.caps, k)?
     } else {
         vector_lpt(&prep.items, &prep.caps, k)?
     };
@@ -185,11 +185,8 @@ fn around_fill_row(prep: &Prepared, k: usize, row: usize) -> Option<Vec<Vec<u32>
     let rest: Vec<u32> = (0..prep.len() as u32)
         .filter(|&p| !taken[p as usize])
         .collect();
-    let items: Vec<Phased> = rest
-        .iter()
-        .map(|&p| Phased(&prep.items[p as usize]))
-        .collect();
-    let seq_of = vector_lpt(&items, &prep.caps, k - row)?;
+    let item = |i: usize| Phased(&prep.items[rest[i] as usize]);
+    let seq_of = vector_lpt_by(rest.len(), item, &prep.caps, k - row)?;
     sequences.extend(scatter(k - row, &seq_of, |i| rest[i]));
     Some(sequences)
 }

@@ -33,7 +33,8 @@
 //!
 //! Deterministic: fixed orders, ties to the first found. O((LEVELS +
 //! PASSES) * (n s + R A log(R A))) time for n samples, at most `s` samples
-//! a micro-batch, R ranks and A micro-steps; O(R A) extra space.
+//! a micro-batch, R ranks and A micro-steps; O(R A + s) extra space (each
+//! pair's members gathered first, their reads overlapping).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -120,6 +121,7 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
     let batch = |r: usize, j: usize| stage.micro_batch(r * steps + j);
     let mut cost = vec![Phases::ZERO; ranks];
     let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
+    let mut scratch = Scratch::default();
     for _ in 0..PASSES {
         for j in 0..steps {
             for (r, c) in cost.iter_mut().enumerate() {
@@ -144,7 +146,8 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
                         break;
                     }
                     let (bx, by) = (batch(x, j), batch(y, j));
-                    if let Some(dc) = best(stage, &row, (cost[x], bx), (cost[y], by), seqs) {
+                    let (mx, my) = ((cost[x], bx), (cost[y], by));
+                    if let Some(dc) = best(stage, &mut scratch, &row, mx, my, seqs) {
                         cost[x] = cost[x] - dc;
                         cost[y] += dc;
                     }
@@ -159,6 +162,7 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
 /// it and keeps both below the maxima; returns the cost moved.
 fn best(
     stage: &Stage<'_>,
+    scratch: &mut Scratch,
     row: &Row,
     (cx, bx): (Phases, &[u32]),
     (cy, by): (Phases, &[u32]),
@@ -166,7 +170,45 @@ fn best(
 ) -> Option<Phases> {
     let score = |nx: Phases, ny: Phases| row.excess(nx).max(row.excess(ny));
     let below = |nx: Phases, ny: Phases| row.below(nx) && row.below(ny);
-    change(stage, score, below, (cx, bx), (cy, by), seqs)
+    change(stage, scratch, score, below, (cx, bx), (cy, by), seqs)
+}
+
+/// A movable member of a micro-batch as [`change`] weighs it: its
+/// sequence, its index there, its cost and sizes.
+#[derive(Clone, Copy)]
+struct Member {
+    seq: u32,
+    index: u32,
+    cost: Phases,
+    size: [u64; 3],
+}
+
+/// The buffers of [`change`], kept from one pair to the next.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<Member>,
+    y: Vec<Member>,
+}
+
+/// Lists the unpinned members of the sequences `bs`, in order, into `out`:
+/// one run of independent reads (the members lie anywhere in the prepared
+/// samples, a cache miss each on large inputs, which overlap here instead
+/// of waiting one by one in the scoring loops).
+fn gather(stage: &Stage<'_>, seqs: &Sequences, bs: &[u32], out: &mut Vec<Member>) {
+    out.clear();
+    for &b in bs {
+        for (i, &p) in seqs.members[b as usize].iter().enumerate() {
+            if stage.pinned(p) {
+                continue;
+            }
+            out.push(Member {
+                seq: b,
+                index: i as u32,
+                cost: stage.prep.cost(p as usize),
+                size: stage.prep.size(p as usize),
+            });
+        }
+    }
 }
 
 /// Applies the change from micro-batch `x` (cost and sequences) to `y`
@@ -174,6 +216,7 @@ fn best(
 /// returns the cost moved.
 fn change(
     stage: &Stage<'_>,
+    scratch: &mut Scratch,
     scoring: impl Fn(Phases, Phases) -> f64,
     ok: impl Fn(Phases, Phases) -> bool,
     (cx, bx): (Phases, &[u32]),
@@ -181,7 +224,9 @@ fn change(
     seqs: &mut Sequences,
 ) -> Option<Phases> {
     let prep = stage.prep;
-    let (bins, loads) = (&seqs.members, &seqs.loads);
+    gather(stage, seqs, bx, &mut scratch.x);
+    gather(stage, seqs, by, &mut scratch.y);
+    let loads = &seqs.loads;
     let now = scoring(cx, cy);
     // (score, sequence of x, index in it, sequence of y, index in it or NONE).
     let mut found: Option<(f64, u32, usize, u32, usize)> = None;
@@ -192,46 +237,34 @@ fn change(
             *found = Some((score, c.0, c.1, c.2, c.3));
         }
     };
-    for &sx in bx {
+    let fits = |load: [u64; 3], s: [u64; 3]| (0..3).all(|k| load[k] + s[k] <= prep.caps[k]);
+    for a in &scratch.x {
+        let (sx, ia) = (a.seq, a.index as usize);
         let lx = loads[sx as usize];
-        for (ia, &pa) in bins[sx as usize].iter().enumerate() {
-            if stage.pinned(pa) {
+        let (ca, sa) = (a.cost, a.size);
+        let (nx, ny) = (cx - ca, cy + ca);
+        if ok(nx, ny) {
+            if let Some(&sy) = by.iter().find(|&&sy| fits(loads[sy as usize], sa)) {
+                take(&mut found, scoring(nx, ny), (sx, ia, sy, usize::MAX));
+            }
+        }
+        for b in &scratch.y {
+            let cb = b.cost;
+            let (nx, ny) = (cx - ca + cb, cy + ca - cb);
+            if !ok(nx, ny) {
                 continue;
             }
-            let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
-            let (nx, ny) = (cx - ca, cy + ca);
-            if ok(nx, ny) {
-                if let Some(&sy) = by
-                    .iter()
-                    .find(|&&sy| prep.fits(loads[sy as usize], pa as usize))
-                {
-                    take(&mut found, scoring(nx, ny), (sx, ia, sy, usize::MAX));
-                }
+            let score = scoring(nx, ny);
+            if score >= now || found.is_some_and(|f| score >= f.0) {
+                continue;
             }
-            for &sy in by {
-                let ly = loads[sy as usize];
-                for (ib, &pb) in bins[sy as usize].iter().enumerate() {
-                    if stage.pinned(pb) {
-                        continue;
-                    }
-                    let cb = prep.cost(pb as usize);
-                    let (nx, ny) = (cx - ca + cb, cy + ca - cb);
-                    if !ok(nx, ny) {
-                        continue;
-                    }
-                    let score = scoring(nx, ny);
-                    if score >= now || found.is_some_and(|f| score >= f.0) {
-                        continue;
-                    }
-                    let sb = prep.size(pb as usize);
-                    let fits = (0..3).all(|k| {
-                        lx[k] - sa[k] + sb[k] <= prep.caps[k]
-                            && ly[k] - sb[k] + sa[k] <= prep.caps[k]
-                    });
-                    if fits {
-                        take(&mut found, score, (sx, ia, sy, ib));
-                    }
-                }
+            let (sy, ib, sb) = (b.seq, b.index as usize, b.size);
+            let ly = loads[sy as usize];
+            let fits = (0..3).all(|k| {
+                lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+            });
+            if fits {
+                take(&mut found, score, (sx, ia, sy, ib));
             }
         }
     }
@@ -289,6 +322,7 @@ fn level(stage: &Stage<'_>, seqs: &mut Sequences) {
     };
     let mut order: Vec<(f64, u32)> = (0..nm).map(|m| (h(m, cost[m]), m as u32)).collect();
     order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut scratch = Scratch::default();
     for k in 0..nm / 2 {
         let (x, y) = (order[k].1 as usize, order[nm - 1 - k].1 as usize);
         let score = |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny));
@@ -297,7 +331,7 @@ fn level(stage: &Stage<'_>, seqs: &mut Sequences) {
             (cost[x], stage.micro_batch(x)),
             (cost[y], stage.micro_batch(y)),
         );
-        if let Some(dc) = change(stage, score, any, cx, cy, seqs) {
+        if let Some(dc) = change(stage, &mut scratch, score, any, cx, cy, seqs) {
             cost[x] = cost[x] - dc;
             cost[y] += dc;
         }
