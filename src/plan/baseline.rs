@@ -196,11 +196,15 @@ impl Naive {
         self.starts.windows(2).map(|w| &self.members[w[0]..w[1]])
     }
 
-    /// The sequences by slot, each listing its positions.
+    /// The sequences by slot, each listing its positions in ascending
+    /// order (what a plan's layout holds: a group's unit lists its members
+    /// at the place of its smallest id, so a sequence holding a group and
+    /// later samples is in unit order, not in id order). O(n log n).
     pub(crate) fn slots(&self) -> Vec<Vec<u32>> {
         let mut slots = vec![Vec::new(); self.shape.slots()];
         for (seq, &slot) in self.sequences().zip(&self.slot_of) {
             slots[slot].extend_from_slice(seq);
+            slots[slot].sort_unstable();
         }
         slots
     }

@@ -440,7 +440,10 @@ fn naive(
     }
     let steps = places.iter().map(|p| p.1 + 1).max().unwrap_or(1);
     let mut out = vec![vec![vec![Vec::new(); per_step]; steps]; ranks];
-    for ((ids, _, _), (r, j, i)) in seqs.into_iter().zip(places) {
+    for ((mut ids, _, _), (r, j, i)) in seqs.into_iter().zip(places) {
+        // A plan lists every sequence's ids in ascending order (a group
+        // packed before a later sample with a smaller id than its last).
+        ids.sort_unstable();
         out[r][j][i] = ids;
     }
     out
