@@ -429,7 +429,6 @@ pub(crate) fn units(
     let mut offsets: Vec<usize> = Vec::with_capacity(lists.len() + 1);
     let mut home: Vec<u32> = Vec::with_capacity(lists.len());
     offsets.push(0);
-    let (mut largest_cost, mut largest_total) = (Phases::ZERO, 0.0f64);
     for (u, (list, large_group)) in lists.into_iter().enumerate() {
         let mut cost = Phases::ZERO;
         let mut sizes = [0u64; 3];
@@ -443,8 +442,6 @@ pub(crate) fn units(
             // A chunk fills its sequence: no other chunk can join it.
             sizes[0] = prep.caps[0];
         }
-        largest_cost = largest_cost.max(cost);
-        largest_total = largest_total.max(cost.total());
         items.push(Entry {
             id: list.first().map_or(0, |&p| prep.items[p as usize].id),
             input: u as u32,
@@ -459,18 +456,7 @@ pub(crate) fn units(
         });
     }
     Ok(Some(Units {
-        prep: Prepared {
-            items,
-            caps: prep.caps,
-            largest: largest_cost,
-            largest_total,
-            floors: prep.floors,
-            largest_floor: prep.largest_floor,
-            stairs: prep.stairs,
-            stairs_total: prep.stairs_total,
-            fill: prep.fill,
-            fill_total: prep.fill_total,
-        },
+        prep: prep.with_items(items),
         members,
         offsets,
         home,

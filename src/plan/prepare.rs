@@ -65,6 +65,29 @@ impl Prepared {
         self.items.len()
     }
 
+    /// The same batch with other items (units, or the samples with other
+    /// costs): the largest costs recomputed from them, the caps, floors and
+    /// the bound's parts kept. O(items).
+    pub(crate) fn with_items(&self, items: Vec<Entry>) -> Prepared {
+        let (mut largest, mut largest_total) = (Phases::ZERO, 0.0f64);
+        for e in &items {
+            largest = largest.max(e.cost);
+            largest_total = largest_total.max(e.cost.total());
+        }
+        Prepared {
+            items,
+            caps: self.caps,
+            largest,
+            largest_total,
+            floors: self.floors,
+            largest_floor: self.largest_floor,
+            stairs: self.stairs,
+            stairs_total: self.stairs_total,
+            fill: self.fill,
+            fill_total: self.fill_total,
+        }
+    }
+
     /// The parts of the step's lower bound.
     pub(crate) fn bound_parts(&self) -> BoundParts {
         BoundParts {

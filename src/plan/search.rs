@@ -631,11 +631,7 @@ impl Search<'_> {
                         }
                         let cb = prep.cost(pb as usize);
                         let sb = prep.size(pb as usize);
-                        let fits = (0..3).all(|k| {
-                            lx[k] - sa[k] + sb[k] <= prep.caps[k]
-                                && ly[k] - sb[k] + sa[k] <= prep.caps[k]
-                        });
-                        if !fits {
+                        if !swap_fits(prep, lx, ly, sa, sb) {
                             continue;
                         }
                         let c = (x, bx, ia, y, by, Some(pb));
@@ -682,11 +678,7 @@ impl Search<'_> {
                                 continue;
                             }
                             let (ly, sb) = (loads[by as usize], prep.size(pb as usize));
-                            let fits = (0..3).all(|k| {
-                                lx[k] - sa[k] + sb[k] <= prep.caps[k]
-                                    && ly[k] - sb[k] + sa[k] <= prep.caps[k]
-                            });
-                            if !fits {
+                            if !swap_fits(prep, lx, ly, sa, sb) {
                                 continue;
                             }
                             let c = (x, bx, ia, y, by, Some(pb));
@@ -790,6 +782,18 @@ impl Search<'_> {
         }
         true
     }
+}
+
+/// Whether swapping a sample of sizes `sa` in a sequence of loads `lx` for
+/// one of sizes `sb` in a sequence of loads `ly` keeps both within the caps.
+fn swap_fits(
+    prep: &super::prepare::Prepared,
+    lx: [u64; 3],
+    ly: [u64; 3],
+    sa: [u64; 3],
+    sb: [u64; 3],
+) -> bool {
+    (0..3).all(|k| lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k])
 }
 
 #[cfg(test)]

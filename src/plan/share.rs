@@ -102,29 +102,14 @@ pub(crate) fn share<M: Incremental>(
     Some(with_costs(prep, &costs))
 }
 
-/// `prep` with the samples' costs replaced by `costs` (and the largest
-/// costs that the refinement's thresholds read recomputed); the floors and
-/// the bound's parts stay those of the model.
+/// `prep` with the samples' costs replaced by `costs`; the floors and the
+/// bound's parts stay those of the model.
 fn with_costs(prep: &Prepared, costs: &[Phases]) -> Prepared {
     let mut items = prep.items.clone();
-    let (mut largest, mut largest_total) = (Phases::ZERO, 0.0f64);
     for (e, &c) in items.iter_mut().zip(costs) {
         e.cost = c;
-        largest = largest.max(c);
-        largest_total = largest_total.max(c.total());
     }
-    Prepared {
-        items,
-        caps: prep.caps,
-        largest,
-        largest_total,
-        floors: prep.floors,
-        largest_floor: prep.largest_floor,
-        stairs: prep.stairs,
-        stairs_total: prep.stairs_total,
-        fill: prep.fill,
-        fill_total: prep.fill_total,
-    }
+    prep.with_items(items)
 }
 
 /// Whether every probed pair of samples costs the sum of its two costs
