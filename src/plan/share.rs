@@ -50,6 +50,7 @@ use alloc::vec::Vec;
 use super::finish::Context;
 use super::prepare::Prepared;
 use crate::cost::{Incremental, Phases};
+use crate::num::abs;
 
 /// The pairs of samples the additivity probe evaluates, at most.
 pub(crate) const PROBES: usize = 64;
@@ -121,7 +122,7 @@ fn additive<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>) -> bool {
         return true;
     }
     let probes = (n / 2).min(PROBES);
-    let close = |a: f64, b: f64| (a - b).abs() <= CLOSE * a.abs().max(b.abs());
+    let close = |a: f64, b: f64| abs(a - b) <= CLOSE * abs(a).max(abs(b));
     (0..probes).all(|k| {
         // Even positions in 0..n - 1, so that `i + 1` is a sample.
         let i = k * (n - 1) / probes;
