@@ -693,15 +693,20 @@ impl<M: Incremental> Planner<M> {
                 let Some(shared) = share(&prep, &cx, &best.slots) else {
                     break;
                 };
-                let before = match time {
-                    Some(t) => t,
-                    None => exact_time(&prep, &cx, best.shape, &best.slots)?,
+                let before = match time
+                    .map_or_else(|| exact_time(&prep, &cx, best.shape, &best.slots), Ok)
+                {
+                    Ok(t) => t,
+                    // `finish` reports it.
+                    Err(_) => break,
                 };
                 let next = self.arranged(&prep, &shared, samples, request)?;
-                let t = exact_time(&prep, &cx, next.shape, &next.slots)?;
-                if t >= before {
-                    break;
-                }
+                // A plan whose exact time is not finite is no better (the
+                // own costs' plan reports its own error, if any, below).
+                let t = match exact_time(&prep, &cx, next.shape, &next.slots) {
+                    Ok(t) if t < before => t,
+                    _ => break,
+                };
                 time = Some(t);
                 best = Arranged {
                     proven: best.proven,
