@@ -17,7 +17,7 @@ use super::refine::refine;
 use super::sample::StepSample;
 use super::search::{search, EFFORT};
 use super::shape::Shape;
-use super::share::share;
+use super::share::{additive, share};
 use super::sync::SyncModel;
 use super::work::Stage;
 use crate::cost::{Incremental, Phases};
@@ -687,31 +687,22 @@ impl<M: Incremental> Planner<M> {
         // step time (at most `SHARE_ROUNDS` times). The floors, the bound,
         // locality and the report keep the model's own costs.
         let mut best = self.arranged(&prep, &prep, samples, request)?;
-        if self.refine {
-            let mut time = None;
-            for _ in 0..SHARE_ROUNDS {
-                let Some(shared) = share(&prep, &cx, &best.slots) else {
-                    break;
-                };
-                let before = match time
-                    .map_or_else(|| exact_time(&prep, &cx, best.shape, &best.slots), Ok)
-                {
-                    Ok(t) => t,
-                    // `finish` reports it.
-                    Err(_) => break,
-                };
-                let next = self.arranged(&prep, &shared, samples, request)?;
-                // A plan whose exact time is not finite is no better (the
-                // own costs' plan reports its own error, if any, below).
-                let t = match exact_time(&prep, &cx, next.shape, &next.slots) {
-                    Ok(t) if t < before => t,
-                    _ => break,
-                };
-                time = Some(t);
-                best = Arranged {
-                    proven: best.proven,
-                    ..next
-                };
+        if self.refine && !additive(&prep, &cx) {
+            // An own-cost plan whose exact time is not finite: `finish`
+            // reports it. A later plan whose time is not finite is no better.
+            if let Ok(mut time) = exact_time(&prep, &cx, best.shape, &best.slots) {
+                for _ in 0..SHARE_ROUNDS {
+                    let shared = share(&prep, &cx, &best.slots);
+                    let next = self.arranged(&prep, &shared, samples, request)?;
+                    match exact_time(&prep, &cx, next.shape, &next.slots) {
+                        Ok(t) if t < time => time = t,
+                        _ => break,
+                    }
+                    best = Arranged {
+                        proven: best.proven,
+                        ..next
+                    };
+                }
             }
         }
         let Arranged {

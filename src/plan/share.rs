@@ -14,13 +14,13 @@
 //! small real Qwen2-VL: per-phase plans up to 13% slower, by their own
 //! model, than the plans of the FLOPs preset).
 //!
-//! [`share`] first probes the model on at most [`PROBES`] pairs of samples
-//! spread over the batch: when every pair costs the sum of its two costs
-//! alone (to `1e-9` relative, phase by phase), the model is taken as
-//! additive and nothing changes (the built-in additive models, the presets
-//! with varlen attention: their plans are bit for bit those of before).
-//! Otherwise it evaluates every sequence of the given plan exactly as a
-//! group, and gives each sample, per phase, its floor
+//! The planner first probes the model ([`additive`]) on at most [`PROBES`]
+//! pairs of samples spread over the batch: when every pair costs the sum of
+//! its two costs alone (to `1e-9` relative, phase by phase), the model is
+//! taken as additive and nothing changes (the built-in additive models, the
+//! presets with varlen attention: their plans are bit for bit those of
+//! before). Otherwise [`share`] evaluates every sequence of a plan exactly
+//! as a group, and gives each sample, per phase, its floor
 //! ([`CostModel::floor`]) plus the sequence's cost above its samples'
 //! floors split in proportion to the samples' tokens: the shares of a
 //! sequence sum to its exact cost, a sample alone keeps its own cost, and
@@ -44,7 +44,6 @@
 //! model insertions and floors and O(n) extra space (the shares beside the
 //! prepared samples).
 
-use alloc::vec;
 use alloc::vec::Vec;
 
 use super::finish::Context;
@@ -59,24 +58,26 @@ pub(crate) const PROBES: usize = 64;
 const CLOSE: f64 = 1e-9;
 
 /// The batch with each sample's cost replaced by its share of the exact
-/// cost of its sequence in `sequences` (every sample's position in one),
-/// or `None` when the model is additive on the probe's pairs.
+/// cost of its sequence in `sequences` (every sample's position in one);
+/// for a model that is not [`additive`] (for one that is, every share is
+/// the sample's own cost up to rounding).
 pub(crate) fn share<M: Incremental>(
     prep: &Prepared,
     cx: &Context<'_, M>,
     sequences: &[Vec<u32>],
-) -> Option<Prepared> {
-    if additive(prep, cx) {
-        return None;
-    }
+) -> Prepared {
     let sample = |p: u32| cx.samples[prep.items[p as usize].input as usize].sample();
-    let mut costs = vec![Phases::ZERO; prep.len()];
+    let mut items = prep.items.clone();
     for members in sequences {
+        // Each member's cost its floor first, their sum what the
+        // sequence's exact cost is above.
         let mut state = cx.model.empty();
         let (mut floors, mut tokens) = (Phases::ZERO, 0u64);
         for &p in members {
+            let floor = cx.model.floor(sample(p));
             cx.model.insert(&mut state, sample(p));
-            floors += cx.model.floor(sample(p));
+            items[p as usize].cost = floor;
+            floors += floor;
             tokens += prep.size(p as usize)[0];
         }
         let exact = cx.model.evaluate(&state);
@@ -93,22 +94,8 @@ pub(crate) fn share<M: Incremental>(
             } else {
                 prep.size(p as usize)[0] as f64 / tokens as f64
             };
-            let floor = cx.model.floor(sample(p));
-            costs[p as usize] = Phases::new(
-                floor.vision + over.vision * weight,
-                floor.language + over.language * weight,
-            );
+            items[p as usize].cost += over * weight;
         }
-    }
-    Some(with_costs(prep, &costs))
-}
-
-/// `prep` with the samples' costs replaced by `costs`; the floors and the
-/// bound's parts stay those of the model.
-fn with_costs(prep: &Prepared, costs: &[Phases]) -> Prepared {
-    let mut items = prep.items.clone();
-    for (e, &c) in items.iter_mut().zip(costs) {
-        e.cost = c;
     }
     prep.with_items(items)
 }
@@ -116,7 +103,7 @@ fn with_costs(prep: &Prepared, costs: &[Phases]) -> Prepared {
 /// Whether every probed pair of samples costs the sum of its two costs
 /// alone: pairs `(i, i + 1)` at `PROBES` positions spread evenly over the
 /// samples in id order.
-fn additive<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>) -> bool {
+pub(crate) fn additive<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>) -> bool {
     let n = prep.len();
     if n < 2 {
         return true;
@@ -141,6 +128,7 @@ fn additive<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
     use crate::cost::{
         CostModel, FullAttention, Image, Linear, PerGroup, Preset, Sample, Term, Tokens,
     };
@@ -191,11 +179,11 @@ mod tests {
     fn additive_models_keep_their_costs() {
         let samples = batch(&[(100, 0), (200, 64), (300, 0), (50, 16)]);
         let model = Preset::Qwen25Vl7b.cost_model();
-        let (prep, seqs) = packed(&model, &samples);
-        assert!(share(&prep, &context(&samples, &model), &seqs).is_none());
+        let (prep, _) = packed(&model, &samples);
+        assert!(additive(&prep, &context(&samples, &model)));
         let linear = Linear::preset(Preset::Llava15_7b);
-        let (prep, seqs) = packed(&linear, &samples);
-        assert!(share(&prep, &context(&samples, &linear), &seqs).is_none());
+        let (prep, _) = packed(&linear, &samples);
+        assert!(additive(&prep, &context(&samples, &linear)));
     }
 
     #[test]
@@ -207,7 +195,8 @@ mod tests {
         let cx = context(&samples, &model);
         let (prep, _) = packed(&model, &samples);
         let seqs = vec![vec![0, 1, 2], vec![3]];
-        let shared = share(&prep, &cx, &seqs).expect("PerGroup is not additive");
+        assert!(!additive(&prep, &cx), "PerGroup is not additive");
+        let shared = share(&prep, &cx, &seqs);
         let got: Vec<f64> = (0..4).map(|p| shared.cost(p).language).collect();
         assert_eq!(got, [1002.5, 1002.5, 2005.0, 4010.0]);
         Ok(())
@@ -235,7 +224,8 @@ mod tests {
             let samples = batch(&items);
             let cx = context(&samples, &model);
             let (prep, seqs) = packed(&model, &samples);
-            let shared = share(&prep, &cx, &seqs).expect("row attention is not additive");
+            prop_assert!(!additive(&prep, &cx), "row attention is not additive");
+            let shared = share(&prep, &cx, &seqs);
             for members in &seqs {
                 let group: Vec<&Sample> =
                     members.iter().map(|&p| samples[prep.items[p as usize].input as usize].sample()).collect();
