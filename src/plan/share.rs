@@ -128,13 +128,13 @@ pub(crate) fn additive<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::vec;
     use crate::cost::{
         CostModel, FullAttention, Image, Linear, PerGroup, Preset, Sample, Term, Tokens,
     };
     use crate::plan::pack::{pack, Request};
     use crate::plan::prepare::prepare;
     use crate::plan::{StepSample, SyncModel};
+    use alloc::vec;
     use proptest::prelude::*;
 
     fn batch(items: &[(u32, u32)]) -> Vec<StepSample> {
