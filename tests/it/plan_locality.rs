@@ -176,6 +176,11 @@ fn check_exchange(plan: &Plan, samples: &[StepSample], node: Option<usize>) {
 
 /// Every sample exactly once, every sequence within `L`, work on every rank.
 fn check_plan(plan: &Plan, samples: &[StepSample]) {
+    check_plan_within(plan, samples, SEQ_LEN);
+}
+
+/// [`check_plan`] with sequences of `seq_len` tokens.
+fn check_plan_within(plan: &Plan, samples: &[StepSample], seq_len: u32) {
     let mut ids: Vec<u64> = (0..plan.ranks())
         .flat_map(|r| plan.rank(r).to_vec())
         .collect();
@@ -194,7 +199,7 @@ fn check_plan(plan: &Plan, samples: &[StepSample]) {
         );
         for seq in seqs.iter().flatten() {
             assert!(seq.windows(2).all(|w| w[0] < w[1]));
-            assert!(seq.iter().map(|id| tokens[id]).sum::<u64>() <= u64::from(SEQ_LEN));
+            assert!(seq.iter().map(|id| tokens[id]).sum::<u64>() <= u64::from(seq_len));
         }
     }
 }
@@ -518,19 +523,36 @@ fn full_micro_batches_still_trade_under_phase_sync() {
         .locality(Locality::new(0.005).unwrap())
         .plan(&batch)
         .unwrap();
-    // Every sample once, every sequence within the sequence length.
-    let tokens: BTreeMap<u64, u64> = batch
-        .iter()
-        .map(|s| (s.id(), s.sample().tokens()))
-        .collect();
-    let mut ids: Vec<u64> = Vec::new();
-    for seq in local.to_sequences().iter().flatten().flatten() {
-        assert!(seq.iter().map(|id| tokens[id]).sum::<u64>() <= u64::from(scenario.seq_len()));
-        ids.extend(seq);
-    }
-    ids.sort_unstable();
-    assert!(ids.iter().copied().eq(0..batch.len() as u64));
+    check_plan_within(&local, &batch, scenario.seq_len());
     assert!(local.report().predicted <= 1.005 * free.report().predicted);
     let moved = local.report().traffic.unwrap().moved_fraction();
     assert!(moved <= 0.25, "{moved}");
+}
+
+/// The home-first fill of step 2 places every sample when the groups of
+/// most slack are full (step barriers): a given-away sample weighs more
+/// groups than the first 32 before it gives up. On this batch the fill
+/// failed with 32, step 3 started from the relabelled plan and 6.7% of the
+/// image bytes moved; the fill that succeeds moves 4.6% (the scenario's
+/// bound on any plan within the budget is about 4.5%).
+#[test]
+fn the_home_first_fill_looks_past_the_fullest_groups() {
+    use microbatch::scenario::Scenario;
+    let (scenario, r) = (Scenario::AnyresMix, 64);
+    let batch: Vec<StepSample> = scenario
+        .generate(64 * r, 1)
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| s.with_origin(i % r))
+        .collect();
+    let planner = scenario.planner(r);
+    let free = planner.plan(&batch).unwrap();
+    let local = planner
+        .locality(Locality::new(0.005).unwrap())
+        .plan(&batch)
+        .unwrap();
+    check_plan_within(&local, &batch, scenario.seq_len());
+    assert!(local.report().predicted <= 1.005 * free.report().predicted);
+    let moved = local.report().traffic.unwrap().moved_fraction();
+    assert!(moved <= 0.05, "{moved}");
 }
