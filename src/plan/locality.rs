@@ -419,7 +419,7 @@ pub(crate) fn localize<M: Incremental>(
     // Step 3, under the budgets of the locality-free plan.
     for tol in [loc.tolerance, loc.tolerance / 4.0, 0.0] {
         let budget = scaled(&free, tol);
-        let mut search = Search::new(prep, homes, cx.sync, shape, &best.0, budget);
+        let mut search = Search::new(prep, homes, cx.sync, shape, best.0.clone(), budget);
         search.run(passes);
         let candidate = search.finish();
         let cost = homes.cost(shape, &candidate);
@@ -1102,27 +1102,24 @@ struct Pair {
     init: Vec<bool>,
 }
 
-/// What the search reads of a sample, in one place (within one cache
-/// line), kept in its sequence's list so that a pair's samples are read
-/// in order, not from all over a table of n.
+/// What the search reads of a sample, in one place (one cache line).
 #[derive(Clone, Copy)]
 struct Info {
     cost: Phases,
     size: [u32; 3],
     origin: u32,
     bytes: u64,
-    /// The sample's position.
-    pos: u32,
 }
 
 /// Step 3: moves and swaps that bring samples home under per-group budgets.
 struct Search<'a> {
+    /// Every sample's cost, size, origin and bytes, by position.
+    info: Vec<Info>,
     prep: &'a Prepared,
     homes: &'a Homes,
     sync: SyncModel,
     shape: Shape,
-    /// Every sequence's samples (cost, size, origin, bytes, position).
-    slots: Vec<Vec<Info>>,
+    slots: Vec<Vec<u32>>,
     slot_of: Vec<u32>,
     /// Tokens, units, images of every slot.
     size: Vec<[u64; 3]>,
@@ -1150,7 +1147,7 @@ impl<'a> Search<'a> {
         homes: &'a Homes,
         sync: SyncModel,
         shape: Shape,
-        slots: &[Vec<u32>],
+        slots: Vec<Vec<u32>>,
         budget: Vec<Phases>,
     ) -> Self {
         let mut slot_of = vec![0u32; prep.len()];
@@ -1161,17 +1158,19 @@ impl<'a> Search<'a> {
             _ => shape.ranks * shape.steps,
         };
         let mut load = vec![Phases::ZERO; groups];
-        let info = |p: u32| {
-            let e = &prep.items[p as usize];
-            Info {
+        let info = prep
+            .items
+            .iter()
+            .enumerate()
+            .map(|(p, e)| Info {
                 cost: e.cost,
                 size: e.sizes,
-                origin: homes.origin[p as usize],
-                bytes: homes.bytes[p as usize],
-                pos: p,
-            }
-        };
+                origin: homes.origin[p],
+                bytes: homes.bytes[p],
+            })
+            .collect();
         let mut search = Search {
+            info,
             prep,
             homes,
             sync,
@@ -1200,10 +1199,7 @@ impl<'a> Search<'a> {
                 count[k / shape.per_rank()] += 1;
             }
         }
-        search.slots = slots
-            .iter()
-            .map(|members| members.iter().map(|&p| info(p)).collect())
-            .collect();
+        search.slots = slots;
         search.slot_of = slot_of;
         search.size = size;
         search.count = count;
@@ -1361,8 +1357,8 @@ impl<'a> Search<'a> {
         };
         // The items as `split` listed them: `a`'s, then `b`'s.
         pair.items.clear();
-        pair.items.extend(self.slots[a].iter().map(|x| (x.pos, true)));
-        pair.items.extend(self.slots[b].iter().map(|x| (x.pos, false)));
+        pair.items.extend(self.slots[a].iter().map(|&x| (x, true)));
+        pair.items.extend(self.slots[b].iter().map(|&x| (x, false)));
         for i in 0..pair.items.len() {
             let (x, in_a) = pair.items[i];
             if pair.best[i] != in_a {
@@ -1403,7 +1399,8 @@ impl<'a> Search<'a> {
         // units, images; each side's load of them.
         let mut load = [[0f64; 5]; 2];
         let (mut before, mut after) = (0u128, 0u128);
-        for (i, it) in self.slots[a].iter().chain(&self.slots[b]).enumerate() {
+        for (i, &x) in self.slots[a].iter().chain(&self.slots[b]).enumerate() {
+            let it = &self.info[x as usize];
             let (wa, wb) = (self.homes.weight_of(it, ra), self.homes.weight_of(it, rb));
             let in_a = i < na;
             before += if in_a { wa } else { wb };
@@ -1541,7 +1538,7 @@ impl<'a> Search<'a> {
                 let Some((_, _, _, i)) = pick else {
                     return false;
                 };
-                let it = self.item(a, b, na, i);
+                let it = &self.info[self.item(a, b, na, i)];
                 now[k] = sub(now[k], it.cost);
                 now[o] += it.cost;
                 size[k] = sub3(size[k], it.size.map(u64::from));
@@ -1643,7 +1640,7 @@ impl<'a> Search<'a> {
         let mut count = [0usize; 2];
         let mut after = 0u128;
         for (i, &side) in pair.side.iter().enumerate() {
-            let it = self.item(a, b, na, i);
+            let it = &self.info[self.item(a, b, na, i)];
             let k = usize::from(!side);
             now[k] += it.cost;
             size[k] = add(size[k], it.size.map(u64::from));
@@ -1670,23 +1667,22 @@ impl<'a> Search<'a> {
     /// The sample at index `i` of the pair of `a` (its `na` samples
     /// first) and `b`.
     #[inline]
-    fn item(&self, a: usize, b: usize, na: usize, i: usize) -> &Info {
+    fn item(&self, a: usize, b: usize, na: usize, i: usize) -> usize {
         if i < na {
-            &self.slots[a][i]
+            self.slots[a][i] as usize
         } else {
-            &self.slots[b][i - na]
+            self.slots[b][i - na] as usize
         }
     }
 
     /// Moves sample `p` from slot `a` to slot `b`.
     fn shift(&mut self, p: usize, a: usize, b: usize) {
-        let Some(i) = self.slots[a].iter().position(|x| x.pos as usize == p) else {
-            return;
-        };
-        let it = self.slots[a].swap_remove(i);
-        self.slots[b].push(it);
+        if let Some(i) = self.slots[a].iter().position(|&x| x as usize == p) {
+            self.slots[a].swap_remove(i);
+        }
+        self.slots[b].push(p as u32);
         self.slot_of[p] = b as u32;
-        let (c, s) = (it.cost, it.size.map(u64::from));
+        let (c, s) = (self.prep.cost(p), self.prep.size(p));
         self.size[a] = sub3(self.size[a], s);
         self.size[b] = add(self.size[b], s);
         let (ga, gb) = (self.group(a), self.group(b));
@@ -1709,11 +1705,7 @@ impl<'a> Search<'a> {
     /// The layout: every slot ascending; for [`SyncModel::Step`] each
     /// rank's sequences in the data loader's order again.
     fn finish(self) -> Vec<Vec<u32>> {
-        let mut slots: Vec<Vec<u32>> = self
-            .slots
-            .iter()
-            .map(|members| members.iter().map(|x| x.pos).collect())
-            .collect();
+        let mut slots = self.slots;
         normalize(self.sync, self.shape, &mut slots);
         slots
     }
