@@ -121,8 +121,16 @@ fn unit_features(
     per_unit: impl Fn(u64) -> Features,
 ) -> Features {
     let p = u64::from(patches_per_token);
+    let images = sample.images();
+    if let [one] = images {
+        if one.units() == 1 {
+            // The common sample: one image of one unit (its features added
+            // to zero: no saturation, no loop).
+            return per_unit(p * u64::from(one.tokens()));
+        }
+    }
     let mut x = [0u128; 3];
-    for image in sample.images() {
+    for image in images {
         image.for_each_unit(|tokens, count| {
             // `tokens <= u32::MAX` and `p <= u32::MAX`: no overflow.
             let v = per_unit(p * tokens);
@@ -706,6 +714,7 @@ impl fmt::Debug for Vision {
 }
 
 impl Vision {
+    #[inline]
     fn features(&self, sample: &Sample) -> Features {
         match self {
             Vision::PerTile(m) => m.features(sample),
