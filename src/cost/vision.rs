@@ -163,7 +163,13 @@ fn wide(a: u64, b: u64) -> u128 {
 #[inline]
 pub(super) fn window_squares(n: u64, w: u32) -> u128 {
     let w = u64::from(w.max(1));
-    let (full, rest) = (n / w, n % w);
+    // A window of a power of two patches (Qwen2.5-VL's 64): a shift and a
+    // mask, the same quotient and remainder without a division.
+    let (full, rest) = if w.is_power_of_two() {
+        (n >> w.trailing_zeros(), n & (w - 1))
+    } else {
+        (n / w, n % w)
+    };
     wide(full * w, w) + wide(rest, rest)
 }
 

@@ -3,7 +3,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::baseline::{users_step_time, Naive};
+use super::baseline::{group_members, users_step_time, Naive};
 use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
 use super::exchange::{Exchange, Move, Traffic};
 use super::fingerprint::of_plan;
@@ -88,14 +88,17 @@ pub(crate) fn finish<M: Incremental>(
         finite_phases(c, sequences.get(slot).map_or(0, <[u64]>::len))?;
     }
 
-    let naive = Naive::new(prep, cx.samples, shape.ranks, shape.per_step);
+    // The baselines' units (the groups' members), made once for both.
+    let units = group_members(prep, cx.samples);
+    let naive = Naive::of_units(prep, cx.samples, &units, shape.ranks, shape.per_step);
     let loss_tokens = cx
         .samples
         .iter()
         .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
     let predicted = step_time(cx.sync, shape, &costs);
     let baseline = naive.step_time(prep, cx.samples, cx.model, cx.sync);
-    let users_baseline = users_step_time(prep, cx.samples, cx.model, cx.sync, shape);
+    let users_baseline = users_step_time(prep, cx.samples, &units, cx.model, cx.sync, shape);
+    drop(units);
     if !(predicted.is_finite() && baseline.is_finite() && users_baseline.is_finite()) {
         return Err(Error::CostOverflow {
             phase: None,
