@@ -341,7 +341,7 @@ pub trait Incremental: CostModel {
     /// # Examples
     ///
     /// ```
-    /// use microbatch::cost::{CostModel, Incremental, PerGroup, Phases, Sample, Tokens};
+    /// use microbatch::cost::{CostModel, Incremental, PerGroup, Sample, Tokens};
     ///
     /// let model = Tokens::new(1.0)? + PerGroup::new(5.0)?;
     /// let s = Sample::text_only(10);
