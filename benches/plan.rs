@@ -22,7 +22,8 @@
 //!   sync model the median planning time, the median sorting time, the
 //!   median of the rounds' ratios and each plan's fingerprint (the same in
 //!   every round, and the same before and after a change that must not
-//!   change plans);
+//!   change plans); `MICROBATCH_BENCH_SYNCS=<sync>,...` (say `step`) times
+//!   only those sync models;
 //! - with `MICROBATCH_BENCH_PLAN=<sync>,<samples>,<ranks>` set, instead of
 //!   the groups: one plan of that many `anyres-mix` samples (seed 42) with
 //!   that sync model, printing its fingerprint; for profilers (for example
@@ -123,6 +124,10 @@ fn memory(sync: SyncModel) {
 /// rounds of sorting and planning instead of the criterion groups.
 const ROUNDS: &str = "MICROBATCH_BENCH_ROUNDS";
 
+/// The environment variable that restricts the rounds to some sync models
+/// (`step,micro-step,phase`, comma-separated; all of them when unset).
+const SYNCS: &str = "MICROBATCH_BENCH_SYNCS";
+
 /// The median of `v` (the upper one of an even count).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_unstable_by(f64::total_cmp);
@@ -148,7 +153,15 @@ fn alternate(rounds: usize) {
         black_box(v);
         s
     };
-    let planners: Vec<_> = SyncModel::ALL
+    // `MICROBATCH_BENCH_SYNCS=step,phase` times only those sync models.
+    let syncs: Vec<SyncModel> = match std::env::var(SYNCS) {
+        Ok(list) => list
+            .split(',')
+            .map(|s| s.trim().parse().expect("a sync model"))
+            .collect(),
+        Err(_) => SyncModel::ALL.to_vec(),
+    };
+    let planners: Vec<_> = syncs
         .iter()
         .map(|&sync| Scenario::AnyresMix.planner(ranks).sync(sync))
         .collect();
@@ -175,7 +188,7 @@ fn alternate(rounds: usize) {
          {:.1} ms (median)",
         sort_median * 1e3
     );
-    for (i, sync) in SyncModel::ALL.iter().enumerate() {
+    for (i, sync) in syncs.iter().enumerate() {
         println!(
             "{sync}: {:.0} ms (median), {:.1}x the sort (median of the rounds' ratios), \
              fingerprint {:016x}",

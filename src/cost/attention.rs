@@ -2,7 +2,7 @@
 //! the samples of a group) and full attention over the packed length
 //! (`L^2`).
 
-use super::{alone, coefficient, f, impl_summed, Phases, Sample};
+use super::{coefficient, f, impl_summed, Phases, Sample};
 use crate::error::Error;
 
 /// The attention kernel a training run uses on packed sequences, which

@@ -27,6 +27,7 @@ pub(super) trait ErasedModel: Send + Sync {
     fn erased_insert(&self, state: &mut BoxState, sample: &Sample);
     fn erased_evaluate(&self, state: &BoxState) -> Phases;
     fn erased_evaluate_with(&self, state: &BoxState, sample: &Sample) -> Phases;
+    fn erased_cost_and_floor(&self, sample: &Sample) -> (Phases, Phases);
     /// The model itself, for [`BoxCostModel::downcast_ref`].
     fn as_any(&self) -> &dyn Any;
     /// The model's `Debug`.

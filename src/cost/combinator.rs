@@ -77,6 +77,16 @@ macro_rules! impl_pair {
                     self.b.evaluate_with(&state.1, sample),
                 )
             }
+            /// Each member's own `cost_and_floor`, joined as `evaluate_with`
+            /// and `floor` join them.
+            #[inline]
+            fn cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+                let (join, floor): (fn(Phases, Phases) -> Phases, fn(Phases, Phases) -> Phases) =
+                    ($join, $floor);
+                let (ca, fa) = self.a.cost_and_floor(sample);
+                let (cb, fb) = self.b.cost_and_floor(sample);
+                (join(ca, cb), floor(fa, fb))
+            }
         }
 
         impl_add!($ty<A, B>);
@@ -123,6 +133,12 @@ macro_rules! impl_map {
                 let map: fn(&Self, Phases) -> Phases = $map;
                 map(self, self.inner.evaluate_with(state, sample))
             }
+            #[inline]
+            fn cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+                let map: fn(&Self, Phases) -> Phases = $map;
+                let (cost, floor) = self.inner.cost_and_floor(sample);
+                (map(self, cost), map(self, floor))
+            }
         }
 
         impl_add!($ty<C>);
@@ -162,6 +178,10 @@ macro_rules! impl_forward {
             #[inline]
             fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
                 (**self).evaluate_with(state, sample)
+            }
+            #[inline]
+            fn cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+                (**self).cost_and_floor(sample)
             }
         }
     };
@@ -423,6 +443,18 @@ macro_rules! impl_tuple {
             #[inline]
             fn evaluate_with(&self, state: &Self::State, sample: &Sample) -> Phases {
                 Phases::ZERO $(+ self.$idx.evaluate_with(&state.$idx, sample))+
+            }
+            /// Each member's own `cost_and_floor`, summed in order as
+            /// `evaluate_with` and `floor` sum them.
+            #[inline]
+            fn cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+                let (mut cost, mut floor) = (Phases::ZERO, Phases::ZERO);
+                $(
+                    let (c, f) = self.$idx.cost_and_floor(sample);
+                    cost += c;
+                    floor += f;
+                )+
+                (cost, floor)
             }
         }
     };

@@ -83,6 +83,10 @@ where
         // The model's own `evaluate_with`: no clone of the boxed state.
         Incremental::evaluate_with(self, state_of::<M>(state), sample)
     }
+    #[inline]
+    fn erased_cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+        Incremental::cost_and_floor(self, sample)
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -137,6 +141,11 @@ impl Incremental for BoxCostModel {
     #[inline]
     fn evaluate_with(&self, state: &BoxState, sample: &Sample) -> Phases {
         self.inner.erased_evaluate_with(state, sample)
+    }
+    /// The inner model's own: no boxed state at all.
+    #[inline]
+    fn cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+        self.inner.erased_cost_and_floor(sample)
     }
     /// Already boxed: `self`, not a box of a box.
     fn boxed(self) -> BoxCostModel {

@@ -7,7 +7,7 @@ use core::num::NonZeroU32;
 use core::str::FromStr;
 
 use super::combinator::impl_add;
-use super::vision::Vision;
+use super::vision::{window_squares, Vision};
 use super::{
     coefficient, f, AttentionKernel, CostModel, Incremental, Phase, Phases, Preset, Sample,
 };
@@ -280,14 +280,11 @@ impl Term {
                 window,
                 patches_per_token,
             } => {
-                let w = u128::from(window.get());
-                let p = u128::from(patches_per_token.get());
+                let p = u64::from(patches_per_token.get());
                 for image in sample.images() {
                     image.for_each_unit(|tokens, count| {
-                        // `n < 2^64`, `full * w * w <= n * w < 2^96`.
-                        let n = p * u128::from(tokens);
-                        let (full, rest) = (n / w, n % w);
-                        let windows = full * w * w + rest * rest;
+                        // `tokens` and `p` are below 2^32: `n < 2^64`.
+                        let windows = window_squares(p * tokens, window.get());
                         x = x.saturating_add(windows.saturating_mul(u128::from(count)));
                     });
                 }
@@ -829,6 +826,18 @@ impl Incremental for Linear {
     #[inline]
     fn evaluate(&self, state: &Self::State) -> Phases {
         self.value(state, |_| true)
+    }
+
+    /// The sample inserted once; its cost and its floor both read from
+    /// that state.
+    #[inline]
+    fn cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+        let mut state = self.empty();
+        self.insert(&mut state, sample);
+        (
+            self.value(&state, |_| true),
+            self.value(&state, Term::has_floor),
+        )
     }
 }
 

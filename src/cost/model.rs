@@ -322,6 +322,42 @@ pub trait Incremental: CostModel {
         self.evaluate(&s)
     }
 
+    /// The cost of `sample` alone and its [`floor`](CostModel::floor),
+    /// together: [`evaluate_with`](Incremental::evaluate_with) on the
+    /// [`empty`](Incremental::empty) state, and the floor, bit for bit.
+    ///
+    /// The [`Planner`](crate::plan::Planner) asks for both once per sample.
+    /// The default evaluates them apart; every built-in model whose floor is
+    /// its cost alone (the additive terms, the vision encoders, and sums,
+    /// scales and tuples of them) evaluates the sample once, and
+    /// [`Linear`](super::Linear) inserts it into a state once.
+    ///
+    /// # Complexity
+    ///
+    /// That of [`evaluate_with`](Incremental::evaluate_with) and
+    /// [`floor`](CostModel::floor) together, at most; one of them for the
+    /// built-in models above.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, Incremental, PerGroup, Sample, Tokens};
+    ///
+    /// let model = Tokens::new(1.0)? + PerGroup::new(5.0)?;
+    /// let s = Sample::text_only(10);
+    /// let (cost, floor) = model.cost_and_floor(&s);
+    /// assert_eq!(cost, model.evaluate_with(&model.empty(), &s)); // 10 + 5
+    /// assert_eq!(floor, model.floor(&s)); // the per-group 5 is no sample's share
+    /// assert_eq!((cost.language, floor.language), (15.0, 10.0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn cost_and_floor(&self, sample: &Sample) -> (Phases, Phases) {
+        (
+            self.evaluate_with(&self.empty(), sample),
+            self.floor(sample),
+        )
+    }
+
     /// `self` behind one type-erased model, [`BoxCostModel`], whose state is
     /// a [`BoxState`](super::BoxState): for a model chosen or composed at run time. It gives
     /// the same costs, floors and states as `self`, bit for bit, and
@@ -373,4 +409,93 @@ pub(crate) fn cost_by_state<M: Incremental + ?Sized>(model: &M, group: &[&Sample
 #[inline]
 pub(crate) fn alone<M: Incremental + ?Sized>(model: &M, sample: &Sample) -> Phases {
     model.evaluate_with(&model.empty(), sample)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{
+        sample_fn, AttentionKernel, DocumentAttention, FullAttention, Given, Image, Linear,
+        PerGroup, PerImage, PerSample, PerTile, Preset, Term, Tokens, Training, Windowed, Zero,
+    };
+    use alloc::boxed::Box;
+    use alloc::vec::Vec;
+    use core::num::NonZeroU32;
+
+    fn bits(p: Phases) -> (u64, u64) {
+        (p.vision.to_bits(), p.language.to_bits())
+    }
+
+    /// `cost_and_floor` is `evaluate_with` on the empty state and `floor`,
+    /// bit for bit.
+    fn check<M: Incremental + fmt::Debug>(model: &M, samples: &[Sample]) {
+        for s in samples {
+            let (cost, floor) = model.cost_and_floor(s);
+            let want = (model.evaluate_with(&model.empty(), s), model.floor(s));
+            assert_eq!(bits(cost), bits(want.0), "cost of {model:?} on {s:?}");
+            assert_eq!(bits(floor), bits(want.1), "floor of {model:?} on {s:?}");
+        }
+    }
+
+    #[test]
+    fn cost_and_floor_are_evaluate_with_and_floor() {
+        let units = NonZeroU32::new(3).unwrap();
+        let samples: Vec<Sample> = [
+            Sample::text_only(1),
+            Sample::text_only(u32::MAX),
+            Sample::new(17, [Image::new(1000)]),
+            Sample::new(3, [Image::with_units(1001, units), Image::new(64)]),
+            Sample::new(u32::MAX, [Image::new(u32::MAX); 3]),
+        ]
+        .into_iter()
+        .chain([Sample::text_only(5)
+            .with_cost(Phases::new(1.5, -0.0))
+            .unwrap()])
+        .collect();
+        let t = Tokens::new(1e-3).unwrap();
+        let g = PerGroup::new(7.0).unwrap();
+        let w = Windowed::new(1.0, 2.0, 64, 3.0, 4, Training::Trained).unwrap();
+        check(&t, &samples);
+        check(&g, &samples);
+        check(&PerSample::new(0.5).unwrap(), &samples);
+        check(&DocumentAttention::new(1e-9).unwrap(), &samples);
+        check(&FullAttention::new(1e-9).unwrap(), &samples);
+        check(&PerTile::new(2.0, 256, Training::Frozen).unwrap(), &samples);
+        check(
+            &PerImage::new(2.0, 0.1, 4, Training::Frozen).unwrap(),
+            &samples,
+        );
+        check(&w, &samples);
+        check(&Zero, &samples);
+        check(&Given, &samples);
+        check(
+            &sample_fn(|s: &Sample| Phases::new(0.0, -0.0 * f64::from(s.text()))),
+            &samples,
+        );
+        check(&t.plus(g), &samples);
+        check(&w.plus(t.plus(g)).scale(0.5).unwrap(), &samples);
+        check(&t.scale(0.0).unwrap(), &samples);
+        check(&g.max(t), &samples);
+        check(&t.max(g).in_phase(Phase::Vision), &samples);
+        check(&(t, g, w), &samples);
+        check(&&(t, w), &samples);
+        check(&Box::new(t.plus(g)), &samples);
+        check(&t.plus(g).boxed(), &samples);
+        check(&t.plus(g).boxed().plus(w.boxed()).boxed(), &samples);
+        for preset in Preset::ALL {
+            check(&preset.cost_model(), &samples);
+            check(&preset.cost_model().boxed(), &samples);
+            for kernel in AttentionKernel::ALL {
+                check(&Linear::preset_with(preset, kernel), &samples);
+            }
+        }
+        let terms = [
+            (Term::Groups, 3.0),
+            (Term::VisionGroups, 2.0),
+            (Term::RowAttention, 1e-9),
+            (Term::Tokens, 1.0),
+            (Term::UnitAttention, 0.25),
+        ];
+        check(&Linear::new(terms).unwrap(), &samples);
+    }
 }

@@ -109,15 +109,21 @@ impl Image {
     /// The sizes of the units in LLM tokens, as even as integers allow: the
     /// first `tokens % units` units get one token more. Calls `f(size, count)`
     /// at most twice.
+    #[inline]
     pub(crate) fn for_each_unit(&self, mut f: impl FnMut(u64, u64)) {
-        let tokens = u64::from(self.tokens);
-        let units = u64::from(self.units.get());
-        let (base, extra) = (tokens / units, tokens % units);
+        let units = self.units.get();
+        if units == 1 {
+            // The common image (`Image::new`): one unit, no division.
+            f(u64::from(self.tokens), 1);
+            return;
+        }
+        // In `u32` (a divisor that is not zero: no check).
+        let (base, extra) = (self.tokens / self.units, self.tokens % self.units);
         if extra > 0 {
-            f(base + 1, extra);
+            f(u64::from(base) + 1, u64::from(extra));
         }
         if units > extra {
-            f(base, units - extra);
+            f(u64::from(base), u64::from(units - extra));
         }
     }
 }
@@ -383,7 +389,14 @@ impl Sample {
     /// assert_eq!(Sample::new(180, [Image::new(256), Image::new(1024)]).tokens(), 1460);
     /// ```
     #[must_use]
+    #[inline]
     pub fn tokens(&self) -> u64 {
-        u64::from(self.text).saturating_add(self.image_tokens())
+        let text = u64::from(self.text);
+        match self.images.as_slice() {
+            [] => text,
+            // Two `u32`s: no overflow.
+            [one] => text + u64::from(one.tokens),
+            _ => text.saturating_add(self.image_tokens()),
+        }
     }
 }

@@ -40,7 +40,24 @@ impl SaturatingSum for [u128; 3] {
 /// `$value(&self, &$state) -> Phases` the group's cost, `$floor(&self,
 /// &Sample) -> Phases` the floor of [`CostModel::floor`].
 macro_rules! impl_summed {
+    // The floor is the cost alone: `cost_and_floor` evaluates the sample
+    // once (the floor is `alone`, that very evaluation).
+    ($ty:ident, $state:ty, $stat:expr, $value:expr, alone) => {
+        $crate::cost::impl_summed!(@impl $ty, $state, $stat, $value, $crate::cost::alone, {
+            #[inline]
+            fn cost_and_floor(
+                &self,
+                sample: &$crate::cost::Sample,
+            ) -> ($crate::cost::Phases, $crate::cost::Phases) {
+                let cost = $crate::cost::alone(self, sample);
+                (cost, cost)
+            }
+        });
+    };
     ($ty:ident, $state:ty, $stat:expr, $value:expr, $floor:expr) => {
+        $crate::cost::impl_summed!(@impl $ty, $state, $stat, $value, $floor, {});
+    };
+    (@impl $ty:ident, $state:ty, $stat:expr, $value:expr, $floor:expr, {$($extra:tt)*}) => {
         impl $crate::cost::CostModel for $ty {
             #[inline]
             fn cost(&self, group: &[&$crate::cost::Sample]) -> $crate::cost::Phases {
@@ -69,6 +86,7 @@ macro_rules! impl_summed {
                 let value: fn(&$ty, &$state) -> $crate::cost::Phases = $value;
                 value(self, state)
             }
+            $($extra)*
         }
 
         $crate::cost::combinator::impl_add!($ty);

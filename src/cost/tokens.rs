@@ -1,7 +1,7 @@
 //! Linear terms of the language model: cost per token, fixed cost per sample
 //! and fixed cost per group (micro-step or packed sequence).
 
-use super::{alone, coefficient, f, impl_summed, Phases};
+use super::{coefficient, f, impl_summed, Phases};
 use crate::error::Error;
 
 /// `per_token * sum(T)`, in the language phase, where `T` is a sample's

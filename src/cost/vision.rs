@@ -9,7 +9,7 @@
 
 use core::fmt;
 
-use super::{alone, coefficient, f, impl_summed, Image, Phases, Sample};
+use super::{coefficient, f, impl_summed, Image, Phases, Sample};
 use crate::error::Error;
 
 /// Whether the vision encoder is trained or frozen, which sets the multiple
@@ -108,23 +108,69 @@ type Features = [u128; 3];
 /// Sums `per_unit(n)` over the attention units of every image of `sample`,
 /// `n` being a unit's patches at `patches_per_token` patches per LLM token.
 /// Units of equal size are counted once and multiplied (saturating).
+///
+/// `n` is a `u64`: a unit has at most `u32::MAX` tokens, so `n <
+/// 2^64`; `per_unit` widens to `u128` only where a product needs it (`n^2`
+/// and the like), so the common unit costs no `u128` division. A count of
+/// one (every image of [`Image::new`]) adds its features without the
+/// multiplication.
+#[inline]
 fn unit_features(
     sample: &Sample,
     patches_per_token: u32,
-    per_unit: impl Fn(u128) -> Features,
+    per_unit: impl Fn(u64) -> Features,
 ) -> Features {
-    let p = u128::from(patches_per_token);
+    let p = u64::from(patches_per_token);
+    let images = sample.images();
+    if let [one] = images {
+        if one.units() == 1 {
+            // The common sample: one image of one unit (its features added
+            // to zero: no saturation, no loop).
+            return per_unit(p * u64::from(one.tokens()));
+        }
+    }
     let mut x = [0u128; 3];
-    for image in sample.images() {
+    for image in images {
         image.for_each_unit(|tokens, count| {
-            let n = p * u128::from(tokens); // < 2^64: no overflow
-            let c = u128::from(count);
-            for (s, v) in x.iter_mut().zip(per_unit(n)) {
-                *s = s.saturating_add(c.saturating_mul(v));
+            // `tokens <= u32::MAX` and `p <= u32::MAX`: no overflow.
+            let v = per_unit(p * tokens);
+            if count == 1 {
+                for (s, v) in x.iter_mut().zip(v) {
+                    *s = s.saturating_add(v);
+                }
+            } else {
+                let c = u128::from(count);
+                for (s, v) in x.iter_mut().zip(v) {
+                    *s = s.saturating_add(c.saturating_mul(v));
+                }
             }
         });
     }
     x
+}
+
+/// `a * b` of two `u64`s, exact in `u128`.
+#[inline]
+fn wide(a: u64, b: u64) -> u128 {
+    u128::from(a) * u128::from(b)
+}
+
+/// `sum(w_i^2)` over the windows of `w` patches that cover `n` patches
+/// (full windows, then the rest): `full * w^2 + rest^2`. `full * w <= n <
+/// 2^64` and `rest < w`, so the sum is at most `n * w < 2^128`, exact; the
+/// division is of `u64`s. `w` is at least 1 (as every constructor checks;
+/// 0 is taken as 1).
+#[inline]
+pub(super) fn window_squares(n: u64, w: u32) -> u128 {
+    let w = u64::from(w.max(1));
+    // A window of a power of two patches (Qwen2.5-VL's 64): a shift and a
+    // mask, the same quotient and remainder without a division.
+    let (full, rest) = if w.is_power_of_two() {
+        (n >> w.trailing_zeros(), n & (w - 1))
+    } else {
+        (n / w, n % w)
+    };
+    wide(full * w, w) + wide(rest, rest)
 }
 
 /// Implements `CostModel`, `Incremental` and `+` from
@@ -419,7 +465,9 @@ impl PerImage {
     }
 
     fn features(&self, sample: &Sample) -> Features {
-        unit_features(sample, self.patches_per_token, |n| [n, n * n, 0])
+        unit_features(sample, self.patches_per_token, |n| {
+            [u128::from(n), wide(n, n), 0]
+        })
     }
 
     fn value(&self, x: &Features) -> f64 {
@@ -603,11 +651,8 @@ impl Windowed {
     }
 
     fn features(&self, sample: &Sample) -> Features {
-        let w = u128::from(self.window);
         unit_features(sample, self.patches_per_token, |n| {
-            // `full * w <= n` and `rest < w`, so this is at most `n * w`.
-            let (full, rest) = (n / w, n % w);
-            [n, full * w * w + rest * rest, n * n]
+            [u128::from(n), window_squares(n, self.window), wide(n, n)]
         })
     }
 
@@ -675,6 +720,7 @@ impl fmt::Debug for Vision {
 }
 
 impl Vision {
+    #[inline]
     fn features(&self, sample: &Sample) -> Features {
         match self {
             Vision::PerTile(m) => m.features(sample),
@@ -693,3 +739,105 @@ impl Vision {
 }
 
 impl_vision!(Vision);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+    use core::num::NonZeroU32;
+
+    /// The features as they were computed before the `u64` path: every
+    /// product and division in `u128` (the reference the fast path must
+    /// equal bit for bit).
+    fn reference(sample: &Sample, p: u32, per_unit: impl Fn(u128) -> Features) -> Features {
+        let p = u128::from(p);
+        let mut x = [0u128; 3];
+        for image in sample.images() {
+            let tokens = u128::from(image.tokens());
+            let units = u128::from(image.units());
+            let (base, extra) = (tokens / units, tokens % units);
+            let mut add = |t: u128, c: u128| {
+                for (s, v) in x.iter_mut().zip(per_unit(p * t)) {
+                    *s = s.saturating_add(c.saturating_mul(v));
+                }
+            };
+            if extra > 0 {
+                add(base + 1, extra);
+            }
+            if units > extra {
+                add(base, units - extra);
+            }
+        }
+        x
+    }
+
+    fn hostile_samples() -> Vec<Sample> {
+        let units = |u: u32| NonZeroU32::new(u).unwrap_or(NonZeroU32::MIN);
+        let sizes = [
+            0u32,
+            1,
+            3,
+            63,
+            64,
+            65,
+            4095,
+            1 << 20,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
+        let counts = [1u32, 2, 3, 7, 64, 1 << 16, u32::MAX];
+        let mut out = Vec::new();
+        for &t in &sizes {
+            for &u in &counts {
+                out.push(Sample::new(5, [Image::with_units(t, units(u))]));
+            }
+            out.push(Sample::new(
+                5,
+                [Image::new(t), Image::new(t), Image::new(7)],
+            ));
+        }
+        // Sums that saturate: many images of the largest units.
+        let big = Image::with_units(u32::MAX, units(1));
+        out.push(Sample::new(0, core::iter::repeat(big).take(64)));
+        out.push(Sample::text_only(9));
+        out
+    }
+
+    #[test]
+    fn fast_features_equal_the_u128_reference() {
+        for sample in hostile_samples() {
+            for p in [1u32, 4, 1000, u32::MAX] {
+                let image = PerImage::new(1.0, 1.0, p, Training::Frozen).unwrap();
+                let want = reference(&sample, p, |n| [n, n * n, 0]);
+                assert_eq!(image.features(&sample), want, "{sample:?} {p}");
+                for w in [1u32, 2, 64, 1000, u32::MAX] {
+                    let m = Windowed::new(1.0, 1.0, w, 1.0, p, Training::Trained).unwrap();
+                    let wu = u128::from(w);
+                    let want = reference(&sample, p, |n| {
+                        let (full, rest) = (n / wu, n % wu);
+                        [n, full * wu * wu + rest * rest, n * n]
+                    });
+                    assert_eq!(m.features(&sample), want, "{sample:?} {p} {w}");
+                    let x = m.features(&sample);
+                    assert_eq!(m.value(&x).to_bits(), m.value(&want).to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn units_split_as_evenly_as_integers_allow() {
+        let mut seen = Vec::new();
+        Image::with_units(10, NonZeroU32::new(4).unwrap()).for_each_unit(|t, c| seen.push((t, c)));
+        assert_eq!(seen, [(3, 2), (2, 2)]);
+        seen.clear();
+        Image::with_units(8, NonZeroU32::new(4).unwrap()).for_each_unit(|t, c| seen.push((t, c)));
+        assert_eq!(seen, [(2, 4)]);
+        seen.clear();
+        Image::with_units(3, NonZeroU32::new(5).unwrap()).for_each_unit(|t, c| seen.push((t, c)));
+        assert_eq!(seen, [(1, 3), (0, 2)]);
+        seen.clear();
+        Image::new(u32::MAX).for_each_unit(|t, c| seen.push((t, c)));
+        assert_eq!(seen, [(u64::from(u32::MAX), 1)]);
+    }
+}

@@ -24,6 +24,14 @@ fn each_unit(
     groups: &BTreeMap<u64, Vec<u32>>,
     mut f: impl FnMut(usize, &[u32]),
 ) {
+    if groups.is_empty() {
+        // No sample has a group: every position is a unit alone (the
+        // samples need not be read).
+        for p in 0..prep.len() as u32 {
+            f(p as usize, core::slice::from_ref(&p));
+        }
+        return;
+    }
     let mut k = 0;
     for (p, e) in prep.items.iter().enumerate() {
         let p = p as u32;
@@ -41,8 +49,12 @@ fn each_unit(
 
 /// The members of every group in ascending id (only the groups' members
 /// are listed apart), and the number of units ([`each_unit`]). O(n log G)
-/// time, O(members) extra space.
-fn group_members(prep: &Prepared, samples: &[StepSample]) -> (BTreeMap<u64, Vec<u32>>, usize) {
+/// time, O(members) extra space. Made once for both baselines by
+/// [`finish`](super::finish::finish).
+pub(crate) type Units = (BTreeMap<u64, Vec<u32>>, usize);
+
+/// The [`Units`] of `prep`, whose samples are `samples`.
+pub(crate) fn group_members(prep: &Prepared, samples: &[StepSample]) -> Units {
     let mut groups: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     let mut loose = 0usize;
     for (p, e) in prep.items.iter().enumerate() {
@@ -104,6 +116,23 @@ impl Naive {
         ranks: usize,
         per_step: usize,
     ) -> Self {
+        Self::of_units(
+            prep,
+            samples,
+            &group_members(prep, samples),
+            ranks,
+            per_step,
+        )
+    }
+
+    /// [`Naive::new`] with the batch's [`Units`] made already.
+    pub(crate) fn of_units(
+        prep: &Prepared,
+        samples: &[StepSample],
+        units: &Units,
+        ranks: usize,
+        per_step: usize,
+    ) -> Self {
         let (ranks, per_step) = (ranks.max(1), per_step.max(1));
         // Sequences, each by its start in `members` and the unit of the
         // group larger than a sequence it belongs to (`None` for the
@@ -112,8 +141,8 @@ impl Naive {
         let mut sequences: Vec<(usize, Option<usize>)> = Vec::new();
         let mut load = [0u64; 3];
         let mut open = false;
-        let (groups, _) = group_members(prep, samples);
-        each_unit(prep, samples, &groups, |u, unit| {
+        let groups = &units.0;
+        each_unit(prep, samples, groups, |u, unit| {
             let mut size = [0u64; 3];
             for &p in unit {
                 add(&mut size, prep.size(p as usize));
@@ -140,7 +169,6 @@ impl Naive {
             }
             open = false;
         });
-        drop(groups);
         // The deal: micro-batch `m` holds `held` sequences so far.
         let (mut m, mut held) = (0usize, 0usize);
         let mut places: Vec<(usize, usize, usize)> = Vec::with_capacity(sequences.len());
@@ -273,13 +301,14 @@ impl Naive {
 pub(crate) fn users_step_time<M: Incremental>(
     prep: &Prepared,
     samples: &[StepSample],
+    units: &Units,
     model: &M,
     sync: SyncModel,
     shape: Shape,
 ) -> f64 {
     // 1. Units: positions in ascending id, a group at its first member
-    // (only the groups' members are listed apart).
-    let (groups, unit_count) = group_members(prep, samples);
+    // (only the groups' members are listed apart; made by the caller).
+    let (groups, unit_count) = (&units.0, units.1);
     // 2. and 3. Unit k is the (k / R)-th of rank k % R, in micro-step
     // (k / R) / b; without groups read in place, else the micro-batches'
     // positions in one array (a counting sort by micro-batch, units in
@@ -314,7 +343,7 @@ pub(crate) fn users_step_time<M: Incremental>(
         }
     } else {
         let mut start = vec![0usize; ranks * steps + 1];
-        each_unit(prep, samples, &groups, |k, unit| {
+        each_unit(prep, samples, groups, |k, unit| {
             start[batch_of(k) + 1] += unit.len();
         });
         for b in 0..ranks * steps {
@@ -322,12 +351,12 @@ pub(crate) fn users_step_time<M: Incremental>(
         }
         let mut next = start.clone();
         let mut batched = vec![0u32; prep.len()];
-        each_unit(prep, samples, &groups, |k, unit| {
+        each_unit(prep, samples, groups, |k, unit| {
             let b = batch_of(k);
             batched[next[b]..next[b] + unit.len()].copy_from_slice(unit);
             next[b] += unit.len();
         });
-        drop((groups, next));
+        drop(next);
         let (mut loads, mut states) = (Vec::new(), Vec::new());
         for (b, cost) in costs.iter_mut().enumerate() {
             loads.clear();

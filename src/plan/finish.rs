@@ -1,11 +1,12 @@
 //! Finishing stage: the plan (ids by slot, each sequence's cost evaluated as a group) and its report.
 
+use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::baseline::{users_step_time, Naive};
+use super::baseline::{users_step_time, Naive, Units};
 use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
-use super::exchange::{Exchange, Move, Traffic};
+use super::exchange::{Exchange, Move};
 use super::fingerprint::of_plan;
 use super::loss::Loss;
 use super::output::{Elapsed, Plan, Report};
@@ -78,24 +79,30 @@ pub(crate) fn finish<M: Incremental>(
         .items
         .iter()
         .fold(0u64, |acc, e| acc + u64::from(e.sizes[0]));
-    let costs = slot_costs(prep, cx, &slot_of, shape.slots());
-    let (exchange, traffic) = match exchange(prep, cx, shape, &slot_of) {
-        Some((x, t)) => (Some(x), Some(t)),
+    let Pass {
+        costs,
+        loss_tokens,
+        units,
+        moves,
+    } = pass(prep, cx, shape, &slot_of);
+    drop(slot_of);
+    let (exchange, traffic) = match moves {
+        Some((moves, total)) => {
+            let x = Exchange::new(moves);
+            let t = x.traffic(total, cx.ranks_per_node);
+            (Some(x), Some(t))
+        }
         None => (None, None),
     };
-    drop(slot_of);
     for (slot, &c) in costs.iter().enumerate() {
         finite_phases(c, sequences.get(slot).map_or(0, <[u64]>::len))?;
     }
 
-    let naive = Naive::new(prep, cx.samples, shape.ranks, shape.per_step);
-    let loss_tokens = cx
-        .samples
-        .iter()
-        .fold(0u64, |acc, s| acc.saturating_add(s.loss_tokens()));
+    let naive = Naive::of_units(prep, cx.samples, &units, shape.ranks, shape.per_step);
     let predicted = step_time(cx.sync, shape, &costs);
     let baseline = naive.step_time(prep, cx.samples, cx.model, cx.sync);
-    let users_baseline = users_step_time(prep, cx.samples, cx.model, cx.sync, shape);
+    let users_baseline = users_step_time(prep, cx.samples, &units, cx.model, cx.sync, shape);
+    drop(units);
     if !(predicted.is_finite() && baseline.is_finite() && users_baseline.is_finite()) {
         return Err(Error::CostOverflow {
             phase: None,
@@ -191,20 +198,44 @@ pub(crate) fn exact_time<M: Incremental>(
     }
 }
 
-/// The exchange of the plan and its traffic: every sample with an origin
-/// that lands on another rank. `None` when no sample has an origin.
-/// O(n + m log m) for m moves.
-fn exchange<M>(
+/// What [`finish`] reads off the samples, in one pass over them in id
+/// order (each sample's two cache lines read once, not once a use).
+struct Pass {
+    /// Every slot's cost, each slot evaluated as a group with the model.
+    costs: Vec<Phases>,
+    /// The loss tokens of the batch (saturating).
+    loss_tokens: u64,
+    /// The baselines' units ([`group_members`](super::baseline::group_members)).
+    units: Units,
+    /// Every sample with an origin that lands on another rank, and the
+    /// bytes of every sample with an origin (saturating); `None` when no
+    /// sample has an origin.
+    moves: Option<(Vec<Move>, u64)>,
+}
+
+/// The slots' costs (as [`slot_costs`]), the loss tokens, the baselines'
+/// units (as [`group_members`](super::baseline::group_members)) and the exchange's moves of the plan whose
+/// slot of every position is `slot_of`. O(n + slots) time besides the
+/// model and the map of the groups (O(n log G) for G groups), O(slots +
+/// moves + groups' members) extra space.
+fn pass<M: Incremental>(
     prep: &Prepared,
     cx: &Context<'_, M>,
     shape: Shape,
     slot_of: &[u32],
-) -> Option<(Exchange, Traffic)> {
-    let mut any = false;
-    let mut total = 0u64;
-    let mut moves = Vec::new();
-    for (e, &slot) in prep.items.iter().zip(slot_of) {
+) -> Pass {
+    let mut states = vec![cx.model.empty(); shape.slots()];
+    let mut loss_tokens = 0u64;
+    let (mut groups, mut loose): (BTreeMap<u64, Vec<u32>>, usize) = (BTreeMap::new(), 0);
+    let (mut any, mut total, mut moves) = (false, 0u64, Vec::new());
+    for (p, (e, &slot)) in prep.items.iter().zip(slot_of).enumerate() {
         let s = &cx.samples[e.input as usize];
+        cx.model.insert(&mut states[slot as usize], s.sample());
+        loss_tokens = loss_tokens.saturating_add(s.loss_tokens());
+        match s.group() {
+            Some(g) => groups.entry(g).or_default().push(p as u32),
+            None => loose += 1,
+        }
         let Some(from) = s.origin() else {
             continue;
         };
@@ -220,10 +251,11 @@ fn exchange<M>(
             });
         }
     }
-    if !any {
-        return None;
+    let count = loose + groups.len();
+    Pass {
+        costs: states.iter().map(|st| cx.model.evaluate(st)).collect(),
+        loss_tokens,
+        units: (groups, count),
+        moves: any.then_some((moves, total)),
     }
-    let x = Exchange::new(moves);
-    let t = x.traffic(total, cx.ranks_per_node);
-    Some((x, t))
 }

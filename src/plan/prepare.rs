@@ -169,24 +169,20 @@ pub(crate) fn prepare<M: Incremental>(
     let mut oversize = Vec::new();
     let (mut total, mut largest, mut largest_total) = (Phases::ZERO, Phases::ZERO, 0.0f64);
     let (mut floors, mut largest_floor) = (Phases::ZERO, 0.0f64);
-    let empty = model.empty();
     for (id, i) in keyed {
         let s = &samples[i as usize];
         if items.last().is_some_and(|e| e.id == id) {
             return Err(Error::DuplicateId { id });
         }
-        if s.loss_tokens() > s.sample().tokens() {
+        let tokens = s.sample().tokens();
+        if s.loss_tokens() > tokens {
             return Err(Error::LossTokens {
                 id,
                 loss_tokens: s.loss_tokens(),
-                tokens: s.sample().tokens(),
+                tokens,
             });
         }
-        let size = [
-            s.sample().tokens(),
-            s.units(),
-            s.sample().images().len() as u64,
-        ];
+        let size = [tokens, s.units(), s.sample().images().len() as u64];
         for (d, limit) in DIMENSIONS.into_iter().enumerate() {
             if size[d] > caps[d] {
                 oversize.push(Oversize {
@@ -199,8 +195,9 @@ pub(crate) fn prepare<M: Incremental>(
                 });
             }
         }
-        let c = model.evaluate_with(&empty, s.sample());
-        let floor = model.floor(s.sample());
+        // Both in one evaluation where the model's floor is its cost
+        // alone (`Incremental::cost_and_floor`).
+        let (c, floor) = model.cost_and_floor(s.sample());
         for phase in Phase::ALL {
             let (value, low) = (c.get(phase), floor.get(phase));
             // NaN-safe: `!(x >= 0.0)` is also true for NaN.

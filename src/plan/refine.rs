@@ -74,7 +74,16 @@ struct Contest<'a> {
     version: Vec<u32>,
     /// The work left to the whole refinement (shared by its contests).
     left: &'a Cell<u64>,
+    /// The sorted pools ([`pool_key`]s) of the last [`POOLS`] groups
+    /// [`best_change_sorted`](Contest::best_change_sorted) traded with,
+    /// each dropped when its group changes: the fastest groups are asked
+    /// again and again while another one trades.
+    pools: Vec<(usize, Vec<u128>)>,
 }
+
+/// The sorted pools a contest keeps, at most: the candidates of one
+/// slowest group and then some.
+const POOLS: usize = 2 * WIDE;
 
 impl Contest<'_> {
     /// Spends `units` of work; `false` (and nothing left) when the budget
@@ -147,6 +156,7 @@ pub(crate) fn refine(stage: &Stage<'_>, mut seqs: Sequences) -> Sequences {
             cost,
             version: vec![0; n],
             left: &left,
+            pools: Vec::new(),
         };
         contest.run(dims, &mut seqs);
         if left.get() == 0 {
@@ -248,13 +258,27 @@ impl Contest<'_> {
     /// O(|x| log |y|) per candidate: the best swap moves half the gap, so
     /// for each sample of `x` only the samples of `y` whose cost is nearest
     /// to "its cost minus half the gap" are tried.
-    fn best_change_sorted(&self, x: usize, ys: &[MinEntry], seqs: &Sequences) -> Option<Change> {
+    fn best_change_sorted(
+        &mut self,
+        x: usize,
+        ys: &[MinEntry],
+        seqs: &Sequences,
+    ) -> Option<Change> {
         let (bins, loads) = (&seqs.members, &seqs.loads);
         const NEAR: usize = 3;
         let prep = self.stage.prep;
         let gx = self.cost[x].total();
         let mut best: Option<Change> = None;
-        let mut pool: Vec<(f64, u32, usize)> = Vec::new();
+        // x's samples that may move (sequence, index, cost), read once for
+        // every candidate.
+        let mut xs: Vec<(u32, usize, f64)> = Vec::new();
+        for &bx in self.groups[x] {
+            for (ia, &pa) in bins[bx as usize].iter().enumerate() {
+                if !self.stage.pinned(pa) {
+                    xs.push((bx, ia, prep.cost(pa as usize).total()));
+                }
+            }
+        }
         for e in ys {
             let y = e.1 .0 as usize;
             let gy = self.cost[y].total();
@@ -266,77 +290,87 @@ impl Contest<'_> {
             if !self.spend(size as u64) {
                 return best;
             }
-            pool.clear();
-            for &by in self.groups[y] {
-                for (ib, &pb) in bins[by as usize].iter().enumerate() {
-                    if !self.stage.pinned(pb) {
-                        pool.push((prep.cost(pb as usize).total(), by, ib));
+            // y's samples as sort keys ([`pool_key`]): by cost, then
+            // sequence, then index, in one integer comparison; kept while
+            // y does not change.
+            let k = match self.pools.iter().position(|(g, _)| *g == y) {
+                Some(k) => k,
+                None => {
+                    let mut pool = if self.pools.len() == POOLS {
+                        self.pools.remove(0).1
+                    } else {
+                        Vec::new()
+                    };
+                    pool.clear();
+                    for &by in self.groups[y] {
+                        for (ib, &pb) in bins[by as usize].iter().enumerate() {
+                            if !self.stage.pinned(pb) {
+                                pool.push(pool_key(prep.cost(pb as usize).total(), by, ib));
+                            }
+                        }
                     }
+                    pool.sort_unstable();
+                    self.pools.push((y, pool));
+                    self.pools.len() - 1
                 }
-            }
-            pool.sort_unstable_by(|a, b| {
-                a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
-            });
+            };
+            let pool = &self.pools[k].1;
             let roomiest = self.groups[y]
                 .iter()
                 .copied()
                 .min_by_key(|&b| (loads[b as usize][0], b))
                 .unwrap_or(0);
-            let consider =
-                |bx: u32, ia: usize, by: u32, ib: Option<usize>, best: &mut Option<Change>| {
-                    let pa = bins[bx as usize][ia] as usize;
-                    let ca = prep.cost(pa).total();
-                    let (cb, sb) = match ib {
-                        None => (0.0, [0u64; 3]),
-                        Some(ib) => {
-                            let pb = bins[by as usize][ib] as usize;
-                            (prep.cost(pb).total(), prep.size(pb))
-                        }
-                    };
-                    let (kx, ky) = (gx - ca + cb, gy + ca - cb);
-                    if !(kx < gx && ky < gx) {
-                        return;
-                    }
-                    let score = kx.max(ky);
-                    if best.is_some_and(|b| b.score <= score) {
-                        return;
-                    }
-                    let sa = prep.size(pa);
-                    let (lx, ly) = (loads[bx as usize], loads[by as usize]);
-                    let fits = (0..3).all(|k| {
-                        lx[k] - sa[k] + sb[k] <= prep.caps[k]
-                            && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+            // Sample `ia` of sequence `bx` (cost `ca`) to `by`, and sample
+            // `ib` of `by` (cost `cb`) back if a swap. The sizes are read
+            // only for a change that would be the best so far.
+            let consider = |bx: u32,
+                            ia: usize,
+                            ca: f64,
+                            by: u32,
+                            swap: Option<(usize, f64)>,
+                            best: &mut Option<Change>| {
+                let cb = swap.map_or(0.0, |(_, cb)| cb);
+                let (kx, ky) = (gx - ca + cb, gy + ca - cb);
+                if !(kx < gx && ky < gx) {
+                    return;
+                }
+                let score = kx.max(ky);
+                if best.is_some_and(|b| b.score <= score) {
+                    return;
+                }
+                let sa = prep.size(bins[bx as usize][ia] as usize);
+                let sb = swap.map_or([0u64; 3], |(ib, _)| {
+                    prep.size(bins[by as usize][ib] as usize)
+                });
+                let (lx, ly) = (loads[bx as usize], loads[by as usize]);
+                let fits = (0..3).all(|k| {
+                    lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k]
+                });
+                if fits {
+                    *best = Some(Change {
+                        bx,
+                        a: ia,
+                        by,
+                        b: swap.map(|(ib, _)| ib),
+                        y,
+                        score,
                     });
-                    if fits {
-                        *best = Some(Change {
-                            bx,
-                            a: ia,
-                            by,
-                            b: ib,
-                            y,
-                            score,
-                        });
-                    }
-                };
-            for &bx in self.groups[x] {
-                for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                    if self.stage.pinned(pa) {
-                        continue;
-                    }
-                    // A move and at most 2 * NEAR swaps.
-                    if !self.spend(1 + 2 * NEAR as u64) {
-                        return best;
-                    }
-                    let ca = prep.cost(pa as usize).total();
-                    // A move into the sequence of y with the most room.
-                    if ca < 2.0 * half {
-                        consider(bx, ia, roomiest, None, &mut best);
-                    }
-                    let want = ca - half;
-                    let at = pool.partition_point(|q| q.0 < want);
-                    for q in &pool[balancing_window(pool.len(), at, NEAR)] {
-                        consider(bx, ia, q.1, Some(q.2), &mut best);
-                    }
+                }
+            };
+            for &(bx, ia, ca) in &xs {
+                // A move and at most 2 * NEAR swaps.
+                if !work::spend(self.left, 1 + 2 * NEAR as u64) {
+                    return best;
+                }
+                // A move into the sequence of y with the most room.
+                if ca < 2.0 * half {
+                    consider(bx, ia, ca, roomiest, None, &mut best);
+                }
+                let want = ca - half;
+                let at = pool.partition_point(|&q| pool_cost(q) < want);
+                for &q in &pool[balancing_window(pool.len(), at, NEAR)] {
+                    let (by, ib) = pool_place(q);
+                    consider(bx, ia, ca, by, Some((ib, pool_cost(q))), &mut best);
                 }
             }
         }
@@ -465,5 +499,75 @@ impl Contest<'_> {
         }
         self.version[x] = self.version[x].wrapping_add(1);
         self.version[c.y] = self.version[c.y].wrapping_add(1);
+        self.pools.retain(|(g, _)| *g != x && *g != c.y);
+    }
+}
+
+/// Sample `ib` of sequence `by`, of cost `cost`, as one integer whose order
+/// is that of `(cost, by, ib)` with costs in [`f64::total_cmp`]'s order:
+/// the cost's bits mapped to an unsigned key in the high half (negative
+/// values below positive ones, each in order), then `by`, then `ib`.
+#[inline]
+fn pool_key(cost: f64, by: u32, ib: usize) -> u128 {
+    let b = cost.to_bits();
+    // total_cmp's signed key, shifted into the unsigned order.
+    let key = (b ^ ((((b as i64) >> 63) as u64) >> 1)) ^ (1 << 63);
+    // `ib` indexes a sequence of at most `u32::MAX` positions.
+    (u128::from(key) << 64) | (u128::from(by) << 32) | ib as u128
+}
+
+/// The cost of a [`pool_key`], bit for bit.
+#[inline]
+fn pool_cost(q: u128) -> f64 {
+    let key = (q >> 64) as u64 ^ (1 << 63);
+    f64::from_bits(key ^ ((((key as i64) >> 63) as u64) >> 1))
+}
+
+/// The sequence and the index in it of a [`pool_key`].
+#[inline]
+fn pool_place(q: u128) -> (u32, usize) {
+    ((q >> 32) as u32, (q as u32) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_keys_order_as_cost_sequence_index_and_read_back() {
+        let costs = [
+            0.0,
+            -0.0,
+            1.0,
+            1.0 + f64::EPSILON,
+            0.5,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1e300,
+            f64::MAX,
+            f64::INFINITY,
+            -1.0,
+            -1e-300,
+            f64::NEG_INFINITY,
+        ];
+        let mut items = Vec::new();
+        for (i, &c) in costs.iter().enumerate() {
+            for by in [0u32, 7, u32::MAX] {
+                for ib in [0usize, 3, u32::MAX as usize] {
+                    items.push((c, by, ib, i));
+                }
+            }
+        }
+        for &(c, by, ib, _) in &items {
+            let q = pool_key(c, by, ib);
+            assert_eq!(pool_cost(q).to_bits(), c.to_bits());
+            assert_eq!(pool_place(q), (by, ib));
+        }
+        let mut by_keys = items.clone();
+        by_keys.sort_unstable_by_key(|&(c, by, ib, _)| pool_key(c, by, ib));
+        items.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let ids =
+            |v: &[(f64, u32, usize, usize)]| v.iter().map(|t| (t.3, t.1, t.2)).collect::<Vec<_>>();
+        assert_eq!(ids(&by_keys), ids(&items));
     }
 }
