@@ -1745,27 +1745,33 @@ pub(crate) fn check_origins<M>(
     cx: &Context<'_, M>,
     ranks: usize,
 ) -> Result<(), Error> {
+    // One pass (each sample read once): an origin that is not a rank is
+    // reported before an overflow of the bytes, wherever it lies.
+    let mut total = Some(0u64);
+    let mut overflow = None;
     for e in &prep.items {
-        if let Some(o) = cx.samples[e.input as usize].origin() {
-            if o >= ranks {
-                return Err(Error::Invalid {
-                    at: Locator::Origin { id: e.id, ranks },
-                    value: Scalar::Int(o as u64),
-                    reason: InvalidReason::NotARank,
-                });
+        let s = &cx.samples[e.input as usize];
+        let Some(o) = s.origin() else {
+            continue;
+        };
+        if o >= ranks {
+            return Err(Error::Invalid {
+                at: Locator::Origin { id: e.id, ranks },
+                value: Scalar::Int(o as u64),
+                reason: InvalidReason::NotARank,
+            });
+        }
+        if let Some(t) = total {
+            total = t.checked_add(s.bytes());
+            if total.is_none() {
+                overflow = Some(e.id);
             }
         }
     }
-    let mut total = 0u64;
-    for e in &prep.items {
-        let s = &cx.samples[e.input as usize];
-        if s.origin().is_some() {
-            total = total
-                .checked_add(s.bytes())
-                .ok_or(Error::BytesOverflow { id: e.id })?;
-        }
+    match overflow {
+        Some(id) => Err(Error::BytesOverflow { id }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -286,6 +286,7 @@ impl StepSample {
     /// assert_eq!(s.units(), 6);
     /// ```
     #[must_use]
+    #[inline]
     pub fn units(&self) -> u64 {
         self.sample
             .images()
