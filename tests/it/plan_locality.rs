@@ -500,6 +500,32 @@ proptest! {
     }
 }
 
+/// `anyres-mix` over 64 ranks (64 samples a rank of `seed`, the data
+/// loader's round-robin origins) planned under `sync` without locality and
+/// with 0.5%: the locality plan checked (every sample once, sequences
+/// within the scenario's length, the step time within 0.5% of the free
+/// plan's), and the share of the image bytes it moves.
+#[cfg(feature = "scenarios")]
+fn anyres_mix_moved(seed: u64, sync: SyncModel) -> f64 {
+    use microbatch::scenario::Scenario;
+    let (scenario, r) = (Scenario::AnyresMix, 64);
+    let batch: Vec<StepSample> = scenario
+        .generate(64 * r, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| s.with_origin(i % r))
+        .collect();
+    let planner = scenario.planner(r).sync(sync);
+    let free = planner.plan(&batch).unwrap();
+    let local = planner
+        .locality(Locality::new(0.005).unwrap())
+        .plan(&batch)
+        .unwrap();
+    check_plan_within(&local, &batch, scenario.seq_len());
+    assert!(local.report().predicted <= 1.005 * free.report().predicted);
+    local.report().traffic.unwrap().moved_fraction()
+}
+
 /// The hard case of the held-out table (issue 21): `anyres-mix` at 64
 /// ranks under `SyncModel::Phase`, where every micro-batch is full to
 /// within the tolerance in tokens, vision and language, with the data
@@ -509,23 +535,7 @@ proptest! {
 #[cfg(feature = "scenarios")]
 #[test]
 fn full_micro_batches_still_trade_under_phase_sync() {
-    use microbatch::scenario::Scenario;
-    let (scenario, r) = (Scenario::AnyresMix, 64);
-    let batch: Vec<StepSample> = scenario
-        .generate(64 * r, 6)
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| s.with_origin(i % r))
-        .collect();
-    let planner = scenario.planner(r).sync(SyncModel::Phase);
-    let free = planner.plan(&batch).unwrap();
-    let local = planner
-        .locality(Locality::new(0.005).unwrap())
-        .plan(&batch)
-        .unwrap();
-    check_plan_within(&local, &batch, scenario.seq_len());
-    assert!(local.report().predicted <= 1.005 * free.report().predicted);
-    let moved = local.report().traffic.unwrap().moved_fraction();
+    let moved = anyres_mix_moved(6, SyncModel::Phase);
     assert!(moved <= 0.25, "{moved}");
 }
 
@@ -535,24 +545,9 @@ fn full_micro_batches_still_trade_under_phase_sync() {
 /// failed with 32, step 3 started from the relabelled plan and 6.7% of the
 /// image bytes moved; the fill that succeeds moves 4.6% (the scenario's
 /// bound on any plan within the budget is about 4.5%).
+#[cfg(feature = "scenarios")]
 #[test]
 fn the_home_first_fill_looks_past_the_fullest_groups() {
-    use microbatch::scenario::Scenario;
-    let (scenario, r) = (Scenario::AnyresMix, 64);
-    let batch: Vec<StepSample> = scenario
-        .generate(64 * r, 1)
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| s.with_origin(i % r))
-        .collect();
-    let planner = scenario.planner(r);
-    let free = planner.plan(&batch).unwrap();
-    let local = planner
-        .locality(Locality::new(0.005).unwrap())
-        .plan(&batch)
-        .unwrap();
-    check_plan_within(&local, &batch, scenario.seq_len());
-    assert!(local.report().predicted <= 1.005 * free.report().predicted);
-    let moved = local.report().traffic.unwrap().moved_fraction();
+    let moved = anyres_mix_moved(1, SyncModel::Step);
     assert!(moved <= 0.05, "{moved}");
 }
