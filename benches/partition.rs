@@ -98,6 +98,7 @@ fn bench_karmarkar_karp_1024(c: &mut Criterion) {
     group.sample_size(10);
     let (n, k) = (65_536usize, 1024);
     let mut rng = rng::TestRng::new(5);
+    #[cfg_attr(not(feature = "scenarios"), allow(unused_mut))]
     let mut inputs: Vec<(String, Vec<u64>)> = vec![(
         "uniform".into(),
         (0..n).map(|_| 1 + rng.below(1_000_000)).collect(),

@@ -43,6 +43,8 @@ mod plan_groups;
 mod plan_hostile;
 mod plan_invariance;
 mod plan_locality;
+// (Its families include the scenarios' batches.)
+#[cfg(feature = "scenarios")]
 mod plan_optimum;
 mod plan_props;
 mod plan_quality;
