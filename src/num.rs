@@ -27,6 +27,30 @@ use crate::error::{InvalidReason, Scalar};
 /// implementation (say `usize::MAX`) must not drive their memory or time.
 pub(crate) const MAX_DIMS: usize = 1 << 16;
 
+/// `x` as a `u64` in [`f64::total_cmp`]'s order (negative values below
+/// positive ones, each in order): the sign bit set for a positive value,
+/// every bit flipped for a negative one. [`from_order_bits`] reads it back,
+/// bit for bit.
+#[inline]
+pub(crate) fn order_bits(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The `f64` of an [`order_bits`] key, bit for bit.
+#[inline]
+pub(crate) fn from_order_bits(key: u64) -> f64 {
+    f64::from_bits(if key >> 63 == 1 {
+        key & !(1 << 63)
+    } else {
+        !key
+    })
+}
+
 /// `|x|` without `f64::abs`, which is not in `core` on the crate's MSRV
 /// (1.81).
 #[inline]

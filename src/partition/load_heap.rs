@@ -126,14 +126,7 @@ fn key<T: Total>(load: T, arrival: u64, p: usize) -> u128 {
 fn order_bits<T: Total>(x: T) -> u64 {
     match instance::as_u128(x) {
         Some(v) => v as u64,
-        None => {
-            let bits = x.to_f64().to_bits();
-            if bits >> 63 == 1 {
-                !bits
-            } else {
-                bits | 1 << 63
-            }
-        }
+        None => crate::num::order_bits(x.to_f64()),
     }
 }
 

@@ -48,6 +48,7 @@ use super::deal::Sequences;
 use super::sync::SyncModel;
 use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
+use crate::num::{from_order_bits, order_bits};
 use crate::partition::balancing_window;
 
 /// How many of the fastest groups the slowest one trades with.
@@ -509,18 +510,14 @@ impl Contest<'_> {
 /// values below positive ones, each in order), then `by`, then `ib`.
 #[inline]
 fn pool_key(cost: f64, by: u32, ib: usize) -> u128 {
-    let b = cost.to_bits();
-    // total_cmp's signed key, shifted into the unsigned order.
-    let key = (b ^ ((((b as i64) >> 63) as u64) >> 1)) ^ (1 << 63);
     // `ib` indexes a sequence of at most `u32::MAX` positions.
-    (u128::from(key) << 64) | (u128::from(by) << 32) | ib as u128
+    (u128::from(order_bits(cost)) << 64) | (u128::from(by) << 32) | ib as u128
 }
 
 /// The cost of a [`pool_key`], bit for bit.
 #[inline]
 fn pool_cost(q: u128) -> f64 {
-    let key = (q >> 64) as u64 ^ (1 << 63);
-    f64::from_bits(key ^ ((((key as i64) >> 63) as u64) >> 1))
+    from_order_bits((q >> 64) as u64)
 }
 
 /// The sequence and the index in it of a [`pool_key`].
