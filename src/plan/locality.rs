@@ -58,8 +58,9 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    decreasing room; under [`SyncModel::Step`], not those of a rank that
 ///    holds only its own samples and has no room for the sample (it would
 ///    send away one of its own, which the fill kept as denser in bytes per
-///    cost: no row of the held-out table changed without them). A re-split puts every sample of the two on the
-///    side where it weighs less (ties: where it is); then, while a side
+///    cost: no row of the held-out table changed without them). A
+///    re-split puts every sample of the two on the side where it weighs
+///    less (ties: where it is); then, while a side
 ///    breaks a cap (`L`, units, images) or its group's budget, one of its
 ///    samples that fits the other side goes there, of least extra weight,
 ///    one that alone mends the side if any (the cheapest), else the
@@ -85,8 +86,9 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    two passes (four, with 2,048 choices a pair, brought home at most
 ///    about 1% more of the bytes on the held-out batches for about a
 ///    fifth more planning time), one when step 3 starts from step 2's
-///    fill (a second brought home at most 0.1% more there); a sample is weighed again only when its rank or its
-///    home (node) changed since, and then, when its last weighing found
+///    fill (a second brought home at most 0.1% more there); a sample is
+///    weighed again only when its rank or its home (node) changed since,
+///    and then, when its last weighing found
 ///    nothing and its own group (rank for [`SyncModel::Step`],
 ///    micro-batch otherwise) is unchanged, only against the sequences
 ///    whose group changed since (a pair of unchanged groups would weigh
@@ -1361,8 +1363,7 @@ impl<'a> Search<'a> {
                 if since.is_some_and(|t| self.group_changed[self.group(b)] <= t) {
                     continue; // weighed before, unchanged since
                 }
-                let found = self.split(a, b, pair);
-                if let Some((gain, room)) = found {
+                if let Some((gain, room)) = self.split(a, b, pair) {
                     if best.map_or(true, |x| (gain, room) > (x.0, x.1)) {
                         best = Some((gain, room, b));
                         core::mem::swap(&mut pair.side, &mut pair.best);
@@ -1421,7 +1422,7 @@ impl<'a> Search<'a> {
         // Every sample's demands: cost (per phase for Phase), tokens,
         // units, images; each side's load of them.
         let mut load = [[0f64; 5]; 2];
-        let (mut before, mut after) = (0u128, 0u128);
+        let mut before = 0u128;
         for (i, &x) in self.slots[a].iter().chain(&self.slots[b]).enumerate() {
             let it = &self.info[x as usize];
             let (wa, wb) = (self.homes.weight_of(it, ra), self.homes.weight_of(it, rb));
@@ -1483,7 +1484,25 @@ impl<'a> Search<'a> {
         if !(pushed && ok(self, &now, &size, 0) && ok(self, &now, &size, 1)) {
             return self.split_free((a, b, na), pair, &caps, base, before);
         }
+        self.verdict((a, b, na), pair, base, now, before)
+    }
+
+    /// The weight saved from `before` by the sides `pair.side` of the pair
+    /// `(a, b, na)`, whose loads are `now` (their groups' others `base`),
+    /// and the room they leave: `None` unless it saves weight and empties
+    /// no rank. O(m) for the m samples of the pair.
+    fn verdict(
+        &self,
+        (a, b, na): (usize, usize, usize),
+        pair: &Pair,
+        base: [Phases; 2],
+        now: [Phases; 2],
+        before: u128,
+    ) -> Option<(u128, f64)> {
+        let per_rank = self.shape.per_rank();
+        let (ra, rb, nb) = (a / per_rank, b / per_rank, pair.side.len() - na);
         let mut count = [0usize; 2];
+        let mut after = 0u128;
         for (i, &side) in pair.side.iter().enumerate() {
             let (wa, wb) = pair.w[i];
             after += if side { wa } else { wb };
@@ -1493,8 +1512,8 @@ impl<'a> Search<'a> {
             return None;
         }
         let room = f64::min(
-            self.room(ga, base[0] + now[0]),
-            self.room(gb, base[1] + now[1]),
+            self.room(self.group(a), base[0] + now[0]),
+            self.room(self.group(b), base[1] + now[1]),
         );
         Some((before - after, room))
     }
@@ -1655,36 +1674,19 @@ impl<'a> Search<'a> {
             }
         }
         // Checked again in the sums of the budgets.
-        let (per_rank, groups) = (self.shape.per_rank(), [self.group(a), self.group(b)]);
-        let (ra, rb) = (a / per_rank, b / per_rank);
-        let nb = m - na;
+        let groups = [self.group(a), self.group(b)];
         let mut now = [Phases::ZERO; 2];
         let mut size = [[0u64; 3]; 2];
-        let mut count = [0usize; 2];
-        let mut after = 0u128;
         for (i, &side) in pair.side.iter().enumerate() {
             let it = &self.info[self.item(a, b, na, i)];
             let k = usize::from(!side);
             now[k] += it.cost;
             size[k] = add(size[k], it.size.map(u64::from));
-            count[k] += 1;
-            let (wa, wb) = pair.w[i];
-            after += if side { wa } else { wb };
         }
-        let fits =
-            (0..2).all(|k| self.fits(size[k]) && self.room(groups[k], base[k] + now[k]) >= 0.0);
-        if !fits
-            || after >= before
-            || self.count[ra] + count[0] <= na
-            || self.count[rb] + count[1] <= nb
-        {
+        if !(0..2).all(|k| self.fits(size[k]) && self.room(groups[k], base[k] + now[k]) >= 0.0) {
             return None;
         }
-        let room = f64::min(
-            self.room(groups[0], base[0] + now[0]),
-            self.room(groups[1], base[1] + now[1]),
-        );
-        Some((before - after, room))
+        self.verdict((a, b, na), pair, base, now, before)
     }
 
     /// The sample at index `i` of the pair of `a` (its `na` samples
