@@ -55,21 +55,36 @@ pub(crate) type Units = (BTreeMap<u64, Vec<u32>>, usize);
 
 /// The [`Units`] of `prep`, whose samples are `samples`.
 pub(crate) fn group_members(prep: &Prepared, samples: &[StepSample]) -> Units {
-    let mut groups: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    let mut loose = 0usize;
+    let mut units = UnitsOf::default();
     for (p, e) in prep.items.iter().enumerate() {
-        match samples[e.input as usize].group() {
-            Some(g) => groups.entry(g).or_default().push(p as u32),
-            None => loose += 1,
-        }
+        units.add(p as u32, samples[e.input as usize].group());
     }
-    let units = loose + groups.len();
-    (groups, units)
+    units.finish()
 }
 
-/// Whether `size` fits a sequence holding `load` under `prep`'s caps.
-fn fits(prep: &Prepared, load: [u64; 3], size: [u64; 3]) -> bool {
-    (0..3).all(|d| load[d] + size[d] <= prep.caps[d])
+/// [`Units`] made a sample at a time, the positions in ascending order
+/// (for a pass over the samples that reads them for more than this).
+#[derive(Default)]
+pub(crate) struct UnitsOf {
+    groups: BTreeMap<u64, Vec<u32>>,
+    loose: usize,
+}
+
+impl UnitsOf {
+    /// Position `p`, of group `group` (or none). O(log G).
+    #[inline]
+    pub(crate) fn add(&mut self, p: u32, group: Option<u64>) {
+        match group {
+            Some(g) => self.groups.entry(g).or_default().push(p),
+            None => self.loose += 1,
+        }
+    }
+
+    /// The units of the positions added.
+    pub(crate) fn finish(self) -> Units {
+        let units = self.loose + self.groups.len();
+        (self.groups, units)
+    }
 }
 
 /// `load += size`.
@@ -147,8 +162,8 @@ impl Naive {
             for &p in unit {
                 add(&mut size, prep.size(p as usize));
             }
-            if fits(prep, [0; 3], size) {
-                if !open || !fits(prep, load, size) {
+            if prep.fits_size([0; 3], size) {
+                if !open || !prep.fits_size(load, size) {
                     sequences.push((members.len(), None));
                     load = [0; 3];
                     open = true;
@@ -160,7 +175,7 @@ impl Naive {
             let mut part = [0u64; 3];
             for (i, &p) in unit.iter().enumerate() {
                 let size = prep.size(p as usize);
-                if i == 0 || !fits(prep, part, size) {
+                if i == 0 || !prep.fits_size(part, size) {
                     sequences.push((members.len(), Some(u)));
                     part = [0; 3];
                 }

@@ -1,10 +1,9 @@
 //! Finishing stage: the plan (ids by slot, each sequence's cost evaluated as a group) and its report.
 
-use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::baseline::{users_step_time, Naive, Units};
+use super::baseline::{users_step_time, Naive, Units, UnitsOf};
 use super::evaluate::{imbalance, lower_bound, rounded_down, step_time};
 use super::exchange::{Exchange, Move};
 use super::fingerprint::of_plan;
@@ -226,16 +225,13 @@ fn pass<M: Incremental>(
 ) -> Pass {
     let mut states = vec![cx.model.empty(); shape.slots()];
     let mut loss_tokens = 0u64;
-    let (mut groups, mut loose): (BTreeMap<u64, Vec<u32>>, usize) = (BTreeMap::new(), 0);
+    let mut units = UnitsOf::default();
     let (mut any, mut total, mut moves) = (false, 0u64, Vec::new());
     for (p, (e, &slot)) in prep.items.iter().zip(slot_of).enumerate() {
         let s = &cx.samples[e.input as usize];
         cx.model.insert(&mut states[slot as usize], s.sample());
         loss_tokens = loss_tokens.saturating_add(s.loss_tokens());
-        match s.group() {
-            Some(g) => groups.entry(g).or_default().push(p as u32),
-            None => loose += 1,
-        }
+        units.add(p as u32, s.group());
         let Some(from) = s.origin() else {
             continue;
         };
@@ -251,11 +247,10 @@ fn pass<M: Incremental>(
             });
         }
     }
-    let count = loose + groups.len();
     Pass {
         costs: states.iter().map(|st| cx.model.evaluate(st)).collect(),
         loss_tokens,
-        units: (groups, count),
+        units: units.finish(),
         moves: any.then_some((moves, total)),
     }
 }

@@ -237,14 +237,16 @@ fn change(
             *found = Some((score, c.0, c.1, c.2, c.3));
         }
     };
-    let fits = |load: [u64; 3], s: [u64; 3]| (0..3).all(|k| load[k] + s[k] <= prep.caps[k]);
     for a in &scratch.x {
         let (sx, ia) = (a.seq, a.index as usize);
         let lx = loads[sx as usize];
         let (ca, sa) = (a.cost, a.size);
         let (nx, ny) = (cx - ca, cy + ca);
         if ok(nx, ny) {
-            if let Some(&sy) = by.iter().find(|&&sy| fits(loads[sy as usize], sa)) {
+            if let Some(&sy) = by
+                .iter()
+                .find(|&&sy| prep.fits_size(loads[sy as usize], sa))
+            {
                 take(&mut found, scoring(nx, ny), (sx, ia, sy, usize::MAX));
             }
         }

@@ -120,8 +120,14 @@ impl Prepared {
     /// Whether sample `p` fits a sequence holding `load`.
     #[inline]
     pub(crate) fn fits(&self, load: [u64; 3], p: usize) -> bool {
-        let s = self.size(p);
-        (0..3).all(|d| load[d] + s[d] <= self.caps[d])
+        self.fits_size(load, self.size(p))
+    }
+
+    /// Whether a sample of `size` (tokens, units, images) fits a sequence
+    /// holding `load`.
+    #[inline]
+    pub(crate) fn fits_size(&self, load: [u64; 3], size: [u64; 3]) -> bool {
+        (0..3).all(|d| load[d] + size[d] <= self.caps[d])
     }
 }
 
