@@ -133,12 +133,24 @@
 //!    with several to every rank without one, so that no rank idles at the
 //!    collective (chunks stay on their home rank), and the units expanded
 //!    to their samples.
-//! 10. `locality` (with [`Planner::locality`] and samples with an origin):
+//! 10. `polish` (a model that is not additive, without groups, with the
+//!     search on): the micro-batch that sets a barrier (a rank, for one
+//!     barrier a step) moves one sample to, or swaps one with, another
+//!     sequence, each change weighed by the model's exact cost of the two
+//!     sequences it touches (the shares of stages 4 to 8 are fixed while
+//!     samples move, the exact cost is not), the change of the lowest step
+//!     time taken while the exact step time drops (or stays and fewer
+//!     micro-batches sit at a maximum), within a counted budget of model
+//!     evaluations ([`Planner::search_effort`] times 1,024 plus half the
+//!     samples). On the batches of a small real Qwen2-VL with its
+//!     calibrated model it takes 1-2% off the step time at 4 micro-steps
+//!     (2-5% at 6); at 65,536 samples 0-0.5%.
+//! 11. `locality` (with [`Planner::locality`] and samples with an origin):
 //!     the plan relabelled, filled anew from home (one barrier a step) and
 //!     pairs of sequences re-split to bring samples home, so that the
 //!     fewest bytes move while the predicted step time stays within the
 //!     tolerance of the plan so far ([`Locality`]).
-//! 11. `finish`: the plan's ids slot by slot, every sequence evaluated as
+//! 12. `finish`: the plan's ids slot by slot, every sequence evaluated as
 //!     a group, the [`Report`] against the bound, the naive baseline and
 //!     the users' baseline ([`Report::users_baseline`]),
 //!     and the [`Exchange`] (with its [`Traffic`]) when samples have
@@ -327,6 +339,7 @@ mod output;
 mod pack;
 mod pair;
 mod planner;
+mod polish;
 mod prepare;
 mod refine;
 mod sample;

@@ -10,7 +10,8 @@
 //! came out up to 13% slower under per-phase barriers (up to 5% under one
 //! barrier a step), by their own model, than the plans of the FLOPs preset
 //! (which knows nothing of the fitted model); balanced on shares, at most
-//! 1.6% slower and 0.4% on average.
+//! 1.6% slower and 0.4% on average; polished on the exact costs (`src/plan/polish.rs`), faster on
+//! every batch.
 
 use microbatch::cost::{Image, Linear, Preset, Sample, Term};
 use microbatch::plan::{Planner, StepSample, SyncModel};
@@ -75,10 +76,120 @@ fn plans_of_a_row_cost_model_are_not_beaten_by_a_preset_plan() -> Result<(), mic
         }
         let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
         let worst = ratios.iter().copied().fold(0.0, f64::max);
-        // On shares: mean 1.000 (step) and 1.004 (phase), worst 1.012 and
-        // 1.016. Balanced on the samples' costs alone (the code before the
-        // `share` stage): mean 1.020 and 1.060, worst 1.050 and 1.127.
-        assert!(mean <= 1.01 && worst <= 1.03, "{sync:?}: {ratios:?}");
+        // On shares, polished on the exact costs: mean 0.991 (step) and
+        // 0.978 (phase), worst 0.993 and 0.994 (every batch faster than
+        // the preset's plan). On shares alone (before the `polish` stage):
+        // mean 1.000 and 1.004, worst 1.012 and 1.016. Balanced on the
+        // samples' costs alone (before the `share` stage): mean 1.020 and
+        // 1.060, worst 1.050 and 1.127.
+        assert!(mean <= 1.0 && worst <= 1.0, "{sync:?}: {ratios:?}");
+    }
+    Ok(())
+}
+
+/// The exact optimum of `samples` over every layout of `ranks` x `steps`
+/// micro-batches of one sequence each (every sequence within `seq_len`
+/// tokens, every rank a sample), each sequence's cost `model.cost` of its
+/// members, under `sync`: by enumeration (`(ranks * steps)^n` layouts).
+fn optimum(
+    samples: &[StepSample],
+    model: &Linear,
+    sync: SyncModel,
+    ranks: usize,
+    steps: usize,
+    seq_len: u64,
+) -> f64 {
+    use microbatch::cost::{CostModel, Phases};
+    let k = ranks * steps;
+    let n = samples.len();
+    let mut slot = vec![0usize; n];
+    let mut best = f64::INFINITY;
+    loop {
+        let mut members: Vec<Vec<&Sample>> = vec![Vec::new(); k];
+        for (i, &s) in slot.iter().enumerate() {
+            members[s].push(samples[i].sample());
+        }
+        let fits = members
+            .iter()
+            .all(|m| m.iter().map(|s| s.tokens()).sum::<u64>() <= seq_len);
+        let busy = (0..ranks).all(|r| (0..steps).any(|j| !members[r * steps + j].is_empty()));
+        if fits && busy {
+            let cost: Vec<Phases> = members.iter().map(|m| model.cost(m)).collect();
+            let at = |r: usize, j: usize| cost[r * steps + j];
+            let time = match sync {
+                SyncModel::Step => (0..ranks)
+                    .map(|r| (0..steps).map(|j| at(r, j).total()).sum::<f64>())
+                    .fold(0.0, f64::max),
+                SyncModel::MicroStep => (0..steps)
+                    .map(|j| (0..ranks).map(|r| at(r, j).total()).fold(0.0, f64::max))
+                    .sum(),
+                SyncModel::Phase => (0..steps)
+                    .map(|j| {
+                        let v = (0..ranks).map(|r| at(r, j).vision).fold(0.0, f64::max);
+                        let l = (0..ranks).map(|r| at(r, j).language).fold(0.0, f64::max);
+                        v + l
+                    })
+                    .sum(),
+                _ => unimplemented!("{sync:?}"),
+            };
+            best = best.min(time);
+        }
+        // The next layout (odometer).
+        let mut i = 0;
+        while i < n && slot[i] + 1 == k {
+            slot[i] = 0;
+            i += 1;
+        }
+        if i == n {
+            return best;
+        }
+        slot[i] += 1;
+    }
+}
+
+/// Against the exact optimum of small batches (6 to 8 samples of the
+/// bench's distribution over 2 ranks x 2 micro-steps, by enumeration):
+/// the plan's predicted time over the optimum, seeded family of 24.
+///
+/// With the `polish` stage (moves and swaps on the exact sequence costs):
+/// mean 1.005 / worst 1.064 (step), 1.038 / 1.175 (micro-step), 1.052 /
+/// 1.190 (phase); before it (shares only): 1.033 / 1.342, 1.053 / 1.175,
+/// 1.086 / 1.312. What is left is mostly a plan that uses fewer sequences
+/// than the optimum (one per rank where the optimum splits a long row
+/// over two micro-steps): one move at a time cannot open a sequence, whose
+/// fixed cost is paid before the attention it saves.
+#[test]
+fn plans_of_a_row_cost_model_near_the_exact_optimum_of_small_batches(
+) -> Result<(), microbatch::Error> {
+    let model = fitted();
+    for (sync, mean_at_most, worst_at_most) in [
+        (SyncModel::Step, 1.01, 1.08),
+        (SyncModel::MicroStep, 1.045, 1.2),
+        (SyncModel::Phase, 1.06, 1.2),
+    ] {
+        let mut rng = TestRng::new(5);
+        let mut ratios = Vec::new();
+        for _ in 0..24 {
+            let n = 6 + rng.below(3) as usize;
+            let samples: Vec<StepSample> = step(&mut rng).into_iter().take(n).collect();
+            let plan = Planner::new(model)
+                .ranks(2)
+                .seq_len(1024)
+                .micro_steps(2)
+                .sync(sync)
+                .plan(&samples)?;
+            let opt = optimum(&samples, &model, sync, 2, 2, 1024);
+            let ratio = plan.report().predicted / opt;
+            assert!(ratio >= 1.0 - 1e-9, "{sync:?}: below the optimum: {ratio}");
+            ratios.push(ratio);
+        }
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        let worst = ratios.iter().copied().fold(0.0, f64::max);
+        println!("{sync:?}: mean {mean:.4} worst {worst:.4}");
+        assert!(
+            mean <= mean_at_most && worst <= worst_at_most,
+            "{sync:?}: {ratios:.4?}"
+        );
     }
     Ok(())
 }
