@@ -198,6 +198,7 @@ class Planner:
         seq_len: int,
         sync: str,
         micro_steps: Optional[int],
+        fastest_micro_steps: Optional[int],
         max_units: Optional[int],
         max_images: Optional[int],
         sequences_per_micro_step: int,

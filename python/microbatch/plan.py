@@ -415,6 +415,14 @@ class Planner:
             (DDP with ``no_sync`` during accumulation).
         micro_steps: the micro-steps per step (``A``); ``None``: the fewest
             that fit the batch.
+        fastest_micro_steps: with ``micro_steps=None``, plan with every number
+            of micro-steps from the fewest up to this one and keep the plan of
+            least predicted step time (ties to fewer). Worth it with attention
+            over the packed row (``language.row_attention``: sdpa and eager
+            attention), where shorter rows in more micro-steps can be faster
+            despite a cost per row; the model does not see a cost per
+            micro-step of the trainer, so allow only what you would run.
+            Planning takes up to that many plans' time.
         max_units: at most this many vision units (tiles) per sequence.
         max_images: at most this many images per sequence.
         sequences_per_micro_step: packed sequences in one micro-batch (``S``).
@@ -455,6 +463,7 @@ class Planner:
         *,
         sync: str = "phase",
         micro_steps: Optional[int] = None,
+        fastest_micro_steps: Optional[int] = None,
         max_units: Optional[int] = None,
         max_images: Optional[int] = None,
         sequences_per_micro_step: int = 1,
@@ -487,12 +496,18 @@ class Planner:
             None if ranks_per_node is None else _arrays.count(ranks_per_node, "ranks_per_node", minimum=1)
         )
         self.group_scope = group_scope
+        if micro_steps is not None and fastest_micro_steps is not None:
+            raise SettingError(
+                "micro_steps fixes the number of micro-steps and fastest_micro_steps chooses it: give one",
+                item="fastest_micro_steps",
+            )
         self._native = _native.Planner(
             native_model,
             self.ranks,
             self.seq_len,
             sync,
             None if micro_steps is None else _arrays.count(micro_steps, "micro_steps"),
+            None if fastest_micro_steps is None else _arrays.count(fastest_micro_steps, "fastest_micro_steps"),
             None if max_units is None else _arrays.count(max_units, "max_units", maximum=2**32 - 1),
             None if max_images is None else _arrays.count(max_images, "max_images", maximum=2**32 - 1),
             _arrays.count(sequences_per_micro_step, "sequences_per_micro_step"),

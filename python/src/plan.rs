@@ -44,7 +44,7 @@ impl NativePlanner {
     /// `_native.CostModel`; every model is boxed, so one planner type plans
     /// with any of them.
     #[new]
-    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope))]
+    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, fastest_micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -53,6 +53,7 @@ impl NativePlanner {
         seq_len: u32,
         sync: &Bound<'_, PyAny>,
         micro_steps: Option<usize>,
+        fastest_micro_steps: Option<usize>,
         max_units: Option<u32>,
         max_images: Option<u32>,
         sequences_per_micro_step: usize,
@@ -101,6 +102,9 @@ impl NativePlanner {
                 .group_scope(group_scope);
             if let Some(l) = locality {
                 planner = planner.locality(l);
+            }
+            if let Some(up_to) = fastest_micro_steps {
+                planner = planner.fastest_micro_steps(up_to);
             }
             if let Some(a) = micro_steps {
                 planner = planner.micro_steps(a);
