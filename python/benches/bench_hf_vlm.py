@@ -279,6 +279,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     p.add_argument("--clock", default="thread", choices=["thread", "wall"],
                    help="thread: the CPU time of the thread running the model (steady on a shared machine; "
                    "needs --threads 1); wall: perf_counter")
+    p.add_argument("--fastest", type=int, default=3,
+                   help="also run the calibrated plan with Planner(fastest_micro_steps=A + this) (0: not)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--window", type=int, default=400,
                    help="the calibrator's window in rows; the calibrator observes the measured steps' rows "
@@ -326,7 +328,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
           f"R^2 {status.r_squared}, worst {status.max_relative_error}", flush=True)
     print("coefficients: " + ", ".join(f"{k} {v:.3g}" for k, v in fitted.coefficients.items()))
 
-    keys = ("users", "preset", "calibrated")
+    keys = ("users", "preset", "calibrated") + (("fastest",) if args.fastest else ())
     stats: Dict[str, Dict[str, List[float]]] = {s: {} for s in args.sync}
 
     def add(sync: str, key: str, value: float) -> None:
@@ -341,6 +343,12 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 "preset": plan_layout(planner(PRESET, sync).plan(**arguments(step))),
                 "calibrated": plan_layout(cal_plan),
             }
+            if args.fastest:
+                fast_plan = microbatch.Planner(
+                    fitted, ranks=args.ranks, seq_len=args.seq_len, sync=sync,
+                    fastest_micro_steps=cal_plan.micro_steps + args.fastest,
+                ).plan(**arguments(step))
+                layouts["fastest"] = plan_layout(fast_plan)
             predicted_users, _ = step_time(predict(fitted, step, layouts["users"]), sync)
             predicted_plan_formula, _ = step_time(predict(fitted, step, layouts["calibrated"]), sync)
             report_gain = cal_plan.report.gain  # users_baseline / predicted
@@ -359,12 +367,16 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                     add(sync, f"{key}.imbalance", measured[key][1])
                     add(sync, f"{key}.gain", measured["users"][0] / measured[key][0])
                 add(sync, "calibrated.predicted/measured", cal_plan.report.predicted / measured["calibrated"][0])
+                if args.fastest:
+                    add(sync, "fastest.predicted/measured", fast_plan.report.predicted / measured["fastest"][0])
                 add(sync, "users.predicted/measured", predicted_users / measured["users"][0])
                 add(sync, "report gain/measured gain",
                     report_gain / (measured["users"][0] / measured["calibrated"][0]))
             add(sync, "formula/report", predicted_plan_formula / cal_plan.report.predicted)
             add(sync, "users formula/report", predicted_users / cal_plan.report.users_baseline)
             add(sync, "micro_steps", cal_plan.micro_steps)
+            if args.fastest:
+                add(sync, "fastest micro_steps", fast_plan.micro_steps)
             print(f"step {k} sync {sync}: done ({cal_plan.micro_steps} micro-steps)", flush=True)
         # Online calibration: the next step is planned with the rows measured so far (the window).
         status = calibrator.refit()
@@ -393,7 +405,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             f"{sync}: least max/mean by the model (lower bound / mean) {m['bound/mean']:.3f}; "
             f"report.gain / measured gain {m['report gain/measured gain']:.3f}; "
             f"bench formula / report.predicted {m['formula/report']:.3f}; "
-            f"bench users' baseline / report.users_baseline {m['users formula/report']:.3f}"
+            f"bench users' baseline / report.users_baseline {m['users formula/report']:.3f}; "
+            f"micro-steps: calibrated {m['micro_steps']:g}"
+            + (f", fastest {m['fastest micro_steps']:g}" if args.fastest else "")
         )
     print("\n".join(lines))
     return {"medians": med, "attention": attention, "status": status}
