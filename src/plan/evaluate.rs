@@ -130,9 +130,9 @@ impl Beyond {
     /// where the slope turns), or next to the kink `N^2 / sum of t^2` where
     /// the second branch (a line) begins; those few candidates are
     /// evaluated and the least taken. `N^2 / k` is taken rounded down in
-    /// integers (`N < 2^64`: exact) and the value lowered by a relative
-    /// `1e-12`, so the result stays below the exact minimum whatever the
-    /// floating-point rounding. A value that is not finite is dropped (0).
+    /// integers (`N < 2^64`: exact); the rest rounds a few times in the
+    /// last bits, as the sum of the floors it is added to does, which
+    /// [`rounded_down`] covers. A value that is not finite is dropped (0).
     ///
     /// # Complexity
     ///
@@ -186,7 +186,6 @@ impl Beyond {
         {
             least = least.min(value(k.clamp(lo, hi)));
         }
-        let least = least * (1.0 - 1e-12);
         if least.is_finite() && least > 0.0 {
             least
         } else {

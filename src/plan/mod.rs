@@ -21,15 +21,23 @@
 //!
 //! | [`SyncModel`] | setup | predicted step time | lower bound |
 //! |---|---|---|---|
-//! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max(floors / R, largest floor) |
-//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R + fill, staircase of the floors) |
-//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | max(sum over phases of max(phase floors / R + fill of the phase, staircase of the phase), the micro-step bound) |
+//! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max((floors + rows) / R, largest floor + cost per row) |
+//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R + fill, (floors + rows) / R, staircase of the floors) |
+//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | max(sum over phases of max(phase floors / R + fill of the phase, (phase floors + rows of the phase) / R, staircase of the phase), the micro-step bound) |
 //!
 //! The *floors* are the samples' [`CostModel::floor`](crate::cost::CostModel::floor)s,
 //! their costs alone for additive models (so "floors" reads "total cost" and
 //! "largest floor" "largest sample"), without the costs paid once per group
 //! ([`PerGroup`](crate::cost::PerGroup)): the bound holds for every model
-//! ([`Report::lower_bound`]). The *staircase* counts that a micro-step
+//! ([`Report::lower_bound`]). The *rows* term counts what the packed
+//! sequences cost beyond their samples' floors, by the model's
+//! [`CostModel::group_floor`](crate::cost::CostModel::group_floor): a cost
+//! per non-empty sequence `c` and dense attention over the packed row `q *
+//! (T^2 - sum of t^2)` make `min over k of c * k + q * max(0, N^2 / k - sum
+//! of t^2)` for `N` tokens in all, `k` between the fewest sequences that
+//! hold the samples (by the caps) and the most a plan can have (the
+//! samples, or the `R * A * S` sequences of fixed micro-steps): zero for
+//! models without such costs. The *staircase* counts that a micro-step
 //! holds at most `R * S` sequences: for every level x, the samples whose
 //! floor exceeds x need at least so many micro-steps (by their tokens,
 //! units and images against the caps, and by those over half a cap, which
