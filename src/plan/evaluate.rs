@@ -127,9 +127,11 @@ impl Beyond {
     /// at an end, next to the real minimum `k0 = N * sqrt(per_token_pair /
     /// per_group)` of the first branch (found by a binary search for the
     /// first `k` with `per_group * k * (k + 1) >= per_token_pair * N^2`,
-    /// where the slope turns), or next to the kink `N^2 / sum of t^2` where
+    /// where its discrete slope turns non-negative), or next to the kink `N^2 / sum of t^2` where
     /// the second branch (a line) begins; those few candidates are
-    /// evaluated and the least taken. `N^2 / k` is taken rounded down in
+    /// evaluated and the least taken. (Beyond `k = n` the function only
+    /// grows, as `N^2 / n <= sum of t^2`: more sequences than samples
+    /// would change nothing.) `N^2 / k` is taken rounded down in
     /// integers (`N < 2^64`: exact); the rest rounds a few times in the
     /// last bits, as the sum of the floors it is added to does, which
     /// [`rounded_down`] covers. A value that is not finite is dropped (0).
@@ -171,19 +173,21 @@ impl Beyond {
             None => hi,
         };
         let mut least = f64::INFINITY;
-        // The rounded predicate errs at most at one k (consecutive products
-        // differ by a relative 2 / k, far above rounding): two on each
-        // side of `a` hold the real minimum's neighbours.
-        let near = [
-            a.saturating_sub(2),
+        // `a` is the first branch's least in exact arithmetic (the
+        // predicate is the sign of `value(k + 1) - value(k)` there); the
+        // rounded predicate errs at most at one `k` (consecutive products
+        // differ by a relative 2 / k, far above rounding), so one on each
+        // side covers it.
+        let candidates = [
             a.saturating_sub(1),
             a,
             a.saturating_add(1),
+            lo,
+            hi,
+            kink,
+            kink.saturating_add(1),
         ];
-        for k in near
-            .into_iter()
-            .chain([a.saturating_add(2), lo, hi, kink, kink.saturating_add(1)])
-        {
+        for k in candidates {
             least = least.min(value(k.clamp(lo, hi)));
         }
         if least.is_finite() && least > 0.0 {
@@ -466,3 +470,100 @@ pub(crate) fn rounded_down(bound: f64, times: &[f64]) -> f64 {
 /// The relative difference between a bound and a step time that rounding
 /// alone can make.
 const ROUNDING: f64 = 1e-9;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Beyond::least` is the least over every `k` of the range, on random
+    /// token lists and coefficients that put the minimum at an end, at the
+    /// turn of the first branch or at its kink (a heavy row term over a
+    /// light cost per row, with unequal samples): by brute force over the
+    /// range, with the real `N^2 / k` (not rounded down), so the result is
+    /// at most the brute minimum and within rounding of it.
+    #[test]
+    fn least_is_the_least_over_the_range() {
+        let mut next = crate::test_rng::uniform(0x5eed_b0d5);
+        let coefs = [0.0, 1e-6, 1e-3, 0.1, 1.0, 10.0, 1e3];
+        let mut kinds = [0usize; 3];
+        for _ in 0..4000 {
+            let n = 1 + next(40) as usize;
+            // Some long samples (a kink well below n) or none.
+            let long = next(2) == 0;
+            let tokens: Vec<u128> = (0..n)
+                .map(|_| {
+                    if long && next(4) == 0 {
+                        u128::from(1 + next(5000))
+                    } else {
+                        u128::from(20 + next(40))
+                    }
+                })
+                .collect();
+            let big: u128 = tokens.iter().sum();
+            let squares: u128 = tokens.iter().map(|t| t * t).sum();
+            let c = coefs[next(7) as usize];
+            // The turn of the first branch, `N * sqrt(q / c)`, near a `k`
+            // of the range half of the time.
+            let q = if next(2) == 0 {
+                let k = (1 + next(n as u64)) as f64;
+                c * k * k / (big * big) as f64
+            } else {
+                coefs[next(7) as usize] * 1e-4
+            };
+            let fewest = 1 + next(n as u64) as usize;
+            let most = fewest + next((n - fewest + 1) as u64) as usize;
+            let b = Beyond {
+                group: GroupFloor::new(Phases::new(0.0, c), Phases::new(0.0, q)),
+                tokens: big,
+                squares,
+                fewest,
+                most,
+            };
+            let got = b.least(|p| p.language);
+            let exact = |k: usize| {
+                let nf = big as f64;
+                c * k as f64 + q * f64::max(0.0, nf * nf / k as f64 - squares as f64)
+            };
+            let (mut best, mut at) = (f64::INFINITY, 0);
+            for k in fewest..=most {
+                if exact(k) < best {
+                    (best, at) = (exact(k), k);
+                }
+            }
+            let kink = (big * big / squares) as usize;
+            let kind = if at == fewest || at == most {
+                0
+            } else if at == kink || at == kink + 1 {
+                2
+            } else {
+                1
+            };
+            kinds[kind] += 1;
+            assert!(got <= best * (1.0 + 1e-12), "{b:?}: {got} > {best} at {at}");
+            // `N^2 / k` rounded down loses less than one pair.
+            assert!(
+                got >= best * (1.0 - 1e-12) - q,
+                "{b:?}: {got} < {best} at {at}"
+            );
+        }
+        // Every kind of minimum was met: at an end, inside, at the kink.
+        assert!(kinds.iter().all(|&k| k > 20), "{kinds:?}");
+    }
+
+    #[test]
+    fn fewest_sequences_count_sums_and_halves() {
+        let caps = [100, u64::MAX, 3];
+        assert_eq!(fewest_sequences([].into_iter(), caps), 0);
+        assert_eq!(fewest_sequences([[1, 9, 0]].into_iter(), caps), 1);
+        // 250 tokens fit 3 rows, but four samples over half a row need 4.
+        let s = [[60, 0, 0], [60, 0, 0], [60, 0, 0], [70, 0, 0]];
+        assert_eq!(fewest_sequences(s.into_iter(), caps), 4);
+        let s = [[50, 0, 0], [50, 0, 0], [50, 0, 0], [70, 0, 0], [30, 0, 0]];
+        assert_eq!(fewest_sequences(s.into_iter(), caps), 3);
+        let s = [[51, 0, 0], [51, 0, 0], [51, 0, 0], [51, 0, 0], [1, 0, 0]];
+        assert_eq!(fewest_sequences(s.into_iter(), caps), 4);
+        // Images: 7 of at most 3 a row, and three of 2 or 3 (over half).
+        let s = [[1, 0, 2], [1, 0, 2], [1, 0, 3]];
+        assert_eq!(fewest_sequences(s.into_iter(), caps), 3);
+    }
+}
