@@ -51,16 +51,18 @@ pub struct Report {
     /// max((floors + rows) / R, largest floor of a sample + cost per row)
     /// for one barrier per step; max(floors / R + fill, (floors + rows) /
     /// R, the staircase of the floors) for one per micro-step; for
-    /// per-phase barriers the sum over phases of max(the phase's floors / R
-    /// + its fill, (its floors + its rows) / R, its staircase), or the
+    /// per-phase barriers the sum over phases of max(the phase's floors /
+    /// R plus its fill, (its floors + its rows) / R, its staircase), or the
     /// bound of one barrier per micro-step if larger (the rows: what the
-    /// packed sequences cost beyond their samples' floors, at least, by the
-    /// model's [`CostModel::group_floor`](crate::cost::CostModel::group_floor),
-    /// over the fewest to the most sequences a plan can have; the staircase: a micro-step holds
-    /// at most `R * S` sequences, so the samples of large floors need
-    /// several micro-steps, each waiting for its largest; the fill: the
-    /// micro-step of the largest floor waits for it, and its other ranks
-    /// hold only what their sequences can; see the
+    /// packed sequences cost beyond their samples' floors, at least, by
+    /// the model's
+    /// [`CostModel::group_floor`](crate::cost::CostModel::group_floor),
+    /// over the fewest to the most sequences a plan can have; the
+    /// staircase: a micro-step holds at most `R * S` sequences, so the
+    /// samples of large floors need several micro-steps, each waiting for
+    /// its largest; the fill: the micro-step of the largest floor waits
+    /// for it, and its other ranks hold only what their sequences can; see
+    /// the
     /// [module docs](crate::plan#sync-models)).
     ///
     /// For additive and superadditive models (tokens, attention, the vision

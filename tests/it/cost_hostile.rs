@@ -783,7 +783,7 @@ fn group_floors_by_hand() {
     );
     assert_eq!(group.max(full).group_floor(), g(0.0, 3.0, 0.0, 0.0));
     assert_eq!(tokens.max(group).group_floor(), GroupFloor::ZERO);
-    assert_eq!((&group).group_floor(), group.group_floor());
+    assert_eq!(CostModel::group_floor(&&group), group.group_floor());
     let boxed: Box<dyn CostModel> = Box::new(group + full);
     assert_eq!(boxed.group_floor(), g(0.0, 3.0, 0.0, 0.5));
     assert_eq!((group + full).boxed().group_floor(), g(0.0, 3.0, 0.0, 0.5));

@@ -393,12 +393,12 @@ proptest! {
 // ------------------------------------------------------------ known answers
 
 /// Four samples of 50 tokens, 2 ranks, rows of 100 tokens, a cost of 1 per
-/// row and dense attention of 0.01 per token pair (language). Floors: 0.01
-/// * 50^2 = 25 each, 100 in all: the old bound is 100 / 2 = 50. Rows: at
-/// least 2 (200 tokens), at most 4; beyond the floors they cost `k + 0.01 *
-/// max(0, 200^2 / k - 4 * 50^2)`: 102 for k = 2, 3 + 33.3 for k = 3, 4 for
-/// k = 4. The bound is (100 + 4) / 2 = 52: each sample in a row of its own,
-/// two a rank, 26 each, the optimum.
+/// row and dense attention of 0.01 per token pair (language). Floors:
+/// `0.01 * 50^2` = 25 each, 100 in all: the old bound is 100 / 2 = 50.
+/// Rows: at least 2 (200 tokens), at most 4; beyond the floors they cost
+/// `k + 0.01 * max(0, 200^2 / k - 4 * 50^2)`: 102 for k = 2, 3 + 33.3 for
+/// k = 3, 4 for k = 4. The bound is (100 + 4) / 2 = 52: each sample in a
+/// row of its own, two a rank, 26 each, the optimum.
 #[test]
 fn a_row_apiece_is_the_known_answer() {
     let spec = Spec {
@@ -455,11 +455,12 @@ fn per_phase_barriers_count_the_vision_rows() {
     assert!((best - 56.0).abs() < 1e-9, "{best}");
 }
 
-/// The largest sample's row pays the row's cost too: one sample of 90
-/// tokens (0.01 * 8100 = 81) and one of 1 token on one rank, one barrier a
-/// step, a cost of 10 a row: the rows cannot be fewer than 1 nor more than
-/// 2, and beyond the floors (81.01) they cost at least min(10 + 0.01 *
-/// (8281 - 8101), 20) = 11.8: the bound is 92.81, the optimum (one row).
+/// One rank, one barrier a step, a cost of 10 a row: one sample of 90
+/// tokens (floor `0.01 * 8100` = 81) and one of 1 token. The rows cannot
+/// be fewer than 1 nor more than 2, and beyond the floors (81.01) they
+/// cost at least `min(10 + 0.01 * (8281 - 8101), 20)` = 11.8: the bound is
+/// 92.81 (the largest floor's row says 81 + 10), the optimum (one row);
+/// the old bound is 81.01.
 #[test]
 fn a_single_rank_pays_the_fewest_rows() {
     let spec = Spec {
@@ -470,6 +471,8 @@ fn a_single_rank_pays_the_fewest_rows() {
     };
     let model = PerGroup::new(10.0).unwrap() + FullAttention::new(0.01).unwrap();
     let lb = bound(model, &spec, SyncModel::Step, 1, 100, None).unwrap();
+    let old = bound(Hidden(model), &spec, SyncModel::Step, 1, 100, None).unwrap();
+    assert!((old - 81.01).abs() < 1e-9, "{old}");
     assert!((lb - 92.81).abs() < 1e-9, "{lb}");
     let best = optimum(&spec, SyncModel::Step, 1, 1, 1..=2, 100).unwrap();
     assert!((best - 92.81).abs() < 1e-9, "{best}");
