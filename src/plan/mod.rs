@@ -47,9 +47,9 @@
 //! other ranks hold only what fits their sequences: `max(0, m - F / R)`,
 //! `F` the most floor one micro-step's `R * S * L` tokens can hold (densest
 //! samples first); it binds when the largest sample is denser than the
-//! rest (a long document whose attention grows as `T^2`). Both are checked
-//! against exact optima on small instances (`tests/plan_bound.rs`,
-//! `tests/plan_optimum.rs`). For a small batch (at most 16 samples, no
+//! rest (a long document whose attention grows as `T^2`). All three are
+//! checked against exact optima on small instances (`tests/plan_bound.rs`,
+//! `tests/plan_bound_rows.rs`, `tests/plan_optimum.rs`). For a small batch (at most 16 samples, no
 //! groups) whose costs are additive (every floor equal to the cost alone),
 //! the bound is also at least what the exact search proves of every plan of
 //! any number of micro-steps, within [`Planner::search_effort`]'s budget:
