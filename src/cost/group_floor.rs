@@ -11,8 +11,8 @@ use super::{CostModel, Sample};
 /// What every non-empty group costs beyond the [floors](CostModel::floor)
 /// of its samples, per phase: a constant `per_group`, and `per_token_pair`
 /// times the cross pairs of the group's tokens, `T^2 - sum of t^2` for
-/// samples of `t_1, ..., t_m` tokens ([`Sample::tokens`]) and `T = t_1 + ...
-/// + t_m` (zero for a group of one).
+/// samples of `t_1, ..., t_m` tokens ([`Sample::tokens`]) and `T` their
+/// sum (zero for a group of one).
 ///
 /// The law, for every non-empty group `g`, phase by phase (up to
 /// floating-point rounding):

@@ -119,8 +119,8 @@ pub trait CostModel {
     /// sum. The law, for every non-empty group `g`, phase by phase (up to
     /// floating-point rounding):
     ///
-    /// `cost(g) >= sum of floor(s) over s in g + per_group + per_token_pair
-    /// * (T^2 - sum of t^2)`.
+    /// `cost(g) >= sum of floor(s) over s in g + per_group +
+    /// per_token_pair * (T^2 - sum of t^2)`.
     ///
     /// The [`Planner`](crate::plan::Planner)'s lower bound
     /// ([`Report::lower_bound`](crate::plan::Report::lower_bound)) adds it
