@@ -127,12 +127,12 @@ impl Beyond {
     /// at an end, next to the real minimum `k0 = N * sqrt(per_token_pair /
     /// per_group)` of the first branch (found by a binary search for the
     /// first `k` with `per_group * k * (k + 1) >= per_token_pair * N^2`,
-    /// where its discrete slope turns non-negative), or next to the kink `N^2 / sum of t^2` where
-    /// the second branch (a line) begins; those few candidates are
-    /// evaluated and the least taken. (Beyond `k = n` the function only
-    /// grows, as `N^2 / n <= sum of t^2`: more sequences than samples
-    /// would change nothing.) `N^2 / k` is taken rounded down in
-    /// integers (`N < 2^64`: exact); the rest rounds a few times in the
+    /// where its discrete slope turns non-negative), or next to the kink
+    /// `N^2 / sum of t^2` where the second branch (a line) begins; those
+    /// few candidates are evaluated and the least taken. (Beyond `k = n`
+    /// the function only grows, as `N^2 / n <= sum of t^2`: more sequences
+    /// than samples would change nothing.) `N^2 / k` is taken rounded down
+    /// in integers (`N < 2^64`: exact); the rest rounds a few times in the
     /// last bits, as the sum of the floors it is added to does, which
     /// [`rounded_down`] covers. A value that is not finite is dropped (0).
     ///
@@ -268,15 +268,17 @@ pub(crate) fn lower_bound(sync: SyncModel, ranks: usize, parts: &BoundParts) -> 
     let r = ranks as f64;
     let f = parts.floors;
     let b = &parts.beyond;
+    // The cost per sequence, which the sample of the largest floor pays
+    // with it (if there is a sample).
+    let per_row = if b.fewest > 0 {
+        b.group.per_group.total()
+    } else {
+        0.0
+    };
     match sync {
         SyncModel::Step => f64::max(
             (f.total() + b.least(|p| p.total())) / r,
-            parts.largest
-                + if b.fewest > 0 {
-                    b.group.per_group.total()
-                } else {
-                    0.0
-                },
+            parts.largest + per_row,
         ),
         SyncModel::MicroStep => (f.total() / r + parts.fill_total)
             .max((f.total() + b.least(|p| p.total())) / r)
