@@ -438,9 +438,10 @@ pub enum ErrorKind {
     Capacity,
     /// A value of the input is invalid (NaN, negative, infinite, out of
     /// range): [`Error::Invalid`] at a size, coefficient, measured time,
-    /// cost, floor or origin ([`Locator::Size`], [`Locator::Coefficient`],
-    /// [`Locator::Timing`], [`Locator::Cost`], [`Locator::Floor`],
-    /// [`Locator::Origin`]), [`Error::LossTokens`].
+    /// cost, floor, group floor or origin ([`Locator::Size`],
+    /// [`Locator::Coefficient`], [`Locator::Timing`], [`Locator::Cost`],
+    /// [`Locator::Floor`], [`Locator::GroupFloor`], [`Locator::Origin`]),
+    /// [`Error::LossTokens`].
     InvalidValue,
     /// Items (or a group of samples) larger than what holds them:
     /// [`Error::Oversize`], [`Error::GroupTooLarge`].
@@ -542,6 +543,7 @@ impl Error {
                 | Locator::Timing { .. }
                 | Locator::Cost { .. }
                 | Locator::Floor { .. }
+                | Locator::GroupFloor { .. }
                 | Locator::Origin { .. } => K::InvalidValue,
             },
             Error::NoDimensions | Error::ZeroCapacity { .. } | Error::DimensionMismatch { .. } => {
@@ -613,7 +615,8 @@ impl fmt::Display for Error {
                 | Locator::Measurement { .. }
                 | Locator::Timing { .. }
                 | Locator::Cost { .. }
-                | Locator::Floor { .. } => cost::invalid(*at, *value, *reason, f),
+                | Locator::Floor { .. }
+                | Locator::GroupFloor { .. } => cost::invalid(*at, *value, *reason, f),
                 Locator::Origin { .. } => plan::invalid(*at, *value, *reason, f),
                 Locator::Setting { .. } => setting::invalid(*at, *value, *reason, f),
             },
@@ -879,6 +882,17 @@ mod tests {
                 K::InvalidValue,
             ),
             (
+                Error::Invalid {
+                    at: Locator::GroupFloor {
+                        part: "per_group",
+                        phase: Phase::Language,
+                    },
+                    value: Scalar::Float(-1.0),
+                    reason: InvalidReason::Negative,
+                },
+                K::InvalidValue,
+            ),
+            (
                 Error::CostOverflow {
                     phase: None,
                     samples: 2,
@@ -1001,6 +1015,15 @@ mod tests {
             phase: Phase::Vision,
             cost: 1.5,
         };
+        let group = Locator::GroupFloor {
+            part: "per_token_pair",
+            phase: Phase::Language,
+        };
+        assert!(
+            float(group, f64::INFINITY, InvalidReason::Infinite).starts_with(
+                "the cost model's group floor has per_token_pair = inf in the language phase;"
+            )
+        );
         // The cost alone is named whatever is wrong with the floor.
         for (value, reason) in [
             (2.0, InvalidReason::AboveCost),

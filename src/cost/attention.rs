@@ -2,7 +2,7 @@
 //! the samples of a group) and full attention over the packed length
 //! (`L^2`).
 
-use super::{coefficient, f, impl_summed, Phases, Sample};
+use super::{coefficient, f, impl_summed, GroupFloor, Phases, Sample};
 use crate::error::Error;
 
 /// The attention kernel a training run uses on packed sequences, which
@@ -218,6 +218,8 @@ impl FullAttention {
 
 // State: the packed length `L = sum T`, exact in `u64`.
 // Floor: the cost alone, as `(a + b)^2 >= a^2 + b^2` (superadditive).
+// Group floor: the coefficient on `L^2 - sum T^2`, exactly what a group
+// costs beyond its samples' own squares.
 impl_summed!(
     FullAttention,
     u64,
@@ -226,5 +228,6 @@ impl_summed!(
         let l = u128::from(l);
         Phases::new(0.0, m.per_token_pair * f(l * l))
     },
-    alone
+    alone,
+    group_floor: |m| GroupFloor::new(Phases::ZERO, Phases::new(0.0, m.per_token_pair))
 );

@@ -13,7 +13,7 @@ use alloc::sync::Arc;
 use core::any::{self, Any, TypeId};
 use core::fmt;
 
-use super::{Phases, Sample};
+use super::{GroupFloor, Phases, Sample};
 
 #[cfg(doc)]
 use super::{CostModel, Incremental, Zero};
@@ -23,6 +23,7 @@ use super::{CostModel, Incremental, Zero};
 pub(super) trait ErasedModel: Send + Sync {
     fn erased_cost(&self, group: &[&Sample]) -> Phases;
     fn erased_floor(&self, sample: &Sample) -> Phases;
+    fn erased_group_floor(&self) -> GroupFloor;
     fn erased_empty(&self) -> BoxState;
     fn erased_insert(&self, state: &mut BoxState, sample: &Sample);
     fn erased_evaluate(&self, state: &BoxState) -> Phases;
@@ -227,7 +228,8 @@ impl fmt::Debug for BoxState {
 /// This `struct` is created by [`Incremental::boxed`]. It is a model like any
 /// other: it composes with the combinators ([`CostModel::plus`], `+`,
 /// [`CostModel::scale`], [`CostModel::in_phase`], [`CostModel::max`]) and
-/// gives, bit for bit, the costs, floors and states of the model it boxes.
+/// gives, bit for bit, the costs, floors, group floors and states of the
+/// model it boxes.
 /// Its [`State`](Incremental::State) is a [`BoxState`]. Cloning shares the
 /// model (an `Arc`); `Debug` prints the boxed model's formula as it is, so a
 /// composition of boxed models prints flat. The default is the boxed

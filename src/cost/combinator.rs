@@ -12,7 +12,7 @@
 use alloc::boxed::Box;
 use core::fmt;
 
-use super::{CostModel, InPhase, Incremental, Max, Phases, Sample, Scale, Sum};
+use super::{CostModel, GroupFloor, InPhase, Incremental, Max, Phases, Sample, Scale, Sum};
 
 /// Implements `+` (building a [`Sum`]) for a cost model type: operator sugar
 /// on top of [`CostModel::plus`].
@@ -49,6 +49,16 @@ macro_rules! impl_pair {
             fn floor(&self, sample: &Sample) -> Phases {
                 let floor: fn(Phases, Phases) -> Phases = $floor;
                 floor(self.a.floor(sample), self.b.floor(sample))
+            }
+            /// Joined part by part as the floors are.
+            #[inline]
+            fn group_floor(&self) -> GroupFloor {
+                let floor: fn(Phases, Phases) -> Phases = $floor;
+                let (a, b) = (self.a.group_floor(), self.b.group_floor());
+                GroupFloor::new(
+                    floor(a.per_group, b.per_group),
+                    floor(a.per_token_pair, b.per_token_pair),
+                )
             }
         }
 
@@ -110,6 +120,12 @@ macro_rules! impl_map {
                 let map: fn(&Self, Phases) -> Phases = $map;
                 map(self, self.inner.floor(sample))
             }
+            /// Both parts mapped as the floor is.
+            #[inline]
+            fn group_floor(&self) -> GroupFloor {
+                let map: fn(&Self, Phases) -> Phases = $map;
+                self.inner.group_floor().map(|p| map(self, p))
+            }
         }
 
         impl<C: Incremental> Incremental for $ty<C> {
@@ -159,6 +175,10 @@ macro_rules! impl_forward {
             fn floor(&self, sample: &Sample) -> Phases {
                 (**self).floor(sample)
             }
+            #[inline]
+            fn group_floor(&self) -> GroupFloor {
+                (**self).group_floor()
+            }
         }
 
         impl<C: Incremental + ?Sized> Incremental for $($ptr)+ {
@@ -190,7 +210,8 @@ macro_rules! impl_forward {
 // The adapters of `adapter.rs`, as models: sum, scale, placement in a
 // phase, maximum.
 
-// Floor: `a(g) + b(g) >= sum floor_a + sum floor_b`.
+// Floor: `a(g) + b(g) >= sum floor_a + sum floor_b`; group floor: the
+// two laws added.
 impl_pair!(Sum, |a, b| a + b, |a, b| a + b);
 
 // A zero factor is zero even on an inner cost that overflowed (inf * 0 is
@@ -203,7 +224,8 @@ impl_map!(Scale, |m, cost| if m.factor == 0.0 {
 
 impl_map!(InPhase, |m, cost| Phases::only(m.phase, cost.total()));
 
-// Floor: the first operand's, as `max(a(g), b(g)) >= a(g)`. (The larger of
+// Floor and group floor: the first operand's, as `max(a(g), b(g)) >=
+// a(g)`. (The larger of
 // the two floors per sample would not be one: `max(sum a, sum b)` can be
 // below `sum max(a, b)`.)
 impl_pair!(Max, Phases::max, |a, _| a);
@@ -422,6 +444,10 @@ macro_rules! impl_tuple {
             #[inline]
             fn floor(&self, sample: &Sample) -> Phases {
                 Phases::ZERO $(+ self.$idx.floor(sample))+
+            }
+            #[inline]
+            fn group_floor(&self) -> GroupFloor {
+                GroupFloor::ZERO $(+ self.$idx.group_floor())+
             }
         }
 

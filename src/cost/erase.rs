@@ -7,7 +7,7 @@ use core::any::{self, Any};
 use core::fmt;
 
 use super::boxed::ErasedModel;
-use super::{BoxCostModel, BoxState, CostModel, Incremental, Phases, Sample, Zero};
+use super::{BoxCostModel, BoxState, CostModel, GroupFloor, Incremental, Phases, Sample, Zero};
 
 /// The state of `M` inside `state`.
 ///
@@ -67,6 +67,10 @@ where
         CostModel::floor(self, sample)
     }
     #[inline]
+    fn erased_group_floor(&self) -> GroupFloor {
+        CostModel::group_floor(self)
+    }
+    #[inline]
     fn erased_empty(&self) -> BoxState {
         BoxState::new(Incremental::empty(self))
     }
@@ -120,6 +124,10 @@ impl CostModel for BoxCostModel {
     #[inline]
     fn floor(&self, sample: &Sample) -> Phases {
         self.inner.erased_floor(sample)
+    }
+    #[inline]
+    fn group_floor(&self) -> GroupFloor {
+        self.inner.erased_group_floor()
     }
 }
 

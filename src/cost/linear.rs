@@ -9,7 +9,8 @@ use core::str::FromStr;
 use super::combinator::impl_add;
 use super::vision::{window_squares, Vision};
 use super::{
-    coefficient, f, AttentionKernel, CostModel, Incremental, Phase, Phases, Preset, Sample,
+    coefficient, f, AttentionKernel, CostModel, GroupFloor, Incremental, Phase, Phases, Preset,
+    Sample,
 };
 use crate::error::Error;
 
@@ -803,6 +804,24 @@ impl CostModel for Linear {
         // The same sum as the cost alone with one non-negative term left
         // out: at most the cost alone, term by term in rounding too.
         self.value(&state, Term::has_floor)
+    }
+
+    /// The coefficients of [`Groups`](Term::Groups) (language) and
+    /// [`VisionGroups`](Term::VisionGroups) (vision) per group, paid by
+    /// every non-empty group and left out of the floors, and that of
+    /// [`RowAttention`](Term::RowAttention) per token pair: a row costs
+    /// `c * T^2`, its samples' floors `c * t^2` each.
+    fn group_floor(&self) -> GroupFloor {
+        let mut out = GroupFloor::ZERO;
+        for (&term, &c) in self.terms().iter().zip(&self.coefficients) {
+            match term {
+                Term::Groups => out.per_group.language += c,
+                Term::VisionGroups => out.per_group.vision += c,
+                Term::RowAttention => out.per_token_pair.language += c,
+                _ => {}
+            }
+        }
+        out
     }
 }
 

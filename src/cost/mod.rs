@@ -54,7 +54,11 @@
 //! Every model also gives each sample a [`floor`](CostModel::floor): a
 //! share of the cost of every group that holds the sample (its cost alone
 //! for additive models, zero for a cost per group), which the planner's
-//! lower bound sums so that it is a bound for every model.
+//! lower bound sums so that it is a bound for every model; and a
+//! [`group_floor`](CostModel::group_floor) ([`GroupFloor`]): what every
+//! non-empty group costs beyond its samples' floors (a cost per packed
+//! sequence, dense attention over the packed row), which the bound adds for
+//! the fewest and most even groups any plan can have.
 //!
 //! # Two ways to evaluate a model
 //!
@@ -167,6 +171,7 @@ mod combinator;
 mod erase;
 mod flops;
 mod given;
+mod group_floor;
 mod linear;
 mod model;
 mod phases;
@@ -184,6 +189,7 @@ pub use self::calibrator::{Calibration, Calibrator, Drift, Fallback, Timing};
 pub use self::combinator::{cost_fn, sample_fn, CostFn, SampleFn, Zero};
 pub use self::flops::{AttentionCount, LlmShape, Preset, PresetModel, VitScope, VitShape};
 pub use self::given::Given;
+pub use self::group_floor::GroupFloor;
 pub use self::linear::{Linear, Term};
 pub use self::model::{CostModel, Incremental};
 pub use self::phases::Phases;

@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::error::Error;
 
-use super::{BoxCostModel, InPhase, Max, Phase, Phases, Sample, Scale, Sum};
+use super::{BoxCostModel, GroupFloor, InPhase, Max, Phase, Phases, Sample, Scale, Sum};
 
 /// A cost model: the cost of a group of samples, per phase.
 ///
@@ -110,6 +110,86 @@ pub trait CostModel {
     fn floor(&self, sample: &Sample) -> Phases {
         let _ = sample;
         Phases::ZERO
+    }
+
+    /// What every non-empty group costs beyond its samples'
+    /// [floors](CostModel::floor), per phase ([`GroupFloor`]): a constant
+    /// `per_group`, and `per_token_pair` times `T^2 - sum of t^2` for
+    /// samples of `t_1, ..., t_m` tokens ([`Sample::tokens`]) and `T` their
+    /// sum. The law, for every non-empty group `g`, phase by phase (up to
+    /// floating-point rounding):
+    ///
+    /// `cost(g) >= sum of floor(s) over s in g + per_group +
+    /// per_token_pair * (T^2 - sum of t^2)`.
+    ///
+    /// The [`Planner`](crate::plan::Planner)'s lower bound
+    /// ([`Report::lower_bound`](crate::plan::Report::lower_bound)) adds it
+    /// to the sum of the floors for the fewest groups and the most even
+    /// split of the tokens that any plan can have, so that a cost per
+    /// packed sequence or dense attention over the packed row counts in
+    /// the bound.
+    ///
+    /// | model | group floor |
+    /// |---|---|
+    /// | [`PerGroup`] | its cost, `per_group` (its floor is zero) |
+    /// | [`FullAttention`] | its coefficient, `per_token_pair` (its floor is `c * t^2`, a row costs `c * T^2`) |
+    /// | [`Linear`] | `per_group` from [`Groups`](super::Term::Groups) (language) and [`VisionGroups`](super::Term::VisionGroups) (vision), `per_token_pair` from [`RowAttention`](super::Term::RowAttention) |
+    /// | every other built-in term, [`Given`](super::Given), [`cost_fn`], [`sample_fn`], [`Zero`] | zero |
+    /// | [`CostModel::plus`], tuples | the sum of the members' |
+    /// | [`CostModel::scale`] | the inner one times the factor |
+    /// | [`CostModel::in_phase`] | the inner one's totals, in the phase |
+    /// | [`CostModel::max`] | that of `self` (the first operand, as for the floor) |
+    ///
+    /// [`FullAttention`]: super::FullAttention
+    /// [`Linear`]: super::Linear
+    /// [`PerGroup`]: super::PerGroup
+    /// [`Zero`]: super::Zero
+    /// [`cost_fn`]: super::cost_fn
+    /// [`sample_fn`]: super::sample_fn
+    ///
+    /// The default is [`GroupFloor::ZERO`], which is valid for every model
+    /// whose floors obey their law; implement it for a model of your own
+    /// with a cost per group to get a useful bound. Both parts must be
+    /// finite and non-negative in every phase; the planner checks that and
+    /// reports [`Error::Invalid`] at a
+    /// [group floor](crate::Locator::GroupFloor) otherwise. A group floor
+    /// that breaks its law makes the bound exceed the plans' step times.
+    ///
+    /// # Complexity
+    ///
+    /// O(1) for every built-in model (O(terms) for [`Linear`], O(members)
+    /// for a composition). The planner asks once a plan.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::cost::{CostModel, GroupFloor, PerGroup, Phases, Sample, Tokens};
+    ///
+    /// let model = Tokens::new(1.0)? + PerGroup::new(5.0)?;
+    /// // The floors leave the per-group 5 out; the group floor has it.
+    /// assert_eq!(model.group_floor(), GroupFloor::new(Phases::new(0.0, 5.0), Phases::ZERO));
+    /// let (a, b) = (Sample::text_only(10), Sample::text_only(20));
+    /// let floors = model.floor(&a) + model.floor(&b);
+    /// let beyond = model.group_floor().beyond(30, 10 * 10 + 20 * 20);
+    /// assert!(model.cost(&[&a, &b]).language >= floors.language + beyond.language); // 35 >= 35
+    ///
+    /// // A model of your own: a fixed 2 seconds of vision per group (its
+    /// // floor is zero, the default).
+    /// #[derive(Debug)]
+    /// struct TowerCall;
+    /// impl CostModel for TowerCall {
+    ///     fn cost(&self, group: &[&Sample]) -> Phases {
+    ///         Phases::new(if group.is_empty() { 0.0 } else { 2.0 }, 0.0)
+    ///     }
+    ///     fn group_floor(&self) -> GroupFloor {
+    ///         GroupFloor::new(Phases::new(2.0, 0.0), Phases::ZERO)
+    ///     }
+    /// }
+    /// assert_eq!(TowerCall.scale(0.5)?.group_floor().per_group, Phases::new(1.0, 0.0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    fn group_floor(&self) -> GroupFloor {
+        GroupFloor::ZERO
     }
 
     /// The sum of `self` and `other`, phase by phase. Also written `self + other`.

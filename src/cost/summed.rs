@@ -38,12 +38,19 @@ impl SaturatingSum for [u128; 3] {
 /// for a built-in term whose state is the saturating sum of a per-sample
 /// statistic: `$stat(&self, &Sample) -> $state` is one sample's share,
 /// `$value(&self, &$state) -> Phases` the group's cost, `$floor(&self,
-/// &Sample) -> Phases` the floor of [`CostModel::floor`].
+/// &Sample) -> Phases` the floor of [`CostModel::floor`] (`alone`: the cost
+/// alone), and `group_floor: $group(&self) -> GroupFloor` that of
+/// [`CostModel::group_floor`] (zero when left out after `alone`).
 macro_rules! impl_summed {
     // The floor is the cost alone: `cost_and_floor` evaluates the sample
     // once (the floor is `alone`, that very evaluation).
     ($ty:ident, $state:ty, $stat:expr, $value:expr, alone) => {
-        $crate::cost::impl_summed!(@impl $ty, $state, $stat, $value, $crate::cost::alone, {
+        $crate::cost::impl_summed!(
+            $ty, $state, $stat, $value, alone, group_floor: |_| $crate::cost::GroupFloor::ZERO
+        );
+    };
+    ($ty:ident, $state:ty, $stat:expr, $value:expr, alone, group_floor: $group:expr) => {
+        $crate::cost::impl_summed!(@impl $ty, $state, $stat, $value, $crate::cost::alone, $group, {
             #[inline]
             fn cost_and_floor(
                 &self,
@@ -54,10 +61,13 @@ macro_rules! impl_summed {
             }
         });
     };
-    ($ty:ident, $state:ty, $stat:expr, $value:expr, $floor:expr) => {
-        $crate::cost::impl_summed!(@impl $ty, $state, $stat, $value, $floor, {});
+    ($ty:ident, $state:ty, $stat:expr, $value:expr, $floor:expr, group_floor: $group:expr) => {
+        $crate::cost::impl_summed!(@impl $ty, $state, $stat, $value, $floor, $group, {});
     };
-    (@impl $ty:ident, $state:ty, $stat:expr, $value:expr, $floor:expr, {$($extra:tt)*}) => {
+    (
+        @impl $ty:ident, $state:ty, $stat:expr, $value:expr, $floor:expr, $group:expr,
+        {$($extra:tt)*}
+    ) => {
         impl $crate::cost::CostModel for $ty {
             #[inline]
             fn cost(&self, group: &[&$crate::cost::Sample]) -> $crate::cost::Phases {
@@ -67,6 +77,11 @@ macro_rules! impl_summed {
             fn floor(&self, sample: &$crate::cost::Sample) -> $crate::cost::Phases {
                 let floor: fn(&$ty, &$crate::cost::Sample) -> $crate::cost::Phases = $floor;
                 floor(self, sample)
+            }
+            #[inline]
+            fn group_floor(&self) -> $crate::cost::GroupFloor {
+                let group: fn(&$ty) -> $crate::cost::GroupFloor = $group;
+                group(self)
             }
         }
 

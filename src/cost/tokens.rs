@@ -1,7 +1,7 @@
 //! Linear terms of the language model: cost per token, fixed cost per sample
 //! and fixed cost per group (micro-step or packed sequence).
 
-use super::{coefficient, f, impl_summed, Phases};
+use super::{coefficient, f, impl_summed, GroupFloor, Phases};
 use crate::error::Error;
 
 /// `per_token * sum(T)`, in the language phase, where `T` is a sample's
@@ -222,10 +222,12 @@ impl PerGroup {
 // State: the sample count.
 // Floor: zero. The cost is paid once per group, so no sample has a share
 // of it that every group containing the sample pays on top of the others'.
+// Group floor: the cost, which every non-empty group pays.
 impl_summed!(
     PerGroup,
     u64,
     |_, _| 1,
     |m, &n| Phases::new(0.0, if n > 0 { m.cost } else { 0.0 }),
-    |_, _| Phases::ZERO
+    |_, _| Phases::ZERO,
+    group_floor: |m| GroupFloor::new(Phases::new(0.0, m.cost), Phases::ZERO)
 );

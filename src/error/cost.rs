@@ -120,6 +120,12 @@ pub(super) fn invalid(
              (fix the model's `CostModel::floor`, or leave it out: zero is always a floor)",
             Real(cost)
         ),
+        Locator::GroupFloor { part, phase } => write!(
+            f,
+            "the cost model's group floor has {part} = {value} in the {phase} phase; both parts \
+             of a group floor must be finite and non-negative (fix the model's \
+             `CostModel::group_floor`, or leave it out: zero is always one)"
+        ),
         // Not a locator of this module: nothing (never called so).
         _ => Ok(()),
     }

@@ -109,6 +109,18 @@ pub enum Locator {
         /// The sample's cost alone in `phase`: the most its floor may be.
         cost: f64,
     },
+    /// A part of a cost model's
+    /// [`group_floor`](crate::cost::CostModel::group_floor) in a phase (a
+    /// model of your own that implements it): both parts must be finite and
+    /// non-negative.
+    GroupFloor {
+        /// The part, named as its field of
+        /// [`GroupFloor`](crate::cost::GroupFloor): `"per_group"` or
+        /// `"per_token_pair"`.
+        part: &'static str,
+        /// The phase.
+        phase: Phase,
+    },
     /// A sample's origin rank
     /// ([`StepSample::with_origin`](crate::plan::StepSample::with_origin)).
     /// Its reason is [`InvalidReason::NotARank`].

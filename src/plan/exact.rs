@@ -130,7 +130,7 @@ pub(crate) fn proven_bound(
     // plan's own time (the optimum, when the plan is optimal), each search
     // on what the ones before left of the budget; the highest completed
     // bar is the bound. Bars the analytic bound already reaches are skipped.
-    let analytic = lower_bound(sync, ranks, &prep.bound_parts());
+    let analytic = lower_bound(sync, ranks, &prep.bound_parts(n));
     let mut left = budget;
     let mut proven = None;
     for below in BARS {

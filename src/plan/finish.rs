@@ -26,6 +26,11 @@ pub(crate) struct Context<'a, M> {
     pub(crate) seq_len: u32,
     /// The ranks a node, for the traffic between nodes.
     pub(crate) ranks_per_node: Option<usize>,
+    /// Whether the micro-steps are fixed
+    /// ([`Planner::micro_steps`](super::Planner::micro_steps)): then every
+    /// plan has the shape's `R * A * S` sequences at most, which the bound
+    /// counts on.
+    pub(crate) fixed_steps: bool,
 }
 
 /// The layout to finish: the shape, each slot's positions in ascending
@@ -108,7 +113,15 @@ pub(crate) fn finish<M: Incremental>(
             samples: prep.len(),
         });
     }
-    let bound = lower_bound(cx.sync, shape.ranks, &prep.bound_parts());
+    // Every plan of fixed micro-steps has at most the shape's sequences;
+    // the naive baseline may have more (it takes the micro-steps it
+    // needs), and the bound stays below it too.
+    let most = if cx.fixed_steps {
+        shape.slots().max(naive.shape.slots())
+    } else {
+        prep.len()
+    };
+    let bound = lower_bound(cx.sync, shape.ranks, &prep.bound_parts(most));
     let report = Report {
         sync: cx.sync,
         predicted,

@@ -21,15 +21,23 @@
 //!
 //! | [`SyncModel`] | setup | predicted step time | lower bound |
 //! |---|---|---|---|
-//! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max(floors / R, largest floor) |
-//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R + fill, staircase of the floors) |
-//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | max(sum over phases of max(phase floors / R + fill of the phase, staircase of the phase), the micro-step bound) |
+//! | [`Step`](SyncModel::Step) | DDP with `no_sync` during accumulation | max over ranks of the rank's total | max((floors + rows) / R, largest floor + cost per row) |
+//! | [`MicroStep`](SyncModel::MicroStep) | FSDP / ZeRO-3, pipelines | sum over micro-steps of the max over ranks | max(floors / R + fill, (floors + rows) / R, staircase of the floors) |
+//! | [`Phase`](SyncModel::Phase) | FSDP / ZeRO-3 with the ViT and the LLM gathered separately | sum over micro-steps and phases of the max over ranks | max(sum over phases of max(phase floors / R + fill of the phase, (phase floors + rows of the phase) / R, staircase of the phase), the micro-step bound) |
 //!
 //! The *floors* are the samples' [`CostModel::floor`](crate::cost::CostModel::floor)s,
 //! their costs alone for additive models (so "floors" reads "total cost" and
 //! "largest floor" "largest sample"), without the costs paid once per group
 //! ([`PerGroup`](crate::cost::PerGroup)): the bound holds for every model
-//! ([`Report::lower_bound`]). The *staircase* counts that a micro-step
+//! ([`Report::lower_bound`]). The *rows* term counts what the packed
+//! sequences cost beyond their samples' floors, by the model's
+//! [`CostModel::group_floor`](crate::cost::CostModel::group_floor): a cost
+//! per non-empty sequence `c` and dense attention over the packed row `q *
+//! (T^2 - sum of t^2)` make `min over k of c * k + q * max(0, N^2 / k - sum
+//! of t^2)` for `N` tokens in all, `k` between the fewest sequences that
+//! hold the samples (by the caps) and the most a plan can have (the
+//! samples, or the `R * A * S` sequences of fixed micro-steps): zero for
+//! models without such costs. The *staircase* counts that a micro-step
 //! holds at most `R * S` sequences: for every level x, the samples whose
 //! floor exceeds x need at least so many micro-steps (by their tokens,
 //! units and images against the caps, and by those over half a cap, which
@@ -39,9 +47,9 @@
 //! other ranks hold only what fits their sequences: `max(0, m - F / R)`,
 //! `F` the most floor one micro-step's `R * S * L` tokens can hold (densest
 //! samples first); it binds when the largest sample is denser than the
-//! rest (a long document whose attention grows as `T^2`). Both are checked
-//! against exact optima on small instances (`tests/plan_bound.rs`,
-//! `tests/plan_optimum.rs`). For a small batch (at most 16 samples, no
+//! rest (a long document whose attention grows as `T^2`). All three are
+//! checked against exact optima on small instances (`tests/plan_bound.rs`,
+//! `tests/plan_bound_rows.rs`, `tests/plan_optimum.rs`). For a small batch (at most 16 samples, no
 //! groups) whose costs are additive (every floor equal to the cost alone),
 //! the bound is also at least what the exact search proves of every plan of
 //! any number of micro-steps, within [`Planner::search_effort`]'s budget:

@@ -48,25 +48,32 @@ pub struct Report {
     /// A lower bound of any plan's step time, from the samples' floors
     /// ([`CostModel::floor`](crate::cost::CostModel::floor): a share of
     /// every group's cost that each sample is sure to bring):
-    /// max(floors / R, largest floor of a sample) for one barrier per step;
-    /// max(floors / R + fill, the staircase of the floors) for one per
-    /// micro-step; for per-phase barriers the sum over phases of max(the
-    /// phase's floors / R + its fill, its staircase), or the bound of one
-    /// barrier per micro-step if larger (the staircase: a micro-step holds
-    /// at most `R * S` sequences, so the samples of large floors need
-    /// several micro-steps, each waiting for its largest; the fill: the
-    /// micro-step of the largest floor waits for it, and its other ranks
-    /// hold only what their sequences can; see the
+    /// max((floors + rows) / R, largest floor of a sample + cost per row)
+    /// for one barrier per step; max(floors / R + fill, (floors + rows) /
+    /// R, the staircase of the floors) for one per micro-step; for
+    /// per-phase barriers the sum over phases of max(the phase's floors /
+    /// R plus its fill, (its floors + its rows) / R, its staircase), or the
+    /// bound of one barrier per micro-step if larger (the rows: what the
+    /// packed sequences cost beyond their samples' floors, at least, by
+    /// the model's
+    /// [`CostModel::group_floor`](crate::cost::CostModel::group_floor),
+    /// over the fewest to the most sequences a plan can have; the
+    /// staircase: a micro-step holds at most `R * S` sequences, so the
+    /// samples of large floors need several micro-steps, each waiting for
+    /// its largest; the fill: the micro-step of the largest floor waits
+    /// for it, and its other ranks hold only what their sequences can; see
+    /// the
     /// [module docs](crate::plan#sync-models)).
     ///
     /// For additive and superadditive models (tokens, attention, the vision
     /// encoders, the presets, [`sample_fn`](crate::cost::sample_fn)) the
     /// floor is the sample's cost alone, and this is the classic bound
     /// max(total / R, largest sample). Costs paid once per group
-    /// ([`PerGroup`](crate::cost::PerGroup)) are left out of it, as no
-    /// sample is sure to pay them on top of the others; a model without
-    /// floors (a model of your own that does not implement `floor`) has a
-    /// bound of 0. It is a bound whatever the model: never above
+    /// ([`PerGroup`](crate::cost::PerGroup)) are left out of the floors, as
+    /// no sample is sure to pay them on top of the others, and counted by
+    /// the rows instead, once per sequence the plan needs at least; a model
+    /// without floors nor a group floor (a model of your own that
+    /// implements neither) has a bound of 0. It is a bound whatever the model: never above
     /// [`predicted`](Report::predicted) nor [`baseline`](Report::baseline)
     /// (rounded down to them where it exceeds one by floating-point
     /// rounding only). For a small batch of an additive model without groups

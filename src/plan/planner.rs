@@ -661,6 +661,7 @@ impl<M: Incremental> Planner<M> {
             sync: self.sync,
             seq_len: self.seq_len,
             ranks_per_node: self.locality.and_then(|l| l.node_size()),
+            fixed_steps: self.micro_steps.is_some(),
         }
     }
 

@@ -2,10 +2,10 @@
 
 use alloc::vec::Vec;
 
-use super::evaluate::{fill_excess, staircase, BoundParts};
+use super::evaluate::{fewest_sequences, fill_excess, staircase, Beyond, BoundParts};
 use super::sample::StepSample;
 use super::sync::SyncModel;
-use crate::cost::{Incremental, Phase, Phases};
+use crate::cost::{GroupFloor, Incremental, Phase, Phases};
 use crate::error::{Error, InvalidReason, Locator, Oversize, Scalar};
 use crate::partition::VectorItem;
 
@@ -58,6 +58,11 @@ pub(crate) struct Prepared {
     /// The fill terms per phase and of the totals ([`fill_excess`]).
     pub(crate) fill: Phases,
     pub(crate) fill_total: f64,
+    /// What the sequences cost beyond their samples' floors, for the
+    /// bound: the model's group floor (checked), the samples' tokens and
+    /// the sum of their squares, and the fewest sequences that hold them
+    /// (its `most` is the samples; [`Prepared::bound_parts`] lowers it).
+    pub(crate) beyond: Beyond,
 }
 
 impl Prepared {
@@ -85,11 +90,13 @@ impl Prepared {
             stairs_total: self.stairs_total,
             fill: self.fill,
             fill_total: self.fill_total,
+            beyond: self.beyond,
         }
     }
 
-    /// The parts of the step's lower bound.
-    pub(crate) fn bound_parts(&self) -> BoundParts {
+    /// The parts of the step's lower bound, for plans of at most
+    /// `sequences` non-empty sequences (at most the samples).
+    pub(crate) fn bound_parts(&self, sequences: usize) -> BoundParts {
         BoundParts {
             floors: self.floors,
             largest: self.largest_floor,
@@ -97,6 +104,10 @@ impl Prepared {
             stairs_total: self.stairs_total,
             fill: self.fill,
             fill_total: self.fill_total,
+            beyond: Beyond {
+                most: sequences.min(self.beyond.most),
+                ..self.beyond
+            },
         }
     }
 
@@ -141,7 +152,9 @@ impl Prepared {
 /// [`Error::DuplicateId`] for a repeated id, [`Error::Invalid`] at a
 /// [cost](crate::Locator::Cost) for a NaN, infinite or negative cost in a
 /// phase, [`Error::Invalid`] at a [floor](crate::Locator::Floor) for a floor
-/// that is not between zero and the cost alone, [`Error::CostOverflow`] when
+/// that is not between zero and the cost alone, [`Error::Invalid`] at a
+/// [group floor](crate::Locator::GroupFloor) for a part of the model's
+/// group floor that is NaN, infinite or negative, [`Error::CostOverflow`] when
 /// the costs sum beyond `f64::MAX`, [`Error::Oversize`] listing every sample
 /// over a cap.
 ///
@@ -157,6 +170,7 @@ pub(crate) fn prepare<M: Incremental>(
     sync: SyncModel,
 ) -> Result<Prepared, Error> {
     let per_row = ranks.saturating_mul(per_step);
+    let group = checked_group_floor(model.group_floor())?;
     let mut keyed: Vec<(u64, u32)> = samples
         .iter()
         .enumerate()
@@ -175,6 +189,10 @@ pub(crate) fn prepare<M: Incremental>(
     let mut oversize = Vec::new();
     let (mut total, mut largest, mut largest_total) = (Phases::ZERO, Phases::ZERO, 0.0f64);
     let (mut floors, mut largest_floor) = (Phases::ZERO, 0.0f64);
+    // The tokens and their squares, for the group floor's part of the
+    // bound: below 2^32 samples of below 2^32 tokens (within the cap, a
+    // u32; an oversize sample is refused below), so below 2^64 and 2^96.
+    let (mut tokens_sum, mut squares) = (0u128, 0u128);
     for (id, i) in keyed {
         let s = &samples[i as usize];
         if items.last().is_some_and(|e| e.id == id) {
@@ -222,6 +240,9 @@ pub(crate) fn prepare<M: Incremental>(
         }
         total += c;
         floors += floor;
+        let t = u128::from(tokens);
+        tokens_sum = tokens_sum.saturating_add(t);
+        squares = squares.saturating_add(t.saturating_mul(t));
         if sync != SyncModel::Step {
             floor_of.push(floor);
         }
@@ -294,6 +315,13 @@ pub(crate) fn prepare<M: Incremental>(
             ),
         );
     }
+    let beyond = Beyond {
+        group,
+        tokens: tokens_sum,
+        squares,
+        fewest: fewest_sequences(items.iter().map(|e| e.sizes), caps),
+        most: n,
+    };
     Ok(Prepared {
         items,
         caps,
@@ -305,7 +333,27 @@ pub(crate) fn prepare<M: Incremental>(
         stairs_total,
         fill,
         fill_total,
+        beyond,
     })
+}
+
+/// `group`, a model's [`GroupFloor`], if both its parts are finite and
+/// non-negative in every phase; else [`Error::Invalid`] at a
+/// [group floor](crate::Locator::GroupFloor) naming the first part and
+/// phase that is not.
+fn checked_group_floor(group: GroupFloor) -> Result<GroupFloor, Error> {
+    for (part, value) in [
+        ("per_group", group.per_group),
+        ("per_token_pair", group.per_token_pair),
+    ] {
+        for phase in Phase::ALL {
+            let x = value.get(phase);
+            if let Some(reason) = InvalidReason::of_float(x) {
+                return Err(Error::float(Locator::GroupFloor { part, phase }, x, reason));
+            }
+        }
+    }
+    Ok(group)
 }
 
 /// `cost`, the cost of `samples` samples together, is finite in every

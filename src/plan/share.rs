@@ -155,6 +155,7 @@ mod tests {
             sync: SyncModel::Step,
             seq_len: 4096,
             ranks_per_node: None,
+            fixed_steps: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The type-erased model (`Incremental::boxed`, `BoxCostModel`) against the
 //! models it boxes: for every built-in term and every combinator, on random
-//! groups, the boxed model gives the same costs, floors, incremental values
+//! groups, the boxed model gives the same costs, floors, group floors,
+//! incremental values
 //! and states, bit for bit, and the same formula; boxed members compose with
 //! the crate's combinators (a model built at run time from boxes equals the
 //! static composition); a planner over a boxed model makes the same plan.
@@ -71,6 +72,7 @@ where
     let refs: Vec<&Sample> = group.iter().collect();
     prop_assert_eq!(format!("{boxed:?}"), format!("{model:?}"));
     prop_assert_eq!(bits(boxed.cost(&refs)), bits(model.cost(&refs)));
+    prop_assert_eq!(boxed.group_floor(), model.group_floor());
     let (mut s, mut b) = (model.empty(), boxed.empty());
     prop_assert_eq!(format!("{b:?}"), format!("{s:?}"));
     prop_assert_eq!(bits(boxed.evaluate(&b)), bits(model.evaluate(&s)));

@@ -7,8 +7,8 @@ use core::num::NonZeroU32;
 
 use microbatch::cost::{
     cost_fn, fit, fit_terms, sample_fn, AttentionCount, CostModel, DocumentAttention,
-    FullAttention, Image, Incremental, LlmShape, PerGroup, PerImage, PerSample, PerTile, Phase,
-    Phases, Preset, Sample, Tokens, Training, VitScope, VitShape, Windowed, Zero,
+    FullAttention, Image, Incremental, Linear, LlmShape, PerGroup, PerImage, PerSample, PerTile,
+    Phase, Phases, Preset, Sample, Term, Tokens, Training, VitScope, VitShape, Windowed, Zero,
 };
 use microbatch::plan::{Planner, StepSample, SyncModel};
 use microbatch::{Error, InvalidReason, Locator, Scalar};
@@ -575,9 +575,10 @@ fn per_group_bound_is_a_bound() {
             .unwrap();
         let r = plan.report();
         // One sequence of 4 samples per rank: 400 + 50. The old bound was
-        // (8 * 150) / 2 = 600 > 450.
+        // (8 * 150) / 2 = 600 > 450. The floors, 800, and the one row (at
+        // least) of the group floor: (800 + 50) / 2.
         assert_eq!(r.predicted, 450.0, "{sync}");
-        assert_eq!(r.lower_bound, 400.0, "{sync}");
+        assert_eq!(r.lower_bound, 425.0, "{sync}");
         assert!(r.baseline >= r.lower_bound);
     }
 }
@@ -645,6 +646,26 @@ fn zoo(c: [f64; 4]) -> Vec<(&'static str, Box<dyn CostModel>)> {
         ),
         ("preset", Box::new(Preset::Qwen25Vl7b.cost_model())),
         (
+            "linear rows",
+            Box::new(
+                Linear::new([
+                    (Term::VisionGroups, c[0]),
+                    (Term::Groups, c[1]),
+                    (Term::RowAttention, c[2]),
+                    (Term::ImageTokens, c[3]),
+                    (Term::Samples, c[0]),
+                ])
+                .unwrap(),
+            ),
+        ),
+        (
+            "dense preset",
+            Box::new(Linear::preset_with(
+                Preset::Qwen25Vl7b,
+                microbatch::cost::AttentionKernel::Dense,
+            )),
+        ),
+        (
             "preset + group",
             Box::new(Preset::InternVl25_8b.cost_model() + PerGroup::new(1e9).unwrap()),
         ),
@@ -665,13 +686,25 @@ proptest! {
     /// The floor law of `CostModel::floor` for every model and combinator:
     /// `cost(g) >= sum of floors over g`, phase by phase (up to rounding);
     /// and the law for the group of one, `floor(s) <= cost(&[s])`, exactly,
-    /// as the planner checks it.
+    /// as the planner checks it. With the group floor
+    /// (`CostModel::group_floor`) added for a non-empty group: `cost(g) >=
+    /// sum of floors + per_group + per_token_pair * (T^2 - sum of t^2)`.
     #[test]
     fn floors_are_floors(c in [coef(), coef(), coef(), coef()], g in prop::collection::vec(sample(), 0..10)) {
         let group: Vec<&Sample> = g.iter().collect();
+        let tokens: u64 = g.iter().map(Sample::tokens).sum();
+        let squares: u128 = g.iter().map(|s| u128::from(s.tokens()).pow(2)).sum();
         for (name, m) in zoo(c) {
             let cost = m.cost(&group);
-            let floors: Phases = g.iter().map(|s| m.floor(s)).sum();
+            let mut floors: Phases = g.iter().map(|s| m.floor(s)).sum();
+            let gf = m.group_floor();
+            prop_assert!(Phase::ALL.into_iter().all(|p| {
+                let (a, b) = (gf.per_group.get(p), gf.per_token_pair.get(p));
+                a.is_finite() && a >= 0.0 && b.is_finite() && b >= 0.0
+            }), "{name}: {gf:?}");
+            if !g.is_empty() {
+                floors += gf.beyond(tokens, squares);
+            }
             for phase in Phase::ALL {
                 let (a, b) = (cost.get(phase), floors.get(phase));
                 prop_assert!(a >= b * (1.0 - 1e-12), "{name}: {phase} cost {a} < floors {b}");
@@ -715,6 +748,76 @@ fn additive_floors_are_the_costs_alone() {
         }
     }
     assert_eq!(Mine.floor(&s), Phases::ZERO);
+}
+
+/// The group floor of every built-in model and combinator, by hand: the
+/// cost per group and the row attention's coefficient where the model has
+/// them, summed by sums and tuples, scaled, moved to a phase, the first
+/// operand's of a maximum, nothing for the rest.
+#[test]
+fn group_floors_by_hand() {
+    use microbatch::cost::{AttentionKernel, GroupFloor};
+    let g =
+        |v: f64, l: f64, pv: f64, pl: f64| GroupFloor::new(Phases::new(v, l), Phases::new(pv, pl));
+    let (tokens, group, full) = (
+        Tokens::new(2.0).unwrap(),
+        PerGroup::new(3.0).unwrap(),
+        FullAttention::new(0.5).unwrap(),
+    );
+    assert_eq!(tokens.group_floor(), GroupFloor::ZERO);
+    assert_eq!(group.group_floor(), g(0.0, 3.0, 0.0, 0.0));
+    assert_eq!(full.group_floor(), g(0.0, 0.0, 0.0, 0.5));
+    assert_eq!((tokens + group + full).group_floor(), g(0.0, 3.0, 0.0, 0.5));
+    assert_eq!((group, full, group).group_floor(), g(0.0, 6.0, 0.0, 0.5));
+    assert_eq!(
+        (group + full).scale(4.0).unwrap().group_floor(),
+        g(0.0, 12.0, 0.0, 2.0)
+    );
+    assert_eq!(
+        (group + full).scale(0.0).unwrap().group_floor(),
+        GroupFloor::ZERO
+    );
+    assert_eq!(
+        (group + full).in_phase(Phase::Vision).group_floor(),
+        g(3.0, 0.0, 0.5, 0.0)
+    );
+    assert_eq!(group.max(full).group_floor(), g(0.0, 3.0, 0.0, 0.0));
+    assert_eq!(tokens.max(group).group_floor(), GroupFloor::ZERO);
+    assert_eq!(CostModel::group_floor(&&group), group.group_floor());
+    let boxed: Box<dyn CostModel> = Box::new(group + full);
+    assert_eq!(boxed.group_floor(), g(0.0, 3.0, 0.0, 0.5));
+    assert_eq!((group + full).boxed().group_floor(), g(0.0, 3.0, 0.0, 0.5));
+    for m in [&Zero as &dyn CostModel, &microbatch::cost::Given] {
+        assert_eq!(m.group_floor(), GroupFloor::ZERO);
+    }
+    assert_eq!(
+        cost_fn(|_: &[&Sample]| Phases::ZERO).group_floor(),
+        GroupFloor::ZERO
+    );
+    assert_eq!(
+        sample_fn(|_: &Sample| Phases::ZERO).group_floor(),
+        GroupFloor::ZERO
+    );
+    let linear = Linear::new([
+        (Term::VisionGroups, 0.25),
+        (Term::Groups, 1.0),
+        (Term::RowAttention, 1e-3),
+        (Term::Tokens, 7.0),
+    ])
+    .unwrap();
+    assert_eq!(linear.group_floor(), g(0.25, 1.0, 0.0, 1e-3));
+    // The presets: varlen has no row term; dense has row attention.
+    for preset in Preset::ALL {
+        assert_eq!(preset.cost_model().group_floor(), GroupFloor::ZERO);
+        assert_eq!(
+            Linear::preset(preset).group_floor().per_token_pair,
+            Phases::ZERO
+        );
+        let dense = Linear::preset_with(preset, AttentionKernel::Dense);
+        let c = dense.coefficient(Term::RowAttention).unwrap();
+        assert!(c > 0.0);
+        assert_eq!(dense.group_floor().per_token_pair, Phases::new(0.0, c));
+    }
 }
 
 fn check_bound<M: Incremental>(

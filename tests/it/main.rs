@@ -38,6 +38,7 @@ mod partition_hostile;
 mod partition_known;
 mod partition_props;
 mod plan_bound;
+mod plan_bound_rows;
 mod plan_errors;
 mod plan_groups;
 mod plan_hostile;
