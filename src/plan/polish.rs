@@ -675,7 +675,7 @@ mod tests {
             let shape = Shape { ranks, steps, per_step: 1 };
             let caps = [1000, u64::MAX, u64::MAX];
             let prep = prepare(&samples, &model, caps, ranks, 1, sync).unwrap();
-            let cx = Context { samples: &samples, model: &model, sync, seq_len: 1000, ranks_per_node: None };
+            let cx = Context { samples: &samples, model: &model, sync, seq_len: 1000, ranks_per_node: None, fixed_steps: false };
             // A valid start: first fit into the slots in a scrambled order,
             // the first sample of each rank placed first.
             let k = shape.slots();
@@ -749,6 +749,7 @@ mod tests {
             sync,
             seq_len: 1000,
             ranks_per_node: None,
+            fixed_steps: false,
         };
         let shape = Shape {
             ranks: 2,
