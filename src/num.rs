@@ -51,6 +51,17 @@ pub(crate) fn from_order_bits(key: u64) -> f64 {
     })
 }
 
+/// splitmix64 of `x`: a bijection of `u64` whose outputs look random, for
+/// priorities that must not tie and for the planner's seeded choices
+/// (never a global generator: the same input, the same output).
+#[inline]
+pub(crate) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// `|x|` without `f64::abs`, which is not in `core` on the crate's MSRV
 /// (1.81).
 #[inline]

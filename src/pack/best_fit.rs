@@ -865,10 +865,7 @@ struct Tree<T> {
 /// two nodes tie).
 #[inline]
 fn priority(b: usize) -> u64 {
-    let mut z = (b as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::num::splitmix64(b as u64)
 }
 
 impl<T: Size> Tree<T> {

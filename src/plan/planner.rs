@@ -433,13 +433,13 @@ impl<M: Incremental> Planner<M> {
     /// additive (a cost per sequence, attention over the packed row) and
     /// no groups, the `polish` stage (under every sync model) moves and
     /// swaps samples on the model's exact sequence costs, within `effort *
-    /// (1024 + n / 2)` model evaluations and insertions.
+    /// (4096 + n / 2)` model evaluations and insertions.
     ///
     /// # Complexity
     ///
     /// O(n log n + n s + R A log(R A) + effort * max(n + K, 65536)) time at
     /// most for the pairing (at most `s` samples a micro-batch, `R A`
-    /// micro-batches), the search and the exact search, and O(effort * (1024
+    /// micro-batches), the search and the exact search, and O(effort * (4096
     /// + n)) model evaluations for the polish; O(n + K) extra space.
     ///
     /// # Examples
@@ -1145,11 +1145,13 @@ impl<M: Incremental> Planner<M> {
 const SHARE_ROUNDS: usize = 4;
 
 /// The polish stage's budget a unit of search effort, besides half a unit
-/// a sample (at the default effort, 46,080 model evaluations and
-/// insertions plus 22.5 a sample: the batches of a small real Qwen2-VL, 48
-/// samples, need 1,000-23,000; at 65,536 samples the polish then adds
-/// 10-100% to a plan's time for 0-0.5% of step time).
-const POLISH_BASE: u64 = 1 << 10;
+/// a sample: at the default effort, 184,320 model evaluations and
+/// insertions plus 22.5 a sample. On the batches of a small real Qwen2-VL
+/// (48 samples) its first descent takes 1,000-23,000 and the kicks the
+/// rest (about 14 ms of planning; per-phase max/mean by the model 1.02-1.04
+/// without kicks, 1.016-1.030 with; a 4x larger base reaches 1.014-1.023 in
+/// 3.6x the time); at 65,536 samples the first descent spends it.
+const POLISH_BASE: u64 = 1 << 12;
 
 /// A plan's layout before locality: its shape, whether the balanced
 /// packing made it, every slot's positions, the bound the exact search
