@@ -53,20 +53,7 @@ fn optima(spec: &Spec, ranks: usize, max_steps: usize, seq_len: u32) -> [Option<
                     *b = Some(b.map_or(time, |b: f64| b.min(time)));
                 }
             }
-            // The next assignment (base `slots` counter).
-            let mut k = 0;
-            loop {
-                if k == n {
-                    break;
-                }
-                assign[k] += 1;
-                if assign[k] < slots {
-                    break;
-                }
-                assign[k] = 0;
-                k += 1;
-            }
-            if k == n {
+            if !crate::common::exact::next_assignment(&mut assign, slots) {
                 break;
             }
         }

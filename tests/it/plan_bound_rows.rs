@@ -144,17 +144,7 @@ fn optimum(
                 let t = step_time(sync, ranks, a, &batches);
                 best = Some(best.map_or(t, |b: f64| b.min(t)));
             }
-            // The next assignment (a base-`slots` counter).
-            let mut k = 0;
-            while k < n {
-                assign[k] += 1;
-                if assign[k] < slots {
-                    break;
-                }
-                assign[k] = 0;
-                k += 1;
-            }
-            if k == n {
+            if !crate::common::exact::next_assignment(&mut assign, slots) {
                 break;
             }
         }

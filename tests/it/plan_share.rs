@@ -16,6 +16,7 @@
 use microbatch::cost::{Image, Linear, Preset, Sample, Term};
 use microbatch::plan::{Planner, StepSample, SyncModel};
 
+use crate::common::exact::{next_assignment, step_time};
 use crate::common::rng::TestRng;
 
 /// The bench's fitted model (seconds).
@@ -116,35 +117,11 @@ fn optimum(
         let busy = (0..ranks).all(|r| (0..steps).any(|j| !members[r * steps + j].is_empty()));
         if fits && busy {
             let cost: Vec<Phases> = members.iter().map(|m| model.cost(m)).collect();
-            let at = |r: usize, j: usize| cost[r * steps + j];
-            let time = match sync {
-                SyncModel::Step => (0..ranks)
-                    .map(|r| (0..steps).map(|j| at(r, j).total()).sum::<f64>())
-                    .fold(0.0, f64::max),
-                SyncModel::MicroStep => (0..steps)
-                    .map(|j| (0..ranks).map(|r| at(r, j).total()).fold(0.0, f64::max))
-                    .sum(),
-                SyncModel::Phase => (0..steps)
-                    .map(|j| {
-                        let v = (0..ranks).map(|r| at(r, j).vision).fold(0.0, f64::max);
-                        let l = (0..ranks).map(|r| at(r, j).language).fold(0.0, f64::max);
-                        v + l
-                    })
-                    .sum(),
-                _ => unimplemented!("{sync:?}"),
-            };
-            best = best.min(time);
+            best = best.min(step_time(sync, ranks, steps, &cost));
         }
-        // The next layout (odometer).
-        let mut i = 0;
-        while i < n && slot[i] + 1 == k {
-            slot[i] = 0;
-            i += 1;
-        }
-        if i == n {
+        if !next_assignment(&mut slot, k) {
             return best;
         }
-        slot[i] += 1;
     }
 }
 

@@ -188,6 +188,21 @@ pub fn step_time(sync: SyncModel, ranks: usize, steps: usize, cost: &[Phases]) -
     }
 }
 
+/// The next assignment of items to `slots` slots in an exhaustive
+/// enumeration (`assign` read as a base-`slots` counter, its first digit
+/// lowest); false once every assignment was visited (`assign` back to all
+/// zeros).
+pub fn next_assignment(assign: &mut [usize], slots: usize) -> bool {
+    for digit in assign.iter_mut() {
+        *digit += 1;
+        if *digit < slots {
+            return true;
+        }
+        *digit = 0;
+    }
+    false
+}
+
 /// An optimal plan: its step time, the slot of every sample, and the nodes
 /// the search visited.
 #[derive(Clone, Debug)]
