@@ -10,7 +10,7 @@
 //! number of micro-steps tried.
 
 use crate::common::exact::{optimum, Instance, Item};
-use microbatch::cost::{Given, Phases, Sample};
+use microbatch::cost::{Given, Phases};
 use microbatch::plan::{Plan, Planner, StepSample, SyncModel};
 use proptest::prelude::*;
 
@@ -18,15 +18,7 @@ use proptest::prelude::*;
 type Spec = Vec<(u32, f64, f64)>;
 
 fn samples(spec: &Spec) -> Vec<StepSample> {
-    spec.iter()
-        .enumerate()
-        .map(|(i, &(t, v, l))| {
-            let s = Sample::text_only(t)
-                .with_cost(Phases::new(v, l))
-                .expect("valid costs");
-            StepSample::new(i as u64, s)
-        })
-        .collect()
+    crate::common::plan::given(spec)
 }
 
 /// The least step time under each sync model (in the order of

@@ -58,16 +58,7 @@ impl Spec {
 
     /// The samples, each with its own costs given.
     fn samples(&self) -> Vec<StepSample> {
-        self.items
-            .iter()
-            .enumerate()
-            .map(|(i, &(t, v, l))| {
-                let s = Sample::text_only(t)
-                    .with_cost(Phases::new(v, l))
-                    .expect("valid costs");
-                StepSample::new(i as u64, s)
-            })
-            .collect()
+        crate::common::plan::given(&self.items)
     }
 
     /// The model of these costs as a composition of built-in terms.
