@@ -33,9 +33,11 @@ PINS = {
     ("preset", "step"): (0xEA489262ADC0209D, 6, 2335734177841152.0),
     ("preset", "micro-step"): (0x124D4C1E71736D89, 6, 2333424129404928.0),
     ("preset", "phase"): (0x1364DB932E45AA55, 6, 2335327656075264.0),
-    ("custom", "step"): (0x242EFF5A2C92BB53, 6, 1.284),  # 1.308 before the polish stage (Dec 2026)
-    ("custom", "micro-step"): (0x519CEADC8FA1F551, 6, 1.308),
-    ("custom", "phase"): (0xB6F1E14409F8BAC9, 6, 1.308),
+    # The custom model is not additive (a max): the polish stage (December 2026) took these
+    # from 1.308 each.
+    ("custom", "step"): (0x9ECC6C404298E057, 6, 1.272),
+    ("custom", "micro-step"): (0x6D442BB4BB30EA65, 6, 1.296),
+    ("custom", "phase"): (0x81993BEA1D2FE799, 6, 1.296),
     ("given", "step"): (0xFE58BD86636B4C37, 6, 51.913999999999994),
     ("given", "micro-step"): (0x446320AA07BCBFAF, 6, 51.863),
     ("given", "phase"): (0xF981DDD6E2C80F3D, 6, 52.143),
