@@ -353,15 +353,7 @@ impl<'a, 'c, M: Incremental> Search<'a, 'c, M> {
         let mut loads = Vec::with_capacity(slots.len());
         let mut per_rank = alloc::vec![0usize; shape.ranks];
         for (slot, members) in slots.iter().enumerate() {
-            let mut state = cx.model.empty();
-            let mut load = [0u64; 3];
-            for &p in members {
-                cx.model.insert(&mut state, sample(prep, cx, p));
-                let s = prep.size(p as usize);
-                for d in 0..3 {
-                    load[d] += s[d];
-                }
-            }
+            let (state, load) = built(prep, cx, members);
             per_rank[slot / shape.per_rank()] += members.len();
             states.push(state);
             loads.push(load);
@@ -548,18 +540,13 @@ impl<'a, 'c, M: Incremental> Search<'a, 'c, M> {
                             model.evaluate_with(&self.states[d], sample(self.prep, self.cx, p)),
                         ];
                         self.left = self.left.saturating_sub(1);
-                        let delta = self.bars.delta(a, d, old, new);
-                        if best.as_ref().map_or(true, |x| delta.beats(x.0, rounding)) {
-                            best = Some((
-                                delta,
-                                Change {
-                                    a,
-                                    d,
-                                    what: Moved::One(p),
-                                    costs: new,
-                                },
-                            ));
-                        }
+                        let change = Change {
+                            a,
+                            d,
+                            what: Moved::One(p),
+                            costs: new,
+                        };
+                        keep(&mut best, self.bars.delta(a, d, old, new), change, rounding);
                     }
                     // Swapped with each member of d that fits both ways.
                     for (j, &q) in slots[d].iter().enumerate() {
@@ -583,18 +570,13 @@ impl<'a, 'c, M: Incremental> Search<'a, 'c, M> {
                             model.evaluate_with(without_q, sample(self.prep, self.cx, p)),
                         ];
                         self.left = self.left.saturating_sub(2);
-                        let delta = self.bars.delta(a, d, old, new);
-                        if best.as_ref().map_or(true, |x| delta.beats(x.0, rounding)) {
-                            best = Some((
-                                delta,
-                                Change {
-                                    a,
-                                    d,
-                                    what: Moved::Swap(p, q),
-                                    costs: new,
-                                },
-                            ));
-                        }
+                        let change = Change {
+                            a,
+                            d,
+                            what: Moved::Swap(p, q),
+                            costs: new,
+                        };
+                        keep(&mut best, self.bars.delta(a, d, old, new), change, rounding);
                     }
                 }
             }
@@ -628,17 +610,7 @@ impl<'a, 'c, M: Incremental> Search<'a, 'c, M> {
         self.per_rank[d / per_rank] += moved;
         for (slot, cost) in [(a, costs[0]), (d, costs[1])] {
             slots[slot].sort_unstable();
-            let mut state = self.cx.model.empty();
-            let mut load = [0u64; 3];
-            for &x in &slots[slot] {
-                self.cx
-                    .model
-                    .insert(&mut state, sample(self.prep, self.cx, x));
-                let s = self.prep.size(x as usize);
-                for dim in 0..3 {
-                    load[dim] += s[dim];
-                }
-            }
+            let (state, load) = built(self.prep, self.cx, &slots[slot]);
             self.states[slot] = state;
             self.loads[slot] = load;
             self.costs[slot] = cost;
@@ -684,6 +656,33 @@ impl<'a, 'c, M: Incremental> Search<'a, 'c, M> {
             }
         }
     }
+}
+
+/// `change` of `gain` as the best so far if it [`beats`](Gain::beats) it.
+#[inline]
+fn keep(best: &mut Option<(Gain, Change)>, gain: Gain, change: Change, rounding: f64) {
+    if best.as_ref().map_or(true, |x| gain.beats(x.0, rounding)) {
+        *best = Some((gain, change));
+    }
+}
+
+/// The model state and the load (tokens, units, images) of a sequence of
+/// `members`.
+fn built<M: Incremental>(
+    prep: &Prepared,
+    cx: &Context<'_, M>,
+    members: &[u32],
+) -> (M::State, [u64; 3]) {
+    let mut state = cx.model.empty();
+    let mut load = [0u64; 3];
+    for &p in members {
+        cx.model.insert(&mut state, sample(prep, cx, p));
+        let s = prep.size(p as usize);
+        for d in 0..3 {
+            load[d] += s[d];
+        }
+    }
+    (state, load)
 }
 
 /// Sample `p`'s [`Sample`](crate::cost::Sample) (`p` a position in `prep`).
