@@ -154,7 +154,15 @@
 //!     evaluations ([`Planner::search_effort`] times 4,096 plus half the
 //!     samples). On the batches of a small real Qwen2-VL with its
 //!     calibrated model it takes 1-3% off the step time at 4 micro-steps
-//!     (2-5% at 6); at 65,536 samples 0-0.5%.
+//!     (2-5% at 6); at 65,536 samples 0-0.5%. For such a model and a batch
+//!     small enough for the `exact` stage, stages 2 to 10 run twice, with
+//!     and without that stage, and the plan of lower exact step time is
+//!     kept (ties to the one with it): exact for sums of per-sample costs,
+//!     where one long sequence costs what its parts cost apart, the stage
+//!     packs such a batch into as few micro-steps as fit, while a cost per
+//!     sequence and attention over the packed row may make more, shorter
+//!     sequences faster, and one move at a time cannot open a sequence
+//!     whose fixed cost is paid before the attention it saves.
 //! 11. `locality` (with [`Planner::locality`] and samples with an origin):
 //!     the plan relabelled, filled anew from home (one barrier a step) and
 //!     pairs of sequences re-split to bring samples home, so that the
