@@ -106,7 +106,7 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    samples over 1,024 ranks it brings home about half of the samples
 ///    still away (48-60%) and step 3 weighs 21-39% fewer re-splits, for
 ///    0.2-1.8 points more of the bytes moved; run from the start it brought
-///    home 70% of them but left 2.0-7.3 points more of the bytes away: the
+///    home 52-70% of them but left 2.0-7.3 points more of the bytes away: the
 ///    samples of most bytes need the many samples away, which weigh the
 ///    same on both sides of a pair, to trade against in their re-splits.
 /// 4. The result is evaluated exactly; if it is above `T*` (the budgets
