@@ -433,7 +433,10 @@ impl<M: Incremental> Planner<M> {
     /// additive (a cost per sequence, attention over the packed row) and
     /// no groups, the `polish` stage (under every sync model) moves and
     /// swaps samples on the model's exact sequence costs, within `effort *
-    /// (4096 + n / 2)` model evaluations and insertions.
+    /// (4096 + n / 2)` model evaluations and insertions; for such a model
+    /// a small batch is planned twice, with and without the exact branch
+    /// and bound (exact only for sums of per-sample costs), and the plan of
+    /// lower exact step time kept.
     ///
     /// # Complexity
     ///
