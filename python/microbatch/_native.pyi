@@ -206,6 +206,7 @@ class Planner:
         locality: Optional[float],
         ranks_per_node: Optional[int],
         group_scope: str,
+        search_effort: Optional[int],
     ) -> None: ...
     @property
     def needs_costs(self) -> bool: ...

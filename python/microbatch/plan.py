@@ -436,6 +436,13 @@ class Planner:
             a node count as cheap, moves across nodes as expensive.
         group_scope: where the samples of one group (``groups=`` of
             :meth:`plan`) stay together: ``"micro-batch"`` or ``"rank"``.
+        search_effort: how long the planner searches (counted work, not
+            time: the plan stays a pure function of the inputs); ``None``: the
+            crate's default (45), ``0``: no pairing and no search. Larger
+            values search longer on large batches, e.g. per-phase barriers
+            over 1,024 ranks (``BENCHMARKS.md``): 1.0158 over the lower
+            bound at the default, about 1.007 at 1,000 for about ten times
+            the planning time.
 
     The plan is a pure function of the step's samples (as a set keyed by id)
     and these settings: every rank planning the same step gets the same plan,
@@ -471,6 +478,7 @@ class Planner:
         locality: Optional[float] = None,
         ranks_per_node: Optional[int] = None,
         group_scope: str = "micro-batch",
+        search_effort: Optional[int] = None,
     ) -> None:
         if isinstance(model, CostModel):
             native_model: Any = model._native
@@ -515,6 +523,7 @@ class Planner:
             self.locality,
             self.ranks_per_node,
             self.group_scope,
+            None if search_effort is None else _arrays.count(search_effort, "search_effort", maximum=2**32 - 1),
         )
 
     def plan(

@@ -44,7 +44,7 @@ impl NativePlanner {
     /// `_native.CostModel`; every model is boxed, so one planner type plans
     /// with any of them.
     #[new]
-    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, fastest_micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope))]
+    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, fastest_micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope, search_effort))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -61,6 +61,7 @@ impl NativePlanner {
         locality: Option<f64>,
         ranks_per_node: Option<usize>,
         group_scope: &Bound<'_, PyAny>,
+        search_effort: Option<u32>,
     ) -> PyResult<Self> {
         let (model, needs_costs) = if let Ok(native) = model.cast::<NativeCostModel>() {
             let native = native.get();
@@ -105,6 +106,9 @@ impl NativePlanner {
             }
             if let Some(up_to) = fastest_micro_steps {
                 planner = planner.fastest_micro_steps(up_to);
+            }
+            if let Some(effort) = search_effort {
+                planner = planner.search_effort(effort);
             }
             if let Some(a) = micro_steps {
                 planner = planner.micro_steps(a);

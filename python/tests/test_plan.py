@@ -208,6 +208,22 @@ def test_users_baseline_known_answer():
     assert r.users_baseline == 3 * 600.0**2
 
 
+def test_search_effort_reaches_the_crate():
+    # The default is the crate's (45); 0 turns the pairing and the search off; a
+    # search never raises the step time it starts from, so a longer one is no worse here.
+    ids, text, images, loss, _ = batch(512)
+    kwargs = dict(ids=ids, text_tokens=text, image_tokens=images, loss_tokens=loss)
+    plans = {e: microbatch.Planner("qwen2.5-vl-7b", ranks=16, seq_len=4096, sync="phase", search_effort=e).plan(**kwargs)
+             for e in (None, 0, 45, 400)}
+    assert plans[None].fingerprint == plans[45].fingerprint
+    assert plans[0].fingerprint != plans[45].fingerprint
+    assert plans[400].report.predicted <= plans[45].report.predicted < plans[0].report.predicted
+    for bad, error in ((-1, microbatch.SettingError), (2**32, microbatch.SettingError), (1.5, microbatch.DtypeError),
+                       (True, microbatch.DtypeError)):
+        with pytest.raises(error, match="search_effort"):
+            microbatch.Planner("qwen2.5-vl-7b", ranks=16, seq_len=4096, search_effort=bad)
+
+
 def test_fastest_micro_steps_keep_the_plan_of_least_predicted_time():
     # Attention over the packed row (sdpa) and a cost per row: shorter rows in
     # more micro-steps are predicted faster up to a point.
