@@ -286,17 +286,22 @@ def test_qwen2_vl_vision_row_matches_the_tower_timed_alone(qwen):
     timer = PhaseTimer(model, clock=time.thread_time)
     samples = [_sample(30, [(1, 8, 8)] * 8, 5)]
     batch = qwen["collator"](samples)
-    alone = []
-    for _ in range(5):
+    # Alone and hooked runs alternate, so that both see the same machine: the CPU time of the
+    # same work moved 1.6x between runs on a shared 2-core machine, and timed one block after
+    # the other the two minima once read 0.024 s alone against 0.0127 s hooked (ratio 0.53;
+    # about 0.92-0.99 otherwise).
+    alone, hooked_runs = [], []
+    for _ in range(7):
         t0 = time.thread_time()
         out = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"])
         emb = out.pooler_output if hasattr(out, "pooler_output") else out
         torch.cat(list(emb) if isinstance(emb, (tuple, list)) else [emb]).sum().backward()
         alone.append(time.thread_time() - t0)
         model.zero_grad(set_to_none=True)
-    hooked, _ = _fastest(qwen, timer, samples)
+        hooked_runs.append(_run(qwen, timer, samples)[0].vision)
+    hooked = min(hooked_runs)
     ratio = hooked / min(alone)
-    assert 0.6 <= ratio <= 1.6, (hooked, alone)
+    assert 0.6 <= ratio <= 1.6, (hooked_runs, alone)
     timer.close()
 
 

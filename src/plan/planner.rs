@@ -788,11 +788,14 @@ impl<M: Incremental> Planner<M> {
         let additive = additive(prep, cx);
         let mut best = self.balanced(prep, cx, samples, request, additive, true)?;
         if !additive && self.refine && self.search_effort > 0 && prep.len() <= EXACT_SAMPLES {
-            let other = self.balanced(prep, cx, samples, request, additive, false)?;
-            let time =
-                |a: &Arranged| exact_time(prep, cx, a.shape, &a.slots).unwrap_or(f64::INFINITY);
-            if time(&other) < time(&best) {
-                best = other;
+            // (The plan without the exact stage only ever replaces the
+            // other: its failure does not fail the plan.)
+            if let Ok(other) = self.balanced(prep, cx, samples, request, additive, false) {
+                let time =
+                    |a: &Arranged| exact_time(prep, cx, a.shape, &a.slots).unwrap_or(f64::INFINITY);
+                if time(&other) < time(&best) {
+                    best = other;
+                }
             }
         }
         let Arranged {
