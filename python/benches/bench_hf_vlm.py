@@ -2,6 +2,7 @@
 
     python python/benches/bench_hf_vlm.py                      # small defaults: a few minutes on 2 cores
     python python/benches/bench_hf_vlm.py --ranks 4 --samples 96 --steps 4 --repeats 3 --hidden 128
+    python python/benches/bench_hf_vlm.py --device cuda --steps 4 --repeats 8   # on a GPU: CUDA events
 
 A random Qwen2-VL (transformers, float32, sdpa attention, ``--hidden`` wide,
 2 layers; a vision tower of depth 2) trains on synthetic steps of
@@ -197,7 +198,8 @@ class Runner:
         self.model = model
         self.rows = rows
         self.collator = PackedCollator(model)
-        self.timer = PhaseTimer(model, clock=clock)
+        self.timer = PhaseTimer(model, clock=clock)  # on CUDA (clock None): CUDA events
+        self.device = next(model.parameters()).device
         # Every calibration row: (text tokens, image tokens, vision s, rest s), for --dump-rows.
         self.dumped: List[Dict[str, Any]] = []
 
@@ -217,6 +219,8 @@ class Runner:
         for r, j, row in order:
             samples = [step[i] for i in row]
             batch = self.collator([s.hf for s in samples])
+            if self.device.type != "cpu":
+                batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
             with self.timer.micro_batch(text_tokens=[s.text for s in samples],
                                         image_tokens=[s.images for s in samples]):
                 summed_loss(self.model(**batch), batch, "token").backward()
@@ -283,11 +287,18 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     p.add_argument("--varied", type=int, default=1,
                    help="1: calibrate on rows of 1-6 random samples too (0: only the plans' and baseline's rows)")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--clock", default="thread", choices=["thread", "wall"],
+    p.add_argument("--clock", default=None, choices=["thread", "wall"],
                    help="thread: the CPU time of the thread running the model (steady on a shared machine; "
-                   "needs --threads 1); wall: perf_counter")
+                   "needs --threads 1; the default on the CPU); wall: perf_counter on the CPU, CUDA events "
+                   "on a GPU (the default there)")
+    p.add_argument("--device", default="cpu",
+                   help="where the model runs: cpu (default), or cuda / cuda:N (rows timed by CUDA events; "
+                   "not run here: no GPU was lent to the sessions that wrote this bench)")
     p.add_argument("--fastest", type=int, default=3,
                    help="also run the calibrated plan with Planner(fastest_micro_steps=A + this) (0: not)")
+    p.add_argument("--control", type=int, default=1,
+                   help="1: also run the noise control (every rank runs the calibrated plan's rank-0 "
+                   "micro-batches: true max/mean 1.000, so what is measured is the noise floor); 0: not")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--window", type=int, default=400,
                    help="the calibrator's window in rows; the calibrator observes the measured steps' rows "
@@ -297,9 +308,14 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
+    device = torch.device(args.device)
+    if args.clock is None:
+        args.clock = "thread" if device.type == "cpu" else "wall"
+    if args.clock == "thread" and device.type != "cpu":
+        p.error("--clock thread counts the CPU time of one thread, not a GPU's: use --clock wall (CUDA events)")
     if args.clock == "thread" and args.threads != 1:
         p.error("--clock thread counts one thread's CPU time: use --threads 1 (or --clock wall)")
-    runner = Runner(build_model(args.hidden, args.seed), time.thread_time if args.clock == "thread" else None,
+    runner = Runner(build_model(args.hidden, args.seed).to(device), time.thread_time if args.clock == "thread" else None,
                     args.rows)
     terms, attention = calibrated_terms()
     calibrator = mc.Calibrator(mc.Linear(terms), window=args.window)
@@ -336,6 +352,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     print("coefficients: " + ", ".join(f"{k} {v:.3g}" for k, v in fitted.coefficients.items()))
 
     keys = ("users", "preset", "calibrated") + (("fastest",) if args.fastest else ())
+    timed = keys + (("control",) if args.control else ())
     stats: Dict[str, Dict[str, List[float]]] = {s: {} for s in args.sync}
 
     def add(sync: str, key: str, value: float) -> None:
@@ -356,6 +373,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                     fastest_micro_steps=cal_plan.micro_steps + args.fastest,
                 ).plan(**arguments(step))
                 layouts["fastest"] = plan_layout(fast_plan)
+            if args.control:
+                # The same rows on every rank: any measured imbalance is the machine's noise.
+                layouts["control"] = [layouts["calibrated"][0]] * args.ranks
             predicted_users, _ = step_time(predict(fitted, step, layouts["users"]), sync)
             predicted_plan_formula, _ = step_time(predict(fitted, step, layouts["calibrated"]), sync)
             report_gain = cal_plan.report.gain  # users_baseline / predicted
@@ -367,11 +387,14 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 add(sync, f"{key}.predicted imbalance", step_time(predict(fitted, step, layouts[key]), sync)[1])
             cal_pred = predict(fitted, step, layouts["calibrated"])
             add(sync, "bound/mean", cal_plan.report.lower_bound / (float(cal_pred.sum()) / args.ranks))
-            runs: Dict[str, List[np.ndarray]] = {key: [] for key in keys}
+            runs: Dict[str, List[np.ndarray]] = {key: [] for key in timed}
             for _ in range(args.repeats):
-                times = {key: runner.run(step, layouts[key], calibrator) for key in keys}
-                for key in keys:
+                times = {key: runner.run(step, layouts[key], None if key == "control" else calibrator)
+                         for key in timed}
+                for key in timed:
                     runs[key].append(times[key])
+                if args.control:
+                    add(sync, "control.imbalance", step_time(times["control"], sync)[1])
                 measured = {key: step_time(times[key], sync) for key in keys}
                 for key in keys:
                     add(sync, f"{key}.time", measured[key][0])
@@ -387,7 +410,9 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             # `repeats` times), then the step's barriers: a shared machine only ever adds time to a row,
             # and the maxima of noisy rows are biased up by it; the least time of every row takes most of
             # that out (the minimum of repeated timings, as `timeit` reports).
-            least = {key: np.stack(runs[key]).min(axis=0) for key in keys}
+            least = {key: np.stack(runs[key]).min(axis=0) for key in timed}
+            if args.control:
+                add(sync, "control.row-min imbalance", step_time(least["control"], sync)[1])
             for key in keys:
                 t, imbalance = step_time(least[key], sync)
                 add(sync, f"{key}.row-min imbalance", imbalance)
@@ -406,7 +431,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in stats.items()}
     lines = [
         f"bench_hf_vlm: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-        f"{' '.join(sys.argv[1:]) or '(defaults)'}; torch threads {args.threads}, clock {args.clock}",
+        f"{' '.join(sys.argv[1:]) or '(defaults)'}; torch threads {args.threads}, clock {args.clock}, device {args.device}",
         f"attention term of the calibrated model: {attention}; calibrated on {args.rows} rows",
         "| sync | config | step time (s) | max/mean | max/mean, rows' least | predicted max/mean | gain over users "
         "| gain, rows' least | predicted/measured |",
@@ -431,6 +456,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             f"micro-steps: calibrated {m['micro_steps']:g}"
             + (f", fastest {m['fastest micro_steps']:g}" if args.fastest else "")
         )
+        if args.control:
+            lines.append(
+                f"{sync}: noise control (rank 0's micro-batches on every rank, true max/mean 1.000): "
+                f"measured max/mean {m['control.imbalance']:.3f}, rows' least {m['control.row-min imbalance']:.3f}"
+            )
     print("\n".join(lines))
     return {"medians": med, "attention": attention, "status": status}
 
