@@ -413,10 +413,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             least = {key: np.stack(runs[key]).min(axis=0) for key in timed}
             if args.control:
                 add(sync, "control.row-min imbalance", step_time(least["control"], sync)[1])
+            users_least = step_time(least["users"], sync)[0]
             for key in keys:
                 t, imbalance = step_time(least[key], sync)
                 add(sync, f"{key}.row-min imbalance", imbalance)
-                add(sync, f"{key}.row-min gain", step_time(least["users"], sync)[0] / t)
+                add(sync, f"{key}.row-min gain", users_least / t)
             add(sync, "formula/report", predicted_plan_formula / cal_plan.report.predicted)
             add(sync, "users formula/report", predicted_users / cal_plan.report.users_baseline)
             add(sync, "micro_steps", cal_plan.micro_steps)
