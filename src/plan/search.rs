@@ -72,6 +72,7 @@ use super::deal::Sequences;
 use super::sync::SyncModel;
 use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
+use crate::num::{from_order_bits, order_bits};
 
 /// The default work budget, in units per sample and sequence (45: planning
 /// 65,536 samples over 1,024 ranks takes 1.15 to 1.43 times the thread CPU
@@ -186,6 +187,24 @@ impl Extremes {
     }
 }
 
+/// Puts `e` in `list`, the [`KEPT`] + 1 first entries seen of a ranking
+/// (descending value, ties by micro-batch), kept in that order.
+#[inline]
+fn keep(list: &mut Vec<Ranked>, e: Ranked) {
+    // (`f64::total_cmp`, as every ranking of the search.)
+    let before = |a: &Ranked, b: &Ranked| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).is_lt();
+    if list.len() > KEPT {
+        match list.last() {
+            Some(last) if before(&e, last) => {
+                list.pop();
+            }
+            _ => return,
+        }
+    }
+    let at = list.partition_point(|x| before(x, &e));
+    list.insert(at, e);
+}
+
 /// A heap entry: (excess bits, micro-step, barrier index, version).
 type Entry = (u64, Reverse<u32>, Reverse<u8>, u32);
 
@@ -193,7 +212,8 @@ struct Search<'a> {
     stage: Stage<'a>,
     /// The barriers of a micro-step, by barrier index.
     dims: &'static [Dim],
-    /// The cost of every micro-batch `r * A + j`.
+    /// The cost of every micro-batch `r * A + j`, at `j * R + r` (see
+    /// [`Search::at`]).
     cost: Vec<Phases>,
     /// Per micro-step and barrier index, the three largest micro-batches
     /// (descending), the two smallest (ascending), and the sum.
@@ -204,8 +224,10 @@ struct Search<'a> {
     /// the [`KEPT`] smallest (negated), which the rankings are read from.
     high: Vec<[Extremes; 2]>,
     least: Vec<[Extremes; 2]>,
-    /// Scratch for rescans.
-    scratch: Vec<Ranked>,
+    /// Scratch for rescans: the largest and the smallest (negated), and
+    /// the values.
+    scratch: [Vec<Ranked>; 2],
+    values: Vec<f64>,
     /// Per micro-step, bumped on every change that touches it.
     version: Vec<u32>,
     /// Per micro-step and barrier index, the binding micro-batch and its
@@ -258,7 +280,8 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
     let mut cost = vec![Phases::ZERO; nm];
     let mut seq_of = vec![NONE; n];
     let mut batch_of = vec![NONE; seqs.members.len()];
-    for (m, c) in cost.iter_mut().enumerate() {
+    for m in 0..nm {
+        let c = &mut cost[m % shape.steps * shape.ranks + m / shape.steps];
         let first = m * shape.per_step;
         for &b in &slots[first..first + shape.per_step] {
             batch_of[b as usize] = m as u32;
@@ -272,17 +295,18 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
     let mut keys: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut coarse: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for (i, &d) in dims.iter().enumerate() {
-        let mut list: Vec<u32> = (0..n as u32)
-            .filter(|&p| !stage.pinned(p) && seq_of[p as usize] != NONE)
-            .collect();
-        list.sort_unstable_by(|&a, &b| {
-            d.of(prep.cost(a as usize))
-                .total_cmp(&d.of(prep.cost(b as usize)))
-                .then(a.cmp(&b))
-        });
-        keys[i] = list.iter().map(|&p| d.of(prep.cost(p as usize))).collect();
+        // The movable samples by cost in `d` (`f64::total_cmp`), then
+        // position: each key sorted beside its position, so that the sort
+        // reads no sample (read through the positions, each comparison
+        // was two cache misses on large batches).
+        let list = sort_keyed(
+            (0..n as u32)
+                .filter(|&p| !stage.pinned(p) && seq_of[p as usize] != NONE)
+                .map(|p| (order_bits(d.of(prep.cost(p as usize))), p)),
+        );
+        keys[i] = list.iter().map(|e| from_order_bits(key_of(e))).collect();
         coarse[i] = keys[i].iter().step_by(BLOCK).copied().collect();
-        index[i] = list;
+        index[i] = positions_of(list);
     }
     let tokens = |p: u32| prep.size(p as usize)[0];
     let (by_size, bounds) = by_size(&index[0], tokens);
@@ -300,7 +324,8 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         sum: vec![[0.0; 2]; shape.steps],
         high: vec![[Extremes::default(), Extremes::default()]; shape.steps],
         least: vec![[Extremes::default(), Extremes::default()]; shape.steps],
-        scratch: Vec::with_capacity(shape.ranks),
+        scratch: [Vec::with_capacity(KEPT + 1), Vec::with_capacity(KEPT + 1)],
+        values: Vec::with_capacity(shape.ranks),
         version: vec![0; shape.steps],
         stuck: vec![[(f64::NAN, NONE); 2]; shape.steps],
         seq_of,
@@ -322,19 +347,57 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
 }
 
 /// `positions` by `size` (ties by position), and the size of every
-/// [`BUCKET`]-th: the buckets' first sizes. O(n log n) time.
+/// [`BUCKET`]-th: the buckets' first sizes. Each size is read once and
+/// sorted beside its position. O(n log n) time.
 fn by_size(positions: &[u32], size: impl Fn(u32) -> u64) -> (Vec<u32>, Vec<u64>) {
-    let mut list = positions.to_vec();
-    list.sort_unstable_by_key(|&p| (size(p), p));
-    let bounds = list.iter().step_by(BUCKET).map(|&p| size(p)).collect();
-    (list, bounds)
+    let list = sort_keyed(positions.iter().map(|&p| (size(p), p)));
+    let bounds = list.iter().step_by(BUCKET).map(key_of).collect();
+    (positions_of(list), bounds)
 }
 
-/// `list` with each bucket of [`BUCKET`] sorted by `cost` (ties by
-/// position). O(n log BUCKET) time.
+/// The `(key, position)` pairs sorted by key, then position, each held in
+/// three `u32`s: 12 bytes, where a `(u64, u32)` takes 16 with its padding
+/// (these lists are at the search's peak of memory). O(n log n) time.
+fn sort_keyed(pairs: impl Iterator<Item = (u64, u32)>) -> Vec<[u32; 3]> {
+    let mut list: Vec<[u32; 3]> = pairs
+        .map(|(k, p)| [(k >> 32) as u32, k as u32, p])
+        .collect();
+    // Arrays order element by element: (high half, low half, position).
+    list.sort_unstable();
+    list
+}
+
+/// The key of an entry of [`sort_keyed`].
+#[inline]
+fn key_of(e: &[u32; 3]) -> u64 {
+    u64::from(e[0]) << 32 | u64::from(e[1])
+}
+
+/// The positions of a list of [`sort_keyed`], in order, written over its
+/// own allocation (no second list of n). O(n) time.
+fn positions_of(list: Vec<[u32; 3]>) -> Vec<u32> {
+    let n = list.len();
+    let mut flat = list.into_flattened();
+    for i in 0..n {
+        flat[i] = flat[3 * i + 2];
+    }
+    flat.truncate(n);
+    flat.shrink_to_fit();
+    flat
+}
+
+/// `list` with each bucket of [`BUCKET`] sorted by `cost`
+/// (`f64::total_cmp`, ties by position); each cost read once and sorted
+/// beside its position. O(n log BUCKET) time.
 fn by_cost_in_buckets(mut list: Vec<u32>, cost: impl Fn(u32) -> f64) -> Vec<u32> {
+    let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(BUCKET.min(list.len()));
     for bucket in list.chunks_mut(BUCKET) {
-        bucket.sort_unstable_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)));
+        keyed.clear();
+        keyed.extend(bucket.iter().map(|&p| (order_bits(cost(p)), p)));
+        keyed.sort_unstable();
+        for (slot, &(_, p)) in bucket.iter_mut().zip(&keyed) {
+            *slot = p;
+        }
     }
     list
 }
@@ -344,6 +407,14 @@ impl Search<'_> {
     #[inline]
     fn step(&self, m: usize) -> usize {
         m % self.stage.shape.steps
+    }
+
+    /// Where micro-batch `m` (`rank * A + micro-step`) lies in `cost`:
+    /// micro-step major, so that a rescan reads one run.
+    #[inline]
+    fn at(&self, m: usize) -> usize {
+        let shape = self.stage.shape;
+        m % shape.steps * shape.ranks + m / shape.steps
     }
 
     /// Spends `units` of work; `false` when the budget does not hold them.
@@ -375,34 +446,34 @@ impl Search<'_> {
     }
 
     /// Recomputes barrier `i` of micro-step `j`: its extremes and sum, in
-    /// O(R + KEPT log KEPT).
+    /// O(R * KEPT) time at worst, O(R + KEPT^2 log R) for values in no
+    /// particular order: one pass, which keeps the [`KEPT`] + 1 first of
+    /// each ranking seen so far, so that after the first few hundred ranks
+    /// a value is one comparison with the last of them. (A selection over
+    /// all R, then a sort, read them twice: a fifth of the planning time at
+    /// 16,384 ranks.)
     fn rescan(&mut self, j: usize, i: usize) {
-        let (steps, d) = (self.stage.shape.steps, self.dims[i]);
-        self.spend(self.stage.shape.ranks as u64);
-        let mut sum = 0.0;
-        for sign in [1.0, -1.0] {
-            let all = &mut self.scratch;
-            all.clear();
-            for r in 0..self.stage.shape.ranks {
-                let m = r * steps + j;
-                all.push((sign * d.of(self.cost[m]), m as u32));
-            }
-            if sign > 0.0 {
-                sum = all.iter().map(|e| e.0).sum();
-            }
-            let order = |a: &Ranked, b: &Ranked| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-            let mut floor = f64::NEG_INFINITY;
-            if all.len() > KEPT {
-                all.select_nth_unstable_by(KEPT, order);
-                floor = all[KEPT].0;
-                all.truncate(KEPT);
-            }
-            all.sort_unstable_by(order);
+        let (steps, ranks, d) = (self.stage.shape.steps, self.stage.shape.ranks, self.dims[i]);
+        self.spend(ranks as u64);
+        let ([high, least], values) = (&mut self.scratch, &mut self.values);
+        high.clear();
+        least.clear();
+        values.clear();
+        for r in 0..ranks {
+            let m = r * steps + j;
+            let v = d.of(self.cost[j * ranks + r]);
+            values.push(v);
+            keep(high, (v, m as u32));
+            keep(least, (-v, m as u32));
+        }
+        // (Summed as before, in rank order, from the values read once.)
+        let sum: f64 = values.iter().sum();
+        for (k, list) in [&*high, &*least].into_iter().enumerate() {
             let e = Extremes {
-                list: all.clone(),
-                floor,
+                list: list[..list.len().min(KEPT)].to_vec(),
+                floor: list.get(KEPT).map_or(f64::NEG_INFINITY, |e| e.0),
             };
-            if sign > 0.0 {
+            if k == 0 {
                 self.high[j][i] = e;
             } else {
                 self.least[j][i] = e;
@@ -416,7 +487,7 @@ impl Search<'_> {
     /// Micro-batch `m` changes from cost `old` to its cost now.
     fn update(&mut self, m: usize, old: Phases) {
         let j = self.step(m);
-        let new = self.cost[m];
+        let new = self.cost[self.at(m)];
         let ranks = self.stage.shape.ranks;
         for (i, &d) in self.dims.iter().enumerate() {
             let v = d.of(new);
@@ -452,7 +523,10 @@ impl Search<'_> {
 
     /// The change of the step time when `x` gives `dc` to `y`.
     fn delta(&self, x: usize, y: usize, dc: Phases) -> f64 {
-        let changed = [(x, self.cost[x] - dc), (y, self.cost[y] + dc)];
+        let changed = [
+            (x, self.cost[self.at(x)] - dc),
+            (y, self.cost[self.at(y)] + dc),
+        ];
         let (jx, jy) = (self.step(x), self.step(y));
         let mut delta = 0.0;
         for i in 0..self.dims.len() {
@@ -468,16 +542,16 @@ impl Search<'_> {
     /// barrier `i` while every value it raises stays strictly below its
     /// barrier's maximum.
     fn level(&self, x: usize, y: usize, dc: Phases, i: usize, limit: f64, tol: f64) -> bool {
-        let nx = self.cost[x] - dc;
+        let nx = self.cost[self.at(x)] - dc;
         if self.dims[i].of(nx) >= limit - tol {
             return false;
         }
-        let ny = self.cost[y] + dc;
+        let ny = self.cost[self.at(y)] + dc;
         [(x, nx), (y, ny)].iter().all(|&(m, new)| {
             let j = self.step(m);
             self.dims.iter().enumerate().all(|(k, &d)| {
                 let v = d.of(new);
-                v <= d.of(self.cost[m]) || v < self.top[j][k][0].0 - tol
+                v <= d.of(self.cost[self.at(m)]) || v < self.top[j][k][0].0 - tol
             })
         })
     }
@@ -550,7 +624,7 @@ impl Search<'_> {
         // down by the gap at least.
         let enough = |c: &Option<Change>| {
             c.is_some_and(|c| {
-                c.delta <= -gap + tol && d.of(self.cost[x] - c.dc) <= mean + 0.75 * excess
+                c.delta <= -gap + tol && d.of(self.cost[self.at(x)] - c.dc) <= mean + 0.75 * excess
             })
         };
         // The micro-steps whose barriers leave the most room under their
@@ -714,7 +788,11 @@ impl Search<'_> {
             .dims
             .iter()
             .map(|&d| {
-                let (vx, vy, v) = (d.of(self.cost[x]), d.of(self.cost[y]), d.of(dc));
+                let (vx, vy, v) = (
+                    d.of(self.cost[self.at(x)]),
+                    d.of(self.cost[self.at(y)]),
+                    d.of(dc),
+                );
                 2.0 * v * (vy - vx + v)
             })
             .sum();
@@ -770,9 +848,10 @@ impl Search<'_> {
             }
         };
         self.seq_of[pa as usize] = c.by;
-        let (old_x, old_y) = (self.cost[c.x], self.cost[c.y]);
-        self.cost[c.x] = old_x - dc;
-        self.cost[c.y] = old_y + dc;
+        let (ax, ay) = (self.at(c.x), self.at(c.y));
+        let (old_x, old_y) = (self.cost[ax], self.cost[ay]);
+        self.cost[ax] = old_x - dc;
+        self.cost[ay] = old_y + dc;
         self.update(c.x, old_x);
         self.update(c.y, old_y);
         let (jx, jy) = (self.step(c.x), self.step(c.y));
@@ -798,8 +877,69 @@ fn swap_fits(
 
 #[cfg(test)]
 mod tests {
-    use super::{by_cost_in_buckets, by_size, lower, BLOCK, BUCKET};
+    use super::{
+        by_cost_in_buckets, by_size, keep, key_of, lower, positions_of, sort_keyed, Ranked, BLOCK,
+        BUCKET, KEPT,
+    };
+    use crate::num::order_bits;
     use alloc::vec::Vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `keep` fed a ranking's values in any order holds its first
+        /// `KEPT + 1` in the search's order (descending by
+        /// `f64::total_cmp`, ties by micro-batch), as a full sort does:
+        /// values drawn from a few, zeros of both signs among them, so that
+        /// ties abound.
+        #[test]
+        fn keep_holds_the_first_of_a_full_sort(
+            picks in prop::collection::vec(0usize..7, 0..80),
+            order in any::<u64>(),
+        ) {
+            let values = [3.5, -1.0, 0.0, -0.0, 3.5, 1e-300, 2.0];
+            let mut all: Vec<Ranked> = picks
+                .iter()
+                .enumerate()
+                .map(|(m, &k)| (values[k], m as u32))
+                .collect();
+            // Fed in a scrambled order of micro-batches.
+            let mut fed = all.clone();
+            fed.sort_by_key(|e| crate::num::splitmix64(order ^ u64::from(e.1)));
+            let mut list = Vec::new();
+            for &e in &fed {
+                keep(&mut list, e);
+            }
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            all.truncate(KEPT + 1);
+            let bits = |l: &[Ranked]| l.iter().map(|e| (e.0.to_bits(), e.1)).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&list), bits(&all));
+        }
+
+        /// `sort_keyed` then `positions_of` order positions as a sort by
+        /// (key, position) does, keys of any 64 bits (both halves).
+        #[test]
+        fn keyed_sort_is_by_key_then_position(
+            keys in prop::collection::vec(prop_oneof![any::<u64>(), 0u64..3, Just(1u64 << 32)], 0..200),
+        ) {
+            let list = sort_keyed(keys.iter().enumerate().map(|(p, &k)| (k, p as u32)));
+            let got_keys: Vec<u64> = list.iter().map(key_of).collect();
+            let got = positions_of(list);
+            let mut want: Vec<(u64, u32)> = keys.iter().enumerate().map(|(p, &k)| (k, p as u32)).collect();
+            want.sort_unstable();
+            prop_assert_eq!(got, want.iter().map(|e| e.1).collect::<Vec<_>>());
+            prop_assert_eq!(got_keys, want.iter().map(|e| e.0).collect::<Vec<_>>());
+        }
+    }
+
+    /// The cost keys order as `f64::total_cmp` does.
+    #[test]
+    fn order_bits_sort_as_total_cmp() {
+        let mut v = [2.0, -0.0, 0.0, -3.0, 1e-310, f64::INFINITY, -1e-310, 1.5];
+        let mut by_bits = v;
+        by_bits.sort_by_key(|&x| order_bits(x));
+        v.sort_by(f64::total_cmp);
+        assert_eq!(v.map(f64::to_bits), by_bits.map(f64::to_bits));
+    }
 
     /// The size buckets hold every position once, each bucket's sizes at
     /// least the previous bucket's (its first size in `bounds`), each
