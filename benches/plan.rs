@@ -23,7 +23,10 @@
 //!   median of the rounds' ratios and each plan's fingerprint (the same in
 //!   every round, and the same before and after a change that must not
 //!   change plans); `MICROBATCH_BENCH_SYNCS=<sync>,...` (say `step`) times
-//!   only those sync models;
+//!   only those sync models, and `MICROBATCH_BENCH_EFFORT=<effort>` plans
+//!   (here and in the one-plan mode below) with that [`search_effort`](microbatch::plan::Planner::search_effort)
+//!   (each plan's ratio over its lower bound is printed too: the trade of
+//!   quality for time);
 //! - with `MICROBATCH_BENCH_PLAN=<sync>,<samples>,<ranks>` set, instead of
 //!   the groups: one plan of that many `anyres-mix` samples (seed 42) with
 //!   that sync model, printing its fingerprint; for profilers (for example
@@ -128,6 +131,10 @@ const ROUNDS: &str = "MICROBATCH_BENCH_ROUNDS";
 /// (`step,micro-step,phase`, comma-separated; all of them when unset).
 const SYNCS: &str = "MICROBATCH_BENCH_SYNCS";
 
+/// The environment variable that sets the rounds' search effort (the
+/// planner's default when unset).
+const EFFORT: &str = "MICROBATCH_BENCH_EFFORT";
+
 /// The median of `v` (the upper one of an even count).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_unstable_by(f64::total_cmp);
@@ -161,13 +168,23 @@ fn alternate(rounds: usize) {
             .collect(),
         Err(_) => SyncModel::ALL.to_vec(),
     };
+    let effort: Option<u32> = std::env::var(EFFORT)
+        .ok()
+        .map(|e| e.trim().parse().expect("a search effort"));
     let planners: Vec<_> = syncs
         .iter()
-        .map(|&sync| Scenario::AnyresMix.planner(ranks).sync(sync))
+        .map(|&sync| {
+            let planner = Scenario::AnyresMix.planner(ranks).sync(sync);
+            match effort {
+                Some(e) => planner.search_effort(e),
+                None => planner,
+            }
+        })
         .collect();
     let k = planners.len();
     let (mut plan_s, mut sort_s, mut ratio) = (vec![vec![]; k], vec![], vec![vec![]; k]);
     let mut prints = vec![None; k];
+    let mut over = vec![0.0; k];
     for _ in 0..rounds {
         for (i, planner) in planners.iter().enumerate() {
             let before = sort();
@@ -177,6 +194,7 @@ fn alternate(rounds: usize) {
             let after = sort();
             assert!(prints[i].map_or(true, |f| f == plan.fingerprint()));
             prints[i] = Some(plan.fingerprint());
+            over[i] = plan.report().ratio();
             plan_s[i].push(p);
             sort_s.extend([before, after]);
             ratio[i].push(p / ((before + after) / 2.0));
@@ -191,9 +209,10 @@ fn alternate(rounds: usize) {
     for (i, sync) in syncs.iter().enumerate() {
         println!(
             "{sync}: {:.0} ms (median), {:.1}x the sort (median of the rounds' ratios), \
-             fingerprint {:016x}",
+             {:.4} over its bound, fingerprint {:016x}",
             median(&mut plan_s[i]) * 1e3,
             median(&mut ratio[i]),
+            over[i],
             prints[i].unwrap_or(0)
         );
     }
@@ -213,7 +232,10 @@ fn one_plan(spec: &str) {
     let n: usize = n.parse().expect("a number of samples");
     let ranks: usize = ranks.parse().expect("a number of ranks");
     let batch = Scenario::AnyresMix.generate(n, 42);
-    let planner = Scenario::AnyresMix.planner(ranks).sync(sync);
+    let mut planner = Scenario::AnyresMix.planner(ranks).sync(sync);
+    if let Ok(e) = std::env::var(EFFORT) {
+        planner = planner.search_effort(e.trim().parse().expect("a search effort"));
+    }
     let plan = planner.plan(black_box(&batch)).unwrap();
     println!(
         "{n} anyres-mix samples over {ranks} ranks, {sync}: fingerprint {:016x}",

@@ -438,6 +438,13 @@ impl<M: Incremental> Planner<M> {
     /// and bound (exact only for sums of per-sample costs), and the plan of
     /// lower exact step time kept.
     ///
+    /// On very large batches, any positive effort also pays for the pairing
+    /// stage and the search's indexes, which do not depend on it. At 10^6
+    /// samples over 16,384 ranks these cost more than a small budget, so
+    /// `0` and a small effort differ in time much more than a small effort
+    /// and the default do. The table of time and quality by effort is in
+    /// `BENCHMARKS.md` (`MICROBATCH_BENCH_EFFORT`).
+    ///
     /// # Complexity
     ///
     /// O(n log n + n s + R A log(R A) + effort * max(n + K, 65536)) time at
