@@ -135,6 +135,13 @@ const SYNCS: &str = "MICROBATCH_BENCH_SYNCS";
 /// planner's default when unset).
 const EFFORT: &str = "MICROBATCH_BENCH_EFFORT";
 
+/// The search effort [`EFFORT`] sets, if any.
+fn effort() -> Option<u32> {
+    std::env::var(EFFORT)
+        .ok()
+        .map(|e| e.trim().parse().expect("a search effort"))
+}
+
 /// The median of `v` (the upper one of an even count).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_unstable_by(f64::total_cmp);
@@ -168,9 +175,7 @@ fn alternate(rounds: usize) {
             .collect(),
         Err(_) => SyncModel::ALL.to_vec(),
     };
-    let effort: Option<u32> = std::env::var(EFFORT)
-        .ok()
-        .map(|e| e.trim().parse().expect("a search effort"));
+    let effort = effort();
     let planners: Vec<_> = syncs
         .iter()
         .map(|&sync| {
@@ -233,8 +238,8 @@ fn one_plan(spec: &str) {
     let ranks: usize = ranks.parse().expect("a number of ranks");
     let batch = Scenario::AnyresMix.generate(n, 42);
     let mut planner = Scenario::AnyresMix.planner(ranks).sync(sync);
-    if let Ok(e) = std::env::var(EFFORT) {
-        planner = planner.search_effort(e.trim().parse().expect("a search effort"));
+    if let Some(e) = effort() {
+        planner = planner.search_effort(e);
     }
     let plan = planner.plan(black_box(&batch)).unwrap();
     println!(

@@ -69,6 +69,7 @@ use core::cell::Cell;
 use core::cmp::Reverse;
 
 use super::deal::Sequences;
+use super::shape::Shape;
 use super::sync::SyncModel;
 use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
@@ -187,6 +188,14 @@ impl Extremes {
     }
 }
 
+/// Where micro-batch `m` (`rank * A + micro-step`) lies in the search's
+/// costs: micro-step major (`micro-step * R + rank`), so that a rescan of
+/// one micro-step reads one run.
+#[inline]
+fn step_major(shape: Shape, m: usize) -> usize {
+    m % shape.steps * shape.ranks + m / shape.steps
+}
+
 /// Puts `e` in `list`, the [`KEPT`] + 1 first entries seen of a ranking
 /// (descending value, ties by micro-batch), kept in that order.
 #[inline]
@@ -281,7 +290,7 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
     let mut seq_of = vec![NONE; n];
     let mut batch_of = vec![NONE; seqs.members.len()];
     for m in 0..nm {
-        let c = &mut cost[m % shape.steps * shape.ranks + m / shape.steps];
+        let c = &mut cost[step_major(shape, m)];
         let first = m * shape.per_step;
         for &b in &slots[first..first + shape.per_step] {
             batch_of[b as usize] = m as u32;
@@ -409,12 +418,10 @@ impl Search<'_> {
         m % self.stage.shape.steps
     }
 
-    /// Where micro-batch `m` (`rank * A + micro-step`) lies in `cost`:
-    /// micro-step major, so that a rescan reads one run.
+    /// Where micro-batch `m` lies in `cost` ([`step_major`]).
     #[inline]
     fn at(&self, m: usize) -> usize {
-        let shape = self.stage.shape;
-        m % shape.steps * shape.ranks + m / shape.steps
+        step_major(self.stage.shape, m)
     }
 
     /// Spends `units` of work; `false` when the budget does not hold them.
@@ -461,7 +468,7 @@ impl Search<'_> {
         values.clear();
         for r in 0..ranks {
             let m = r * steps + j;
-            let v = d.of(self.cost[j * ranks + r]);
+            let v = d.of(self.cost[step_major(self.stage.shape, m)]);
             values.push(v);
             keep(high, (v, m as u32));
             keep(least, (-v, m as u32));
