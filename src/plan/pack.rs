@@ -181,7 +181,7 @@ fn balanced(
 /// The fill row of `row` sequences, then the other samples balanced phase
 /// by phase over the other `k - row` sequences (`None` if they do not fit).
 fn around_fill_row(prep: &Prepared, k: usize, row: usize) -> Option<Vec<Vec<u32>>> {
-    let (mut sequences, taken) = fill_row(prep, row)?;
+    let (mut sequences, taken) = fill_row(prep, row, k)?;
     let rest: Vec<u32> = (0..prep.len() as u32)
         .filter(|&p| !taken[p as usize])
         .collect();
