@@ -24,12 +24,13 @@
 //! sequence's cost in a phase, [`OUTLIER`]), it would set the maximum of
 //! whatever micro-step holds it. So the outliers the row left out are
 //! placed first, longest first (each alone in a sequence of its own if it
-//! is above the largest sample in a phase), and the row built again
-//! around them, kept
-//! if less of the outliers' costs is left out (65,536 `anyres-mix` samples
-//! over 1,024 ranks, seed 42: one long sample, about 5% above a mean
-//! sequence in language cost, set a micro-step's maximum alone; 1.0158 ->
-//! 1.0108 over the bound under per-phase barriers). The dealing puts the
+//! is above the largest sample in a phase: outside, it costs its
+//! micro-step more than it raises the row's maximum), and the row built
+//! again around them, kept if less of the outliers' costs is left out
+//! (65,536 `anyres-mix` samples over 1,024 ranks, seed 42: one long
+//! sample, about 5% above a mean sequence in language cost, set a
+//! micro-step's maximum alone; 1.0158 -> 1.0103 over the bound under
+//! per-phase barriers). The dealing puts the
 //! row's sequences, the most costly ones, into one micro-step. The planner
 //! packs around this row in the second of its two packings under
 //! per-phase barriers, where the bound's fill term binds (the better start
@@ -181,8 +182,8 @@ fn place(
             continue;
         }
         let cost = costs[b] + prep.cost(p);
-        let empty = bins[b].is_empty() && i < alone;
-        if !empty && (cost.vision > top.vision || cost.language > top.language) {
+        let above = cost.vision > top.vision || cost.language > top.language;
+        if above && !(bins[b].is_empty() && i < alone) {
             continue;
         }
         room.pop();
@@ -192,7 +193,13 @@ fn place(
             *l += s;
         }
         costs[b] = cost;
-        room.push((caps[0].saturating_sub(loads[b][0]), Reverse(b)));
+        // A sequence above the largest sample (an outlier alone) takes
+        // nothing more: out of the heap, so that its room does not stop
+        // the others from filling (every sample would be weighed against
+        // it, and skipped).
+        if !above {
+            room.push((caps[0].saturating_sub(loads[b][0]), Reverse(b)));
+        }
     }
     for b in &mut bins {
         b.sort_unstable();
@@ -287,6 +294,21 @@ mod tests {
         assert_eq!(taken, vec![false, true]);
         let (bins, _) = place(&prep, 3, 1, &[0], 1);
         assert_eq!(bins, vec![vec![1], vec![0], vec![]]);
+    }
+
+    #[test]
+    fn a_sequence_above_the_largest_does_not_stop_the_others() {
+        // An outlier above the largest in language (2 tokens, 1 + 12)
+        // goes alone into the second sequence, 8 tokens of room left;
+        // three dense samples (4 tokens, 3 + 3) then fill the third, which
+        // has less room after the first: the second, out of the room
+        // order, does not stop the next one.
+        let mut samples = vec![(2, 1.0, 12.0)];
+        samples.extend([(4, 3.0, 3.0); 3]);
+        samples.push((10, 10.0, 10.0));
+        let prep = prepared(&samples, 10, 3);
+        let (bins, _) = fill_row(&prep, 3, 10).unwrap();
+        assert_eq!(bins, vec![vec![4], vec![0], vec![1, 2]]);
     }
 
     /// The cost above [`OUTLIER`] times a mean sequence's of the samples
