@@ -94,9 +94,13 @@
 //!    of `R * S` sequences around the largest sample with the densest
 //!    samples (cost per token), none above it in either phase (the `fill`
 //!    stage), so that the micro-step which waits for it anyway does as much
-//!    work as it can; the dealing gives that row, the most costly
-//!    sequences, one micro-step. When the capacity is too tight for that
-//!    order,
+//!    work as it can; the outliers (more than 2% above a mean sequence in a
+//!    phase) that this order leaves out are placed first, longest first,
+//!    and the row built again, if that leaves less of them out (one above
+//!    the largest sample goes alone into a sequence of its own): outside
+//!    the row each would set its micro-step's maximum. The dealing gives
+//!    that row, the most costly sequences, one micro-step. When the
+//!    capacity is too tight for that order,
 //!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
 //!    instead ([`Report::balanced_packing`] says which).
 //! 5. `deal`: deal the sequences to the `R x A` slots: for
