@@ -30,11 +30,10 @@
 //! (65,536 `anyres-mix` samples over 1,024 ranks, seed 42: one long
 //! sample, about 5% above a mean sequence in language cost, set a
 //! micro-step's maximum alone; 1.0158 -> 1.0103 over the bound under
-//! per-phase barriers). The dealing puts the
-//! row's sequences, the most costly ones, into one micro-step. The planner
-//! packs around this row in the second of its two packings under
-//! per-phase barriers, where the bound's fill term binds (the better start
-//! kept).
+//! per-phase barriers). The dealing puts the row's sequences, the most
+//! costly ones, into one micro-step. The planner packs around this row in
+//! the second of its two packings under per-phase barriers, where the
+//! bound's fill term binds (the better start kept).
 //!
 //! O(n log n) time (the sort by density; `log(R S)` a sample for the room
 //! heap, twice at most), O(n + R S) extra space.
@@ -111,22 +110,15 @@ pub(crate) fn fill_row(
             .filter(|&e| e > 0.0)
             .sum()
     };
-    let mut missed: Vec<u32> = order
-        .iter()
-        .copied()
-        .filter(|&p| !first.1[p as usize] && over(p as usize) > 0.0)
-        .collect();
+    let is_missed = |p: u32| !first.1[p as usize] && over(p as usize) > 0.0;
+    let mut missed: Vec<u32> = order.iter().copied().filter(|&p| is_missed(p)).collect();
     if missed.is_empty() {
         return Some(first);
     }
     // The missed outliers by decreasing tokens, then the others in density
     // order.
     missed.sort_unstable_by_key(|&p| (Reverse(prep.size(p as usize)[0]), p));
-    let mut first_placed = vec![false; n];
-    for &p in &missed {
-        first_placed[p as usize] = true;
-    }
-    order.retain(|&p| !first_placed[p as usize]);
+    order.retain(|&p| !is_missed(p));
     let outliers_count = missed.len();
     let mut outliers_first = missed;
     outliers_first.append(&mut order);
@@ -338,6 +330,10 @@ mod tests {
         ) {
             let prep = prepared(&samples, 40, row);
             let (bins, taken) = fill_row(&prep, row, row + more).unwrap();
+            prop_assert_eq!(bins.len(), row);
+            let largest = (0..prep.len()).fold(0, |b, p| {
+                if prep.cost(p).total() > prep.cost(b).total() { p } else { b }
+            });
             // Never more of the outliers left out than by density alone
             // (the row as `place` makes it in density order).
             let mut order: Vec<u32> = (0..prep.len() as u32).collect();
@@ -348,15 +344,8 @@ mod tests {
                 };
                 d(b).total_cmp(&d(a)).then(a.cmp(&b))
             });
-            let largest = (0..prep.len()).fold(0, |b, p| {
-                if prep.cost(p).total() > prep.cost(b).total() { p } else { b }
-            });
             let (_, by_density) = place(&prep, row, largest, &order, 0);
             prop_assert!(left_out(&prep, &taken, row + more) <= left_out(&prep, &by_density, row + more));
-            prop_assert_eq!(bins.len(), row);
-            let largest = (0..prep.len()).fold(0, |b, p| {
-                if prep.cost(p).total() > prep.cost(b).total() { p } else { b }
-            });
             prop_assert!(bins[0].contains(&(largest as u32)));
             let top = prep.cost(largest);
             let mut seen = vec![false; prep.len()];
