@@ -43,7 +43,8 @@ use crate::error::{Error, InvalidReason, Locator, Scalar};
 ///    each rank is then packed, in decreasing cost, by best fit into its
 ///    `A * S` sequences; what does not fit goes, in decreasing cost, to the
 ///    group of most slack that takes it (up to 1,024 weighed), evicting a
-///    sample of fewer tokens if need be.
+///    sample of fewer tokens from the first 128 weighed if none of them
+///    takes it, from all those weighed if need be.
 ///    Every group stays within `(1 + tol)` times `P0`'s largest rank total.
 ///    Run with at most 64 sequences a rank (`A * S <= 64`).
 ///    Tried with the caps at 100% and 99% of a rank's sequences, then with
@@ -270,8 +271,14 @@ const PASSES: usize = 2;
 /// The most samples of a pair, of equal weight on both sides, that
 /// [`Search::split_free`] places.
 const FREE: usize = 16;
-/// The groups of most slack among which step 2's fill evicts a sample.
+/// The groups of most slack that step 2's fill weighs for a sample before
+/// its work budget counts.
 const TRIED: usize = 32;
+/// The groups of most slack it weighs for a sample before that sample may
+/// evict one of fewer tokens from among them (`BENCHMARKS.md`: 32 moved up
+/// to 0.08 points more of the bytes at 1,024 ranks, 128 as many as
+/// weighing all 1,024 first).
+const EVICT_AFTER: usize = 128;
 /// The most groups of most slack it weighs for a sample.
 const WIDER: usize = 1024;
 /// The most choices [`Search::split_free`] weighs a pair.
@@ -581,18 +588,22 @@ fn normalize(sync: SyncModel, shape: Shape, slots: &mut [Vec<u32>]) {
 ///    the caps and whose group keeps the least room, then the fullest
 ///    (best fit decreasing).
 /// 4. The rest, in decreasing cost, into the fullest sequence that takes
-///    it of the group of most slack (a heap, at most [`WIDER`] = 1,024
-///    groups tried, past the first [`TRIED`] = 32 only while the work
-///    below allows; with nodes the groups of its home node first, at most
-///    64); failing that, in place of the sample of fewest tokens, fewer
-///    than its own, in one of the first 32 groups tried, whose sequence
-///    then takes it within the budget (the evicted sample queues again; at
-///    most `n + 64` evictions). (With 32 groups and no more, the fill
-///    failed on 10^6 `llava-sft` samples over 16,384 ranks, and step 3
-///    then started from step 1's plan: 8x the locality-free planning
-///    time.) The groups tried and the
-///    evictions weigh at most `64 * (n + K)` sequences and samples in all,
-///    else the fill gives up.
+///    it of the group of most slack (a heap; with nodes the groups of its
+///    home node first, at most 64). If none of the first [`EVICT_AFTER`]
+///    = 128 groups tried takes it, it takes the place of the sample of
+///    fewest tokens, fewer than its own, in one of them whose sequence
+///    then takes it within the budget (then the lowest position; the
+///    evicted sample queues again; at most `n + 64` evictions); failing
+///    that, up to [`WIDER`] = 1,024 groups are tried, then the same
+///    eviction among all of them. Groups past the first [`TRIED`] = 32 are
+///    tried only while the work below allows. (With 32 groups and no more, the fill failed on 10^6
+///    `llava-sft` samples over 16,384 ranks; with the eviction only after
+///    1,024 groups, on 10^6 `interleaved` samples over 16,384 ranks, where
+///    14,599 samples found no place in the first 500 groups or so and the
+///    work ran out: step 3 then started from step 1's plan, 8x and 12x the
+///    locality-free planning time.) The groups tried and the evictions
+///    weigh at most `64 * (n + K)` sequences and samples in all, else the
+///    fill gives up.
 ///
 /// `None` when a sample finds no place or a rank gets no sample.
 ///
@@ -871,28 +882,37 @@ fn fill_home(
             }
         }
         stamp += 1;
-        // The groups of most slack, at most `WIDER` of them (bounded by
-        // `weighed` past the first `TRIED`).
-        while to.is_none() && tried.len() < WIDER && (tried.len() < TRIED || weighed > 0) {
-            let Some((bits, Reverse(g))) = by_room.pop() else {
+        // The groups of most slack: the first `EVICT_AFTER`, then an
+        // eviction among them; then, bounded by `weighed` past the first
+        // `TRIED`, up to `WIDER` of them, then an eviction among all
+        // those. (Evicting only after `WIDER` groups gave up at 10^6
+        // `interleaved` samples over 16,384 ranks: 14,599 samples left by
+        // the ranks' packings weighed about 500 groups each without a
+        // place, the budget ran out after 11,591 of them, and step 3
+        // started from the relabelled plan, 12x the planning time.)
+        for limit in [EVICT_AFTER, WIDER] {
+            while to.is_none() && tried.len() < limit && (tried.len() < TRIED || weighed > 0) {
+                let Some((bits, Reverse(g))) = by_room.pop() else {
+                    break;
+                };
+                weighed = weighed.saturating_sub(width);
+                if bits != key(&load, &size, g) || popped[g] == stamp {
+                    continue;
+                }
+                popped[g] = stamp;
+                tried.push(g);
+                if room(g, load[g] + c) >= 0.0 {
+                    to = best_slot(&size, g, z);
+                }
+            }
+            if to.is_some() || evictions == 0 || weighed == 0 {
                 break;
-            };
-            weighed = weighed.saturating_sub(width);
-            if bits != key(&load, &size, g) || popped[g] == stamp {
-                continue;
             }
-            popped[g] = stamp;
-            tried.push(g);
-            if room(g, load[g] + c) >= 0.0 {
-                to = best_slot(&size, g, z);
-            }
-        }
-        if to.is_none() && evictions > 0 && weighed > 0 {
             // The sample of fewer tokens whose place takes `p`, the
-            // smallest such (then the lowest position), in the first
-            // `TRIED` groups tried.
+            // smallest such (then the lowest position), in the groups
+            // tried.
             let mut out: Option<(u64, u32, usize, usize)> = None;
-            for &g in &tried[..tried.len().min(TRIED)] {
+            for &g in &tried {
                 for k in g * width..(g + 1) * width {
                     weighed = weighed.saturating_sub(slots[k].len());
                     for (i, &t) in slots[k].iter().enumerate() {
@@ -914,6 +934,7 @@ fn fill_home(
                 load[group(k)] = sub(load[group(k)], prep.cost(t as usize));
                 queue.push_back(t);
                 to = Some(k);
+                break;
             }
         }
         let k = to?;
@@ -1950,7 +1971,10 @@ pub(crate) fn check_origins<M>(
 
 #[cfg(test)]
 mod tests {
-    use super::{largest, room_in, scaled, Dfs, Homes, Search, NONE, SWAP_ROUNDS};
+    use super::{
+        fill_home, largest, room_in, scaled, Dfs, Homes, Search, EVICT_AFTER, NONE, SWAP_ROUNDS,
+        TRIED, WIDER,
+    };
     use crate::cost::{Given, Phases, Sample};
     use crate::plan::prepare::{prepare, Prepared};
     use crate::plan::shape::Shape;
@@ -2159,5 +2183,69 @@ mod tests {
         // past the first sample's side (depth 3 needs 4).
         let caps = [[1.0, inf, inf, inf, inf], [2.0, inf, 1.0, inf, inf]];
         assert_eq!(search(3, caps), None);
+    }
+
+    #[test]
+    fn the_fill_evicts_among_the_first_groups_before_weighing_a_thousand() {
+        // One barrier a step, ranks of one sequence of 12 tokens, a budget
+        // of 2.0 a rank. 40 ranks hold one sample of 8 tokens (cost 0.5;
+        // the most slack: 4 tokens and 1.5 of cost free), 1,100 ranks one
+        // of 7 tokens (1.0) and one of 3 (0.5; 2 tokens free), 10 ranks one
+        // of 7 (1.9; 5 tokens free, 0.1 of cost). 20 samples of 5 tokens
+        // (0.05) have no origin: no rank's packing takes them. Each fits
+        // only the 10 ranks of least slack, past the first 1,024 tried;
+        // or in place of a 3-token sample, which then fits one of the 40.
+        // (Before, the eviction came only after 1,024 groups without a
+        // place, among the first 32: the 40, none with a sample of fewer
+        // tokens; the fill gave up.)
+        let (wide, full, tight, extra) = (40, 1100, 10, 20);
+        assert!(wide >= TRIED && wide < EVICT_AFTER && wide + full >= WIDER);
+        let mut samples = Vec::new();
+        for r in 0..wide {
+            samples.push((8, 0.5, 0.0, r, 10));
+        }
+        for r in wide..wide + full {
+            samples.push((7, 1.0, 0.0, r, 10));
+            samples.push((3, 0.5, 0.0, r, 10));
+        }
+        for r in wide + full..wide + full + tight {
+            samples.push((7, 1.9, 0.0, r, 10));
+        }
+        for _ in 0..extra {
+            samples.push((5, 0.05, 0.0, usize::MAX, 10));
+        }
+        let shape = Shape {
+            ranks: wide + full + tight,
+            steps: 1,
+            per_step: 1,
+        };
+        let sync = SyncModel::Step;
+        let (prep, homes) = batch(&samples, 12, shape, sync);
+        let budget = [Phases::new(2.0, 0.0)];
+        // (A tolerance of 1: every rank keeps what it holds.)
+        let slots = fill_home(&prep, &homes, sync, shape, &budget, 1.0, (1.0, false))
+            .expect("every sample placed");
+        let mut seen = vec![0; samples.len()];
+        for (k, members) in slots.iter().enumerate() {
+            let tokens: u32 = members.iter().map(|&p| samples[p as usize].0).sum();
+            let cost: f64 = members.iter().map(|&p| samples[p as usize].1).sum();
+            assert!(
+                tokens <= 12 && cost <= 2.0 + 1e-12,
+                "rank {k}: {tokens} tokens, {cost}"
+            );
+            for &p in members {
+                seen[p as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1));
+        // Each extra sample took a 3-token sample's place, which went to
+        // one of the 40: 20 samples away from home, no more.
+        let away = (0..samples.len())
+            .filter(|&p| {
+                let r = slots.iter().position(|m| m.contains(&(p as u32))).unwrap();
+                samples[p].3 != usize::MAX && samples[p].3 != r
+            })
+            .count();
+        assert_eq!(away, extra);
     }
 }
