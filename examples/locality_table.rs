@@ -15,14 +15,15 @@
 //! With `seeds FIRST..END [RANKS]`, the held-out table instead: over the
 //! seeds, the image bytes moved at 0.5% (median, worst and its seed), the
 //! worst step time over the free plan's, and a lower bound on the bytes any
-//! plan within the budget moves; with `big [SEED]`, the planning-time table
-//! at 10^6 samples over 16,384 ranks.
+//! plan within the budget moves; with `big [SEED [SYNCS]]`, the planning-time table
+//! at 10^6 samples over 16,384 ranks (every sync model, or those named).
 //!
 //! ```text
 //! cargo run --release --example locality_table
 //! cargo run --release --example locality_table -- 64,1024 42   # ranks, seed
 //! cargo run --release --example locality_table -- seeds 1..11 64,1024
 //! cargo run --release --example locality_table -- big
+//! cargo run --release --example locality_table -- big 42 step   # seed, sync models
 //! ```
 
 use std::time::{Duration, Instant};
@@ -87,8 +88,15 @@ fn planning_time<M: microbatch::cost::Incremental>(
 /// One row a sync model: `scenario`'s planning time over `r` ranks without
 /// locality and with 0.5% (best of `runs` each), in ms with `decimals`
 /// decimals, and their ratio.
-fn time_rows(scenario: Scenario, r: usize, batch: &[StepSample], runs: usize, decimals: usize) {
-    for sync in SyncModel::ALL {
+fn time_rows(
+    scenario: Scenario,
+    r: usize,
+    batch: &[StepSample],
+    runs: usize,
+    decimals: usize,
+    syncs: &[SyncModel],
+) {
+    for &sync in syncs {
         let planner = scenario.planner(r).sync(sync);
         let local = planner
             .clone()
@@ -124,9 +132,17 @@ fn main() {
         seeds_table(&seeds, &ranks);
         return;
     }
-    // `big`: the planning-time table at 10^6 samples over 16,384 ranks.
+    // `big [SEED [SYNCS]]`: the planning-time table at 10^6 samples over
+    // 16,384 ranks, for the sync models named (comma-separated; all by
+    // default).
     if args.next_if(|a| a == "big").is_some() {
-        big_time_table(args.next().map_or(42, |s| s.parse().expect("seed")));
+        let seed = args.next().map_or(42, |s| s.parse().expect("seed"));
+        let syncs: Vec<SyncModel> = args.next().map_or(SyncModel::ALL.to_vec(), |s| {
+            s.split(',')
+                .map(|x| x.parse().expect("a sync model"))
+                .collect()
+        });
+        big_time_table(seed, &syncs);
         return;
     }
     let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
@@ -204,7 +220,7 @@ fn time_table(seed: u64) {
     let r = 1024;
     for scenario in Scenario::ALL {
         let batch = round_robin(scenario, r, seed);
-        time_rows(scenario, r, &batch, 5, 1);
+        time_rows(scenario, r, &batch, 5, 1, &SyncModel::ALL);
     }
 }
 
@@ -298,7 +314,7 @@ fn seeds_table(seeds: &[u64], ranks: &[usize]) {
 
 /// Planning time with and without locality at 10^6 samples over 16,384
 /// ranks (best of 3 each, alternating), with round-robin origins.
-fn big_time_table(seed: u64) {
+fn big_time_table(seed: u64, syncs: &[SyncModel]) {
     println!("| scenario | sync | plan without locality | with 0.5% | ratio |");
     println!("|---|---|---|---|---|");
     let r = 16384;
@@ -309,6 +325,6 @@ fn big_time_table(seed: u64) {
             .enumerate()
             .map(|(i, s)| s.with_origin(i % r))
             .collect();
-        time_rows(scenario, r, &batch, 3, 0);
+        time_rows(scenario, r, &batch, 3, 0, syncs);
     }
 }
