@@ -885,11 +885,14 @@ fn fill_home(
         // The groups of most slack: the first `EVICT_AFTER`, then an
         // eviction among them; then, bounded by `weighed` past the first
         // `TRIED`, up to `WIDER` of them, then an eviction among all
-        // those. (Evicting only after `WIDER` groups gave up at 10^6
-        // `interleaved` samples over 16,384 ranks: 14,599 samples left by
-        // the ranks' packings weighed about 500 groups each without a
-        // place, the budget ran out after 11,591 of them, and step 3
-        // started from the relabelled plan, 12x the planning time.)
+        // those. (Evicting only after `WIDER` groups gave up at 64
+        // `interleaved` samples a rank over 16,384 ranks: 14,599 samples
+        // left by the ranks' packings weighed about 500 groups each
+        // without a place, the budget ran out after 11,591 of them, and
+        // step 3 started from the relabelled plan, 12x the planning
+        // time.) `scanned`: the groups of `tried` already weighed for an
+        // eviction.
+        let mut scanned = 0;
         for limit in [EVICT_AFTER, WIDER] {
             while to.is_none() && tried.len() < limit && (tried.len() < TRIED || weighed > 0) {
                 let Some((bits, Reverse(g))) = by_room.pop() else {
@@ -910,9 +913,9 @@ fn fill_home(
             }
             // The sample of fewer tokens whose place takes `p`, the
             // smallest such (then the lowest position), in the groups
-            // tried.
+            // tried (those weighed before took none).
             let mut out: Option<(u64, u32, usize, usize)> = None;
-            for &g in &tried {
+            for &g in &tried[scanned..] {
                 for k in g * width..(g + 1) * width {
                     weighed = weighed.saturating_sub(slots[k].len());
                     for (i, &t) in slots[k].iter().enumerate() {
@@ -927,6 +930,7 @@ fn fill_home(
                     }
                 }
             }
+            scanned = tried.len();
             if let Some((_, t, k, i)) = out {
                 evictions -= 1;
                 slots[k].swap_remove(i);
@@ -2199,7 +2203,7 @@ mod tests {
         // place, among the first 32: the 40, none with a sample of fewer
         // tokens; the fill gave up.)
         let (wide, full, tight, extra) = (40, 1100, 10, 20);
-        assert!(wide >= TRIED && wide < EVICT_AFTER && wide + full >= WIDER);
+        assert!((TRIED..EVICT_AFTER).contains(&wide) && wide + full >= WIDER);
         let mut samples = Vec::new();
         for r in 0..wide {
             samples.push((8, 0.5, 0.0, r, 10));
