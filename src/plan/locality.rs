@@ -9,6 +9,7 @@ use super::shape::Shape;
 use super::sync::SyncModel;
 use crate::cost::{Incremental, Phases};
 use crate::error::{Error, InvalidReason, Locator, Scalar};
+use crate::num::order_bits;
 
 /// Locality settings for [`Planner::locality`](crate::plan::Planner::locality):
 /// move as few bytes between ranks as possible while the predicted step
@@ -672,14 +673,26 @@ fn fill_home(
     let mut rank_of = vec![u32::MAX; n];
     let mut rank_load = vec![0.0f64; ranks];
     let mut rank_size = vec![[0u64; 3]; ranks];
+    // (Each sample's keys read once, beside it: a rank's samples lie far
+    // apart among the positions, so a comparison that read them was two
+    // cache misses.)
+    let mut keyed: Vec<(Reverse<u64>, Reverse<u64>, u32)> = Vec::new();
     for r in 0..ranks {
         let mine = &mut held[start[r]..start[r + 1]];
-        mine.sort_unstable_by(|&a, &b| {
-            density(b)
-                .total_cmp(&density(a))
-                .then(total(b).total_cmp(&total(a)))
-                .then(a.cmp(&b))
-        });
+        // By density, then cost (both descending, in `total_cmp`'s order),
+        // then position.
+        keyed.clear();
+        keyed.extend(mine.iter().map(|&p| {
+            (
+                Reverse(order_bits(density(p))),
+                Reverse(order_bits(total(p))),
+                p,
+            )
+        }));
+        keyed.sort_unstable();
+        for (slot, &(_, _, p)) in mine.iter_mut().zip(&keyed) {
+            *slot = p;
+        }
         for &p in mine.iter() {
             let s2 = add(rank_size[r], prep.size(p as usize));
             if rank_load[r] + total(p) <= home_limit && (0..3).all(|d| s2[d] <= cap[d]) {
@@ -780,8 +793,15 @@ fn fill_home(
     let mut slots: Vec<Vec<u32>> = vec![Vec::new(); shape.slots()];
     let mut size = vec![[0u64; 3]; shape.slots()];
     let mut load = vec![Phases::ZERO; groups(sync, shape)];
+    let mut keyed: Vec<(Reverse<u64>, u32)> = Vec::new();
     for (r, list) in members.iter_mut().enumerate() {
-        list.sort_unstable_by(|&a, &b| total(b).total_cmp(&total(a)).then(a.cmp(&b)));
+        // By cost (descending, in `total_cmp`'s order), then position.
+        keyed.clear();
+        keyed.extend(list.iter().map(|&p| (Reverse(order_bits(total(p))), p)));
+        keyed.sort_unstable();
+        for (slot, &(_, p)) in list.iter_mut().zip(&keyed) {
+            *slot = p;
+        }
         for &p in list.iter() {
             let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
             let mut to: Option<(f64, u64, usize)> = None;
@@ -1027,7 +1047,10 @@ fn relabel(
             }
         }
     }
-    edges.sort_unstable_by(|a, b| (a.0, b.1, b.2, a.3, a.4).cmp(&(b.0, a.1, a.2, b.3, b.4)));
+    // By column, then decreasing bytes, then decreasing samples, then block
+    // rank and origin rank: the edges came in (column, block rank, origin
+    // rank) order, which a stable sort keeps among equal keys.
+    edges.sort_by(|a, b| (a.0, b.1, b.2).cmp(&(b.0, a.1, a.2)));
     let mut to = vec![usize::MAX; cols * ranks];
     let mut taken = vec![false; ranks];
     let mut start = 0;
