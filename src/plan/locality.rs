@@ -51,7 +51,10 @@ use crate::num::order_bits;
 ///    Tried with the caps at 100% and 99% of a rank's sequences, then with
 ///    the given-away samples placed sequence by sequence; the first that
 ///    places every sample is kept, if it moves fewer bytes, as the start of
-///    step 3.
+///    step 3. (It runs before step 1: when it moves fewer bytes than any
+///    relabelling of whole ranks can, each rank keeping at most the bytes
+///    of the origin it holds most of, and there are no nodes, step 1 is
+///    skipped, for the same plan.)
 /// 3. *Exchange*: from the better plan so far, every sample away from
 ///    home, in decreasing bytes, tries to re-split its sequence `a` with
 ///    one sequence `b` of its origin rank (or, with nodes, of a rank of its
@@ -415,31 +418,26 @@ pub(crate) fn localize<M: Incremental>(
 ) -> Result<(Vec<Vec<u32>>, f64), Error> {
     let t0 = exact_time(prep, cx, shape, &slots)?;
     let limit = (1.0 + loc.tolerance) * t0;
-    // The relabelled plan, unless the greedy matching keeps less home
-    // than `P0` as it is.
     let before = homes.cost(shape, &slots);
-    let whole_ranks = movable == Movable::WholeRanks;
-    let relabeled = relabel(homes, cx.sync, whole_ranks, shape, slots.clone());
-    let mut base = homes.cost(shape, &relabeled);
-    let relabeled = if base <= before {
-        relabeled
-    } else {
-        base = before;
-        slots
-    };
-    if (base.0 == 0 && base.1 == 0) || movable != Movable::Samples {
-        return Ok((relabeled, t0));
-    }
-    // Step 2: every rank's samples filled from home first; kept when it
-    // moves fewer bytes.
-    let free = largest(prep, cx.sync, shape, &relabeled);
-    let mut best = (relabeled, base);
-    let budget = scaled(&free, loc.tolerance);
-    // (At most 64 sequences a rank, so that its packing is O(64) a sample.)
-    let filled = if cx.sync == SyncModel::Step && shape.per_rank() <= 64 {
+    // The largest group of every column: the relabelling (step 1) permutes
+    // the blocks of each column, which keeps them.
+    let free = largest(prep, cx.sync, shape, &slots);
+    // Step 2 (step barriers, at most 64 sequences a rank, so that its
+    // packing is O(64) a sample; not when `P0` moves nothing, where step 1
+    // ends the search): every rank's samples filled from home first.
+    let filled = if movable == Movable::Samples
+        && before != (0, 0)
+        && cx.sync == SyncModel::Step
+        && shape.per_rank() <= 64
+    {
+        let budget = scaled(&free, loc.tolerance);
         [(1.0, false), (0.99, false), (1.0, true), (0.95, true)]
             .into_iter()
             .find_map(|way| fill_home(prep, homes, cx.sync, shape, &budget, loc.tolerance, way))
+            .map(|f| {
+                let cost = homes.cost(shape, &f);
+                (f, cost)
+            })
     } else {
         None
     };
@@ -447,13 +445,55 @@ pub(crate) fn localize<M: Incremental>(
     // more of the bytes there on the held-out batches, for about a fifth
     // of the planning time).
     let mut passes = PASSES;
-    if let Some(filled) = filled {
-        let cost = homes.cost(shape, &filled);
-        if cost < best.1 && exact_time(prep, cx, shape, &filled)? <= limit {
-            best = (filled, cost);
-            passes = 1;
+    // A fill that moves fewer bytes than any relabelling can (without
+    // nodes; see [`relabel_floor`]) is kept without step 1, which would
+    // lose to it: the same plan, without the relabelling's time.
+    let mut fill_ok = None;
+    let skip = match &filled {
+        Some((f, cost)) if homes.node.is_none() && cost.0 < relabel_floor(homes, shape, &slots) => {
+            let ok = exact_time(prep, cx, shape, f)? <= limit;
+            fill_ok = Some(ok);
+            ok
         }
-    }
+        _ => false,
+    };
+    let best = match filled {
+        Some(fill) if skip => {
+            passes = 1;
+            fill
+        }
+        filled => {
+            // Step 1: the relabelled plan, unless the greedy matching keeps
+            // less home than `P0` as it is.
+            let whole_ranks = movable == Movable::WholeRanks;
+            let relabeled = relabel(homes, cx.sync, whole_ranks, shape, slots.clone());
+            let mut base = homes.cost(shape, &relabeled);
+            let relabeled = if base <= before {
+                relabeled
+            } else {
+                base = before;
+                slots
+            };
+            if (base.0 == 0 && base.1 == 0) || movable != Movable::Samples {
+                return Ok((relabeled, t0));
+            }
+            // The fill, kept when it moves fewer bytes.
+            let mut best = (relabeled, base);
+            if let Some((fill, cost)) = filled {
+                if cost < best.1 {
+                    let ok = match fill_ok {
+                        Some(ok) => ok,
+                        None => exact_time(prep, cx, shape, &fill)? <= limit,
+                    };
+                    if ok {
+                        best = (fill, cost);
+                        passes = 1;
+                    }
+                }
+            }
+            best
+        }
+    };
     // Step 3, under the budgets of the locality-free plan.
     for tol in [loc.tolerance, loc.tolerance / 4.0, 0.0] {
         let budget = scaled(&free, tol);
@@ -472,6 +512,39 @@ pub(crate) fn localize<M: Incremental>(
         }
     }
     Ok((best.0, t0))
+}
+
+/// A lower bound on the bytes moved (weighted as [`Homes::cost`] weighs
+/// them without nodes) by any layout that gives whole ranks of `slots` to
+/// ranks one to one, as step 1 does under [`SyncModel::Step`]: each rank's
+/// samples stay home only on the one rank they go to, so at most the bytes
+/// of the origin holding the most of them there. O(n + K) time, O(R)
+/// extra space.
+fn relabel_floor(homes: &Homes, shape: Shape, slots: &[Vec<u32>]) -> u128 {
+    let mut held = vec![0u128; shape.ranks];
+    let mut seen: Vec<u32> = Vec::new();
+    let (mut total, mut kept) = (0u128, 0u128);
+    for rank in slots.chunks(shape.per_rank()) {
+        let mut most = 0u128;
+        for &p in rank.iter().flatten() {
+            let o = homes.origin[p as usize];
+            if o == NONE {
+                continue;
+            }
+            let b = u128::from(homes.bytes[p as usize]);
+            total += b;
+            if held[o as usize] == 0 {
+                seen.push(o);
+            }
+            held[o as usize] += b;
+            most = most.max(held[o as usize]);
+        }
+        kept += most;
+        for o in seen.drain(..) {
+            held[o as usize] = 0;
+        }
+    }
+    total - kept
 }
 
 /// The group of slot `k`: its rank for [`SyncModel::Step`], its
@@ -1999,8 +2072,8 @@ pub(crate) fn check_origins<M>(
 #[cfg(test)]
 mod tests {
     use super::{
-        fill_home, largest, room_in, scaled, Dfs, Homes, Search, EVICT_AFTER, NONE, SWAP_ROUNDS,
-        TRIED, WIDER,
+        fill_home, largest, relabel, relabel_floor, room_in, scaled, Dfs, Homes, Search,
+        EVICT_AFTER, NONE, SWAP_ROUNDS, TRIED, WIDER,
     };
     use crate::cost::{Given, Phases, Sample};
     use crate::plan::prepare::{prepare, Prepared};
@@ -2274,5 +2347,57 @@ mod tests {
             })
             .count();
         assert_eq!(away, extra);
+    }
+
+    #[test]
+    fn the_relabelling_floor_is_what_the_best_origin_of_each_rank_leaves() {
+        // Rank 0 holds 10 and 5 bytes of rank 1's and 3 of its own; rank 1
+        // 7 of rank 0's: at best rank 0 goes to rank 1 and keeps 15, rank
+        // 1 to rank 0 and keeps 7, so 3 of the 25 bytes move (which the
+        // relabelling reaches here).
+        let shape = Shape {
+            ranks: 2,
+            steps: 1,
+            per_step: 1,
+        };
+        let samples = [
+            (1, 1.0, 0.0, 1, 10),
+            (1, 1.0, 0.0, 1, 5),
+            (1, 1.0, 0.0, 0, 3),
+            (1, 1.0, 0.0, 0, 7),
+        ];
+        let sync = SyncModel::Step;
+        let (_, homes) = batch(&samples, 8, shape, sync);
+        let slots = vec![vec![0, 1, 2], vec![3]];
+        assert_eq!(relabel_floor(&homes, shape, &slots), 3);
+        let relabelled = relabel(&homes, sync, true, shape, slots.clone());
+        assert_eq!(homes.cost(shape, &relabelled).0, 3);
+        assert_eq!(homes.cost(shape, &slots).0, 22);
+    }
+
+    proptest! {
+        /// Any layout of any samples over whole ranks: the floor is at most
+        /// what the layout itself and its relabelling move.
+        #[test]
+        fn the_relabelling_floor_is_a_floor(
+            samples in prop::collection::vec((0usize..6, 0u64..1000, 0usize..7), 1..60),
+            ranks in 1usize..6,
+            per_rank in 1usize..4,
+        ) {
+            let shape = Shape { ranks, steps: per_rank, per_step: 1 };
+            let list: Vec<(u32, f64, f64, usize, u64)> = samples
+                .iter()
+                .map(|&(o, b, _)| (1, 1.0, 0.0, if o < ranks { o } else { usize::MAX }, b))
+                .collect();
+            let (_, homes) = batch(&list, 1 << 20, shape, SyncModel::Step);
+            let mut slots = vec![Vec::new(); shape.slots()];
+            for (p, &(_, _, k)) in samples.iter().enumerate() {
+                slots[k % shape.slots()].push(p as u32);
+            }
+            let floor = relabel_floor(&homes, shape, &slots);
+            prop_assert!(floor <= homes.cost(shape, &slots).0);
+            let relabelled = relabel(&homes, SyncModel::Step, true, shape, slots.clone());
+            prop_assert!(floor <= homes.cost(shape, &relabelled).0);
+        }
     }
 }
