@@ -446,23 +446,24 @@ pub(crate) fn localize<M: Incremental>(
     // of the planning time).
     let mut passes = PASSES;
     // A fill that moves fewer bytes than any relabelling can (without
-    // nodes; see [`relabel_floor`]) is kept without step 1, which would
-    // lose to it: the same plan, without the relabelling's time.
-    let mut fill_ok = None;
-    let skip = match &filled {
-        Some((f, cost)) if homes.node.is_none() && cost.0 < relabel_floor(homes, shape, &slots) => {
-            let ok = exact_time(prep, cx, shape, f)? <= limit;
-            fill_ok = Some(ok);
-            ok
+    // nodes; see [`relabel_floor`]) beats step 1's plan and `P0`: kept
+    // without step 1 (the same plan, without the relabelling's time) if it
+    // passes the exact check, else dropped as below.
+    let mut filled = filled;
+    let mut beaten = None;
+    if let Some((fill, cost)) = filled
+        .take_if(|(_, cost)| homes.node.is_none() && cost.0 < relabel_floor(homes, shape, &slots))
+    {
+        if exact_time(prep, cx, shape, &fill)? <= limit {
+            beaten = Some((fill, cost));
         }
-        _ => false,
-    };
-    let best = match filled {
-        Some(fill) if skip => {
+    }
+    let best = match beaten {
+        Some(fill) => {
             passes = 1;
             fill
         }
-        filled => {
+        None => {
             // Step 1: the relabelled plan, unless the greedy matching keeps
             // less home than `P0` as it is.
             let whole_ranks = movable == Movable::WholeRanks;
@@ -480,15 +481,9 @@ pub(crate) fn localize<M: Incremental>(
             // The fill, kept when it moves fewer bytes.
             let mut best = (relabeled, base);
             if let Some((fill, cost)) = filled {
-                if cost < best.1 {
-                    let ok = match fill_ok {
-                        Some(ok) => ok,
-                        None => exact_time(prep, cx, shape, &fill)? <= limit,
-                    };
-                    if ok {
-                        best = (fill, cost);
-                        passes = 1;
-                    }
+                if cost < best.1 && exact_time(prep, cx, shape, &fill)? <= limit {
+                    best = (fill, cost);
+                    passes = 1;
                 }
             }
             best
@@ -670,12 +665,12 @@ fn normalize(sync: SyncModel, shape: Shape, slots: &mut [Vec<u32>]) {
 ///    evicted sample queues again; at most `n + 64` evictions); failing
 ///    that, up to [`WIDER`] = 1,024 groups are tried, then the same
 ///    eviction among all of them. Groups past the first [`TRIED`] = 32 are
-///    tried only while the work below allows. (With 32 groups and no more, the fill failed on 10^6
-///    `llava-sft` samples over 16,384 ranks; with the eviction only after
-///    1,024 groups, on 10^6 `interleaved` samples over 16,384 ranks, where
-///    14,599 samples found no place in the first 500 groups or so and the
-///    work ran out: step 3 then started from step 1's plan, 8x and 12x the
-///    locality-free planning time.) The groups tried and the evictions
+///    tried only while the work below allows. (With 32 groups and no more,
+///    the fill failed on 10^6 `llava-sft` samples over 16,384 ranks; with
+///    the eviction only after 1,024 groups, on 64 `interleaved` samples a
+///    rank over 16,384 ranks, where 14,599 samples found no place in the
+///    first 500 groups or so and the work ran out: step 3 then started
+///    from step 1's plan, 8x and 12x the locality-free planning time.) The groups tried and the evictions
 ///    weigh at most `64 * (n + K)` sequences and samples in all, else the
 ///    fill gives up.
 ///
@@ -746,26 +741,17 @@ fn fill_home(
     let mut rank_of = vec![u32::MAX; n];
     let mut rank_load = vec![0.0f64; ranks];
     let mut rank_size = vec![[0u64; 3]; ranks];
-    // (Each sample's keys read once, beside it: a rank's samples lie far
-    // apart among the positions, so a comparison that read them was two
-    // cache misses.)
-    let mut keyed: Vec<(Reverse<u64>, Reverse<u64>, u32)> = Vec::new();
+    let mut keyed = Vec::new();
     for r in 0..ranks {
         let mine = &mut held[start[r]..start[r + 1]];
         // By density, then cost (both descending, in `total_cmp`'s order),
         // then position.
-        keyed.clear();
-        keyed.extend(mine.iter().map(|&p| {
+        sort_by_keys(mine, &mut keyed, |p| {
             (
                 Reverse(order_bits(density(p))),
                 Reverse(order_bits(total(p))),
-                p,
             )
-        }));
-        keyed.sort_unstable();
-        for (slot, &(_, _, p)) in mine.iter_mut().zip(&keyed) {
-            *slot = p;
-        }
+        });
         for &p in mine.iter() {
             let s2 = add(rank_size[r], prep.size(p as usize));
             if rank_load[r] + total(p) <= home_limit && (0..3).all(|d| s2[d] <= cap[d]) {
@@ -866,15 +852,10 @@ fn fill_home(
     let mut slots: Vec<Vec<u32>> = vec![Vec::new(); shape.slots()];
     let mut size = vec![[0u64; 3]; shape.slots()];
     let mut load = vec![Phases::ZERO; groups(sync, shape)];
-    let mut keyed: Vec<(Reverse<u64>, u32)> = Vec::new();
+    let mut keyed = Vec::new();
     for (r, list) in members.iter_mut().enumerate() {
         // By cost (descending, in `total_cmp`'s order), then position.
-        keyed.clear();
-        keyed.extend(list.iter().map(|&p| (Reverse(order_bits(total(p))), p)));
-        keyed.sort_unstable();
-        for (slot, &(_, p)) in list.iter_mut().zip(&keyed) {
-            *slot = p;
-        }
+        sort_by_keys(list, &mut keyed, |p| Reverse(order_bits(total(p))));
         for &p in list.iter() {
             let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
             let mut to: Option<(f64, u64, usize)> = None;
@@ -1052,6 +1033,21 @@ fn fill_home(
     }
     normalize(sync, shape, &mut slots);
     Some(slots)
+}
+
+/// Sorts the positions `list` by `key`, then by position, each key
+/// computed once into `scratch` beside its position (reused from call to
+/// call): the fill's samples of a rank lie far apart among the positions,
+/// so a comparison that read them was two cache misses (`std`'s
+/// `sort_by_cached_key` allocates every call: about 3 ms more a plan of
+/// 65,536 samples over 1,024 ranks). O(m log m) for m positions.
+fn sort_by_keys<K: Ord>(list: &mut [u32], scratch: &mut Vec<(K, u32)>, key: impl Fn(u32) -> K) {
+    scratch.clear();
+    scratch.extend(list.iter().map(|&p| (key(p), p)));
+    scratch.sort_unstable();
+    for (slot, &(_, p)) in list.iter_mut().zip(scratch.iter()) {
+        *slot = p;
+    }
 }
 
 /// What locality may move: single samples (no groups), or only whole
