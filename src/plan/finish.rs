@@ -34,11 +34,13 @@ pub(crate) struct Context<'a, M> {
 }
 
 /// The layout to finish: the shape, each slot's positions in ascending
-/// order, and whether the balanced packing made the sequences.
+/// order, whether the balanced packing made the sequences, and the slots'
+/// costs when a [`Costed`] of these very slots has them.
 pub(crate) struct Layout {
     pub(crate) shape: Shape,
     pub(crate) slots: Vec<Vec<u32>>,
     pub(crate) balanced: bool,
+    pub(crate) costs: Option<Vec<Phases>>,
 }
 
 /// The plan of `layout` with its report (without a planning time): the
@@ -63,7 +65,12 @@ pub(crate) fn finish<M: Incremental>(
         shape,
         slots,
         balanced,
+        costs: known,
     } = layout;
+    // Known costs are the costs of these slots, bit for bit.
+    debug_assert!(known.as_ref().map_or(true, |k| {
+        evaluate(prep, cx, shape, &slots, None).is_ok_and(|(fresh, _, _)| fresh == *k)
+    }));
     let mut offsets = Vec::with_capacity(slots.len() + 1);
     offsets.push(0usize);
     let mut ids = Vec::with_capacity(prep.len());
@@ -88,7 +95,7 @@ pub(crate) fn finish<M: Incremental>(
         loss_tokens,
         units,
         moves,
-    } = pass(prep, cx, shape, &slot_of);
+    } = pass(prep, cx, shape, &slot_of, known);
     drop(slot_of);
     let (exchange, traffic) = match moves {
         Some((moves, total)) => {
@@ -154,26 +161,126 @@ pub(crate) fn finish<M: Incremental>(
     })
 }
 
-/// Every slot's cost, each slot evaluated as a group with the model, from
-/// the slot of every position.
-///
-/// One pass over the samples in id order (sequential reads of `samples`
-/// when they come in id order) fills every slot's cost state. O(n + slots)
-/// time besides the model, O(slots) extra space.
-fn slot_costs<M: Incremental>(
+/// A layout with its exact costs: every slot evaluated as a group with the
+/// model, as [`finish`] evaluates it (the same values, bit for bit), the
+/// predicted step time, and the slot of every position, from which a later
+/// layout that keeps some of these slots whole evaluates only the others
+/// ([`Costed::next`]).
+pub(crate) struct Costed {
+    pub(crate) slots: Vec<Vec<u32>>,
+    pub(crate) costs: Vec<Phases>,
+    pub(crate) time: f64,
+    slot_of: Vec<u32>,
+}
+
+impl Costed {
+    /// `slots` evaluated anew: one pass over the samples in id order. O(n
+    /// + slots) time besides the model, O(n + slots) extra space.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CostOverflow`] when a sequence's cost or the step time is
+    /// not finite.
+    pub(crate) fn new<M: Incremental>(
+        prep: &Prepared,
+        cx: &Context<'_, M>,
+        shape: Shape,
+        slots: Vec<Vec<u32>>,
+    ) -> Result<Self, Error> {
+        Self::evaluated(prep, cx, shape, slots, None)
+    }
+
+    /// `slots` evaluated, the slots equal to one of `self`'s (the same
+    /// positions in the same order, found through the slot of their first
+    /// position) taking its cost, the others evaluated in one pass over
+    /// the samples in id order, which inserts only theirs: the same costs
+    /// as [`Costed::new`], since a slot's state takes its positions in
+    /// ascending order either way. O(n + slots) time besides the model on
+    /// the changed slots, O(n + slots) extra space.
+    ///
+    /// # Errors
+    ///
+    /// As [`Costed::new`].
+    pub(crate) fn next<M: Incremental>(
+        &self,
+        prep: &Prepared,
+        cx: &Context<'_, M>,
+        shape: Shape,
+        slots: Vec<Vec<u32>>,
+    ) -> Result<Self, Error> {
+        Self::evaluated(prep, cx, shape, slots, Some(self))
+    }
+
+    fn evaluated<M: Incremental>(
+        prep: &Prepared,
+        cx: &Context<'_, M>,
+        shape: Shape,
+        slots: Vec<Vec<u32>>,
+        known: Option<&Costed>,
+    ) -> Result<Self, Error> {
+        let (costs, time, slot_of) = evaluate(prep, cx, shape, &slots, known)?;
+        Ok(Costed {
+            slots,
+            costs,
+            time,
+            slot_of,
+        })
+    }
+}
+
+/// The costs, step time and slot of every position of `slots` (see
+/// [`Costed::next`]; every slot evaluated without `known`).
+fn evaluate<M: Incremental>(
     prep: &Prepared,
     cx: &Context<'_, M>,
-    slot_of: &[u32],
-    slots: usize,
-) -> Vec<Phases> {
-    let mut states = vec![cx.model.empty(); slots];
-    for (e, &slot) in prep.items.iter().zip(slot_of) {
-        cx.model.insert(
-            &mut states[slot as usize],
-            cx.samples[e.input as usize].sample(),
-        );
+    shape: Shape,
+    slots: &[Vec<u32>],
+    known: Option<&Costed>,
+) -> Result<(Vec<Phases>, f64, Vec<u32>), Error> {
+    debug_assert_eq!(slots.len(), shape.slots());
+    let mut slot_of = vec![0u32; prep.len()];
+    for (k, members) in slots.iter().enumerate() {
+        for &p in members {
+            slot_of[p as usize] = k as u32;
+        }
     }
-    states.iter().map(|st| cx.model.evaluate(st)).collect()
+    // The cost of every slot a known layout holds as it is; `None` for the
+    // others, which the pass evaluates.
+    let reused: Vec<Option<Phases>> = slots
+        .iter()
+        .map(|members| {
+            let old = known?;
+            let &first = members.first()?;
+            let j = *old.slot_of.get(first as usize)? as usize;
+            (old.slots.get(j)? == members).then(|| old.costs[j])
+        })
+        .collect();
+    let mut states = vec![cx.model.empty(); slots.len()];
+    for (e, &slot) in prep.items.iter().zip(&slot_of) {
+        if reused[slot as usize].is_none() {
+            cx.model.insert(
+                &mut states[slot as usize],
+                cx.samples[e.input as usize].sample(),
+            );
+        }
+    }
+    let costs: Vec<Phases> = reused
+        .iter()
+        .zip(&states)
+        .map(|(known, st)| known.unwrap_or_else(|| cx.model.evaluate(st)))
+        .collect();
+    for (slot, &c) in costs.iter().enumerate() {
+        finite_phases(c, slots.get(slot).map_or(0, Vec::len))?;
+    }
+    let time = step_time(cx.sync, shape, &costs);
+    if time.is_finite() {
+        Ok((costs, time, slot_of))
+    } else {
+        Err(Error::CostOverflow {
+            phase: None,
+            samples: prep.len(),
+        })
+    }
 }
 
 /// The exact predicted step time of a layout (each slot's positions), as
@@ -189,25 +296,7 @@ pub(crate) fn exact_time<M: Incremental>(
     shape: Shape,
     slots: &[Vec<u32>],
 ) -> Result<f64, Error> {
-    let mut slot_of = vec![0u32; prep.len()];
-    for (k, members) in slots.iter().enumerate() {
-        for &p in members {
-            slot_of[p as usize] = k as u32;
-        }
-    }
-    let costs = slot_costs(prep, cx, &slot_of, shape.slots());
-    for (slot, &c) in costs.iter().enumerate() {
-        finite_phases(c, slots.get(slot).map_or(0, Vec::len))?;
-    }
-    let time = step_time(cx.sync, shape, &costs);
-    if time.is_finite() {
-        Ok(time)
-    } else {
-        Err(Error::CostOverflow {
-            phase: None,
-            samples: prep.len(),
-        })
-    }
+    evaluate(prep, cx, shape, slots, None).map(|(_, time, _)| time)
 }
 
 /// What [`finish`] reads off the samples, in one pass over them in id
@@ -225,7 +314,8 @@ struct Pass {
     moves: Option<(Vec<Move>, u64)>,
 }
 
-/// The slots' costs (as [`slot_costs`]), the loss tokens, the baselines'
+/// The slots' costs (as [`Costed`]; `known`, when given, taken as they
+/// are), the loss tokens, the baselines'
 /// units (as [`group_members`](super::baseline::group_members)) and the exchange's moves of the plan whose
 /// slot of every position is `slot_of`. O(n + slots) time besides the
 /// model and the map of the groups (O(n log G) for G groups), O(slots +
@@ -235,14 +325,18 @@ fn pass<M: Incremental>(
     cx: &Context<'_, M>,
     shape: Shape,
     slot_of: &[u32],
+    known: Option<Vec<Phases>>,
 ) -> Pass {
-    let mut states = vec![cx.model.empty(); shape.slots()];
+    // With the costs known, no state (a model's state may be large).
+    let mut states = vec![cx.model.empty(); if known.is_some() { 0 } else { shape.slots() }];
     let mut loss_tokens = 0u64;
     let mut units = UnitsOf::default();
     let (mut any, mut total, mut moves) = (false, 0u64, Vec::new());
     for (p, (e, &slot)) in prep.items.iter().zip(slot_of).enumerate() {
         let s = &cx.samples[e.input as usize];
-        cx.model.insert(&mut states[slot as usize], s.sample());
+        if let Some(state) = states.get_mut(slot as usize) {
+            cx.model.insert(state, s.sample());
+        }
         loss_tokens = loss_tokens.saturating_add(s.loss_tokens());
         units.add(p as u32, s.group());
         let Some(from) = s.origin() else {
@@ -261,9 +355,123 @@ fn pass<M: Incremental>(
         }
     }
     Pass {
-        costs: states.iter().map(|st| cx.model.evaluate(st)).collect(),
+        costs: known.unwrap_or_else(|| states.iter().map(|st| cx.model.evaluate(st)).collect()),
         loss_tokens,
         units: units.finish(),
         moves: any.then_some((moves, total)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Context, Costed};
+    use crate::cost::{CostModel, FullAttention, Incremental, Phases, Sample};
+    use crate::plan::prepare::prepare;
+    use crate::plan::shape::Shape;
+    use crate::plan::{StepSample, SyncModel};
+    use alloc::vec::Vec;
+    use core::cell::Cell;
+    use proptest::prelude::*;
+
+    /// Attention over the whole group (not a sum of the samples' costs,
+    /// so that a slot's cost is its group's), counting the samples
+    /// inserted.
+    struct Counting {
+        inner: FullAttention,
+        inserts: Cell<usize>,
+    }
+
+    impl CostModel for Counting {
+        fn cost(&self, group: &[&Sample]) -> Phases {
+            self.inner.cost(group)
+        }
+    }
+
+    impl Incremental for Counting {
+        type State = <FullAttention as Incremental>::State;
+        fn empty(&self) -> Self::State {
+            self.inner.empty()
+        }
+        fn insert(&self, state: &mut Self::State, sample: &Sample) {
+            self.inserts.set(self.inserts.get() + 1);
+            self.inner.insert(state, sample);
+        }
+        fn evaluate(&self, state: &Self::State) -> Phases {
+            self.inner.evaluate(state)
+        }
+    }
+
+    proptest! {
+        /// A layout evaluated from another (its slots permuted, a few
+        /// samples moved) has the costs and the time of the same layout
+        /// evaluated anew, bit for bit, and inserts only the samples of
+        /// the slots that changed.
+        #[test]
+        fn a_layout_evaluated_from_another_is_evaluated_anew(
+            tokens in proptest::collection::vec(1u32..500, 8..40),
+            seed in any::<u64>(),
+            moves in 0usize..4,
+        ) {
+            let n = tokens.len();
+            let batch: Vec<StepSample> = tokens
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| StepSample::new(i as u64, Sample::text_only(t)))
+                .collect();
+            let model = Counting { inner: FullAttention::new(0.01).unwrap(), inserts: Cell::new(0) };
+            let shape = Shape { ranks: 2, steps: 2, per_step: 2 };
+            let caps = [u64::MAX, u64::MAX, u64::MAX];
+            let prep = prepare(&batch, &model, caps, 2, 2, SyncModel::Phase).unwrap();
+            let cx = Context {
+                samples: &batch,
+                model: &model,
+                sync: SyncModel::Phase,
+                seq_len: u32::MAX,
+                ranks_per_node: None,
+                fixed_steps: false,
+            };
+            // A deterministic stream from the seed.
+            let mut x = seed | 1;
+            let mut draw = |m: usize| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % m as u64) as usize
+            };
+            let mut slots: Vec<Vec<u32>> = alloc::vec![Vec::new(); shape.slots()];
+            for p in 0..n {
+                slots[draw(shape.slots())].push(p as u32);
+            }
+            let old = Costed::new(&prep, &cx, shape, slots.clone()).unwrap();
+            // The slots permuted (a rotation), then a few samples moved,
+            // each slot kept ascending.
+            let mut next: Vec<Vec<u32>> = (0..slots.len())
+                .map(|k| slots[(k + 1) % slots.len()].clone())
+                .collect();
+            for _ in 0..moves {
+                let (a, b) = (draw(next.len()), draw(next.len()));
+                if a != b && !next[a].is_empty() {
+                    let i = draw(next[a].len());
+                    let p = next[a].remove(i);
+                    next[b].push(p);
+                    next[b].sort_unstable();
+                }
+            }
+            let fresh = Costed::new(&prep, &cx, shape, next.clone()).unwrap();
+            model.inserts.set(0);
+            let reused = old.next(&prep, &cx, shape, next.clone()).unwrap();
+            // A slot is new when no slot of the old layout holds the same
+            // samples (a sample moved and back leaves it as it was).
+            let expected: usize = next
+                .iter()
+                .filter(|s| !slots.contains(s))
+                .map(Vec::len)
+                .sum();
+            prop_assert!(moves > 0 || expected == 0);
+            prop_assert_eq!(model.inserts.get(), expected);
+            prop_assert_eq!(&reused.costs, &fresh.costs);
+            prop_assert_eq!(reused.time.to_bits(), fresh.time.to_bits());
+            prop_assert_eq!(&reused.slots, &next);
+        }
     }
 }

@@ -3,7 +3,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::finish::{exact_time, Context};
+use super::finish::{Context, Costed};
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
@@ -313,24 +313,16 @@ impl Homes {
         cx: &Context<'_, M>,
         node: Option<usize>,
     ) -> Option<Self> {
-        let mut any = false;
-        let origin = prep
-            .items
-            .iter()
-            .map(|e| {
-                let o = cx.samples[e.input as usize].origin();
-                any |= o.is_some();
-                o.map_or(NONE, |o| u32::try_from(o).unwrap_or(NONE))
-            })
-            .collect();
-        if !any {
+        // One pass, each sample read once.
+        let (mut origin, mut bytes) = (Vec::with_capacity(prep.len()), Vec::with_capacity(prep.len()));
+        for e in &prep.items {
+            let s = &cx.samples[e.input as usize];
+            origin.push(s.origin().map_or(NONE, |o| u32::try_from(o).unwrap_or(NONE)));
+            bytes.push(s.bytes());
+        }
+        if origin.iter().all(|&o| o == NONE) {
             return None;
         }
-        let bytes = prep
-            .items
-            .iter()
-            .map(|e| cx.samples[e.input as usize].bytes())
-            .collect();
         Some(Homes {
             origin,
             bytes,
@@ -415,13 +407,17 @@ pub(crate) fn localize<M: Incremental>(
     homes: &Homes,
     loc: Locality,
     movable: Movable,
-) -> Result<(Vec<Vec<u32>>, f64), Error> {
-    let t0 = exact_time(prep, cx, shape, &slots)?;
+) -> Result<(Costed, f64), Error> {
+    // Every layout below is evaluated exactly, each from one already
+    // evaluated, so that only the sequences it changed are evaluated anew
+    // (a relabelling none).
+    let p0 = Costed::new(prep, cx, shape, slots)?;
+    let t0 = p0.time;
     let limit = (1.0 + loc.tolerance) * t0;
-    let before = homes.cost(shape, &slots);
+    let before = homes.cost(shape, &p0.slots);
     // The largest group of every column: the relabelling (step 1) permutes
     // the blocks of each column, which keeps them.
-    let free = largest(prep, cx.sync, shape, &slots);
+    let free = largest(prep, cx.sync, shape, &p0.slots);
     // Step 2 (step barriers, at most 64 sequences a rank, so that its
     // packing is O(64) a sample; not when `P0` moves nothing, where step 1
     // ends the search): every rank's samples filled from home first.
@@ -451,10 +447,11 @@ pub(crate) fn localize<M: Incremental>(
     // passes the exact check, else dropped as below.
     let mut filled = filled;
     let mut beaten = None;
-    if let Some((fill, cost)) = filled
-        .take_if(|(_, cost)| homes.node.is_none() && cost.0 < relabel_floor(homes, shape, &slots))
-    {
-        if exact_time(prep, cx, shape, &fill)? <= limit {
+    if let Some((fill, cost)) = filled.take_if(|(_, cost)| {
+        homes.node.is_none() && cost.0 < relabel_floor(homes, shape, &p0.slots)
+    }) {
+        let fill = p0.next(prep, cx, shape, fill)?;
+        if fill.time <= limit {
             beaten = Some((fill, cost));
         }
     }
@@ -467,13 +464,12 @@ pub(crate) fn localize<M: Incremental>(
             // Step 1: the relabelled plan, unless the greedy matching keeps
             // less home than `P0` as it is.
             let whole_ranks = movable == Movable::WholeRanks;
-            let relabeled = relabel(homes, cx.sync, whole_ranks, shape, slots.clone());
-            let mut base = homes.cost(shape, &relabeled);
-            let relabeled = if base <= before {
-                relabeled
+            let relabeled = relabel(homes, cx.sync, whole_ranks, shape, p0.slots.clone());
+            let base = homes.cost(shape, &relabeled);
+            let (relabeled, base) = if base <= before {
+                (p0.next(prep, cx, shape, relabeled)?, base)
             } else {
-                base = before;
-                slots
+                (p0, before)
             };
             if (base.0 == 0 && base.1 == 0) || movable != Movable::Samples {
                 return Ok((relabeled, t0));
@@ -481,9 +477,12 @@ pub(crate) fn localize<M: Incremental>(
             // The fill, kept when it moves fewer bytes.
             let mut best = (relabeled, base);
             if let Some((fill, cost)) = filled {
-                if cost < best.1 && exact_time(prep, cx, shape, &fill)? <= limit {
-                    best = (fill, cost);
-                    passes = 1;
+                if cost < best.1 {
+                    let fill = best.0.next(prep, cx, shape, fill)?;
+                    if fill.time <= limit {
+                        best = (fill, cost);
+                        passes = 1;
+                    }
                 }
             }
             best
@@ -492,14 +491,15 @@ pub(crate) fn localize<M: Incremental>(
     // Step 3, under the budgets of the locality-free plan.
     for tol in [loc.tolerance, loc.tolerance / 4.0, 0.0] {
         let budget = scaled(&free, tol);
-        let mut search = Search::new(prep, homes, cx.sync, shape, best.0.clone(), budget);
+        let mut search = Search::new(prep, homes, cx.sync, shape, best.0.slots.clone(), budget);
         search.run(passes);
         let candidate = search.finish();
         let cost = homes.cost(shape, &candidate);
         if cost >= best.1 {
             break;
         }
-        if exact_time(prep, cx, shape, &candidate)? <= limit {
+        let candidate = best.0.next(prep, cx, shape, candidate)?;
+        if candidate.time <= limit {
             return Ok((candidate, t0));
         }
         if tol == 0.0 {
@@ -842,20 +842,62 @@ fn fill_home(
     // 3. Each rank's samples, in decreasing cost, into the one of its
     // sequences that fits the caps and whose group keeps the least room
     // within its budget, then the fullest (best fit).
-    let mut members: Vec<Vec<u32>> = vec![Vec::new(); ranks];
+    // Each rank's samples (a counting sort by rank, ascending positions).
+    let mut first = vec![0usize; ranks + 1];
+    for &r in rank_of.iter().filter(|&&r| r != u32::MAX) {
+        first[r as usize + 1] += 1;
+    }
+    for r in 0..ranks {
+        first[r + 1] += first[r];
+    }
+    let mut members = vec![0u32; first[ranks]];
+    let mut next = first.clone();
     for (p, &r) in rank_of.iter().enumerate() {
         if r != u32::MAX {
-            members[r as usize].push(p as u32);
+            members[next[r as usize]] = p as u32;
+            next[r as usize] += 1;
         }
     }
+    drop(next);
     drop(rank_of);
-    let mut slots: Vec<Vec<u32>> = vec![Vec::new(); shape.slots()];
+    // The slot of every sample placed (`NONE` for none) and the samples a
+    // slot takes: the slots are made once, of their size, after the loop
+    // (a push a sample into 14,336 growing slots cost about 1.5 ms of
+    // 65,536 `interleaved` samples over 1,024 ranks).
+    let mut at = vec![NONE; n];
+    let mut count = vec![0usize; shape.slots()];
     let mut size = vec![[0u64; 3]; shape.slots()];
     let mut load = vec![Phases::ZERO; groups(sync, shape)];
     let mut keyed = Vec::new();
-    for (r, list) in members.iter_mut().enumerate() {
+    // Under step barriers a rank is one group, so every sequence of the
+    // rank keeps the same room and the best fit is the fullest in tokens
+    // that takes the sample ([`Fullest`]: O(log S) a sample where the
+    // other caps rarely refuse, instead of weighing the rank's S
+    // sequences).
+    let mut fullest = Fullest::default();
+    for r in 0..ranks {
+        let list = &mut members[first[r]..first[r + 1]];
         // By cost (descending, in `total_cmp`'s order), then position.
         sort_by_keys(list, &mut keyed, |p| Reverse(order_bits(total(p))));
+        if sync == SyncModel::Step {
+            fullest.reset(r * per_rank..(r + 1) * per_rank);
+            for &p in list.iter() {
+                let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
+                let to = if room(r, load[r] + c) >= 0.0 {
+                    fullest.place(&mut size, z, prep.caps)
+                } else {
+                    None
+                };
+                let Some(k) = to else {
+                    leftover.push(p);
+                    continue;
+                };
+                at[p as usize] = k as u32;
+                count[k] += 1;
+                load[r] += c;
+            }
+            continue;
+        }
         for &p in list.iter() {
             let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
             let mut to: Option<(f64, u64, usize)> = None;
@@ -871,7 +913,8 @@ fn fill_home(
             }
             match to {
                 Some((_, _, k)) => {
-                    slots[k].push(p);
+                    at[p as usize] = k as u32;
+                    count[k] += 1;
                     size[k] = add(size[k], z);
                     load[group(k)] += c;
                 }
@@ -880,6 +923,14 @@ fn fill_home(
         }
     }
     drop(members);
+    let mut slots: Vec<Vec<u32>> = count.iter().map(|&c| Vec::with_capacity(c)).collect();
+    drop(count);
+    for (p, &k) in at.iter().enumerate() {
+        if k != NONE {
+            slots[k as usize].push(p as u32);
+        }
+    }
+    drop(at);
     let mut pool = leftover;
     // 4. What found no place, in decreasing cost, into the group of most
     // room.
@@ -1047,6 +1098,51 @@ fn sort_by_keys<K: Ord>(list: &mut [u32], scratch: &mut Vec<(K, u32)>, key: impl
     scratch.sort_unstable();
     for (slot, &(_, p)) in list.iter_mut().zip(scratch.iter()) {
         *slot = p;
+    }
+}
+
+/// Best fit by tokens among sequences `slots` of one group: the sequences
+/// by decreasing tokens, then index, so that the fullest that takes a
+/// sample (of most tokens within the caps, then the lowest index, as a
+/// scan of every sequence would choose) is the first that fits from the
+/// first with the sample's tokens free, found by binary search. O(log S)
+/// a sample, plus the sequences skipped for their units or images, plus
+/// the moves of the one placed back to its place (O(S) at worst).
+#[derive(Default)]
+struct Fullest {
+    order: Vec<usize>,
+}
+
+impl Fullest {
+    /// Every sequence of `slots` empty: in index order.
+    fn reset(&mut self, slots: core::ops::Range<usize>) {
+        self.order.clear();
+        self.order.extend(slots);
+    }
+
+    /// Places `z` in the fullest sequence that takes it within `caps`
+    /// (then the lowest index) and returns it, its `size` raised; `None`
+    /// when none takes it.
+    fn place(&mut self, size: &mut [[u64; 3]], z: [u64; 3], caps: [u64; 3]) -> Option<usize> {
+        let most = caps[0].checked_sub(z[0])?;
+        let order = &mut self.order;
+        let from = order.partition_point(|&k| size[k][0] > most);
+        let mut i = (from..order.len()).find(|&i| {
+            let s = add(size[order[i]], z);
+            (0..3).all(|d| s[d] <= caps[d])
+        })?;
+        let k = order[i];
+        size[k] = add(size[k], z);
+        // Back to its place: fuller than those before it now, or as full
+        // and of a lower index.
+        while i > 0 && {
+            let j = order[i - 1];
+            (size[j][0], core::cmp::Reverse(j)) < (size[k][0], core::cmp::Reverse(k))
+        } {
+            order.swap(i - 1, i);
+            i -= 1;
+        }
+        Some(k)
     }
 }
 
@@ -2068,7 +2164,7 @@ pub(crate) fn check_origins<M>(
 #[cfg(test)]
 mod tests {
     use super::{
-        fill_home, largest, relabel, relabel_floor, room_in, scaled, Dfs, Homes, Search,
+        add, fill_home, largest, Fullest, relabel, relabel_floor, room_in, scaled, Dfs, Homes, Search,
         EVICT_AFTER, NONE, SWAP_ROUNDS, TRIED, WIDER,
     };
     use crate::cost::{Given, Phases, Sample};
@@ -2396,4 +2492,41 @@ mod tests {
             prop_assert!(floor <= homes.cost(shape, &relabelled).0);
         }
     }
+
+    proptest! {
+        /// [`Fullest`] places every sample where a scan of every sequence
+        /// would: the one of most tokens that takes it within the caps,
+        /// then the lowest index; `None` when none does.
+        #[test]
+        fn the_fullest_sequence_is_the_one_a_scan_picks(
+            seqs in 1usize..12,
+            items in proptest::collection::vec((1u64..60, 0u64..4, 0u64..3), 1..80),
+            caps in (40u64..120, 1u64..8, 1u64..5),
+        ) {
+            let caps = [caps.0, caps.1, caps.2];
+            // The group's sequences start at slot 3, after other groups'.
+            let slots = 3..3 + seqs;
+            let mut fast = vec![[0u64; 3]; 3 + seqs];
+            let mut scan = fast.clone();
+            let mut fullest = Fullest::default();
+            fullest.reset(slots.clone());
+            for &(t, u, i) in &items {
+                let z = [t, u, i];
+                let mut pick: Option<usize> = None;
+                for k in slots.clone() {
+                    let s = add(scan[k], z);
+                    let fits = (0..3).all(|d| s[d] <= caps[d]);
+                    if fits && pick.map_or(true, |q| scan[k][0] > scan[q][0]) {
+                        pick = Some(k);
+                    }
+                }
+                if let Some(k) = pick {
+                    scan[k] = add(scan[k], z);
+                }
+                prop_assert_eq!(fullest.place(&mut fast, z, caps), pick);
+                prop_assert_eq!(&fast, &scan);
+            }
+        }
+    }
+
 }

@@ -816,6 +816,7 @@ impl<M: Incremental> Planner<M> {
         // micro-batches (a group lies in one sequence) or whole ranks (a
         // group spans one rank), never single samples.
         let mut locality_free = None;
+        let mut costs = None;
         if let Some(loc) = self.locality {
             if let Some(homes) = Homes::new(prep, cx, loc.node_size()) {
                 let movable = match (grouped, self.group_scope) {
@@ -824,7 +825,8 @@ impl<M: Incremental> Planner<M> {
                     (true, _) => Movable::WholeRanks,
                 };
                 let (local, t0) = localize(prep, cx, shape, slots, &homes, loc, movable)?;
-                slots = local;
+                slots = local.slots;
+                costs = Some(local.costs);
                 locality_free = Some(t0);
             }
         }
@@ -833,6 +835,7 @@ impl<M: Incremental> Planner<M> {
             shape,
             slots,
             balanced,
+            costs,
         };
         let mut plan = finish(prep, cx, layout)?;
         if let Some(bound) = proven {
@@ -991,6 +994,7 @@ impl<M: Incremental> Planner<M> {
             shape: naive.shape,
             slots: naive.slots(),
             balanced: false,
+            costs: None,
         };
         finish(&prep, &cx, layout)
     }
