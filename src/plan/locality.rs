@@ -314,10 +314,16 @@ impl Homes {
         node: Option<usize>,
     ) -> Option<Self> {
         // One pass, each sample read once.
-        let (mut origin, mut bytes) = (Vec::with_capacity(prep.len()), Vec::with_capacity(prep.len()));
+        let (mut origin, mut bytes) = (
+            Vec::with_capacity(prep.len()),
+            Vec::with_capacity(prep.len()),
+        );
         for e in &prep.items {
             let s = &cx.samples[e.input as usize];
-            origin.push(s.origin().map_or(NONE, |o| u32::try_from(o).unwrap_or(NONE)));
+            origin.push(
+                s.origin()
+                    .map_or(NONE, |o| u32::try_from(o).unwrap_or(NONE)),
+            );
             bytes.push(s.bytes());
         }
         if origin.iter().all(|&o| o == NONE) {
@@ -2164,8 +2170,8 @@ pub(crate) fn check_origins<M>(
 #[cfg(test)]
 mod tests {
     use super::{
-        add, fill_home, largest, Fullest, relabel, relabel_floor, room_in, scaled, Dfs, Homes, Search,
-        EVICT_AFTER, NONE, SWAP_ROUNDS, TRIED, WIDER,
+        add, fill_home, largest, relabel, relabel_floor, room_in, scaled, Dfs, Fullest, Homes,
+        Search, EVICT_AFTER, NONE, SWAP_ROUNDS, TRIED, WIDER,
     };
     use crate::cost::{Given, Phases, Sample};
     use crate::plan::prepare::{prepare, Prepared};
@@ -2528,5 +2534,4 @@ mod tests {
             }
         }
     }
-
 }
