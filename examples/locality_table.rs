@@ -16,7 +16,13 @@
 //! seeds, the image bytes moved at 0.5% (median, worst and its seed), the
 //! worst step time over the free plan's, and a lower bound on the bytes any
 //! plan within the budget moves; with `big [SEED [SYNCS]]`, the planning-time table
-//! at 10^6 samples over 16,384 ranks (every sync model, or those named).
+//! at 10^6 samples over 16,384 ranks (every sync model, or those named); with
+//! `wall [RUNS [SYNCS]]`, the planning time at 65,536 samples over 1,024
+//! ranks in wall-clock time, the medians of RUNS plans (15 by default)
+//! without and with locality alternated (the thread's CPU clock ticks in 4 ms
+//! on some machines, too coarse for the plans under step barriers), with the
+//! bytes moved and the plan's fingerprint (to tell that a change kept the
+//! plans).
 //!
 //! ```text
 //! cargo run --release --example locality_table
@@ -24,6 +30,7 @@
 //! cargo run --release --example locality_table -- seeds 1..11 64,1024
 //! cargo run --release --example locality_table -- big
 //! cargo run --release --example locality_table -- big 42 step   # seed, sync models
+//! cargo run --release --example locality_table -- wall 15 step   # runs, sync models
 //! ```
 
 use std::time::{Duration, Instant};
@@ -143,6 +150,17 @@ fn main() {
                 .collect()
         });
         big_time_table(seed, &syncs);
+        return;
+    }
+    // `wall [RUNS [SYNCS]]`: wall-clock medians at 65,536 x 1,024.
+    if args.next_if(|a| a == "wall").is_some() {
+        let runs = args.next().map_or(15, |s| s.parse().expect("runs"));
+        let syncs: Vec<SyncModel> = args.next().map_or(SyncModel::ALL.to_vec(), |s| {
+            s.split(',')
+                .map(|x| x.parse().expect("a sync model"))
+                .collect()
+        });
+        wall_table(runs.max(1), &syncs);
         return;
     }
     let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
@@ -308,6 +326,51 @@ fn seeds_table(seeds: &[u64], ranks: &[usize]) {
                     100.0 * median(&mut bounds),
                 );
             }
+        }
+    }
+}
+
+/// The median of `times`.
+fn median_ms(times: &mut [Duration]) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64() * 1e3
+}
+
+/// Wall-clock planning time at 65,536 samples over 1,024 ranks (seed 42,
+/// round-robin origins): `runs` plans without locality and with 0.5%,
+/// alternated, their medians and ratio, the share of image bytes moved and
+/// the fingerprint of the plan with locality.
+fn wall_table(runs: usize, syncs: &[SyncModel]) {
+    println!("| scenario | sync | plan without locality | with 0.5% | ratio | bytes moved | fingerprint |");
+    println!("|---|---|---|---|---|---|---|");
+    let r = 1024;
+    for scenario in Scenario::ALL {
+        let batch = round_robin(scenario, r, 42);
+        for &sync in syncs {
+            let planner = scenario.planner(r).sync(sync);
+            let local = planner
+                .clone()
+                .locality(Locality::new(0.005).expect("tolerance"));
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let mut last = None;
+            for _ in 0..runs {
+                let t = Instant::now();
+                std::hint::black_box(planner.plan(&batch).expect("plan"));
+                a.push(t.elapsed());
+                let t = Instant::now();
+                let plan = local.plan(&batch).expect("plan");
+                b.push(t.elapsed());
+                last = Some(plan);
+            }
+            let plan = last.expect("one run at least");
+            let (ma, mb) = (median_ms(&mut a), median_ms(&mut b));
+            println!(
+                "| {} | {sync} | {ma:.1} ms | {mb:.1} ms | {:.2} | {:.2}% | {:016x} |",
+                scenario.name(),
+                mb / ma,
+                100.0 * moved(&plan).1,
+                plan.fingerprint(),
+            );
         }
     }
 }
