@@ -1368,6 +1368,13 @@ struct Half {
     sums: Sums,
 }
 
+/// Where [`Search::read`] pushes each sample's side, weights and demands.
+type Reads<'r> = (
+    &'r mut Vec<bool>,
+    &'r mut Vec<(u128, u128)>,
+    &'r mut Vec<[f64; 5]>,
+);
+
 /// The sums over the samples of a pair `(a, b)` that [`Search::split`]
 /// starts from.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -1821,57 +1828,49 @@ impl<'a> Search<'a> {
     /// O(m) for the m samples of the pair.
     fn start(&self, a: usize, b: usize, pair: &mut Pair) -> Sums {
         let per_rank = self.shape.per_rank();
-        let (ra, rb) = (a / per_rank, b / per_rank);
         let half = &pair.half;
         debug_assert_eq!(half.side.len(), self.slots[a].len());
         pair.side.clone_from(&half.side);
         pair.w.clone_from(&half.w);
         pair.v.clone_from(&half.v);
         let mut sums = half.sums;
-        for &x in &self.slots[b] {
-            let it = &self.info[x as usize];
-            let (wa, wb) = (self.homes.weight_of(it, ra), self.homes.weight_of(it, rb));
-            sums.before += wb;
-            sums.old[1] += it.cost;
-            // On `a`'s side only if it weighs less there.
-            let k = usize::from(wa >= wb);
-            let v = self.demands(it);
-            pair.side.push(k == 0);
-            pair.w.push((wa, wb));
-            pair.v.push(v);
-            sums.now[k] += it.cost;
-            sums.size[k] = add(sums.size[k], it.size.map(u64::from));
-            for (l, x) in sums.load[k].iter_mut().zip(v) {
-                *l += x;
-            }
-        }
+        let into = (&mut pair.side, &mut pair.w, &mut pair.v);
+        self.read(b, (a / per_rank, b / per_rank), into, &mut sums);
         sums
     }
 
     /// The samples of sequence `a` as [`Search::split`] starts from them
-    /// against every sequence of rank `rb`, into `half`: each on the side
-    /// where it weighs less (ties: in `a`). O(m) for the m samples of `a`.
+    /// against every sequence of rank `rb`, into `half`. O(m) for the m
+    /// samples of `a`.
     fn half(&self, a: usize, rb: usize, half: &mut Half) {
-        let ra = a / self.shape.per_rank();
         half.side.clear();
         half.w.clear();
         half.v.clear();
-        let sums = &mut half.sums;
-        *sums = Sums::default();
-        for &x in &self.slots[a] {
+        half.sums = Sums::default();
+        let into = (&mut half.side, &mut half.w, &mut half.v);
+        self.read(a, (a / self.shape.per_rank(), rb), into, &mut half.sums);
+    }
+
+    /// The samples of sequence `k` (`a`'s rank `ra` or `b`'s `rb`) read
+    /// for a pair `(a, b)`: each one's side (true: `a`'s; where it weighs
+    /// less, ties where it is), weights on `ra` and `rb` and demands
+    /// pushed, and added to `sums` in turn. O(m) for the m samples of `k`.
+    fn read(&self, k: usize, (ra, rb): (usize, usize), (side, w, v): Reads<'_>, sums: &mut Sums) {
+        let in_a = k / self.shape.per_rank() == ra;
+        for &x in &self.slots[k] {
             let it = &self.info[x as usize];
             let (wa, wb) = (self.homes.weight_of(it, ra), self.homes.weight_of(it, rb));
-            sums.before += wa;
-            sums.old[0] += it.cost;
-            // Stays in `a` unless it weighs less on `rb`.
-            let k = usize::from(wa > wb);
-            let v = self.demands(it);
-            half.side.push(k == 0);
-            half.w.push((wa, wb));
-            half.v.push(v);
-            sums.now[k] += it.cost;
-            sums.size[k] = add(sums.size[k], it.size.map(u64::from));
-            for (l, x) in sums.load[k].iter_mut().zip(v) {
+            sums.before += if in_a { wa } else { wb };
+            sums.old[usize::from(!in_a)] += it.cost;
+            let to_b = if in_a { wa > wb } else { wa >= wb };
+            let d = self.demands(it);
+            side.push(!to_b);
+            w.push((wa, wb));
+            v.push(d);
+            let s = usize::from(to_b);
+            sums.now[s] += it.cost;
+            sums.size[s] = add(sums.size[s], it.size.map(u64::from));
+            for (l, x) in sums.load[s].iter_mut().zip(d) {
                 *l += x;
             }
         }
