@@ -2421,11 +2421,6 @@ mod tests {
         }
     }
 
-    /// Three free samples (one cost each; tokens in the third column),
-    /// all on side 0 at first; side 0 holds 1 more cost and side 1 takes
-    /// 2 cost and 2 tokens: only the 2-token sample and the 1-token sample
-    /// together are too many tokens, so the search moves exactly the first
-    /// two (costliest first: the order given) or one cheaper choice.
     /// A pair's sides, weights and demands by sample, and its sums.
     type OnePass = (Vec<bool>, Vec<(u128, u128)>, Vec<[f64; 5]>, Sums);
 
@@ -2521,6 +2516,11 @@ mod tests {
         }
     }
 
+    /// Three free samples (one cost each; tokens in the third column),
+    /// all on side 0 at first; side 0 holds 1 more cost and side 1 takes
+    /// 2 cost and 2 tokens: only the 2-token sample and the 1-token sample
+    /// together are too many tokens, so the search moves exactly the first
+    /// two (costliest first: the order given) or one cheaper choice.
     fn search(nodes: usize, caps: [[f64; 5]; 2]) -> Option<(f64, u32)> {
         let v = [
             [1.0, 0.0, 2.0, 0.0, 0.0],
