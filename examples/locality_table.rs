@@ -144,23 +144,13 @@ fn main() {
     // default).
     if args.next_if(|a| a == "big").is_some() {
         let seed = args.next().map_or(42, |s| s.parse().expect("seed"));
-        let syncs: Vec<SyncModel> = args.next().map_or(SyncModel::ALL.to_vec(), |s| {
-            s.split(',')
-                .map(|x| x.parse().expect("a sync model"))
-                .collect()
-        });
-        big_time_table(seed, &syncs);
+        big_time_table(seed, &sync_models(args.next()));
         return;
     }
     // `wall [RUNS [SYNCS]]`: wall-clock medians at 65,536 x 1,024.
     if args.next_if(|a| a == "wall").is_some() {
         let runs = args.next().map_or(15, |s| s.parse().expect("runs"));
-        let syncs: Vec<SyncModel> = args.next().map_or(SyncModel::ALL.to_vec(), |s| {
-            s.split(',')
-                .map(|x| x.parse().expect("a sync model"))
-                .collect()
-        });
-        wall_table(runs.max(1), &syncs);
+        wall_table(runs.max(1), &sync_models(args.next()));
         return;
     }
     let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
@@ -330,10 +320,13 @@ fn seeds_table(seeds: &[u64], ranks: &[usize]) {
     }
 }
 
-/// The median of `times`.
-fn median_ms(times: &mut [Duration]) -> f64 {
-    times.sort();
-    times[times.len() / 2].as_secs_f64() * 1e3
+/// The sync models named in `arg` (comma-separated), every one without it.
+fn sync_models(arg: Option<String>) -> Vec<SyncModel> {
+    arg.map_or(SyncModel::ALL.to_vec(), |s| {
+        s.split(',')
+            .map(|x| x.parse().expect("a sync model"))
+            .collect()
+    })
 }
 
 /// Wall-clock planning time at 65,536 samples over 1,024 ranks (seed 42,
@@ -356,14 +349,14 @@ fn wall_table(runs: usize, syncs: &[SyncModel]) {
             for _ in 0..runs {
                 let t = Instant::now();
                 std::hint::black_box(planner.plan(&batch).expect("plan"));
-                a.push(t.elapsed());
+                a.push(t.elapsed().as_secs_f64() * 1e3);
                 let t = Instant::now();
                 let plan = local.plan(&batch).expect("plan");
-                b.push(t.elapsed());
+                b.push(t.elapsed().as_secs_f64() * 1e3);
                 last = Some(plan);
             }
             let plan = last.expect("one run at least");
-            let (ma, mb) = (median_ms(&mut a), median_ms(&mut b));
+            let (ma, mb) = (median(&mut a), median(&mut b));
             println!(
                 "| {} | {sync} | {ma:.1} ms | {mb:.1} ms | {:.2} | {:.2}% | {:016x} |",
                 scenario.name(),
