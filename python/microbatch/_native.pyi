@@ -207,6 +207,7 @@ class Planner:
         ranks_per_node: Optional[int],
         group_scope: str,
         search_effort: Optional[int],
+        locality_effort: Optional[int],
     ) -> None: ...
     @property
     def needs_costs(self) -> bool: ...

@@ -44,7 +44,7 @@ impl NativePlanner {
     /// `_native.CostModel`; every model is boxed, so one planner type plans
     /// with any of them.
     #[new]
-    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, fastest_micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope, search_effort))]
+    #[pyo3(signature = (model, ranks, seq_len, sync, micro_steps, fastest_micro_steps, max_units, max_images, sequences_per_micro_step, refinement, locality, ranks_per_node, group_scope, search_effort, locality_effort))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -62,6 +62,7 @@ impl NativePlanner {
         ranks_per_node: Option<usize>,
         group_scope: &Bound<'_, PyAny>,
         search_effort: Option<u32>,
+        locality_effort: Option<u32>,
     ) -> PyResult<Self> {
         let (model, needs_costs) = if let Ok(native) = model.cast::<NativeCostModel>() {
             let native = native.get();
@@ -88,9 +89,15 @@ impl NativePlanner {
         guard(py, move || {
             let locality = locality
                 .map(|tolerance| {
-                    Locality::new(tolerance).map(|l| match ranks_per_node {
-                        Some(n) => l.ranks_per_node(n),
-                        None => l,
+                    Locality::new(tolerance).map(|l| {
+                        let l = match ranks_per_node {
+                            Some(n) => l.ranks_per_node(n),
+                            None => l,
+                        };
+                        match locality_effort {
+                            Some(e) => l.effort(e),
+                            None => l,
+                        }
                     })
                 })
                 .transpose()?;

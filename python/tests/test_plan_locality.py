@@ -119,6 +119,28 @@ def test_locality_keeps_samples_home():
     assert near.report.bytes_moved < free.report.bytes_moved
 
 
+@pytest.mark.parametrize("sync", ("micro-step", "phase"))
+def test_locality_effort_bounds_the_exchange(sync):
+    # No re-split (0) leaves more bytes away than no bound; a bound above what
+    # the exchange weighs gives the unbounded plan; every plan keeps the tolerance.
+    ids, text, images = batch(1024, seed=5)
+    R = 16
+    origins = np.arange(len(ids)) % R
+
+    def plan(effort):
+        planner = microbatch.Planner(
+            "qwen2.5-vl-7b", ranks=R, seq_len=8192, sync=sync, locality=0.005, locality_effort=effort
+        )
+        p = planner.plan(ids, text, images, origins=origins)
+        check_exchange(p, ids, origins, default_bytes(images))
+        assert p.report.predicted <= 1.005 * p.report.locality_free * (1 + 1e-12)
+        return p
+
+    none, unbounded, above = plan(0), plan(None), plan(2**32 - 1)
+    assert none.report.bytes_moved > unbounded.report.bytes_moved
+    assert above.fingerprint == unbounded.fingerprint
+
+
 def test_given_bytes_partial_origins_and_nodes():
     ids, text, images = batch(200, seed=1)
     R = 8
@@ -208,6 +230,14 @@ def test_settings_are_checked():
     with pytest.raises(E.SettingError) as e:
         planner(locality=0.01, ranks_per_node=0)
     assert e.value.item == "ranks_per_node"
+    with pytest.raises(E.SettingError) as e:
+        planner(locality_effort=4)
+    assert e.value.item == "locality_effort"
+    for bad, error in ((-1, E.SettingError), (2**32, E.SettingError), (1.5, E.DtypeError), (True, E.DtypeError)):
+        with pytest.raises(error) as e:
+            planner(locality=0.01, locality_effort=bad)
+        assert e.value.item == "locality_effort"
+    assert repr(planner(locality=0.01, locality_effort=4)).endswith("locality=0.01, locality_effort=4)")
     with pytest.raises(E.SettingError) as e:
         planner(group_scope="node")
     assert e.value.item == "group scope"

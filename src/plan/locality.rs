@@ -114,6 +114,9 @@ use crate::num::order_bits;
 ///    home 52-70% of them but left 2.0-7.3 points more of the bytes away: the
 ///    samples of most bytes need the many samples away, which weigh the
 ///    same on both sides of a pair, to trade against in their re-splits.
+///    With [`effort`](Locality::effort), a run of step 3 weighs at most
+///    `effort * n / 8` re-splits in all; once they are spent no sample is
+///    weighed again (the swap pass still runs).
 /// 4. The result is evaluated exactly; if it is above `T*` (the budgets
 ///    use the samples' own costs, the evaluation the sequences' group
 ///    costs), step 3 is run again with the tolerance divided by 4, then 0,
@@ -144,7 +147,9 @@ use crate::num::order_bits;
 /// for the m <= 48 samples of the two sequences (pairs holding more are
 /// skipped; 512 the choices of the depth-first search), and sorts its
 /// home rank's `A * S` sequences by room once a pass, so
-/// `P <= 2 * n * (16 * (48^2 + 512) + A * S * log(A * S))`; in practice a few
+/// `P <= 2 * n * (16 * (48^2 + 512) + A * S * log(A * S))` (with
+/// [`effort`](Locality::effort) `e`, at most `e * n / 8` re-splits a run
+/// instead of 32 a sample); in practice a few
 /// re-splits a sample (about 5 under the per-micro-step models, where
 /// step 3 dominates the time; about 4 with the swap pass, which is
 /// O(n * (log n + 8 + m)) a round for m the most samples of a sequence);
@@ -183,6 +188,7 @@ use crate::num::order_bits;
 pub struct Locality {
     tolerance: f64,
     ranks_per_node: Option<usize>,
+    effort: Option<u32>,
 }
 
 impl Locality {
@@ -208,6 +214,7 @@ impl Locality {
         Ok(Locality {
             tolerance: crate::cost::coefficient("tolerance", tolerance)?,
             ranks_per_node: None,
+            effort: None,
         })
     }
 
@@ -231,6 +238,68 @@ impl Locality {
     pub fn ranks_per_node(mut self, n: usize) -> Self {
         self.ranks_per_node = Some(n);
         self
+    }
+
+    /// Bounds the work of step 3, the exchange (builder style): each run of
+    /// it weighs at most `effort * n / 8` re-splits for `n` samples (`8`:
+    /// one re-split a sample on average; `0`: none, the relabelling, the
+    /// fill and the swap pass only), the samples of most bytes first.
+    /// Without a bound (the default) it weighs what it finds worth
+    /// weighing: about 4 to 5 re-splits a sample under the per-micro-step
+    /// models on the built-in scenarios, where step 3 is most of
+    /// locality's planning time.
+    ///
+    /// A bound trades bytes moved for planning time. At 65,536 samples of
+    /// the built-in scenarios over 1,024 ranks, 0.5% tolerance
+    /// (`BENCHMARKS.md`, "A bound on step 3's work"), planning with
+    /// locality over planning without, and the bytes moved:
+    ///
+    /// | effort | per-micro-step | per-phase |
+    /// |---|---|---|
+    /// | 2 | 1.2x-1.3x, 20%-26% | 1.5x-1.7x, 19%-30% |
+    /// | 4 | 1.3x-1.5x, 19%-23% | 1.5x-2.0x, 18%-27% |
+    /// | 8 | 1.4x-1.9x, 15%-19% | 1.7x-2.5x, 15%-23% |
+    /// | none | 1.6x-2.6x, 10%-13% | 2.2x-3.5x, 11%-13% |
+    ///
+    /// Under [`SyncModel::Step`] the fill of step 2 brings most samples
+    /// home before step 3, which then has little left to do; where the fill
+    /// fails (10^6 `interleaved` samples over 16,384 ranks) step 3 starts
+    /// with nearly every sample away, and a bound leaves most of the bytes
+    /// away (86% at effort 2, 4.4% without a bound).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Locality;
+    ///
+    /// let loc = Locality::new(0.005)?.effort(4);
+    /// assert_eq!(loc.resplits(1000), Some(500));
+    /// assert_eq!(Locality::new(0.005)?.resplits(1000), None);
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn effort(mut self, effort: u32) -> Self {
+        self.effort = Some(effort);
+        self
+    }
+
+    /// The most re-splits a run of step 3 weighs for a batch of `samples`
+    /// samples, `effort * samples / 8`, if [`effort`](Locality::effort)
+    /// bounds it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use microbatch::plan::Locality;
+    ///
+    /// assert_eq!(Locality::new(0.0)?.effort(1).resplits(20), Some(2));
+    /// assert_eq!(Locality::new(0.0)?.effort(0).resplits(20), Some(0));
+    /// # Ok::<(), microbatch::Error>(())
+    /// ```
+    #[must_use]
+    pub fn resplits(&self, samples: usize) -> Option<u64> {
+        self.effort
+            .map(|e| u64::from(e).saturating_mul(samples as u64) / 8)
     }
 
     /// The tolerance, a fraction of the locality-free step time.
@@ -506,6 +575,9 @@ pub(crate) fn localize<M: Incremental>(
     for tol in [loc.tolerance, loc.tolerance / 4.0, 0.0] {
         let budget = scaled(&free, tol);
         let mut search = Search::new(prep, homes, cx.sync, shape, best.0.slots.clone(), budget);
+        if let Some(most) = loc.resplits(prep.len()) {
+            search.resplits = most;
+        }
         search.run(passes);
         let candidate = search.finish();
         let cost = homes.cost(shape, &candidate);
@@ -1437,6 +1509,8 @@ struct Search<'a> {
     /// The budget of every column (one for Step, one a micro-step
     /// otherwise); for Step and MicroStep only the total counts.
     budget: Vec<Phases>,
+    /// The re-splits this run may still weigh ([`Locality::effort`]).
+    resplits: u64,
 }
 
 impl<'a> Search<'a> {
@@ -1486,6 +1560,7 @@ impl<'a> Search<'a> {
             group_changed: vec![0; groups],
             load: Vec::new(),
             budget: Vec::new(),
+            resplits: u64::MAX,
         };
         for (k, members) in slots.iter().enumerate() {
             let g = search.group(k);
@@ -1718,8 +1793,12 @@ impl<'a> Search<'a> {
     /// rank (or of a rank of its node), applied; whether there was one.
     /// With `since` (the tick of `p`'s last weighing, which found
     /// nothing), unless `p`'s group changed after it, only the sequences
-    /// whose group changed after it are weighed.
+    /// whose group changed after it are weighed. Nothing once the work
+    /// bound ([`Locality::effort`]) is spent.
     fn exchange(&mut self, p: usize, since: Option<u64>, pair: &mut Pair) -> bool {
+        if self.resplits == 0 {
+            return false;
+        }
         let a = self.slot_of[p] as usize;
         // Unless `a`'s group changed since, only the pairs whose other
         // group did.
@@ -1777,6 +1856,13 @@ impl<'a> Search<'a> {
                 if since.is_some_and(|t| self.group_changed[self.group(b)] <= t) {
                     continue; // weighed before, unchanged since
                 }
+                // The work bound ([`Locality::effort`]): spent, the sample
+                // keeps the best re-split weighed so far.
+                if self.resplits == 0 {
+                    budget = 0;
+                    break;
+                }
+                self.resplits -= 1;
                 if !primed {
                     self.half(a, q, &mut pair.half);
                     primed = true;

@@ -22,6 +22,8 @@ struct Case {
     sync: SyncModel,
     tolerance: f64,
     node: Option<usize>,
+    /// The bound on step 3's work (`Locality::effort`), if any.
+    effort: Option<u32>,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -41,9 +43,10 @@ fn case() -> impl Strategy<Value = Case> {
         prop::sample::select(SyncModel::ALL.to_vec()),
         prop::sample::select(vec![0.0, 0.005, 0.05, 0.5]),
         prop::option::of(1usize..4),
+        prop::option::of(0u32..24),
     )
         .prop_map(
-            |(raw, ranks, per_step, micro_steps, sync, tolerance, node)| {
+            |(raw, ranks, per_step, micro_steps, sync, tolerance, node, effort)| {
                 let ranks = ranks.min(raw.len());
                 let samples = raw
                     .into_iter()
@@ -73,6 +76,7 @@ fn case() -> impl Strategy<Value = Case> {
                     sync,
                     tolerance,
                     node,
+                    effort,
                 }
             },
         )
@@ -94,8 +98,12 @@ fn planner(c: &Case) -> Planner<microbatch::cost::PresetModel> {
 
 fn locality(c: &Case) -> Locality {
     let l = Locality::new(c.tolerance).unwrap();
-    match c.node {
+    let l = match c.node {
         Some(n) => l.ranks_per_node(n),
+        None => l,
+    };
+    match c.effort {
+        Some(e) => l.effort(e),
         None => l,
     }
 }
@@ -507,6 +515,17 @@ proptest! {
 /// plan's), and the share of the image bytes it moves.
 #[cfg(feature = "scenarios")]
 fn anyres_mix_moved(seed: u64, sync: SyncModel) -> f64 {
+    anyres_mix_local(seed, sync, Locality::new(0.005).unwrap())
+        .report()
+        .traffic
+        .unwrap()
+        .moved_fraction()
+}
+
+/// The plan of [`anyres_mix_moved`]'s batch with `locality` (of 0.5%
+/// tolerance), checked the same way.
+#[cfg(feature = "scenarios")]
+fn anyres_mix_local(seed: u64, sync: SyncModel, locality: Locality) -> Plan {
     use microbatch::scenario::Scenario;
     let (scenario, r) = (Scenario::AnyresMix, 64);
     let batch: Vec<StepSample> = scenario
@@ -517,13 +536,44 @@ fn anyres_mix_moved(seed: u64, sync: SyncModel) -> f64 {
         .collect();
     let planner = scenario.planner(r).sync(sync);
     let free = planner.plan(&batch).unwrap();
-    let local = planner
-        .locality(Locality::new(0.005).unwrap())
-        .plan(&batch)
-        .unwrap();
+    let local = planner.locality(locality).plan(&batch).unwrap();
     check_plan_within(&local, &batch, scenario.seq_len());
     assert!(local.report().predicted <= 1.005 * free.report().predicted);
-    local.report().traffic.unwrap().moved_fraction()
+    local
+}
+
+/// `Locality::effort` bounds step 3: without a re-split (effort 0) more
+/// of the bytes stay away than with one re-split a sample on average
+/// (effort 8), and more with that than without a bound; a bound above
+/// what step 3 weighs gives the unbounded plan, bit for bit.
+#[cfg(feature = "scenarios")]
+#[test]
+fn the_effort_bounds_the_exchange() {
+    for sync in [SyncModel::MicroStep, SyncModel::Phase] {
+        let plan = |effort: Option<u32>| {
+            let l = Locality::new(0.005).unwrap();
+            anyres_mix_local(2, sync, effort.map_or(l, |e| l.effort(e)))
+        };
+        let moved = |p: &Plan| p.report().traffic.unwrap().moved_fraction();
+        let (none, one, all) = (plan(Some(0)), plan(Some(8)), plan(None));
+        assert!(
+            moved(&none) > moved(&one),
+            "{sync:?}: {} <= {}",
+            moved(&none),
+            moved(&one)
+        );
+        assert!(
+            moved(&one) > moved(&all),
+            "{sync:?}: {} <= {}",
+            moved(&one),
+            moved(&all)
+        );
+        assert_eq!(
+            plan(Some(u32::MAX)).fingerprint(),
+            all.fingerprint(),
+            "{sync:?}"
+        );
+    }
 }
 
 /// The hard case of the held-out table (issue 21): `anyres-mix` at 64
