@@ -12,17 +12,17 @@
 //!   gives it), at 65,536 samples over 1,024 ranks.
 //!
 //!
-//! With `seeds FIRST..END [RANKS]`, the held-out table instead: over the
+//! With `seeds FIRST..END [RANKS [EFFORT]]`, the held-out table instead: over the
 //! seeds, the image bytes moved at 0.5% (median, worst and its seed), the
 //! worst step time over the free plan's, and a lower bound on the bytes any
 //! plan within the budget moves; with `big [SEED [SYNCS]]`, the planning-time table
 //! at 10^6 samples over 16,384 ranks (every sync model, or those named); with
-//! `wall [RUNS [SYNCS]]`, the planning time at 65,536 samples over 1,024
+//! `wall [RUNS [SYNCS [EFFORT]]]`, the planning time at 65,536 samples over 1,024
 //! ranks in wall-clock time, the medians of RUNS plans (15 by default)
 //! without and with locality alternated (the thread's CPU clock ticks in 4 ms
 //! on some machines, too coarse for the plans under step barriers), with the
 //! bytes moved and the plan's fingerprint (to tell that a change kept the
-//! plans).
+//! plans). `EFFORT` bounds locality's exchange ([`Locality::effort`]).
 //!
 //! ```text
 //! cargo run --release --example locality_table
@@ -31,6 +31,7 @@
 //! cargo run --release --example locality_table -- big
 //! cargo run --release --example locality_table -- big 42 step   # seed, sync models
 //! cargo run --release --example locality_table -- wall 15 step   # runs, sync models
+//! cargo run --release --example locality_table -- wall 15 micro-step,phase 4   # effort 4
 //! ```
 
 use std::time::{Duration, Instant};
@@ -136,7 +137,7 @@ fn main() {
         let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
             s.split(',').map(|x| x.parse().expect("ranks")).collect()
         });
-        seeds_table(&seeds, &ranks);
+        seeds_table(&seeds, &ranks, locality(args.next()));
         return;
     }
     // `big [SEED [SYNCS]]`: the planning-time table at 10^6 samples over
@@ -147,10 +148,12 @@ fn main() {
         big_time_table(seed, &sync_models(args.next()));
         return;
     }
-    // `wall [RUNS [SYNCS]]`: wall-clock medians at 65,536 x 1,024.
+    // `wall [RUNS [SYNCS [EFFORT]]]`: wall-clock medians at 65,536 x
+    // 1,024, with `Locality::effort(EFFORT)` if given.
     if args.next_if(|a| a == "wall").is_some() {
         let runs = args.next().map_or(15, |s| s.parse().expect("runs"));
-        wall_table(runs.max(1), &sync_models(args.next()));
+        let syncs = sync_models(args.next());
+        wall_table(runs.max(1), &syncs, locality(args.next()));
         return;
     }
     let ranks: Vec<usize> = args.next().map_or(vec![64, 1024], |s| {
@@ -278,7 +281,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// Over `seeds`, for every scenario, rank count and sync model: the image
 /// bytes moved at 0.5% (median and worst), the worst step time over the
 /// free plan's, and the median bound of [`bytes_bound`].
-fn seeds_table(seeds: &[u64], ranks: &[usize]) {
+fn seeds_table(seeds: &[u64], ranks: &[usize], loc: Locality) {
     println!(
         "| scenario | R | sync | 0.5%: bytes moved, median | worst | worst seed | worst time / free | bound, median |"
     );
@@ -288,9 +291,7 @@ fn seeds_table(seeds: &[u64], ranks: &[usize]) {
             let batches: Vec<_> = seeds.iter().map(|&s| round_robin(scenario, r, s)).collect();
             for sync in SyncModel::ALL {
                 let planner = scenario.planner(r).sync(sync);
-                let local = planner
-                    .clone()
-                    .locality(Locality::new(0.005).expect("tolerance"));
+                let local = planner.clone().locality(loc);
                 let (mut moved_all, mut bounds) = (Vec::new(), Vec::new());
                 let (mut worst, mut worst_seed, mut worst_time) = (0.0f64, 0, 0.0f64);
                 for (batch, &seed) in batches.iter().zip(seeds) {
@@ -320,6 +321,15 @@ fn seeds_table(seeds: &[u64], ranks: &[usize]) {
     }
 }
 
+/// Locality of 0.5% tolerance, with `Locality::effort` of `arg` if given.
+fn locality(arg: Option<String>) -> Locality {
+    let loc = Locality::new(0.005).expect("tolerance");
+    match arg {
+        Some(e) => loc.effort(e.parse().expect("effort")),
+        None => loc,
+    }
+}
+
 /// The sync models named in `arg` (comma-separated), every one without it.
 fn sync_models(arg: Option<String>) -> Vec<SyncModel> {
     arg.map_or(SyncModel::ALL.to_vec(), |s| {
@@ -333,7 +343,7 @@ fn sync_models(arg: Option<String>) -> Vec<SyncModel> {
 /// round-robin origins): `runs` plans without locality and with 0.5%,
 /// alternated, their medians and ratio, the share of image bytes moved and
 /// the fingerprint of the plan with locality.
-fn wall_table(runs: usize, syncs: &[SyncModel]) {
+fn wall_table(runs: usize, syncs: &[SyncModel], loc: Locality) {
     println!("| scenario | sync | plan without locality | with 0.5% | ratio | bytes moved | fingerprint |");
     println!("|---|---|---|---|---|---|---|");
     let r = 1024;
@@ -341,9 +351,7 @@ fn wall_table(runs: usize, syncs: &[SyncModel]) {
         let batch = round_robin(scenario, r, 42);
         for &sync in syncs {
             let planner = scenario.planner(r).sync(sync);
-            let local = planner
-                .clone()
-                .locality(Locality::new(0.005).expect("tolerance"));
+            let local = planner.clone().locality(loc);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let mut last = None;
             for _ in 0..runs {

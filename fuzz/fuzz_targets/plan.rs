@@ -63,7 +63,8 @@ struct Place {
     groups: u8,
     /// Bytes per sample: `b * (index + 1)`, else derived.
     bytes: Option<u16>,
-    /// Tolerance in thousandths (0 to 0.255).
+    /// Tolerance in thousandths (0 to 0.255); an odd one also bounds the
+    /// exchange (`Locality::effort`).
     locality: Option<u8>,
     /// Ranks per node, `n % 9` (0 refused).
     node: Option<u8>,
@@ -280,6 +281,12 @@ fn with<M: Incremental + Clone>(model: M, input: &Input, samples: &[StepSample])
             .map(|n| usize::from(n % 9));
         if let Some(n) = node {
             loc = loc.ranks_per_node(n);
+        }
+        // An odd tolerance (in thousandths) bounds the exchange too, by
+        // `Locality::effort(l % 13)`: derived, not a field of its own, so
+        // that the seed corpus keeps decoding to the inputs it was found as.
+        if l % 2 == 1 {
+            loc = loc.effort(u32::from(l % 13));
         }
         locality = Some((tol, node));
         planner = planner.locality(loc);

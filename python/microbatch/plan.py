@@ -435,13 +435,14 @@ class Planner:
         ranks_per_node: with ``locality``, the ranks of one node: moves inside
             a node count as cheap, moves across nodes as expensive.
         locality_effort: with ``locality``, a bound on the work of its
-            exchange step: at most ``locality_effort * n / 8`` re-splits for
+            exchange step under ``sync="micro-step"`` and ``"phase"`` (not
+            ``"step"``): at most ``locality_effort * n / 8`` re-splits for
             ``n`` samples (``8``: one a sample on average, ``0``: none), the
             samples of most bytes first; ``None`` (the default): no bound. It
             trades bytes moved for planning time: at 65,536 samples over
             1,024 ranks under ``sync="micro-step"``, planning with locality
-            takes 1.6x-2.6x the time without it and moves 10%-13% of the
-            bytes; with ``locality_effort=4``, 1.3x-1.5x and 19%-23%
+            takes 1.8x-2.6x the time without it and moves 10%-13% of the
+            bytes; with ``locality_effort=4``, 1.2x-1.6x and 19%-23%
             (``BENCHMARKS.md``). Counted work, not time: the plan stays a
             pure function of the inputs.
         group_scope: where the samples of one group (``groups=`` of
