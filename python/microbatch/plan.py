@@ -508,25 +508,11 @@ class Planner:
         self.seq_len = _arrays.count(seq_len, "seq_len", maximum=2**32 - 1)
         self.sync = sync
         self.locality = None if locality is None else _tolerance(locality)
-        if ranks_per_node is not None and locality is None:
-            raise SettingError(
-                "ranks_per_node weighs the moves of locality: give locality= too "
-                "(locality=0.0 keeps the step time of the plan without locality)",
-                item="ranks_per_node",
-            )
-        self.ranks_per_node = (
-            None if ranks_per_node is None else _arrays.count(ranks_per_node, "ranks_per_node", minimum=1)
+        self.ranks_per_node = _of_locality(
+            ranks_per_node, "ranks_per_node", "weighs the moves of locality", locality, minimum=1
         )
-        if locality_effort is not None and locality is None:
-            raise SettingError(
-                "locality_effort bounds the work of locality: give locality= too "
-                "(locality=0.0 keeps the step time of the plan without locality)",
-                item="locality_effort",
-            )
-        self.locality_effort = (
-            None
-            if locality_effort is None
-            else _arrays.count(locality_effort, "locality_effort", maximum=2**32 - 1)
+        self.locality_effort = _of_locality(
+            locality_effort, "locality_effort", "bounds the work of locality", locality, maximum=2**32 - 1
         )
         self.group_scope = group_scope
         if micro_steps is not None and fastest_micro_steps is not None:
@@ -680,6 +666,19 @@ class Planner:
         if self.group_scope != "micro-batch":
             extra += f", group_scope={self.group_scope!r}"
         return f"Planner({self.model!r}, ranks={self.ranks}, seq_len={self.seq_len}, sync={self.sync!r}{extra})"
+
+
+def _of_locality(value: Any, name: str, what: str, locality: Any, **bounds: int) -> Optional[int]:
+    """A count that only locality reads (``ranks_per_node``, ``locality_effort``): ``None``, or
+    the count within ``bounds``, given with ``locality`` (a :class:`SettingError` without)."""
+    if value is None:
+        return None
+    if locality is None:
+        raise SettingError(
+            f"{name} {what}: give locality= too (locality=0.0 keeps the step time of the plan without locality)",
+            item=name,
+        )
+    return _arrays.count(value, name, **bounds)
 
 
 def _tolerance(value: Any) -> float:
