@@ -30,7 +30,9 @@
 //! `--locality TOL` keeps samples on the rank that holds them (their
 //! `origin`) where the step time stays within `TOL` (a fraction: 0.005 is
 //! 0.5%) of the plan without locality; `--ranks-per-node N` counts moves
-//! inside a node as cheap. A generated batch then gets the data loader's
+//! inside a node as cheap; `--locality-effort E` bounds the work of its
+//! exchange under the per-micro-step models (`Locality::effort`: less
+//! planning time, more bytes moved). A generated batch then gets the data loader's
 //! round-robin origins (sample i on rank i mod R). With origins, the chart
 //! shows each rank's bytes in and out next to its load, and `--json` the
 //! exchange schedule. `--group-scope micro-batch|rank` says where the
@@ -45,7 +47,8 @@
 //!
 //! Every number on the command line is checked, and an error names its
 //! flag: `--ranks`, `--samples-per-rank`, `--seq-len`, `--max-units`,
-//! `--micro-steps` and `--ranks-per-node` are at least 1, `--locality` is a
+//! `--micro-steps` and `--ranks-per-node` are at least 1, `--locality-effort`
+//! is from 0 to 2^32 - 1, `--locality` is a
 //! finite fraction from 0 to 1, and a generated batch (`--ranks` x
 //! `--samples-per-rank`) has at most 2^20 = 1,048,576 samples.
 
@@ -69,7 +72,7 @@ const MAX_GENERATED: u64 = 1 << 20;
 const USAGE: &str = "usage: balance [--scenario NAME] [--ranks R] [--samples-per-rank N] \
 [--seq-len L] [--max-units U] [--micro-steps A] [--sync step|micro-step|phase] \
 [--model PRESET|costs] [--seed S] [--input FILE.jsonl] [--timings FILE.jsonl] [--locality TOL] \
-[--ranks-per-node N] [--group-scope micro-batch|rank] [--json]";
+[--ranks-per-node N] [--locality-effort E] [--group-scope micro-batch|rank] [--json]";
 
 /// What `--model` names: a preset's FLOPs, or the costs the input carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +123,8 @@ struct Args {
     /// The tolerance of `--locality`, a fraction of the locality-free step time.
     locality: Option<f64>,
     ranks_per_node: Option<usize>,
+    /// `--locality-effort`: the bound on locality's exchange.
+    locality_effort: Option<u32>,
     group_scope: GroupScope,
     json: bool,
 }
@@ -139,6 +144,7 @@ fn parse_args() -> Result<Args, String> {
         timings: None,
         locality: None,
         ranks_per_node: None,
+        locality_effort: None,
         group_scope: GroupScope::default(),
         json: false,
     };
@@ -187,18 +193,31 @@ fn parse_args() -> Result<Args, String> {
             "--timings" => args.timings = Some(value),
             "--locality" => args.locality = Some(fraction(&flag, &value)?),
             "--ranks-per-node" => args.ranks_per_node = Some(int(1, usize_max)? as usize),
+            "--locality-effort" => args.locality_effort = Some(int(0, u32_max)? as u32),
             "--group-scope" => {
                 args.group_scope = value.parse().map_err(|e| format!("--group-scope: {e}"))?
             }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if args.ranks_per_node.is_some() && args.locality.is_none() {
-        return Err(
-            "--ranks-per-node weighs the moves of --locality: give --locality TOL too \
-             (--locality 0 keeps the step time of the plan without locality)"
-                .to_string(),
-        );
+    for (set, flag, what) in [
+        (
+            args.ranks_per_node.is_some(),
+            "--ranks-per-node",
+            "weighs the moves",
+        ),
+        (
+            args.locality_effort.is_some(),
+            "--locality-effort",
+            "bounds the work",
+        ),
+    ] {
+        if set && args.locality.is_none() {
+            return Err(format!(
+                "{flag} {what} of --locality: give --locality TOL too \
+                 (--locality 0 keeps the step time of the plan without locality)"
+            ));
+        }
     }
     if args.model == Some(ModelArg::Costs) && args.timings.is_some() {
         return Err(
@@ -567,8 +586,12 @@ fn run(args: &Args) -> Result<(), String> {
     let locality = match args.locality {
         Some(tol) => {
             let l = Locality::new(tol).map_err(|e| format!("--locality: {e}"))?;
-            Some(match args.ranks_per_node {
+            let l = match args.ranks_per_node {
                 Some(n) => l.ranks_per_node(n),
+                None => l,
+            };
+            Some(match args.locality_effort {
+                Some(e) => l.effort(e),
                 None => l,
             })
         }
