@@ -289,8 +289,9 @@ impl Locality {
     }
 
     /// The most re-splits a run of step 3 weighs for a batch of `samples`
-    /// samples, `effort * samples / 8`, if [`effort`](Locality::effort)
-    /// bounds it.
+    /// samples under the per-micro-step models, `effort * samples / 8`, if
+    /// [`effort`](Locality::effort) bounds it (step barriers are not
+    /// bounded).
     ///
     /// # Examples
     ///

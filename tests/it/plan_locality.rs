@@ -515,19 +515,29 @@ proptest! {
 /// plan's), and the share of the image bytes it moves.
 #[cfg(feature = "scenarios")]
 fn anyres_mix_moved(seed: u64, sync: SyncModel) -> f64 {
-    anyres_mix_local(seed, sync, Locality::new(0.005).unwrap())
-        .report()
-        .traffic
-        .unwrap()
-        .moved_fraction()
+    use microbatch::scenario::Scenario;
+    local_plan(
+        Scenario::AnyresMix,
+        seed,
+        sync,
+        Locality::new(0.005).unwrap(),
+    )
+    .report()
+    .traffic
+    .unwrap()
+    .moved_fraction()
 }
 
-/// The plan of [`anyres_mix_moved`]'s batch with `locality` (of 0.5%
-/// tolerance), checked the same way.
+/// The plan of [`anyres_mix_moved`]'s batch, of `scenario` instead of
+/// `anyres-mix`, with `locality` (of 0.5% tolerance), checked the same way.
 #[cfg(feature = "scenarios")]
-fn anyres_mix_local(seed: u64, sync: SyncModel, locality: Locality) -> Plan {
-    use microbatch::scenario::Scenario;
-    let (scenario, r) = (Scenario::AnyresMix, 64);
+fn local_plan(
+    scenario: microbatch::scenario::Scenario,
+    seed: u64,
+    sync: SyncModel,
+    locality: Locality,
+) -> Plan {
+    let r = 64;
     let batch: Vec<StepSample> = scenario
         .generate(64 * r, seed)
         .into_iter()
@@ -549,10 +559,16 @@ fn anyres_mix_local(seed: u64, sync: SyncModel, locality: Locality) -> Plan {
 #[cfg(feature = "scenarios")]
 #[test]
 fn the_effort_bounds_the_exchange() {
+    use microbatch::scenario::Scenario;
+    let l = Locality::new(0.005).unwrap();
     for sync in [SyncModel::MicroStep, SyncModel::Phase] {
         let plan = |effort: Option<u32>| {
-            let l = Locality::new(0.005).unwrap();
-            anyres_mix_local(2, sync, effort.map_or(l, |e| l.effort(e)))
+            local_plan(
+                Scenario::AnyresMix,
+                2,
+                sync,
+                effort.map_or(l, |e| l.effort(e)),
+            )
         };
         let moved = |p: &Plan| p.report().traffic.unwrap().moved_fraction();
         let (none, one, all) = (plan(Some(0)), plan(Some(8)), plan(None));
@@ -578,17 +594,7 @@ fn the_effort_bounds_the_exchange() {
     // held-out table's `llava-sft` seed 2 at 64 ranks) the fill fails and
     // step 3, from the relabelled plan, brings most of the bytes home
     // (effort 4 applied there left 57% away instead of 5.5%).
-    use microbatch::scenario::Scenario;
-    let (scenario, r) = (Scenario::LlavaSft, 64);
-    let batch: Vec<StepSample> = scenario
-        .generate(64 * r, 2)
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| s.with_origin(i % r))
-        .collect();
-    let planner = scenario.planner(r).sync(SyncModel::Step);
-    let l = Locality::new(0.005).unwrap();
-    let step = |l: Locality| planner.clone().locality(l).plan(&batch).unwrap();
+    let step = |l: Locality| local_plan(Scenario::LlavaSft, 2, SyncModel::Step, l);
     let (bounded, free) = (step(l.effort(0)), step(l));
     assert_eq!(bounded.fingerprint(), free.fingerprint());
     assert!(free.report().traffic.unwrap().moved_fraction() < 0.1);
