@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use super::evaluate::{fewest_sequences, fill_excess, staircase, Beyond, BoundParts};
+use super::evaluate::{fewest_sequences, fill_excess, staircase, Beyond, BoundParts, Stair};
 use super::sample::StepSample;
 use super::sync::SyncModel;
 use crate::cost::{GroupFloor, Incremental, Phase, Phases};
@@ -272,16 +272,47 @@ pub(crate) fn prepare<M: Incremental>(
     }
     // The staircases and fills only where the sync model's bound uses them
     // (each is a sort or a selection over the samples).
-    let mut keys = Vec::new();
     let size = |i: usize| items[i].sizes;
     let n = items.len();
+    let (mut stairs, mut stairs_total) = (Phases::ZERO, 0.0);
+    let mut stair_keys: Vec<Stair> = Vec::new();
+    if sync != SyncModel::Step {
+        stairs_total = staircase(
+            n,
+            |i| floor_of[i].total(),
+            size,
+            caps,
+            per_row,
+            &mut stair_keys,
+        );
+    }
+    if sync == SyncModel::Phase {
+        stairs = Phases::new(
+            staircase(
+                n,
+                |i| floor_of[i].vision,
+                size,
+                caps,
+                per_row,
+                &mut stair_keys,
+            ),
+            staircase(
+                n,
+                |i| floor_of[i].language,
+                size,
+                caps,
+                per_row,
+                &mut stair_keys,
+            ),
+        );
+    }
+    drop(stair_keys);
+    let mut keys = Vec::new();
     // A micro-step holds `per_row` sequences of `caps[0]` tokens.
     let capacity = per_row as f64 * caps[0] as f64;
     let tokens = |i: usize| u64::from(items[i].sizes[0]);
-    let (mut stairs, mut stairs_total) = (Phases::ZERO, 0.0);
     let (mut fill, mut fill_total) = (Phases::ZERO, 0.0);
     if sync != SyncModel::Step {
-        stairs_total = staircase(n, |i| floor_of[i].total(), size, caps, per_row, &mut keys);
         fill_total = fill_excess(
             n,
             |i| floor_of[i].total(),
@@ -292,10 +323,6 @@ pub(crate) fn prepare<M: Incremental>(
         );
     }
     if sync == SyncModel::Phase {
-        stairs = Phases::new(
-            staircase(n, |i| floor_of[i].vision, size, caps, per_row, &mut keys),
-            staircase(n, |i| floor_of[i].language, size, caps, per_row, &mut keys),
-        );
         fill = Phases::new(
             fill_excess(
                 n,
