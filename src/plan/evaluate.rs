@@ -353,7 +353,7 @@ pub(crate) fn staircase(
     // The largest floor first, ties by the larger index (as a sort of
     // `(bits, index)` descending; the sum below does not depend on it:
     // equal floors add nothing between them).
-    keys.sort_unstable_by(|a, b| (b.bits, b.at).cmp(&(a.bits, a.at)));
+    keys.sort_unstable_by_key(|s| core::cmp::Reverse((s.bits, s.at)));
     let row = per_row.max(1) as u128;
     let mut sums = [0u128; 3];
     let mut big = [0u128; 3];
