@@ -117,6 +117,39 @@ fn lower(keys: &[f64], coarse: &[f64], target: f64) -> usize {
     lo + keys[lo..hi].partition_point(|&v| v < target)
 }
 
+/// The entries a run of [`lower_in`] holds.
+const RUN: usize = 16;
+
+/// The first index of `list` whose entry is not `below`, for `below` true
+/// on a prefix of `list` only (as [`slice::partition_point`]): `below` is
+/// asked of the last entry of every run of [`RUN`], then of every entry of
+/// the one run that holds the answer, so that each round's reads are
+/// independent (each a cache miss through a position on large batches)
+/// and overlap, where a binary search waits for each read before the next.
+/// O(len / RUN + RUN) evaluations, in two rounds.
+fn lower_in(list: &[u32], below: impl Fn(u32) -> bool) -> usize {
+    debug_assert!(list.len() <= BUCKET);
+    let runs = list.len().div_ceil(RUN);
+    let mut last = [false; BUCKET / RUN];
+    for (r, flag) in last.iter_mut().enumerate().take(runs) {
+        *flag = below(list[((r + 1) * RUN).min(list.len()) - 1]);
+    }
+    let Some(r) = last.iter().take(runs).position(|&f| !f) else {
+        return list.len();
+    };
+    let run = &list[r * RUN..((r + 1) * RUN).min(list.len())];
+    let mut each = [false; RUN];
+    for (flag, &p) in each.iter_mut().zip(run) {
+        *flag = below(p);
+    }
+    r * RUN
+        + each
+            .iter()
+            .take(run.len())
+            .position(|&f| !f)
+            .unwrap_or(run.len())
+}
+
 /// A change smaller than this fraction of the step time is no change.
 const TOLERANCE: f64 = 1e-9;
 
@@ -693,16 +726,16 @@ impl Search<'_> {
                     let target = va - transfer;
                     let at = lower(keys, coarse, target);
                     let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
-                    for (&pb, &vb) in index[lo..hi].iter().zip(&keys[lo..hi]) {
+                    let near = self.locate(&index[lo..hi], x, loads);
+                    for ((&pb, &vb), &(by, y, ly)) in
+                        index[lo..hi].iter().zip(&keys[lo..hi]).zip(&near)
+                    {
                         if !self.spend(1) {
                             return best;
                         }
-                        let by = self.seq_of[pb as usize];
-                        let y = self.batch_of.get(by as usize).map_or(x, |&y| y as usize);
                         if y == x || y >= self.cost.len() {
                             continue;
                         }
-                        let ly = loads[by as usize];
                         if prep.fits(ly, pa as usize) {
                             let c = (x, bx, ia, y, by, None);
                             self.consider(c, ca, i, xm.0, tol, &mut best);
@@ -739,13 +772,13 @@ impl Search<'_> {
                             return best;
                         }
                         let bucket = &bucketed[k * BUCKET..((k + 1) * BUCKET).min(bucketed.len())];
-                        let at = bucket
-                            .partition_point(|&p| d.of(prep.cost(p as usize)) < va - transfer);
+                        let at = lower_in(bucket, |p| d.of(prep.cost(p as usize)) < va - transfer);
                         let (lo, hi) = (
                             at.saturating_sub(BUCKET_WINDOW),
                             (at + BUCKET_WINDOW).min(bucket.len()),
                         );
-                        for &pb in &bucket[lo..hi] {
+                        let near = self.locate(&bucket[lo..hi], x, loads);
+                        for (&pb, &(by, y, ly)) in bucket[lo..hi].iter().zip(&near) {
                             if !self.spend(1) {
                                 return best;
                             }
@@ -753,12 +786,10 @@ impl Search<'_> {
                             if d.of(cb) >= va {
                                 continue;
                             }
-                            let by = self.seq_of[pb as usize];
-                            let y = self.batch_of.get(by as usize).map_or(x, |&y| y as usize);
                             if y == x || y >= self.cost.len() {
                                 continue;
                             }
-                            let (ly, sb) = (loads[by as usize], prep.size(pb as usize));
+                            let sb = prep.size(pb as usize);
                             if !swap_fits(prep, lx, ly, sa, sb) {
                                 continue;
                             }
@@ -773,6 +804,32 @@ impl Search<'_> {
             }
         }
         best
+    }
+
+    /// The sequence, micro-batch (`x` for none) and load of each of the
+    /// positions `window` (at most `2 * WINDOW`), read level by level: the
+    /// reads of one level are independent, so their cache misses (the
+    /// positions lie anywhere in the batch) overlap instead of waiting one
+    /// after another as the candidates are weighed.
+    #[inline]
+    fn locate(
+        &self,
+        window: &[u32],
+        x: usize,
+        loads: &[[u64; 3]],
+    ) -> [(u32, usize, [u64; 3]); 2 * WINDOW] {
+        let mut near = [(NONE, x, [0u64; 3]); 2 * WINDOW];
+        for (slot, &pb) in near.iter_mut().zip(window) {
+            slot.0 = self.seq_of[pb as usize];
+        }
+        for slot in near.iter_mut().take(window.len()) {
+            let by = slot.0 as usize;
+            if let Some(&y) = self.batch_of.get(by) {
+                slot.1 = y as usize;
+                slot.2 = loads[by];
+            }
+        }
+        near
     }
 
     /// Keeps the change `(x, bx, a, y, by, b)` moving `dc` from `x` to `y`
@@ -885,8 +942,8 @@ fn swap_fits(
 #[cfg(test)]
 mod tests {
     use super::{
-        by_cost_in_buckets, by_size, keep, key_of, lower, positions_of, sort_keyed, Ranked, BLOCK,
-        BUCKET, KEPT,
+        by_cost_in_buckets, by_size, keep, key_of, lower, lower_in, positions_of, sort_keyed,
+        Ranked, BLOCK, BUCKET, KEPT,
     };
     use crate::num::order_bits;
     use alloc::vec::Vec;
@@ -920,6 +977,20 @@ mod tests {
             all.truncate(KEPT + 1);
             let bits = |l: &[Ranked]| l.iter().map(|e| (e.0.to_bits(), e.1)).collect::<Vec<_>>();
             prop_assert_eq!(bits(&list), bits(&all));
+        }
+
+        /// `lower_in` answers as `partition_point` does on a bucket of any
+        /// length up to `BUCKET` (runs cut short at its end), sorted values
+        /// with runs of ties, and thresholds below, among and above them.
+        #[test]
+        fn lower_in_is_the_partition_point(
+            mut values in prop::collection::vec(0u32..40, 0..=BUCKET),
+            target in 0u32..42,
+        ) {
+            values.sort_unstable();
+            let list: Vec<u32> = (0..values.len() as u32).collect();
+            let below = |p: u32| values[p as usize] < target;
+            prop_assert_eq!(lower_in(&list, below), list.partition_point(|&p| below(p)));
         }
 
         /// `sort_keyed` then `positions_of` order positions as a sort by
