@@ -174,6 +174,17 @@ struct Change {
     spread: f64,
 }
 
+/// A candidate partner as [`Search::locate`] reads it: its sequence, the
+/// sequence's micro-batch and load, its cost and sizes.
+#[derive(Clone, Copy)]
+struct Near {
+    by: u32,
+    y: usize,
+    ly: [u64; 3],
+    cb: Phases,
+    sb: [u64; 3],
+}
+
 /// An entry of a micro-step's ranking: (value, micro-batch).
 type Ranked = (f64, u32);
 
@@ -727,9 +738,8 @@ impl Search<'_> {
                     let at = lower(keys, coarse, target);
                     let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
                     let near = self.locate(&index[lo..hi], x, loads);
-                    for ((&pb, &vb), &(by, y, ly)) in
-                        index[lo..hi].iter().zip(&keys[lo..hi]).zip(&near)
-                    {
+                    for ((&pb, &vb), n) in index[lo..hi].iter().zip(&keys[lo..hi]).zip(&near) {
+                        let Near { by, y, ly, cb, sb } = *n;
                         if !self.spend(1) {
                             return best;
                         }
@@ -743,8 +753,6 @@ impl Search<'_> {
                         if vb >= va {
                             continue;
                         }
-                        let cb = prep.cost(pb as usize);
-                        let sb = prep.size(pb as usize);
                         if !swap_fits(prep, lx, ly, sa, sb) {
                             continue;
                         }
@@ -778,18 +786,17 @@ impl Search<'_> {
                             (at + BUCKET_WINDOW).min(bucket.len()),
                         );
                         let near = self.locate(&bucket[lo..hi], x, loads);
-                        for (&pb, &(by, y, ly)) in bucket[lo..hi].iter().zip(&near) {
+                        for (&pb, n) in bucket[lo..hi].iter().zip(&near) {
+                            let Near { by, y, ly, cb, sb } = *n;
                             if !self.spend(1) {
                                 return best;
                             }
-                            let cb = prep.cost(pb as usize);
                             if d.of(cb) >= va {
                                 continue;
                             }
                             if y == x || y >= self.cost.len() {
                                 continue;
                             }
-                            let sb = prep.size(pb as usize);
                             if !swap_fits(prep, lx, ly, sa, sb) {
                                 continue;
                             }
@@ -806,27 +813,32 @@ impl Search<'_> {
         best
     }
 
-    /// The sequence, micro-batch (`x` for none) and load of each of the
-    /// positions `window` (at most `2 * WINDOW`), read level by level: the
+    /// Each of the positions `window` (at most `2 * WINDOW`) as a
+    /// candidate partner: its cost and sizes, its sequence, micro-batch
+    /// (`x` for none) and the sequence's load, read level by level: the
     /// reads of one level are independent, so their cache misses (the
     /// positions lie anywhere in the batch) overlap instead of waiting one
     /// after another as the candidates are weighed.
     #[inline]
-    fn locate(
-        &self,
-        window: &[u32],
-        x: usize,
-        loads: &[[u64; 3]],
-    ) -> [(u32, usize, [u64; 3]); 2 * WINDOW] {
-        let mut near = [(NONE, x, [0u64; 3]); 2 * WINDOW];
+    fn locate(&self, window: &[u32], x: usize, loads: &[[u64; 3]]) -> [Near; 2 * WINDOW] {
+        let prep = self.stage.prep;
+        let mut near = [Near {
+            by: NONE,
+            y: x,
+            ly: [0; 3],
+            cb: Phases::ZERO,
+            sb: [0; 3],
+        }; 2 * WINDOW];
         for (slot, &pb) in near.iter_mut().zip(window) {
-            slot.0 = self.seq_of[pb as usize];
+            slot.by = self.seq_of[pb as usize];
+            slot.cb = prep.cost(pb as usize);
+            slot.sb = prep.size(pb as usize);
         }
         for slot in near.iter_mut().take(window.len()) {
-            let by = slot.0 as usize;
+            let by = slot.by as usize;
             if let Some(&y) = self.batch_of.get(by) {
-                slot.1 = y as usize;
-                slot.2 = loads[by];
+                slot.y = y as usize;
+                slot.ly = loads[by];
             }
         }
         near
