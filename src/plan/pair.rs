@@ -410,7 +410,8 @@ mod tests {
     use crate::cost::{Image, Preset, Sample};
     use crate::plan::deal::{deal, RowKey};
     use crate::plan::pack::{pack, Request};
-    use crate::plan::prepare::prepare;
+    use crate::plan::prepare::{prepare, Prepared};
+    use crate::plan::shape::Shape;
     use crate::plan::StepSample;
     use proptest::prelude::*;
 
@@ -425,6 +426,85 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A batch of samples `(tokens, images, size)` prepared and packed for
+    /// `ranks` ranks (per-phase barriers if `phase`, else per-micro-step),
+    /// dealt, every `pin_every`-th position pinned (none for 0).
+    struct Batch {
+        prep: Prepared,
+        pinned: Vec<bool>,
+        sync: SyncModel,
+        shape: Shape,
+        slots: Vec<u32>,
+    }
+
+    impl Batch {
+        fn new(
+            items: &[(u32, u32, u32)],
+            ranks: usize,
+            phase: bool,
+            pin_every: usize,
+        ) -> (Self, Sequences) {
+            let samples: Vec<StepSample> = items
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, images, size))| {
+                    let imgs = (0..images).map(|k| Image::new(16 + (size + 37 * k) % 600));
+                    StepSample::new(i as u64, Sample::new(t, imgs))
+                })
+                .collect();
+            let sync = if phase {
+                SyncModel::Phase
+            } else {
+                SyncModel::MicroStep
+            };
+            let caps = [4096, u64::MAX, u64::MAX];
+            let prep = prepare(
+                &samples,
+                &Preset::Qwen25Vl7b.cost_model(),
+                caps,
+                ranks,
+                1,
+                sync,
+            )
+            .unwrap();
+            let request = Request {
+                ranks,
+                per_step: 1,
+                micro_steps: None,
+                phases: phase,
+                fill: false,
+                min_steps: 1,
+            };
+            let packed = pack(&prep, request).unwrap();
+            let shape = packed.shape;
+            let seqs = Sequences::new(&prep, packed.sequences);
+            let slots = deal(sync, RowKey::Excess, shape, &seqs);
+            let pinned = (0..prep.len())
+                .map(|p| pin_every > 0 && p % pin_every == 0)
+                .collect();
+            (
+                Batch {
+                    prep,
+                    pinned,
+                    sync,
+                    shape,
+                    slots,
+                },
+                seqs,
+            )
+        }
+
+        fn stage(&self) -> Stage<'_> {
+            Stage {
+                prep: &self.prep,
+                pinned: &self.pinned,
+                sync: self.sync,
+                shape: self.shape,
+                slots: &self.slots,
+            }
+        }
     }
 
     proptest! {
@@ -442,24 +522,8 @@ mod tests {
             pin_every in 0usize..5,
         ) {
             prop_assume!(items.len() >= ranks);
-            let samples: Vec<StepSample> = items
-                .iter()
-                .enumerate()
-                .map(|(i, &(t, images, size))| {
-                    let imgs = (0..images).map(|k| Image::new(16 + (size + 37 * k) % 600));
-                    StepSample::new(i as u64, Sample::new(t, imgs))
-                })
-                .collect();
-            let sync = if phase { SyncModel::Phase } else { SyncModel::MicroStep };
-            let caps = [4096, u64::MAX, u64::MAX];
-            let prep = prepare(&samples, &Preset::Qwen25Vl7b.cost_model(), caps, ranks, 1, sync).unwrap();
-            let request = Request { ranks, per_step: 1, micro_steps: None, phases: phase, fill: false, min_steps: 1 };
-            let packed = pack(&prep, request).unwrap();
-            let shape = packed.shape;
-            let seqs = Sequences::new(&prep, packed.sequences);
-            let slots = deal(sync, RowKey::Excess, shape, &seqs);
-            let pinned: Vec<bool> = (0..prep.len()).map(|p| pin_every > 0 && p % pin_every == 0).collect();
-            let stage = Stage { prep: &prep, pinned: &pinned, sync, shape, slots: &slots };
+            let (batch, seqs) = Batch::new(&items, ranks, phase, pin_every);
+            let stage = batch.stage();
             let one = paired(&stage, seqs.clone(), 1).members;
             prop_assert_eq!(&paired(&stage, seqs.clone(), 3).members, &one);
             prop_assert_eq!(&paired(&stage, seqs, CHUNK).members, &one);
@@ -475,24 +539,9 @@ mod tests {
             pin_every in 0usize..5,
         ) {
             prop_assume!(items.len() >= ranks);
-            let samples: Vec<StepSample> = items
-                .iter()
-                .enumerate()
-                .map(|(i, &(t, images, size))| {
-                    let imgs = (0..images).map(|k| Image::new(16 + (size + 37 * k) % 600));
-                    StepSample::new(i as u64, Sample::new(t, imgs))
-                })
-                .collect();
-            let sync = if phase { SyncModel::Phase } else { SyncModel::MicroStep };
-            let caps = [4096, u64::MAX, u64::MAX];
-            let prep = prepare(&samples, &Preset::Qwen25Vl7b.cost_model(), caps, ranks, 1, sync).unwrap();
-            let request = Request { ranks, per_step: 1, micro_steps: None, phases: phase, fill: false, min_steps: 1 };
-            let packed = pack(&prep, request).unwrap();
-            let shape = packed.shape;
-            let seqs = Sequences::new(&prep, packed.sequences);
-            let slots = deal(sync, RowKey::Excess, shape, &seqs);
-            let pinned: Vec<bool> = (0..prep.len()).map(|p| pin_every > 0 && p % pin_every == 0).collect();
-            let stage = Stage { prep: &prep, pinned: &pinned, sync, shape, slots: &slots };
+            let (batch, seqs) = Batch::new(&items, ranks, phase, pin_every);
+            let stage = batch.stage();
+            let (prep, pinned, sync) = (&batch.prep, &batch.pinned, batch.sync);
             let before = maxima(&stage, &seqs);
             let home: Vec<Option<usize>> = (0..prep.len())
                 .map(|p| seqs.members.iter().position(|b| b.contains(&(p as u32))))
