@@ -382,8 +382,11 @@ const BEFORE_SWAP: (usize, usize) = (7, 20);
 /// Every sample's origin (`NONE` for none) and bytes, by position, and the
 /// node size: what a placement costs.
 pub(crate) struct Homes {
-    origin: Vec<u32>,
-    bytes: Vec<u64>,
+    /// Per position: the origin (`NONE` for none) and the bytes' low and
+    /// high halves, side by side (12 bytes, as two arrays took): the
+    /// layouts read them at positions in no order, one cache miss a
+    /// sample where two arrays took two.
+    home: Vec<[u32; 3]>,
     node: Option<usize>,
 }
 
@@ -397,26 +400,48 @@ impl Homes {
         node: Option<usize>,
     ) -> Option<Self> {
         // One pass, each sample read once.
-        let (mut origin, mut bytes) = (
-            Vec::with_capacity(prep.len()),
-            Vec::with_capacity(prep.len()),
-        );
+        let mut home = Vec::with_capacity(prep.len());
         for e in &prep.items {
             let s = &cx.samples[e.input as usize];
-            origin.push(
-                s.origin()
-                    .map_or(NONE, |o| u32::try_from(o).unwrap_or(NONE)),
-            );
-            bytes.push(s.bytes());
+            let origin = s
+                .origin()
+                .map_or(NONE, |o| u32::try_from(o).unwrap_or(NONE));
+            home.push(Homes::record(origin, s.bytes()));
         }
-        if origin.iter().all(|&o| o == NONE) {
+        if home.iter().all(|h| h[0] == NONE) {
             return None;
         }
         Some(Homes {
-            origin,
-            bytes,
+            home,
             node: node.map(|n| n.max(1)),
         })
+    }
+
+    /// A sample's record: its origin (`NONE` for none), then its bytes'
+    /// low and high halves.
+    #[inline]
+    fn record(origin: u32, bytes: u64) -> [u32; 3] {
+        [origin, bytes as u32, (bytes >> 32) as u32]
+    }
+
+    /// The origin of sample `p` (`NONE` for none).
+    #[inline]
+    fn origin(&self, p: usize) -> u32 {
+        self.home[p][0]
+    }
+
+    /// The bytes of sample `p`.
+    #[inline]
+    fn bytes(&self, p: usize) -> u64 {
+        let h = &self.home[p];
+        u64::from(h[1]) | u64::from(h[2]) << 32
+    }
+
+    /// The origin and bytes of sample `p`, from one read.
+    #[inline]
+    fn of(&self, p: usize) -> (u32, u64) {
+        let h = self.home[p];
+        (h[0], u64::from(h[1]) | u64::from(h[2]) << 32)
     }
 
     /// The weight of sample `p` on rank `rank` in step 3: its weighted
@@ -431,7 +456,8 @@ impl Homes {
     /// `64 * 8 * u64::MAX + 1 < 2^74`.
     #[inline]
     fn weight(&self, p: usize, rank: usize) -> u128 {
-        tied(self.node, self.origin[p], self.bytes[p], rank)
+        let (o, b) = self.of(p);
+        tied(self.node, o, b, rank)
     }
 
     /// [`Homes::weight`] of a sample's record.
@@ -447,8 +473,8 @@ impl Homes {
         for (k, members) in slots.iter().enumerate() {
             let rank = k / shape.per_rank();
             for &p in members {
-                let o = self.origin[p as usize];
-                let w = weighted(self.node, o, self.bytes[p as usize], rank);
+                let (o, b) = self.of(p as usize);
+                let w = weighted(self.node, o, b, rank);
                 total.0 += w;
                 total.1 += usize::from(o != NONE && o as usize != rank);
             }
@@ -618,11 +644,11 @@ fn relabel_floor(homes: &Homes, shape: Shape, slots: &[Vec<u32>]) -> u128 {
     for rank in slots.chunks(shape.per_rank()) {
         let mut most = 0u128;
         for &p in rank.iter().flatten() {
-            let o = homes.origin[p as usize];
+            let (o, b) = homes.of(p as usize);
             if o == NONE {
                 continue;
             }
-            let b = u128::from(homes.bytes[p as usize]);
+            let b = u128::from(b);
             total += b;
             if held[o as usize] == 0 {
                 seen.push(o);
@@ -794,7 +820,7 @@ fn fill_home(
     // of no origin.
     let mut start = vec![0usize; ranks + 1];
     let mut pool: Vec<u32> = Vec::new();
-    for (p, &o) in homes.origin.iter().enumerate() {
+    for (p, o) in homes.home.iter().map(|h| h[0]).enumerate() {
         if o == NONE {
             pool.push(p as u32);
         } else {
@@ -806,7 +832,7 @@ fn fill_home(
     }
     let mut next = start.clone();
     let mut held = vec![0u32; start[ranks]];
-    for (p, &o) in homes.origin.iter().enumerate() {
+    for (p, o) in homes.home.iter().map(|h| h[0]).enumerate() {
         if o != NONE {
             held[next[o as usize]] = p as u32;
             next[o as usize] += 1;
@@ -828,7 +854,7 @@ fn fill_home(
     let density = |p: u32| {
         let c = total(p);
         if c > 0.0 {
-            homes.bytes[p as usize] as f64 / c
+            homes.bytes(p as usize) as f64 / c
         } else {
             f64::INFINITY
         }
@@ -898,7 +924,7 @@ fn fill_home(
             leftover.push(p);
             continue;
         }
-        if let (Some(node), o) = (homes.node, homes.origin[p as usize]) {
+        if let (Some(node), o) = (homes.node, homes.origin(p as usize)) {
             if o != NONE {
                 let first = o as usize / node * node;
                 to = (first..(first + node).min(ranks))
@@ -1084,7 +1110,7 @@ fn fill_home(
         }
         let (c, z) = (prep.cost(p as usize), prep.size(p as usize));
         let mut to = None;
-        if let (Some(node), o) = (homes.node, homes.origin[p as usize]) {
+        if let (Some(node), o) = (homes.node, homes.origin(p as usize)) {
             if o != NONE {
                 let first = o as usize / node * node;
                 let (lo, hi) = match sync {
@@ -1295,9 +1321,9 @@ fn relabel(
             buf.clear();
             for members in &slots[k..k + width] {
                 for &p in members {
-                    let o = homes.origin[p as usize];
+                    let (o, b) = homes.of(p as usize);
                     if o != NONE {
-                        buf.push((o, homes.bytes[p as usize]));
+                        buf.push((o, b));
                     }
                 }
             }
@@ -1548,8 +1574,8 @@ impl<'a> Search<'a> {
             .map(|(p, e)| Info {
                 cost: e.cost,
                 size: e.sizes,
-                origin: homes.origin[p],
-                bytes: homes.bytes[p],
+                origin: homes.origin(p),
+                bytes: homes.bytes(p),
             })
             .collect();
         let mut search = Search {
@@ -1582,7 +1608,7 @@ impl<'a> Search<'a> {
                 }
                 load[g] += prep.cost(p as usize);
                 count[k / shape.per_rank()] += 1;
-                if homes.origin[p as usize] as usize != k / shape.per_rank() {
+                if homes.origin(p as usize) as usize != k / shape.per_rank() {
                     foreign[k / shape.per_rank()] += 1;
                 }
             }
@@ -1641,7 +1667,7 @@ impl<'a> Search<'a> {
         let mut order: Vec<u32> = (0..self.prep.len() as u32)
             .filter(|&p| self.away(p as usize))
             .collect();
-        order.sort_unstable_by_key(|&p| (core::cmp::Reverse(self.homes.bytes[p as usize]), p));
+        order.sort_unstable_by_key(|&p| (core::cmp::Reverse(self.homes.bytes(p as usize)), p));
         // (The samples of the most bytes first, while the samples away
         // from home that a re-split may move for free are many: run
         // first, the swap pass brought more samples home but left more
@@ -1795,7 +1821,7 @@ impl<'a> Search<'a> {
     #[inline]
     fn stale(&self, p: usize) -> bool {
         let r = self.slot_of[p] as usize / self.shape.per_rank();
-        let o = self.homes.origin[p] as usize / self.homes.node.unwrap_or(1);
+        let o = self.homes.origin(p) as usize / self.homes.node.unwrap_or(1);
         self.changed[r].max(self.node_changed[o]) > self.seen[p]
     }
 
@@ -1819,7 +1845,7 @@ impl<'a> Search<'a> {
         if here == 0 {
             return false;
         }
-        let o = self.homes.origin[p] as usize;
+        let o = self.homes.origin(p) as usize;
         let node = self.homes.node.unwrap_or(1);
         let first = o / node * node;
         let mates =
@@ -2268,7 +2294,7 @@ impl<'a> Search<'a> {
         let per_rank = self.shape.per_rank();
         let (ra, rb) = (a / per_rank, b / per_rank);
         self.count[ra] -= 1;
-        let o = self.homes.origin[p] as usize;
+        let o = self.homes.origin(p) as usize;
         self.foreign[ra] -= usize::from(o != ra);
         self.foreign[rb] += usize::from(o != rb);
         self.count[rb] += 1;
@@ -2388,11 +2414,10 @@ mod tests {
         let caps = [seq_len, u64::MAX, u64::MAX];
         let prep = prepare(&batch, &Given, caps, shape.ranks, shape.per_step, sync).unwrap();
         let homes = Homes {
-            origin: samples
+            home: samples
                 .iter()
-                .map(|s| u32::try_from(s.3).unwrap_or(NONE))
+                .map(|s| Homes::record(u32::try_from(s.3).unwrap_or(NONE), s.4))
                 .collect(),
-            bytes: samples.iter().map(|s| s.4).collect(),
             node: None,
         };
         (prep, homes)
@@ -2727,6 +2752,30 @@ mod tests {
             })
             .count();
         assert_eq!(away, extra);
+    }
+
+    /// A sample's origin and bytes come back from its record as they went
+    /// in, every bit of the bytes (both halves) included.
+    #[test]
+    fn a_record_keeps_the_origin_and_every_bit_of_the_bytes() {
+        let cases = [
+            (NONE, 0u64),
+            (0, 1),
+            (7, u64::from(u32::MAX)),
+            (1, 1 << 32),
+            (u32::MAX - 1, u64::MAX),
+            (3, 0x8000_0001_0000_0002),
+        ];
+        let homes = Homes {
+            home: cases.iter().map(|&(o, b)| Homes::record(o, b)).collect(),
+            node: None,
+        };
+        for (p, &(o, b)) in cases.iter().enumerate() {
+            assert_eq!(
+                (homes.origin(p), homes.bytes(p), homes.of(p)),
+                (o, b, (o, b))
+            );
+        }
     }
 
     #[test]
