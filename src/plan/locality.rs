@@ -408,13 +408,12 @@ impl Homes {
                 .map_or(NONE, |o| u32::try_from(o).unwrap_or(NONE));
             home.push(Homes::record(origin, s.bytes()));
         }
-        if home.iter().all(|h| h[0] == NONE) {
-            return None;
-        }
-        Some(Homes {
+        let homes = Homes {
             home,
             node: node.map(|n| n.max(1)),
-        })
+        };
+        let any = homes.origins().any(|o| o != NONE);
+        any.then_some(homes)
     }
 
     /// A sample's record: its origin (`NONE` for none), then its bytes'
@@ -433,8 +432,12 @@ impl Homes {
     /// The bytes of sample `p`.
     #[inline]
     fn bytes(&self, p: usize) -> u64 {
-        let h = &self.home[p];
-        u64::from(h[1]) | u64::from(h[2]) << 32
+        self.of(p).1
+    }
+
+    /// Every sample's origin (`NONE` for none), by position.
+    fn origins(&self) -> impl Iterator<Item = u32> + '_ {
+        self.home.iter().map(|h| h[0])
     }
 
     /// The origin and bytes of sample `p`, from one read.
@@ -820,7 +823,7 @@ fn fill_home(
     // of no origin.
     let mut start = vec![0usize; ranks + 1];
     let mut pool: Vec<u32> = Vec::new();
-    for (p, o) in homes.home.iter().map(|h| h[0]).enumerate() {
+    for (p, o) in homes.origins().enumerate() {
         if o == NONE {
             pool.push(p as u32);
         } else {
@@ -832,7 +835,7 @@ fn fill_home(
     }
     let mut next = start.clone();
     let mut held = vec![0u32; start[ranks]];
-    for (p, o) in homes.home.iter().map(|h| h[0]).enumerate() {
+    for (p, o) in homes.origins().enumerate() {
         if o != NONE {
             held[next[o as usize]] = p as u32;
             next[o as usize] += 1;

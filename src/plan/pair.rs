@@ -157,34 +157,27 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
                     .take_while(|e| e.0 > row.mean[i])
                     .count();
                 let pair_of = |k: usize| (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
-                for first in (0..pairs).step_by(chunk) {
-                    let run = first..(first + chunk).min(pairs);
-                    scratch.fill(
-                        stage,
-                        seqs,
-                        run.clone().map(|k| {
-                            let (x, y) = pair_of(k);
-                            (batch(x, j), batch(y, j))
-                        }),
-                    );
-                    for (c, k) in run.enumerate() {
-                        let (x, y) = pair_of(k);
-                        let (lx, ly) = scratch.pair(c);
-                        let (mx, my) = ((cost[x], lx), (cost[y], batch(y, j), ly));
-                        if let Some(dc) = best(stage, &row, mx, my, seqs) {
-                            cost[x] = cost[x] - dc;
-                            cost[y] += dc;
-                        }
+                let batches = |k: usize| {
+                    let (x, y) = pair_of(k);
+                    (x * steps + j, y * steps + j)
+                };
+                scratch.each_pair(stage, seqs, pairs, chunk, batches, |k, lx, ly, seqs| {
+                    let (x, y) = pair_of(k);
+                    let (mx, my) = ((cost[x], lx), (cost[y], batch(y, j), ly));
+                    if let Some(dc) = best(stage, &row, mx, my, seqs) {
+                        cost[x] = cost[x] - dc;
+                        cost[y] += dc;
                     }
-                }
+                });
             }
         }
     }
 }
 
 /// Applies the change from micro-batch `x` (cost and members) to `y`
-/// (cost, sequences and members) that lowers most the larger relative excess of the two, if any lowers
-/// it and keeps both below the maxima; returns the cost moved.
+/// (cost, sequences and members) that lowers most the larger relative
+/// excess of the two, if any lowers it and keeps both below the maxima;
+/// returns the cost moved.
 fn best(
     stage: &Stage<'_>,
     row: &Row,
@@ -221,32 +214,41 @@ struct Scratch {
 }
 
 impl Scratch {
-    /// Lists the members of the pairs `(bx, by)` (sequences of `x` and of
-    /// `y`), in order: one run of independent reads (the members lie
-    /// anywhere in the prepared samples, a cache miss each on large
-    /// inputs, which overlap here instead of waiting, pair after pair,
-    /// behind the weighing of the one before).
-    fn fill<'s>(
+    /// Weighs the disjoint pairs `0..pairs` in order, pair `k` the
+    /// micro-batches `of(k)` (`rank * A + micro-step`):
+    /// `weigh(k, x's members, y's members, seqs)`. The members of `chunk`
+    /// pairs are listed before any of them is weighed, in one run of
+    /// independent reads (the members lie anywhere in the prepared
+    /// samples, a cache miss each on large inputs, which overlap here
+    /// instead of waiting, pair after pair, behind the weighing of the one
+    /// before); a change to a pair leaves the others' members as listed.
+    fn each_pair(
         &mut self,
         stage: &Stage<'_>,
-        seqs: &Sequences,
-        pairs: impl Iterator<Item = (&'s [u32], &'s [u32])>,
+        seqs: &mut Sequences,
+        pairs: usize,
+        chunk: usize,
+        of: impl Fn(usize) -> (usize, usize),
+        mut weigh: impl FnMut(usize, &[Member], &[Member], &mut Sequences),
     ) {
-        self.members.clear();
-        self.ends.clear();
-        for (bx, by) in pairs {
-            gather(stage, seqs, bx, &mut self.members);
-            let end_x = self.members.len();
-            gather(stage, seqs, by, &mut self.members);
-            self.ends.push((end_x, self.members.len()));
+        for first in (0..pairs).step_by(chunk) {
+            let run = first..(first + chunk).min(pairs);
+            self.members.clear();
+            self.ends.clear();
+            for k in run.clone() {
+                let (x, y) = of(k);
+                gather(stage, seqs, stage.micro_batch(x), &mut self.members);
+                let end_x = self.members.len();
+                gather(stage, seqs, stage.micro_batch(y), &mut self.members);
+                self.ends.push((end_x, self.members.len()));
+            }
+            for (c, k) in run.enumerate() {
+                let start = if c == 0 { 0 } else { self.ends[c - 1].1 };
+                let (end_x, end_y) = self.ends[c];
+                let (x, y) = (&self.members[start..end_x], &self.members[end_x..end_y]);
+                weigh(k, x, y, seqs);
+            }
         }
-    }
-
-    /// The members of pair `c` of the last [`Scratch::fill`]: `x`'s, `y`'s.
-    fn pair(&self, c: usize) -> (&[Member], &[Member]) {
-        let start = if c == 0 { 0 } else { self.ends[c - 1].1 };
-        let (end_x, end_y) = self.ends[c];
-        (&self.members[start..end_x], &self.members[end_x..end_y])
     }
 }
 
@@ -380,28 +382,16 @@ fn level(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
     order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut scratch = Scratch::default();
     let pair_of = |k: usize| (order[k].1 as usize, order[nm - 1 - k].1 as usize);
-    for first in (0..nm / 2).step_by(chunk) {
-        let run = first..(first + chunk).min(nm / 2);
-        scratch.fill(
-            stage,
-            seqs,
-            run.clone().map(|k| {
-                let (x, y) = pair_of(k);
-                (stage.micro_batch(x), stage.micro_batch(y))
-            }),
-        );
-        for (c, k) in run.enumerate() {
-            let (x, y) = pair_of(k);
-            let score = |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny));
-            let any = |_: Phases, _: Phases| true;
-            let (lx, ly) = scratch.pair(c);
-            let (cx, cy) = ((cost[x], lx), (cost[y], stage.micro_batch(y), ly));
-            if let Some(dc) = change(stage, score, any, cx, cy, seqs) {
-                cost[x] = cost[x] - dc;
-                cost[y] += dc;
-            }
+    scratch.each_pair(stage, seqs, nm / 2, chunk, pair_of, |k, lx, ly, seqs| {
+        let (x, y) = pair_of(k);
+        let score = |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny));
+        let any = |_: Phases, _: Phases| true;
+        let (cx, cy) = ((cost[x], lx), (cost[y], stage.micro_batch(y), ly));
+        if let Some(dc) = change(stage, score, any, cx, cy, seqs) {
+            cost[x] = cost[x] - dc;
+            cost[y] += dc;
         }
-    }
+    });
 }
 
 #[cfg(test)]

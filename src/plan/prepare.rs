@@ -274,73 +274,42 @@ pub(crate) fn prepare<M: Incremental>(
     // (each is a sort or a selection over the samples).
     let size = |i: usize| items[i].sizes;
     let n = items.len();
+    // Each is over one part of the floors: the totals, or a phase.
+    let total = |p: Phases| p.total();
+    let vision = |p: Phases| p.vision;
+    let language = |p: Phases| p.language;
     let (mut stairs, mut stairs_total) = (Phases::ZERO, 0.0);
     let mut stair_keys: Vec<Stair> = Vec::new();
-    if sync != SyncModel::Step {
-        stairs_total = staircase(
+    let mut stair = |part: fn(Phases) -> f64| {
+        staircase(
             n,
-            |i| floor_of[i].total(),
+            |i| part(floor_of[i]),
             size,
             caps,
             per_row,
             &mut stair_keys,
-        );
+        )
+    };
+    if sync != SyncModel::Step {
+        stairs_total = stair(total);
     }
     if sync == SyncModel::Phase {
-        stairs = Phases::new(
-            staircase(
-                n,
-                |i| floor_of[i].vision,
-                size,
-                caps,
-                per_row,
-                &mut stair_keys,
-            ),
-            staircase(
-                n,
-                |i| floor_of[i].language,
-                size,
-                caps,
-                per_row,
-                &mut stair_keys,
-            ),
-        );
+        stairs = Phases::new(stair(vision), stair(language));
     }
     drop(stair_keys);
-    let mut keys = Vec::new();
     // A micro-step holds `per_row` sequences of `caps[0]` tokens.
     let capacity = per_row as f64 * caps[0] as f64;
     let tokens = |i: usize| u64::from(items[i].sizes[0]);
+    let mut keys = Vec::new();
+    let mut fill_of = |part: fn(Phases) -> f64| {
+        fill_excess(n, |i| part(floor_of[i]), tokens, capacity, ranks, &mut keys)
+    };
     let (mut fill, mut fill_total) = (Phases::ZERO, 0.0);
     if sync != SyncModel::Step {
-        fill_total = fill_excess(
-            n,
-            |i| floor_of[i].total(),
-            tokens,
-            capacity,
-            ranks,
-            &mut keys,
-        );
+        fill_total = fill_of(total);
     }
     if sync == SyncModel::Phase {
-        fill = Phases::new(
-            fill_excess(
-                n,
-                |i| floor_of[i].vision,
-                tokens,
-                capacity,
-                ranks,
-                &mut keys,
-            ),
-            fill_excess(
-                n,
-                |i| floor_of[i].language,
-                tokens,
-                capacity,
-                ranks,
-                &mut keys,
-            ),
-        );
+        fill = Phases::new(fill_of(vision), fill_of(language));
     }
     let beyond = Beyond {
         group,
