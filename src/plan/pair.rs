@@ -28,8 +28,10 @@
 //!    barrier.
 //!
 //! So no barrier's maximum, and so not the step time, ever rises. The
-//! maxima and means are those at the start of a round. Every sequence keeps
-//! its length and caps; pinned positions never move.
+//! maxima and means are those at the start of a round. The micro-batches'
+//! costs are summed once, before the first round, and kept up to date by
+//! every change. Every sequence keeps its length and caps; pinned
+//! positions never move.
 //!
 //! Deterministic: fixed orders, ties to the first found. O((LEVELS +
 //! PASSES) * (n s + R A log(R A))) time for n samples, at most `s` samples
@@ -50,8 +52,13 @@ use crate::cost::Phases;
 /// The rounds across micro-steps.
 const LEVELS: usize = 1;
 
-/// The rounds within every micro-step and barrier.
-const PASSES: usize = 2;
+/// The rounds within every micro-step and barrier. Each takes the
+/// search's start closer to its micro-steps' means: 6 instead of 2 took the
+/// per-phase plans of 65,536 samples over 1,024 ranks (given costs, 13
+/// seeds) from 1.0112 to 1.0096 over the bound on `anyres-mix` and from
+/// 1.0099 to 1.0091 on `interleaved`, for about an eighth more
+/// instructions a plan (`BENCHMARKS.md`).
+const PASSES: usize = 6;
 
 /// A micro-step's means and maxima per barrier index.
 struct Row<'a> {
@@ -106,10 +113,12 @@ fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     {
         return seqs;
     }
+    let nm = shape.ranks * shape.steps;
+    let mut cost: Vec<Phases> = (0..nm).map(|m| batch_cost(stage, &seqs, m)).collect();
     for _ in 0..LEVELS {
-        level(stage, &mut seqs, chunk);
+        level(stage, &mut seqs, &mut cost, chunk);
     }
-    within(stage, &mut seqs, chunk);
+    within(stage, &mut seqs, &mut cost, chunk);
     seqs
 }
 
@@ -124,7 +133,7 @@ fn batch_cost(stage: &Stage<'_>, seqs: &Sequences, m: usize) -> Phases {
 }
 
 /// The rounds within each micro-step (step 2 of the module docs).
-fn within(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
+fn within(stage: &Stage<'_>, seqs: &mut Sequences, all: &mut [Phases], chunk: usize) {
     let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
     let (ranks, steps) = (shape.ranks, shape.steps);
     let batch = |r: usize, j: usize| stage.micro_batch(r * steps + j);
@@ -134,7 +143,7 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
     for _ in 0..PASSES {
         for j in 0..steps {
             for (r, c) in cost.iter_mut().enumerate() {
-                *c = batch_cost(stage, seqs, r * steps + j);
+                *c = all[r * steps + j];
             }
             for (i, &d) in dims.iter().enumerate() {
                 let mut row = Row {
@@ -169,6 +178,9 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
                         cost[y] += dc;
                     }
                 });
+            }
+            for (r, &c) in cost.iter().enumerate() {
+                all[r * steps + j] = c;
             }
         }
     }
@@ -353,11 +365,10 @@ fn change(
 }
 
 /// The rounds across micro-steps (step 1 of the module docs).
-fn level(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
+fn level(stage: &Stage<'_>, seqs: &mut Sequences, cost: &mut [Phases], chunk: usize) {
     let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
     let steps = shape.steps;
     let nm = shape.ranks * steps;
-    let mut cost: Vec<Phases> = (0..nm).map(|m| batch_cost(stage, seqs, m)).collect();
     let mut norm = [1.0f64; 2];
     for (i, &d) in dims.iter().enumerate() {
         let mean = cost.iter().map(|&c| d.of(c)).sum::<f64>() / nm as f64;
