@@ -35,11 +35,16 @@
 //!
 //! Deterministic: fixed orders, ties to the first found. O((LEVELS +
 //! PASSES) * (n s + R A log(R A))) time for n samples, at most `s` samples
-//! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s) extra space
-//! (the members of [`CHUNK`] pairs gathered before any is weighed: the
-//! pairs of a round are disjoint, so a change leaves the others' members
-//! as listed, and the reads of many pairs overlap; at 10^6 samples over
-//! 16,384 ranks this took the pairing's time down by about 30%).
+//! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s + m) extra
+//! space, `m` the samples of the largest micro-step. The rounds across
+//! micro-steps list the members of [`CHUNK`] pairs before any is weighed
+//! (the pairs of a round are disjoint, so a change leaves the others'
+//! members as listed, and the reads of many pairs overlap; at 10^6 samples
+//! over 16,384 ranks this took the pairing's time down by about 30%); the
+//! rounds within run one micro-step at a time (its rounds touch only its
+//! micro-batches) and list its members once for all of them, a pair's two
+//! lists again after each change: each sample is read once for the six
+//! rounds, not once a round and barrier.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -102,8 +107,9 @@ pub(crate) fn pair(stage: &Stage<'_>, seqs: Sequences) -> Sequences {
     paired(stage, seqs, CHUNK)
 }
 
-/// [`pair`], reading the members of `chunk` pairs ahead (any `chunk >= 1`
-/// gives the same sequences: the pairs of a round are disjoint).
+/// [`pair`], the rounds across micro-steps reading the members of `chunk`
+/// pairs ahead (any `chunk >= 1` gives the same sequences: the pairs of a
+/// round are disjoint).
 fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     let shape = stage.shape;
     if stage.sync == SyncModel::Step
@@ -118,7 +124,7 @@ fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     for _ in 0..LEVELS {
         level(stage, &mut seqs, &mut cost, chunk);
     }
-    within(stage, &mut seqs, &mut cost, chunk);
+    within(stage, &mut seqs, &mut cost);
     seqs
 }
 
@@ -132,19 +138,28 @@ fn batch_cost(stage: &Stage<'_>, seqs: &Sequences, m: usize) -> Phases {
         .sum()
 }
 
-/// The rounds within each micro-step (step 2 of the module docs).
-fn within(stage: &Stage<'_>, seqs: &mut Sequences, all: &mut [Phases], chunk: usize) {
+/// The rounds within each micro-step (step 2 of the module docs), one
+/// micro-step at a time: its rounds touch only its own micro-batches, so
+/// the order of the loops changes nothing, and the members of the
+/// micro-step are listed once for all its rounds (in one run of
+/// independent reads), each pair's two lists again after a change.
+fn within(stage: &Stage<'_>, seqs: &mut Sequences, all: &mut [Phases]) {
     let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
     let (ranks, steps) = (shape.ranks, shape.steps);
     let batch = |r: usize, j: usize| stage.micro_batch(r * steps + j);
     let mut cost = vec![Phases::ZERO; ranks];
     let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
-    let mut scratch = Scratch::default();
-    for _ in 0..PASSES {
-        for j in 0..steps {
-            for (r, c) in cost.iter_mut().enumerate() {
-                *c = all[r * steps + j];
-            }
+    let mut lists: Vec<Vec<Member>> = vec![Vec::new(); ranks];
+    for j in 0..steps {
+        for (r, (c, list)) in cost.iter_mut().zip(&mut lists).enumerate() {
+            *c = all[r * steps + j];
+            list.clear();
+            gather(stage, seqs, batch(r, j), list);
+        }
+        for _ in 0..PASSES {
+            // A round that changes nothing leaves the next one the same
+            // micro-step to weigh: the rest would change nothing either.
+            let mut changed = false;
             for (i, &d) in dims.iter().enumerate() {
                 let mut row = Row {
                     dims,
@@ -165,23 +180,29 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences, all: &mut [Phases], chunk: us
                     .iter()
                     .take_while(|e| e.0 > row.mean[i])
                     .count();
-                let pair_of = |k: usize| (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
-                let batches = |k: usize| {
-                    let (x, y) = pair_of(k);
-                    (x * steps + j, y * steps + j)
-                };
-                scratch.each_pair(stage, seqs, pairs, chunk, batches, |k, lx, ly, seqs| {
-                    let (x, y) = pair_of(k);
-                    let (mx, my) = ((cost[x], lx), (cost[y], batch(y, j), ly));
+                for k in 0..pairs {
+                    let (x, y) = (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
+                    let (mx, my) = (
+                        (cost[x], &lists[x][..]),
+                        (cost[y], batch(y, j), &lists[y][..]),
+                    );
                     if let Some(dc) = best(stage, &row, mx, my, seqs) {
                         cost[x] = cost[x] - dc;
                         cost[y] += dc;
+                        changed = true;
+                        for r in [x, y] {
+                            lists[r].clear();
+                            gather(stage, seqs, batch(r, j), &mut lists[r]);
+                        }
                     }
-                });
+                }
             }
-            for (r, &c) in cost.iter().enumerate() {
-                all[r * steps + j] = c;
+            if !changed {
+                break;
             }
+        }
+        for (r, &c) in cost.iter().enumerate() {
+            all[r * steps + j] = c;
         }
     }
 }
