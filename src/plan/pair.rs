@@ -20,7 +20,7 @@
 //!    `k`-th from the end: work flows from the micro-batches at a maximum
 //!    into the room of any micro-step. As `h < 0` after a change, no value
 //!    rises above its micro-step's maximum.
-//! 2. [`PASSES`] rounds within each micro-step and barrier `p`: the
+//! 2. [`passes`] rounds within each micro-step and barrier `p`: the
 //!    micro-batches ranked by `p` (descending, ties by micro-batch), the
 //!    `k`-th most loaded paired with the `k`-th least loaded while it is
 //!    above the mean, the score `max over barriers q of (q - mean_q) /
@@ -34,7 +34,7 @@
 //! positions never move.
 //!
 //! Deterministic: fixed orders, ties to the first found. O((LEVELS +
-//! PASSES) * (n s + R A log(R A))) time for n samples, at most `s` samples
+//! passes) * (n s + R A log(R A))) time for n samples, at most `s` samples
 //! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s + m) extra
 //! space, `m` the samples of the largest micro-step. The rounds across
 //! micro-steps list the members of [`CHUNK`] pairs before any is weighed
@@ -43,7 +43,7 @@
 //! over 16,384 ranks this took the pairing's time down by about 30%); the
 //! rounds within run one micro-step at a time (its rounds touch only its
 //! micro-batches) and list its members once for all of them, a pair's two
-//! lists again after each change: each sample is read once for the six
+//! lists again after each change: each sample is read once for all the
 //! rounds, not once a round and barrier.
 
 use alloc::vec;
@@ -57,13 +57,22 @@ use crate::cost::Phases;
 /// The rounds across micro-steps.
 const LEVELS: usize = 1;
 
-/// The rounds within every micro-step and barrier. Each takes the
-/// search's start closer to its micro-steps' means: 6 instead of 2 took the
-/// per-phase plans of 65,536 samples over 1,024 ranks (given costs, 13
-/// seeds) from 1.0112 to 1.0096 over the bound on `anyres-mix` and from
-/// 1.0099 to 1.0091 on `interleaved`, for about an eighth more
-/// instructions a plan (`BENCHMARKS.md`).
-const PASSES: usize = 6;
+/// The rounds within every micro-step and barrier under `sync`. Under
+/// per-phase barriers a round balances the vision phase, then the
+/// language phase, each pulling the other's micro-batches apart, and more
+/// rounds settle them: 6 instead of 2 took the per-phase plans of 65,536
+/// samples over 1,024 ranks (given costs, 13 seeds) from 1.0112 to 1.0096
+/// over the bound on `anyres-mix` and from 1.0099 to 1.0091 on
+/// `interleaved`, for about an eighth more instructions a plan. Under one
+/// barrier a micro-step 6 changed the same plans by at most 0.0001 (0.0004
+/// at 10^6 samples over 16,384 ranks) for about a third more planning time
+/// at 10^6, so it stays 2 (`BENCHMARKS.md`).
+fn passes(sync: SyncModel) -> usize {
+    match sync {
+        SyncModel::Phase => 6,
+        _ => 2,
+    }
+}
 
 /// A micro-step's means and maxima per barrier index.
 struct Row<'a> {
@@ -156,7 +165,7 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences, all: &mut [Phases]) {
             list.clear();
             gather(stage, seqs, batch(r, j), list);
         }
-        for _ in 0..PASSES {
+        for _ in 0..passes(stage.sync) {
             // A round that changes nothing leaves the next one the same
             // micro-step to weigh: the rest would change nothing either.
             let mut changed = false;
