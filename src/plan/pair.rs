@@ -28,23 +28,22 @@
 //!    barrier.
 //!
 //! So no barrier's maximum, and so not the step time, ever rises. The
-//! maxima and means are those at the start of a round. The micro-batches'
-//! costs are summed once, before the first round, and kept up to date by
+//! maxima and means are those at the start of a round. A micro-step's
+//! costs are summed once for all its rounds within and kept up to date by
 //! every change. Every sequence keeps its length and caps; pinned
 //! positions never move.
 //!
 //! Deterministic: fixed orders, ties to the first found. O((LEVELS +
 //! passes) * (n s + R A log(R A))) time for n samples, at most `s` samples
-//! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s + m) extra
-//! space, `m` the samples of the largest micro-step. The rounds across
-//! micro-steps list the members of [`CHUNK`] pairs before any is weighed
-//! (the pairs of a round are disjoint, so a change leaves the others'
-//! members as listed, and the reads of many pairs overlap; at 10^6 samples
-//! over 16,384 ranks this took the pairing's time down by about 30%); the
-//! rounds within run one micro-step at a time (its rounds touch only its
-//! micro-batches) and list its members once for all of them, a pair's two
-//! lists again after each change: each sample is read once for all the
-//! rounds, not once a round and barrier.
+//! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s) extra space
+//! (the members of [`CHUNK`] pairs gathered before any is weighed: the
+//! pairs of a round are disjoint, so a change leaves the others' members
+//! as listed, and the reads of many pairs overlap; at 10^6 samples over
+//! 16,384 ranks this took the pairing's time down by about 30%). (Listing
+//! a micro-step's members once for all its rounds took another fifth off
+//! the pairing at 10^6 under per-phase barriers, but its list, up to a
+//! quarter of the samples at 48 bytes each, raised the per-micro-step
+//! planner's peak from 127.2 to 140.0 bytes a sample.)
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -116,9 +115,8 @@ pub(crate) fn pair(stage: &Stage<'_>, seqs: Sequences) -> Sequences {
     paired(stage, seqs, CHUNK)
 }
 
-/// [`pair`], the rounds across micro-steps reading the members of `chunk`
-/// pairs ahead (any `chunk >= 1` gives the same sequences: the pairs of a
-/// round are disjoint).
+/// [`pair`], reading the members of `chunk` pairs ahead (any `chunk >= 1`
+/// gives the same sequences: the pairs of a round are disjoint).
 fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     let shape = stage.shape;
     if stage.sync == SyncModel::Step
@@ -128,12 +126,10 @@ fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     {
         return seqs;
     }
-    let nm = shape.ranks * shape.steps;
-    let mut cost: Vec<Phases> = (0..nm).map(|m| batch_cost(stage, &seqs, m)).collect();
     for _ in 0..LEVELS {
-        level(stage, &mut seqs, &mut cost, chunk);
+        level(stage, &mut seqs, chunk);
     }
-    within(stage, &mut seqs, &mut cost);
+    within(stage, &mut seqs, chunk);
     seqs
 }
 
@@ -149,25 +145,20 @@ fn batch_cost(stage: &Stage<'_>, seqs: &Sequences, m: usize) -> Phases {
 
 /// The rounds within each micro-step (step 2 of the module docs), one
 /// micro-step at a time: its rounds touch only its own micro-batches, so
-/// the order of the loops changes nothing, and the members of the
-/// micro-step are listed once for all its rounds (in one run of
-/// independent reads), each pair's two lists again after a change.
-fn within(stage: &Stage<'_>, seqs: &mut Sequences, all: &mut [Phases]) {
+/// the order of the loops changes nothing, and a micro-step whose round
+/// changes nothing is done (the next round would weigh the same pairs).
+fn within(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
     let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
     let (ranks, steps) = (shape.ranks, shape.steps);
     let batch = |r: usize, j: usize| stage.micro_batch(r * steps + j);
     let mut cost = vec![Phases::ZERO; ranks];
     let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
-    let mut lists: Vec<Vec<Member>> = vec![Vec::new(); ranks];
+    let mut scratch = Scratch::default();
     for j in 0..steps {
-        for (r, (c, list)) in cost.iter_mut().zip(&mut lists).enumerate() {
-            *c = all[r * steps + j];
-            list.clear();
-            gather(stage, seqs, batch(r, j), list);
+        for (r, c) in cost.iter_mut().enumerate() {
+            *c = batch_cost(stage, seqs, r * steps + j);
         }
         for _ in 0..passes(stage.sync) {
-            // A round that changes nothing leaves the next one the same
-            // micro-step to weigh: the rest would change nothing either.
             let mut changed = false;
             for (i, &d) in dims.iter().enumerate() {
                 let mut row = Row {
@@ -189,29 +180,24 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences, all: &mut [Phases]) {
                     .iter()
                     .take_while(|e| e.0 > row.mean[i])
                     .count();
-                for k in 0..pairs {
-                    let (x, y) = (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
-                    let (mx, my) = (
-                        (cost[x], &lists[x][..]),
-                        (cost[y], batch(y, j), &lists[y][..]),
-                    );
+                let pair_of = |k: usize| (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
+                let batches = |k: usize| {
+                    let (x, y) = pair_of(k);
+                    (x * steps + j, y * steps + j)
+                };
+                scratch.each_pair(stage, seqs, pairs, chunk, batches, |k, lx, ly, seqs| {
+                    let (x, y) = pair_of(k);
+                    let (mx, my) = ((cost[x], lx), (cost[y], batch(y, j), ly));
                     if let Some(dc) = best(stage, &row, mx, my, seqs) {
                         cost[x] = cost[x] - dc;
                         cost[y] += dc;
                         changed = true;
-                        for r in [x, y] {
-                            lists[r].clear();
-                            gather(stage, seqs, batch(r, j), &mut lists[r]);
-                        }
                     }
-                }
+                });
             }
             if !changed {
                 break;
             }
-        }
-        for (r, &c) in cost.iter().enumerate() {
-            all[r * steps + j] = c;
         }
     }
 }
@@ -395,10 +381,11 @@ fn change(
 }
 
 /// The rounds across micro-steps (step 1 of the module docs).
-fn level(stage: &Stage<'_>, seqs: &mut Sequences, cost: &mut [Phases], chunk: usize) {
+fn level(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
     let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
     let steps = shape.steps;
     let nm = shape.ranks * steps;
+    let mut cost: Vec<Phases> = (0..nm).map(|m| batch_cost(stage, seqs, m)).collect();
     let mut norm = [1.0f64; 2];
     for (i, &d) in dims.iter().enumerate() {
         let mean = cost.iter().map(|&c| d.of(c)).sum::<f64>() / nm as f64;
