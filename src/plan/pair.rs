@@ -35,15 +35,17 @@
 //!
 //! Deterministic: fixed orders, ties to the first found. O((LEVELS +
 //! passes) * (n s + R A log(R A))) time for n samples, at most `s` samples
-//! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s) extra space
-//! (the members of [`CHUNK`] pairs gathered before any is weighed: the
-//! pairs of a round are disjoint, so a change leaves the others' members
-//! as listed, and the reads of many pairs overlap; at 10^6 samples over
-//! 16,384 ranks this took the pairing's time down by about 30%). (Listing
-//! a micro-step's members once for all its rounds took another fifth off
-//! the pairing at 10^6 under per-phase barriers, but its list, up to a
-//! quarter of the samples at 48 bytes each, raised the per-micro-step
-//! planner's peak from 127.2 to 140.0 bytes a sample.)
+//! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s + m) extra
+//! space, `m` the samples of the largest micro-step. The rounds across
+//! micro-steps list the members of [`CHUNK`] pairs before any is weighed
+//! (the pairs of a round are disjoint, so a change leaves the others'
+//! members as listed, and the reads of many pairs overlap; at 10^6 samples
+//! over 16,384 ranks this took the pairing's time down by about 30%); the
+//! rounds within run one micro-step at a time (its rounds touch only its
+//! micro-batches) and list its members once for all of them, a pair's two
+//! lists again after each change: each sample is read once for all the
+//! rounds, not once a round and barrier (per-phase plans at 10^6 x 16,384
+//! about a tenth faster than with the pairs gathered a round at a time).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -115,8 +117,9 @@ pub(crate) fn pair(stage: &Stage<'_>, seqs: Sequences) -> Sequences {
     paired(stage, seqs, CHUNK)
 }
 
-/// [`pair`], reading the members of `chunk` pairs ahead (any `chunk >= 1`
-/// gives the same sequences: the pairs of a round are disjoint).
+/// [`pair`], the rounds across micro-steps reading the members of `chunk`
+/// pairs ahead (any `chunk >= 1` gives the same sequences: the pairs of a
+/// round are disjoint).
 fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     let shape = stage.shape;
     if stage.sync == SyncModel::Step
@@ -129,7 +132,7 @@ fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     for _ in 0..LEVELS {
         level(stage, &mut seqs, chunk);
     }
-    within(stage, &mut seqs, chunk);
+    within(stage, &mut seqs);
     seqs
 }
 
@@ -145,18 +148,23 @@ fn batch_cost(stage: &Stage<'_>, seqs: &Sequences, m: usize) -> Phases {
 
 /// The rounds within each micro-step (step 2 of the module docs), one
 /// micro-step at a time: its rounds touch only its own micro-batches, so
-/// the order of the loops changes nothing, and a micro-step whose round
-/// changes nothing is done (the next round would weigh the same pairs).
-fn within(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
+/// the order of the loops changes nothing; its costs are summed and its
+/// members listed once for all its rounds (in one run of independent
+/// reads), each pair's two lists again after a change; and a micro-step
+/// whose round changes nothing is done (the next round would weigh the
+/// same pairs).
+fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
     let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
     let (ranks, steps) = (shape.ranks, shape.steps);
     let batch = |r: usize, j: usize| stage.micro_batch(r * steps + j);
     let mut cost = vec![Phases::ZERO; ranks];
     let mut order: Vec<(f64, u32)> = Vec::with_capacity(ranks);
-    let mut scratch = Scratch::default();
+    let mut lists: Vec<Vec<Member>> = vec![Vec::new(); ranks];
     for j in 0..steps {
-        for (r, c) in cost.iter_mut().enumerate() {
-            *c = batch_cost(stage, seqs, r * steps + j);
+        for (r, list) in lists.iter_mut().enumerate() {
+            list.clear();
+            gather(stage, seqs, batch(r, j), list);
+            cost[r] = batch_cost(stage, seqs, r * steps + j);
         }
         for _ in 0..passes(stage.sync) {
             let mut changed = false;
@@ -180,20 +188,22 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
                     .iter()
                     .take_while(|e| e.0 > row.mean[i])
                     .count();
-                let pair_of = |k: usize| (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
-                let batches = |k: usize| {
-                    let (x, y) = pair_of(k);
-                    (x * steps + j, y * steps + j)
-                };
-                scratch.each_pair(stage, seqs, pairs, chunk, batches, |k, lx, ly, seqs| {
-                    let (x, y) = pair_of(k);
-                    let (mx, my) = ((cost[x], lx), (cost[y], batch(y, j), ly));
+                for k in 0..pairs {
+                    let (x, y) = (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
+                    let (mx, my) = (
+                        (cost[x], &lists[x][..]),
+                        (cost[y], batch(y, j), &lists[y][..]),
+                    );
                     if let Some(dc) = best(stage, &row, mx, my, seqs) {
                         cost[x] = cost[x] - dc;
                         cost[y] += dc;
                         changed = true;
+                        for r in [x, y] {
+                            lists[r].clear();
+                            gather(stage, seqs, batch(r, j), &mut lists[r]);
+                        }
                     }
-                });
+                }
             }
             if !changed {
                 break;
