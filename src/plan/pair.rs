@@ -64,7 +64,7 @@ const LEVELS: usize = 1;
 /// rounds settle them: 6 instead of 2 took the per-phase plans of 65,536
 /// samples over 1,024 ranks (given costs, 13 seeds) from 1.0112 to 1.0096
 /// over the bound on `anyres-mix` and from 1.0099 to 1.0091 on
-/// `interleaved`, for about an eighth more instructions a plan. Under one
+/// `interleaved`, for 3%-13% more instructions a plan (valgrind). Under one
 /// barrier a micro-step 6 changed the same plans by at most 0.0001 (0.0004
 /// at 10^6 samples over 16,384 ranks) for about a third more planning time
 /// at 10^6, so it stays 2 (`BENCHMARKS.md`).
