@@ -123,10 +123,13 @@
 //!    ones farthest below theirs (one round across micro-steps, filling
 //!    the room under the maxima that a single large sample sets), then the
 //!    `k`-th most loaded micro-batch of each micro-step with its `k`-th
-//!    least loaded (two rounds), never raising a barrier's maximum.
+//!    least loaded (six rounds for [`SyncModel::Phase`], two for
+//!    [`SyncModel::MicroStep`]), never raising a barrier's maximum.
 //! 8. `search` (per-micro-step sync models): the barriers (a micro-step in
 //!    a phase, or in total) are taken worst excess over their mean first;
-//!    the micro-batch that binds one moves a sample to, or swaps one with,
+//!    in a first round the micro-batch that binds one trades places with
+//!    another micro-batch of its rank (whole micro-batches change
+//!    micro-steps), then it moves a sample to, or swaps one with,
 //!    a partner found near the wanted cost in the samples sorted once by
 //!    cost, in *any* micro-step (or moves one into the least loaded
 //!    micro-batches of its own micro-step and of the one with most room

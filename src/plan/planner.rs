@@ -406,9 +406,11 @@ impl<M: Incremental> Planner<M> {
     /// [`SyncModel::Phase`]): after the refinement, a pairing pass in bulk
     /// (micro-batches at their micro-step's maxima trade one sample with the
     /// ones farthest below theirs, across micro-steps once, then within
-    /// each micro-step twice; never raising a maximum), then the
+    /// each micro-step six times under per-phase barriers, twice under one
+    /// barrier a micro-step; never raising a maximum), then the
     /// micro-batch that binds a barrier (the slowest of its micro-step in a phase), worst
-    /// excess over the mean first, moves a sample to, or swaps one with, a
+    /// excess over the mean first, trades places with another micro-batch
+    /// of its rank (a first round), then moves a sample to, or swaps one with, a
     /// partner of the wanted cost in *any* micro-step, while the predicted
     /// step time drops. `effort` bounds its work (candidate changes weighed,
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
