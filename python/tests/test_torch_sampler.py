@@ -377,11 +377,13 @@ def test_plan_mismatch_error_is_a_microbatch_error_and_pickles():
 
 # Fingerprints of every step (rank 0), len() of rank 1 and its first micro-batches, computed with the
 # sampler that planned the whole epoch up front (before lazy planning): the plans must not change.
+# Steps 2 and 4 of the per-phase rows moved with the planner's trade round and six pairing rounds
+# (issue 23); the lengths and micro-batches shown did not.
 PINNED = [
-    ({"seed": 7}, ["0xb8985b8c39524ba9", "0xec739404a71dc6a1", "0x6dff86983d976416", "0x38f732b43c70b7b8",
+    ({"seed": 7}, ["0xb8985b8c39524ba9", "0x90a0f926631703a1", "0x6dff86983d976416", "0x285d65d067347fd8",
                    "0xb596236e1aef6f6e"], 16, [[7, 12, 36], [16, 56, 97], [18, 53]]),
-    ({"seed": 7, "drop_last": True}, ["0xb8985b8c39524ba9", "0xec739404a71dc6a1", "0x6dff86983d976416",
-                                      "0x38f732b43c70b7b8"], 15, [[7, 12, 36], [16, 56, 97], [18, 53]]),
+    ({"seed": 7, "drop_last": True}, ["0xb8985b8c39524ba9", "0x90a0f926631703a1", "0x6dff86983d976416",
+                                      "0x285d65d067347fd8"], 15, [[7, 12, 36], [16, 56, 97], [18, 53]]),
     ({"shuffle": False, "sync": "step", "micro_steps": 5},
      ["0xff2be7a3264e1b0a", "0xa0aa147bc15b5aea", "0x627d9ac3bf6808a", "0xc2cae9c63022f22a", "0xc8e80230f4988a0d"],
      25, [[1, 6, 22], [7, 16], [14]]),
