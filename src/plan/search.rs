@@ -71,10 +71,10 @@
 //! default [`EFFORT`]).
 //!
 //! O(n log n + min(changes * (s * (log n + WINDOW + BUCKET_WINDOW) + R +
-//! A), effort * max(n + K, 65536))) time (a trade moves the `s` members of
-//! two micro-batches and weighs `A - 1` candidates) for n samples, at most `s` a
-//! micro-batch, R ranks, A micro-steps; O(n + K + R * A) extra space (the
-//! two indexes: four arrays of n).
+//! A), effort * max(n + K, 65536))) time for n samples, at most `s` a
+//! micro-batch, R ranks, A micro-steps (a trade weighs `A - 1` candidates
+//! and moves the members of two micro-batches); O(n + K + R * A) extra
+//! space (the two indexes: four arrays of n).
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -969,13 +969,15 @@ impl Search<'_> {
         }
     }
 
-    /// Whether micro-batch `m` holds a pinned position.
+    /// Whether micro-batch `m` holds a pinned position (O(1) when none is
+    /// pinned, else O(its samples)).
     fn holds_pinned(&self, m: usize, seqs: &Sequences) -> bool {
-        self.stage.micro_batch(m).iter().any(|&b| {
-            seqs.members[b as usize]
-                .iter()
-                .any(|&p| self.stage.pinned(p))
-        })
+        !self.stage.pinned.is_empty()
+            && self.stage.micro_batch(m).iter().any(|&b| {
+                seqs.members[b as usize]
+                    .iter()
+                    .any(|&p| self.stage.pinned(p))
+            })
     }
 
     /// Applies `c`; `false` (nothing changed) if its swap partner is not
@@ -1029,9 +1031,7 @@ impl Search<'_> {
         }
         true
     }
-}
 
-impl Search<'_> {
     /// Micro-batches `x` and `y` (of one rank) trade places: the members,
     /// loads and costs of their sequences, index by index (every sequence
     /// has the same caps).
@@ -1096,9 +1096,9 @@ mod tests {
     /// (10.5). No sample can move (every sequence is full) and no swap
     /// lowers a maximum (those that fit trade equal sizes: the two long
     /// samples, or short ones under a long one), so the step time 10 +
-    /// 10.5 falls only once rank 1's micro-batches trade places; then a
-    /// swap of short samples balances micro-step 1: 10.5 + 0.9, under both
-    /// per-micro-step models.
+    /// 10.5 falls only once the micro-batches of a rank trade places and
+    /// the long samples share a micro-step; then a swap of short samples
+    /// balances the other: 10.5 + 0.9, under both per-micro-step models.
     #[test]
     fn whole_micro_batches_trade_where_no_sample_can() {
         let spec = [
