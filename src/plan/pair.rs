@@ -163,8 +163,7 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
     for j in 0..steps {
         for (r, list) in lists.iter_mut().enumerate() {
             list.clear();
-            gather(stage, seqs, batch(r, j), list);
-            cost[r] = batch_cost(stage, seqs, r * steps + j);
+            cost[r] = gather(stage, seqs, batch(r, j), list);
         }
         for _ in 0..passes(stage.sync) {
             let mut changed = false;
@@ -290,21 +289,27 @@ impl Scratch {
     }
 }
 
-/// Appends the unpinned members of the sequences `bs`, in order, to `out`.
-fn gather(stage: &Stage<'_>, seqs: &Sequences, bs: &[u32], out: &mut Vec<Member>) {
+/// Appends the unpinned members of the sequences `bs`, in order, to `out`;
+/// returns the cost of all of them, pinned ones included, summed in order
+/// (as [`batch_cost`] sums a micro-batch: each sample read once).
+fn gather(stage: &Stage<'_>, seqs: &Sequences, bs: &[u32], out: &mut Vec<Member>) -> Phases {
+    let mut total = Phases::ZERO;
     for &b in bs {
         for (i, &p) in seqs.members[b as usize].iter().enumerate() {
+            let cost = stage.prep.cost(p as usize);
+            total += cost;
             if stage.pinned(p) {
                 continue;
             }
             out.push(Member {
                 seq: b,
                 index: i as u32,
-                cost: stage.prep.cost(p as usize),
+                cost,
                 size: stage.prep.size(p as usize),
             });
         }
     }
+    total
 }
 
 /// Applies the change from micro-batch `x` (cost and unpinned members, as
