@@ -108,7 +108,7 @@ pub use self::result::{Partition, TotalOf};
 // Crate-internal, for the planner: LPT over vector items (its phase
 // vectors) and the swap partners around a sorted list's balancing point.
 pub(crate) use self::refine::balancing_window;
-pub(crate) use self::vector_lpt::{vector_lpt, vector_lpt_by, VectorItem};
+pub(crate) use self::vector_lpt::{vector_lpt, vector_lpt_by, vector_lpt_onto, VectorItem};
 
 #[cfg(doc)]
 use crate::error::Error;

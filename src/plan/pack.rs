@@ -6,10 +6,11 @@ use alloc::vec::Vec;
 use super::fill::fill_row;
 use super::prepare::{Entry, Prepared};
 use super::shape::Shape;
+use crate::cost::Phases;
 use crate::error::Error;
 use crate::grouped::Grouped;
 use crate::pack::first_fit_decreasing;
-use crate::partition::{vector_lpt, vector_lpt_by, VectorItem};
+use crate::partition::{vector_lpt, vector_lpt_by, vector_lpt_onto, VectorItem};
 
 /// What the packing is asked for: `R`, `S`, and `A` if given.
 #[derive(Clone, Copy, Debug)]
@@ -40,6 +41,9 @@ pub(crate) struct Packed {
     pub(crate) sequences: Vec<Vec<u32>>,
     /// Whether the balanced packing fitted (else first-fit-decreasing).
     pub(crate) balanced: bool,
+    /// Whether the first `R * S` sequences are the fill row of the largest
+    /// sample ([`fill_row`]).
+    pub(crate) fill_row: bool,
 }
 
 /// Packs the prepared samples into the sequences of `request`: for a given
@@ -83,10 +87,11 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
     let lb = steps_for(l1).max(request.min_steps);
     let try_balanced = |steps: usize| {
         let row = (request.fill && steps > 1).then_some(per_row);
-        balanced(prep, steps * per_row, request.phases, row).map(|sequences| Packed {
+        balanced(prep, steps * per_row, request.phases, row).map(|(sequences, fill_row)| Packed {
             shape: shape(steps),
             sequences,
             balanced: true,
+            fill_row,
         })
     };
     let fallback = |steps: usize, mut sequences: Vec<Vec<u32>>| {
@@ -95,6 +100,7 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
             shape: shape(steps),
             sequences,
             balanced: false,
+            fill_row: false,
         }
     };
     // The smallest A the planner fits: the bound if the balanced packing
@@ -157,17 +163,17 @@ impl VectorItem<3> for Phased<'_> {
 /// The balanced packing into `k` sequences (each phase balanced on its own
 /// with `phases`, else the total), `None` when it does not fit. With
 /// `phases` and `fill_row`, the first that many sequences are the fill row
-/// ([`fill_row`]) and the rest is balanced over the others, if it fits
-/// them.
+/// ([`fill_row`]) and the rest is balanced around it, if it fits; the flag
+/// says whether they are.
 fn balanced(
     prep: &Prepared,
     k: usize,
     phases: bool,
     fill_row: Option<usize>,
-) -> Option<Vec<Vec<u32>>> {
+) -> Option<(Vec<Vec<u32>>, bool)> {
     if let Some(row) = fill_row.filter(|&row| phases && row < k) {
         if let Some(sequences) = around_fill_row(prep, k, row) {
-            return Some(sequences);
+            return Some((sequences, true));
         }
     }
     let seq_of = if phases {
@@ -175,19 +181,47 @@ fn balanced(
     } else {
         vector_lpt(&prep.items, &prep.caps, k)?
     };
-    Some(scatter(k, &seq_of, |i| i as u32))
+    Some((scatter(k, &seq_of, |i| i as u32), false))
 }
 
 /// The fill row of `row` sequences, then the other samples balanced phase
-/// by phase over the other `k - row` sequences (`None` if they do not fit).
+/// by phase over all `k` sequences, the row's holding what it holds
+/// ([`vector_lpt_onto`]: a row sequence, costlier than the mean, takes one
+/// only where no other has room for it), `None` if they do not fit.
+///
+/// (Balanced over the other `k - row` sequences alone, they did not fit
+/// on `interleaved` batches, whose units fill 94% of the sequences: a row
+/// of long, language-dense samples holds fewer units than its share, so
+/// the others were left 97% full of them and the greedy failed. The row
+/// was then dropped without a word.)
 fn around_fill_row(prep: &Prepared, k: usize, row: usize) -> Option<Vec<Vec<u32>>> {
     let (mut sequences, taken) = fill_row(prep, row, k)?;
     let rest: Vec<u32> = (0..prep.len() as u32)
         .filter(|&p| !taken[p as usize])
         .collect();
+    let preload: Vec<([u64; 3], [f64; 2])> = sequences
+        .iter()
+        .map(|members| {
+            let (mut size, mut cost) = ([0u64; 3], Phases::ZERO);
+            for &p in members {
+                size = core::array::from_fn(|d| size[d] + prep.size(p as usize)[d]);
+                cost += prep.cost(p as usize);
+            }
+            (size, [cost.vision, cost.language])
+        })
+        .collect();
     let item = |i: usize| Phased(&prep.items[rest[i] as usize]);
-    let seq_of = vector_lpt_by(rest.len(), item, &prep.caps, k - row)?;
-    sequences.extend(scatter(k - row, &seq_of, |i| rest[i]));
+    let seq_of = vector_lpt_onto(rest.len(), item, &prep.caps, k, &preload)?;
+    for (b, more) in scatter(k, &seq_of, |i| rest[i]).into_iter().enumerate() {
+        match sequences.get_mut(b) {
+            Some(members) if !more.is_empty() => {
+                members.extend(more);
+                members.sort_unstable();
+            }
+            Some(_) => {}
+            None => sequences.push(more),
+        }
+    }
     Some(sequences)
 }
 
@@ -228,5 +262,81 @@ fn ffd(prep: &Prepared) -> Vec<Vec<u32>> {
         // Validated: every sample fits, so FFD cannot fail; keep one sample
         // a sequence if it ever did.
         Err(_) => (0..prep.len() as u32).map(|p| vec![p]).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{Given, Image, Sample};
+    use crate::plan::prepare::prepare;
+    use crate::plan::{StepSample, SyncModel};
+
+    /// The row holds fewer units than its share: the others alone cannot
+    /// take the rest, all the sequences can. Sequences of 10 tokens and 4
+    /// units, two in the row: the largest sample (6 tokens, 0 + 10) and two
+    /// dense ones (3 tokens, 0 + 4; a third would take the sequence above
+    /// the largest); six samples of 2 tokens and 2 units (1 + 3) are left,
+    /// 12 units for the 8 of the two other sequences. The row's two
+    /// sequences take the two that do not fit there, and keep their own.
+    #[test]
+    fn the_rest_fits_around_a_row_of_few_units() {
+        let mut batch = vec![Sample::text_only(6).with_cost(Phases::new(0.0, 10.0))];
+        batch.extend((0..2).map(|_| Sample::text_only(3).with_cost(Phases::new(0.0, 4.0))));
+        batch.extend((0..6).map(|_| {
+            Sample::new(
+                0,
+                [Image::with_units(
+                    2,
+                    core::num::NonZeroU32::MIN.saturating_add(1),
+                )],
+            )
+            .with_cost(Phases::new(1.0, 3.0))
+        }));
+        let batch: Vec<StepSample> = batch
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| StepSample::new(i as u64, s.unwrap()))
+            .collect();
+        let prep = prepare(&batch, &Given, [10, 4, u64::MAX], 2, 1, SyncModel::Phase).unwrap();
+        let (k, row) = (4, 2);
+        let (fill, taken) = fill_row(&prep, row, k).unwrap();
+        assert_eq!(fill, vec![vec![0], vec![1, 2]]);
+        // Over the other sequences alone, the rest does not fit.
+        let rest: Vec<usize> = (0..prep.len()).filter(|&p| !taken[p]).collect();
+        let item = |i: usize| Phased(&prep.items[rest[i]]);
+        assert_eq!(vector_lpt_by(rest.len(), item, &prep.caps, k - row), None);
+        let sequences = around_fill_row(&prep, k, row).expect("room in the row");
+        assert_eq!(sequences.len(), k);
+        let mut seen = vec![0; prep.len()];
+        for (b, members) in sequences.iter().enumerate() {
+            assert!(members.windows(2).all(|w| w[0] < w[1]), "{sequences:?}");
+            let size: Vec<u64> = (0..2)
+                .map(|d| members.iter().map(|&p| prep.size(p as usize)[d]).sum())
+                .collect();
+            assert!(size[0] <= 10 && size[1] <= 4, "sequence {b}: {size:?}");
+            for &p in members {
+                seen[p as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1), "{seen:?}");
+        assert!(sequences[0].contains(&0) && sequences[1].starts_with(&[1, 2]));
+        assert_eq!(
+            sequences[0].len() + sequences[1].len(),
+            3 + 2,
+            "{sequences:?}"
+        );
+        // And `pack` says the row is there.
+        let request = Request {
+            ranks: 2,
+            per_step: 1,
+            micro_steps: Some(2),
+            phases: true,
+            fill: true,
+            min_steps: 1,
+        };
+        let packed = pack(&prep, request).unwrap();
+        assert!(packed.fill_row && packed.balanced);
+        assert_eq!(packed.sequences, sequences);
     }
 }
