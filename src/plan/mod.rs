@@ -90,10 +90,12 @@
 //!    dealt and refined, and the start of lower predicted step time is
 //!    kept). Where the bound's fill term binds, i.e. the largest sample is
 //!    denser than what the rest of its micro-step can be filled with at the
-//!    mean, the second packing of [`SyncModel::Phase`] first fills one row
+//!    mean, or else where the largest sample is above a mean sequence in a
+//!    phase, the second packing of [`SyncModel::Phase`] first fills one row
 //!    of `R * S` sequences around the largest sample with the densest
-//!    samples (cost per token, in the phases whose fill term binds), none
-//!    above it in those phases (the `fill` stage), so that the micro-step
+//!    samples (cost per token, in the phases whose fill term binds, else
+//!    those where it is above the mean), none above it in those phases
+//!    (the `fill` stage), so that the micro-step
 //!    which waits for it anyway does as much work as it can; the outliers (more than 2% above a mean sequence in a
 //!    phase) that this order leaves out are placed first, longest first,
 //!    and the row built again, if that leaves less of them out (one above

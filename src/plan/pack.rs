@@ -275,9 +275,9 @@ mod tests {
     /// The row holds fewer units than its share: the others alone cannot
     /// take the rest, all the sequences can. Sequences of 10 tokens and 4
     /// units, two in the row: the largest sample (6 tokens, 0 + 10) and two
-    /// dense ones (3 tokens, 0 + 4; a third would take the sequence above
-    /// the largest); six samples of 2 tokens and 2 units (1 + 3) are left,
-    /// 12 units for the 8 of the two other sequences. The row's two
+    /// dense ones (3 tokens, 0 + 4); six samples of 2 tokens and 2 units
+    /// (1 + 2.5, less dense in language, above the largest with the other
+    /// two) are left, 12 units for the 8 of the two other sequences. The row's two
     /// sequences take the two that do not fit there, and keep their own.
     #[test]
     fn the_rest_fits_around_a_row_of_few_units() {
@@ -291,7 +291,7 @@ mod tests {
                     core::num::NonZeroU32::MIN.saturating_add(1),
                 )],
             )
-            .with_cost(Phases::new(1.0, 3.0))
+            .with_cost(Phases::new(1.0, 2.5))
         }));
         let batch: Vec<StepSample> = batch
             .into_iter()

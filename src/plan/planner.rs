@@ -1003,8 +1003,9 @@ impl<M: Incremental> Planner<M> {
 
     /// The `pack` to `search` stages under `sync`: the packing (and, for
     /// per-phase barriers, the per-phase packing if it fits the same
-    /// request, built around the fill row of the largest sample where the
-    /// bound's fill term binds), each dealt and refined, the better kept,
+    /// request, built around the fill row of the largest sample where its
+    /// micro-step waits for it, `fill::fill_row`), each dealt and refined,
+    /// the better kept (the row's start whenever it is built),
     /// then paired and searched. With `units`, `batch` is theirs.
     fn layout(
         &self,
@@ -1088,7 +1089,7 @@ impl<M: Incremental> Planner<M> {
         if sync == SyncModel::Phase {
             let phases = Request {
                 phases: true,
-                fill: batch.fill_binds(),
+                fill: true,
                 ..request
             };
             if let Ok(packed) = pack(batch, phases) {

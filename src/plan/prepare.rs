@@ -111,13 +111,6 @@ impl Prepared {
         }
     }
 
-    /// Whether the bound's fill term binds (computed for the per-micro-step
-    /// sync models only): the largest sample is denser than what the rest
-    /// of its micro-step can be filled with at the mean.
-    pub(crate) fn fill_binds(&self) -> bool {
-        self.fill.vision > 0.0 || self.fill.language > 0.0 || self.fill_total > 0.0
-    }
-
     #[inline]
     pub(crate) fn cost(&self, p: usize) -> Phases {
         self.items[p].cost
