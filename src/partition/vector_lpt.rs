@@ -131,15 +131,15 @@ pub(crate) fn vector_lpt_by<I: VectorItem<D>, const D: usize>(
     caps: &[u64; D],
     bins: usize,
 ) -> Option<Vec<u32>> {
-    chunked(n, item, caps, bins, &[], CHUNK)
+    chunked(n, item, caps, bins, (0, empty), CHUNK)
 }
 
 /// [`vector_lpt_by`] onto bins that already hold something: bin `b <
-/// preload.len()` starts with sizes `preload[b].0` and weight parts
-/// `preload[b].1` (counted in the mean load per bin). The items then go
-/// to the least-loaded bin they fit, as in [`vector_lpt`], so a bin
-/// preloaded above the mean takes an item only when the bins below it
-/// have no room for it (the room heap's search, most room first).
+/// preloaded` starts with the sizes and weight parts `preload(b)` (counted
+/// in the mean load per bin; made on demand, once a bin, so that no array
+/// of them need exist). The items then go to the least-loaded bin they
+/// fit, as in [`vector_lpt`], so a bin preloaded above the mean takes an
+/// item only when the bins below it have no room for it.
 ///
 /// # Complexity
 ///
@@ -149,9 +149,14 @@ pub(crate) fn vector_lpt_onto<I: VectorItem<D>, const D: usize>(
     item: impl Fn(usize) -> I,
     caps: &[u64; D],
     bins: usize,
-    preload: &[([u64; D], [f64; 2])],
+    (preloaded, preload): (usize, impl Fn(usize) -> ([u64; D], [f64; 2])),
 ) -> Option<Vec<u32>> {
-    chunked(n, item, caps, bins, preload, CHUNK)
+    chunked(n, item, caps, bins, (preloaded, preload), CHUNK)
+}
+
+/// No bin preloaded.
+fn empty<const D: usize>(_: usize) -> ([u64; D], [f64; 2]) {
+    ([0; D], [0.0; 2])
 }
 
 /// [`vector_lpt_by`] gathering `chunk` items at a time (the result does
@@ -161,25 +166,30 @@ fn chunked<I: VectorItem<D>, const D: usize>(
     item: impl Fn(usize) -> I,
     caps: &[u64; D],
     bins: usize,
-    preload: &[([u64; D], [f64; 2])],
+    (preloaded, preload): (usize, impl Fn(usize) -> ([u64; D], [f64; 2])),
     chunk: usize,
 ) -> Option<Vec<u32>> {
     if bins == 0 {
         return if n == 0 { Some(Vec::new()) } else { None };
     }
-    let preload = &preload[..preload.len().min(bins)];
+    let mut load = vec![[0; D]; bins];
+    let mut weights = vec![[0.0; 2]; bins];
     let mut weight = [0.0f64; 2];
+    let mut primary: u64 = 0;
+    for b in 0..preloaded.min(bins) {
+        (load[b], weights[b]) = preload(b);
+        weight[0] += weights[b][0];
+        weight[1] += weights[b][1];
+        primary = primary.saturating_add(load[b][0]);
+    }
     for i in 0..n {
         let p = item(i).parts();
         weight[0] += p[0];
         weight[1] += p[1];
     }
-    let mut primary: u64 = (0..n).map(|i| u64::from(item(i).sizes()[0])).sum();
-    for (sizes, parts) in preload {
-        weight[0] += parts[0];
-        weight[1] += parts[1];
-        primary = primary.saturating_add(sizes[0]);
-    }
+    primary = (0..n).fold(primary, |s, i| {
+        s.saturating_add(u64::from(item(i).sizes()[0]))
+    });
     let inverse = |x: f64| if x > 0.0 { bins as f64 / x } else { 0.0 };
     // (weight's bits, index, primary size): the size fills what would be
     // padding, and becomes the least primary size from that point of the
@@ -199,8 +209,8 @@ fn chunked<I: VectorItem<D>, const D: usize>(
 
     let mut state = State {
         caps,
-        load: vec![[0; D]; bins],
-        weight: vec![[0.0; 2]; bins],
+        load,
+        weight: weights,
         version: vec![0; bins],
         bin_of: vec![0; n],
         queue: BucketQueue::new(BUCKETS, bins),
@@ -212,10 +222,6 @@ fn chunked<I: VectorItem<D>, const D: usize>(
         min_rest: 0,
         scans: SCANS.saturating_mul(n.saturating_add(bins)),
     };
-    for (b, &(sizes, parts)) in preload.iter().enumerate() {
-        state.load[b] = sizes;
-        state.weight[b] = parts;
-    }
     for b in 0..bins {
         state.push(b);
     }
@@ -566,7 +572,7 @@ mod tests {
         let caps = [cap, u64::MAX];
         let bin_of = vector_lpt(&items, &caps, k).expect("room for every item");
         for chunk in [1, 7, CHUNK - 1, n] {
-            let other = chunked(n, |i| items[i], &caps, k, &[], chunk);
+            let other = chunked(n, |i| items[i], &caps, k, (0, empty), chunk);
             assert_eq!(other.as_ref(), Some(&bin_of), "chunk {chunk}");
         }
         let mut load = vec![0u64; k];
@@ -607,9 +613,9 @@ mod tests {
                 .collect();
             if preload.is_empty() {
                 let by = vector_lpt_by(n, |i| items[i], &caps, k);
-                assert_eq!(vector_lpt_onto(n, |i| items[i], &caps, k, &[]), by);
+                assert_eq!(vector_lpt_onto(n, |i| items[i], &caps, k, (0, empty)), by);
             }
-            let Some(bin_of) = vector_lpt_onto(n, |i| items[i], &caps, k, &preload) else {
+            let Some(bin_of) = vector_lpt_onto(n, |i| items[i], &caps, k, onto(&preload)) else {
                 continue;
             };
             placed += 1;
@@ -636,7 +642,7 @@ mod tests {
         let total: f64 = items.iter().map(|it| it.0).sum();
         let preload = [([0, 0], [10.0 * total, 0.0])];
         let caps = [u64::MAX; 2];
-        let bin_of = vector_lpt_onto(40, |i| items[i], &caps, 4, &preload).unwrap();
+        let bin_of = vector_lpt_onto(40, |i| items[i], &caps, 4, onto(&preload)).unwrap();
         assert!(bin_of.iter().all(|&b| b != 0), "{bin_of:?}");
         let mut sums = [0.0; 4];
         for (it, &b) in items.iter().zip(&bin_of) {
@@ -655,16 +661,26 @@ mod tests {
             ([9, 0], [0.0, 0.0]),
         ];
         assert_eq!(
-            vector_lpt_onto(2, |i| items[i], &caps, 3, &preload),
+            vector_lpt_onto(2, |i| items[i], &caps, 3, onto(&preload)),
             Some(vec![0, 0])
         );
         // A preload above the caps fits nothing more, and breaks nothing.
         let preload = [([50, 0], [0.0, 0.0])];
         assert_eq!(
-            vector_lpt_onto(1, |i| items[i], &caps, 2, &preload),
+            vector_lpt_onto(1, |i| items[i], &caps, 2, onto(&preload)),
             Some(vec![1])
         );
-        assert_eq!(vector_lpt_onto(2, |i| items[i], &caps, 1, &preload), None);
+        assert_eq!(
+            vector_lpt_onto(2, |i| items[i], &caps, 1, onto(&preload)),
+            None
+        );
+    }
+
+    /// The preload of [`vector_lpt_onto`] from a slice, one entry a bin.
+    fn onto<const D: usize>(
+        preload: &[([u64; D], [f64; 2])],
+    ) -> (usize, impl Fn(usize) -> ([u64; D], [f64; 2]) + '_) {
+        (preload.len(), |b| preload[b])
     }
 
     impl VectorItem<3> for (f64, [u32; 3]) {
@@ -688,12 +704,15 @@ mod tests {
         preload.push(([80, 0, 0], [1e6, 0.0]));
         let item = [(1.0, [20, 1, 5])];
         assert_eq!(
-            vector_lpt_onto(1, |i| item[i], &caps, 42, &preload),
+            vector_lpt_onto(1, |i| item[i], &caps, 42, onto(&preload)),
             Some(vec![41])
         );
         // No item fits anywhere: no bin.
         let item = [(1.0, [21, 1, 5])];
-        assert_eq!(vector_lpt_onto(1, |i| item[i], &caps, 42, &preload), None);
+        assert_eq!(
+            vector_lpt_onto(1, |i| item[i], &caps, 42, onto(&preload)),
+            None
+        );
     }
 
     #[test]

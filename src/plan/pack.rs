@@ -199,19 +199,21 @@ fn around_fill_row(prep: &Prepared, k: usize, row: usize) -> Option<Vec<Vec<u32>
     let rest: Vec<u32> = (0..prep.len() as u32)
         .filter(|&p| !taken[p as usize])
         .collect();
-    let preload: Vec<([u64; 3], [f64; 2])> = sequences
-        .iter()
-        .map(|members| {
-            let (mut size, mut cost) = ([0u64; 3], Phases::ZERO);
-            for &p in members {
-                size = core::array::from_fn(|d| size[d] + prep.size(p as usize)[d]);
-                cost += prep.cost(p as usize);
-            }
-            (size, [cost.vision, cost.language])
-        })
-        .collect();
     let item = |i: usize| Phased(&prep.items[rest[i] as usize]);
-    let seq_of = vector_lpt_onto(rest.len(), item, &prep.caps, k, &preload)?;
+    // Each row sequence's sizes and costs, read once as the greedy starts:
+    // no array of them is made and freed (one of 16,384 entries moved
+    // where glibc's allocator placed the later, larger arrays, and the
+    // peak memory of 10^6 samples by 12 bytes a sample).
+    let preload = |b: usize| {
+        let (mut size, mut cost) = ([0u64; 3], Phases::ZERO);
+        for &p in &sequences[b] {
+            size = core::array::from_fn(|d| size[d] + prep.size(p as usize)[d]);
+            cost += prep.cost(p as usize);
+        }
+        (size, [cost.vision, cost.language])
+    };
+    let seq_of = vector_lpt_onto(rest.len(), item, &prep.caps, k, (row, preload))?;
+    sequences.reserve_exact(k - row);
     for (b, more) in scatter(k, &seq_of, |i| rest[i]).into_iter().enumerate() {
         match sequences.get_mut(b) {
             Some(members) if !more.is_empty() => {
