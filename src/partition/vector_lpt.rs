@@ -498,6 +498,21 @@ mod tests {
         }
     }
 
+    /// `n` items of weights below 100 and sizes below `bound` in each
+    /// dimension (the size drawn first).
+    fn random_items(
+        next: &mut impl FnMut(u64) -> u64,
+        n: usize,
+        bound: [u64; 2],
+    ) -> Vec<(f64, [u32; 2])> {
+        (0..n)
+            .map(|_| {
+                let size = [next(bound[0]) as u32, next(bound[1]) as u32];
+                (next(100) as f64, size)
+            })
+            .collect()
+    }
+
     /// With capacities, a packing returned keeps them and places every item.
     #[test]
     fn a_packing_keeps_every_capacity() {
@@ -507,12 +522,7 @@ mod tests {
             let n = 1 + next(30) as usize;
             let k = 1 + next(6) as usize;
             let caps = [10 + next(40), 2 + next(6)];
-            let items: Vec<(f64, [u32; 2])> = (0..n)
-                .map(|_| {
-                    let size = [next(caps[0] + 1) as u32, next(caps[1] + 1) as u32];
-                    (next(100) as f64, size)
-                })
-                .collect();
+            let items = random_items(&mut next, n, [caps[0] + 1, caps[1] + 1]);
             let Some(bin_of) = vector_lpt(&items, &caps, k) else {
                 failed += 1;
                 continue;
@@ -595,14 +605,7 @@ mod tests {
             let n = 1 + next(30) as usize;
             let k = 1 + next(6) as usize;
             let caps = [20 + next(40), 4 + next(6)];
-            let items: Vec<(f64, [u32; 2])> = (0..n)
-                .map(|_| {
-                    (
-                        next(100) as f64,
-                        [next(caps[0] / 2) as u32, next(caps[1] / 2) as u32],
-                    )
-                })
-                .collect();
+            let items = random_items(&mut next, n, [caps[0] / 2, caps[1] / 2]);
             let preload: Vec<([u64; 2], [f64; 2])> = (0..next(k as u64 + 1))
                 .map(|_| {
                     (
