@@ -19,12 +19,12 @@
 //! fill term binds, the total where only the totals' term binds, else the
 //! phases where the largest sample is above a mean sequence; no row where
 //! it is above the mean in none; ties by position) into the sequence of
-//! the row with the most room in tokens
-//! (ties to the lowest), if it fits there (every cap) and keeps that
-//! sequence at or below the largest sample's cost in each phase weighed,
-//! and at or below the larger of that and a mean sequence's cost in the
-//! other; skipped otherwise. So the row fills with long dense samples (attention grows as
-//! `T^2`) up to the largest one, and the other micro-steps share what is
+//! the row with the most room in tokens (ties to the lowest), if it fits
+//! there (every cap) and keeps that sequence at or below the largest
+//! sample's cost in each phase weighed, and at or below the larger of
+//! that and a mean sequence's cost in the other; skipped otherwise. So
+//! the row fills with long dense samples (attention grows as `T^2`) up to
+//! the largest one, and the other micro-steps share what is
 //! left. A long sample comes late in that order and may find no sequence
 //! with the room left; if it is an outlier (more than 2% above a mean
 //! sequence's cost in a phase, [`OUTLIER`]), it would set the maximum of
@@ -199,8 +199,8 @@ fn by_density(prep: &Prepared, weights: Phases) -> Vec<u32> {
 /// The row of `row` sequences: the `largest` sample alone in the first,
 /// then the samples in `order`, each into the sequence of most room in
 /// tokens (ties to the lowest) if it fits there and keeps that sequence
-/// at or below `top` in each phase; the first `alone`
-/// of `order` (the outliers) also into that sequence if it is empty, above
+/// at or below `top` in each phase; the first `alone` of `order` (the
+/// outliers) also into that sequence if it is empty, above
 /// the largest sample or not (outside the row such a sample costs its
 /// micro-step more than it raises the row's maximum). O(n log row).
 fn place(

@@ -88,16 +88,17 @@
 //!    of vision cost, language cost and tokens, each over its mean, so that
 //!    every sequence starts near the mean in both phases: each packing is
 //!    dealt and refined, and the start of lower predicted step time is
-//!    kept). Where the bound's fill term binds, i.e. the largest sample is
+//!    kept, but for the row below). Where the bound's fill term binds, i.e. the largest sample is
 //!    denser than what the rest of its micro-step can be filled with at the
 //!    mean, or else where the largest sample is above a mean sequence in a
 //!    phase, the second packing of [`SyncModel::Phase`] first fills one row
 //!    of `R * S` sequences around the largest sample with the densest
 //!    samples (cost per token, in the phases whose fill term binds, else
 //!    those where it is above the mean), none above it in those phases
-//!    (the `fill` stage), so that the micro-step
-//!    which waits for it anyway does as much work as it can; the outliers (more than 2% above a mean sequence in a
-//!    phase) that this order leaves out are placed first, longest first,
+//!    (the `fill` stage), so that the micro-step which waits for it anyway
+//!    does as much work as it can; the outliers (more than 2% above a mean
+//!    sequence in a phase) that this order leaves out are placed first,
+//!    longest first,
 //!    and the row built again, if that leaves less of them out (one above
 //!    the largest sample goes alone into a sequence of its own): outside
 //!    the row each would set its micro-step's maximum. The other samples
@@ -105,9 +106,9 @@
 //!    holds (a row sequence takes one only where no other has room for
 //!    it), and this start is kept over the other whatever their predicted
 //!    times: the search after it balances the other micro-steps, but never
-//!    builds such a row. The dealing gives
-//!    that row, the most costly sequences, one micro-step. When the
-//!    capacity is too tight for that order,
+//!    builds such a row. The dealing gives that row, the most costly
+//!    sequences, one micro-step. When the capacity is too tight for that
+//!    order,
 //!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
 //!    instead ([`Report::balanced_packing`] says which).
 //! 5. `deal`: deal the sequences to the `R x A` slots: for
