@@ -20,12 +20,10 @@ pub(crate) struct Request {
     /// `A`, or `None` for the smallest the planner fits.
     pub(crate) micro_steps: Option<usize>,
     /// Whether the phases are balanced each on its own (per-phase
-    /// barriers), else their total.
+    /// barriers), else their total; then, for `A > 1`, one row of `R * S`
+    /// sequences is the fill row of the largest sample where it is wanted
+    /// ([`fill_row`]), the others balanced around it.
     pub(crate) phases: bool,
-    /// With `phases`, whether one row of `R * S` sequences is the fill row
-    /// of the largest sample ([`fill_row`]; for `A > 1`), the others
-    /// balanced around it.
-    pub(crate) fill: bool,
     /// The fewest micro-steps the plan may have (1 unless groups under
     /// [`GroupScope::Rank`](super::GroupScope::Rank) need more).
     pub(crate) min_steps: usize,
@@ -49,8 +47,8 @@ pub(crate) struct Packed {
 /// Packs the prepared samples into the sequences of `request`: for a given
 /// `A`, the balanced packing ([`vector_lpt`] over the samples' costs, with
 /// the tokens as the primary size; with `request.phases`, vision and
-/// language each balanced on its own, and with `request.fill` and `A > 1`
-/// around the fill row of the largest sample, [`fill_row`]) if it fits,
+/// language each balanced on its own, and for `A > 1` around the fill row
+/// of the largest sample where it is wanted, [`fill_row`]) if it fits,
 /// else first-fit-decreasing if
 /// that fits; without one, the smallest `A` of the two, starting from the
 /// bound `ceil(max over dimensions of sum / cap / (R * S))` (at least
@@ -86,7 +84,7 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
         .unwrap_or(0);
     let lb = steps_for(l1).max(request.min_steps);
     let try_balanced = |steps: usize| {
-        let row = (request.fill && steps > 1).then_some(per_row);
+        let row = (request.phases && steps > 1).then_some(per_row);
         balanced(prep, steps * per_row, request.phases, row).map(|(sequences, fill_row)| Packed {
             shape: shape(steps),
             sequences,
@@ -162,7 +160,7 @@ impl VectorItem<3> for Phased<'_> {
 
 /// The balanced packing into `k` sequences (each phase balanced on its own
 /// with `phases`, else the total), `None` when it does not fit. With
-/// `phases` and `fill_row`, the first that many sequences are the fill row
+/// `fill_row` (given with `phases` only), the first that many sequences are the fill row
 /// ([`fill_row`]) and the rest is balanced around it, if it fits; the flag
 /// says whether they are.
 fn balanced(
@@ -171,7 +169,7 @@ fn balanced(
     phases: bool,
     fill_row: Option<usize>,
 ) -> Option<(Vec<Vec<u32>>, bool)> {
-    if let Some(row) = fill_row.filter(|&row| phases && row < k) {
+    if let Some(row) = fill_row.filter(|&row| row < k) {
         if let Some(sequences) = around_fill_row(prep, k, row) {
             return Some((sequences, true));
         }
@@ -334,7 +332,6 @@ mod tests {
             per_step: 1,
             micro_steps: Some(2),
             phases: true,
-            fill: true,
             min_steps: 1,
         };
         let packed = pack(&prep, request).unwrap();

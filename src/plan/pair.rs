@@ -507,7 +507,6 @@ mod tests {
                 per_step: 1,
                 micro_steps: None,
                 phases: phase,
-                fill: false,
                 min_steps: 1,
             };
             let packed = pack(&prep, request).unwrap();

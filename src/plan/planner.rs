@@ -781,7 +781,6 @@ impl<M: Incremental> Planner<M> {
             per_step: self.per_step,
             micro_steps,
             phases: false,
-            fill: false,
             min_steps: 1,
         };
         // 2. to 10.: the stages on the samples' own costs, with the share
@@ -1089,7 +1088,6 @@ impl<M: Incremental> Planner<M> {
         if sync == SyncModel::Phase {
             let phases = Request {
                 phases: true,
-                fill: true,
                 ..request
             };
             if let Ok(packed) = pack(batch, phases) {

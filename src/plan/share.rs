@@ -169,7 +169,6 @@ mod tests {
             per_step: 1,
             micro_steps: None,
             phases: false,
-            fill: false,
             min_steps: 1,
         };
         let sequences = pack(&prep, request).unwrap().sequences;
