@@ -34,7 +34,10 @@
 //!   instruction counts do not depend on the machine's load);
 //! - before the groups, the extra memory of one plan of 10^6 samples (peak
 //!   resident memory while planning over the samples' count, Linux only;
-//!   the target: 128 bytes a sample).
+//!   the target: 128 bytes a sample), each sync model in a fresh process;
+//!   `MICROBATCH_BENCH_MEMORY=<sync>` measures only that one, of the
+//!   scenario `MICROBATCH_BENCH_SCENARIO=<scenario>` (`anyres-mix` if
+//!   unset).
 
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
 use microbatch::plan::{StepSample, SyncModel};
@@ -97,13 +100,16 @@ fn status_bytes(field: &str) -> Option<u64> {
 /// of one plan (of the sync model it names) and exit.
 const MEMORY_CHILD: &str = "MICROBATCH_BENCH_MEMORY";
 
-/// Peak resident memory while planning 10^6 samples, over the samples, for
-/// the sync model `sync`; in a fresh process, so that no page freed by an
-/// earlier plan hides the peak.
-fn memory(sync: SyncModel) {
+/// The environment variable that names the scenario of the memory mode.
+const MEMORY_SCENARIO: &str = "MICROBATCH_BENCH_SCENARIO";
+
+/// Peak resident memory while planning 10^6 samples of `scenario`, over
+/// the samples, for the sync model `sync`; in a fresh process, so that no
+/// page freed by an earlier plan hides the peak.
+fn memory(scenario: Scenario, sync: SyncModel) {
     let n = 1_000_000;
-    let batch = Scenario::AnyresMix.generate(n, 42);
-    let planner = Scenario::AnyresMix.planner(16_384).sync(sync);
+    let batch = scenario.generate(n, 42);
+    let planner = scenario.planner(16_384).sync(sync);
     // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
     if std::fs::write("/proc/self/clear_refs", "5").is_err() {
         println!("extra memory: not measured (needs Linux /proc)");
@@ -116,7 +122,7 @@ fn memory(sync: SyncModel) {
     let peak = status_bytes("VmHWM:").unwrap_or(before);
     let slots = plan.ranks() * plan.micro_steps() * plan.sequences_per_micro_step();
     println!(
-        "extra memory, {n} anyres-mix samples over 16384 ranks, {sync}: {:.1} bytes a sample at peak \
+        "extra memory, {n} {scenario} samples over 16384 ranks, {sync}: {:.1} bytes a sample at peak \
          (of which the plan itself: {:.1})",
         peak.saturating_sub(before) as f64 / n as f64,
         (plan.len() * 8 + (slots + 1) * 8 + slots * 16) as f64 / n as f64,
@@ -252,7 +258,16 @@ criterion_group!(benches, bench_plan);
 
 fn main() {
     if let Ok(sync) = std::env::var(MEMORY_CHILD) {
-        memory(sync.parse().unwrap());
+        let scenario = match std::env::var(MEMORY_SCENARIO) {
+            Ok(name) => name
+                .parse()
+                .expect("a scenario: llava-sft, anyres-mix, interleaved"),
+            Err(_) => Scenario::AnyresMix,
+        };
+        memory(
+            scenario,
+            sync.parse().expect("a sync model: step, micro-step, phase"),
+        );
         return;
     }
     if let Ok(spec) = std::env::var(ONE_PLAN) {

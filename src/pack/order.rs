@@ -105,7 +105,10 @@ pub(crate) fn decreasing<I: Item>(items: &[I], input: &Input<I::Size>) -> Sorted
             let mut keyed: Vec<(I::Size, usize)> = (0..n).map(|i| (size(i), i)).collect();
             keyed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             let classes = Classes::of(keyed.iter().map(|&(s, _)| s));
-            (keyed.into_iter().map(|(_, i)| i).collect(), classes)
+            // Collected in place: the tail of the keys' allocation freed.
+            let mut order: Vec<usize> = keyed.into_iter().map(|(_, i)| i).collect();
+            order.shrink_to_fit();
+            (order, classes)
         }
     };
     if core::mem::size_of::<I::Id>() != 0 {
@@ -181,5 +184,9 @@ fn decreasing_vectors<I: Item>(items: &[I], input: &Input<I::Size>) -> Vec<usize
             .then_with(|| items[a.2].id().cmp(items[b.2].id()))
             .then(a.2.cmp(&b.2))
     });
-    keyed.into_iter().map(|(_, _, i)| i).collect()
+    // Collected in place (the keys' allocation, three times the order's):
+    // its tail freed.
+    let mut order: Vec<usize> = keyed.into_iter().map(|(_, _, i)| i).collect();
+    order.shrink_to_fit();
+    order
 }

@@ -53,20 +53,29 @@ impl RowKey {
     ];
 }
 
+/// One sequence's positions, up to 8 held inline (a sequence of
+/// `anyres-mix` holds about 7 samples at 10^6 over 16,384 ranks). As
+/// `Vec`s, the 150,000 to 600,000 small buffers of the layouts the planner
+/// holds at once sat in the holes of its freed arrays: at 10^6 samples the
+/// peak resident memory under per-micro-step barriers was 139 bytes a
+/// sample for 107 live (`BENCHMARKS.md`).
+pub(crate) type Members = smallvec::SmallVec<[u32; 8]>;
+
 /// The packed sequences with what the dealing and the refinement read:
 /// each sequence's sorted positions, the sum of its samples' own costs
 /// (exact for additive models, and only a guide for the others: the report
 /// evaluates the groups) and its sizes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Sequences {
-    pub(crate) members: Vec<Vec<u32>>,
+    pub(crate) members: Vec<Members>,
     pub(crate) costs: Vec<Phases>,
     pub(crate) loads: Vec<[u64; 3]>,
 }
 
 impl Sequences {
     /// The sequences `members` of `prep`'s positions, each sorted here.
-    pub(crate) fn new(prep: &Prepared, mut members: Vec<Vec<u32>>) -> Self {
+    pub(crate) fn new(prep: &Prepared, members: Vec<Vec<u32>>) -> Self {
+        let mut members: Vec<Members> = members.into_iter().map(Members::from_vec).collect();
         let mut costs = vec![Phases::ZERO; members.len()];
         let mut loads = vec![[0u64; 3]; members.len()];
         for (b, list) in members.iter_mut().enumerate() {
@@ -110,7 +119,7 @@ impl Sequences {
     pub(crate) fn into_slots(mut self, order: Vec<u32>) -> Vec<Vec<u32>> {
         order
             .into_iter()
-            .map(|b| core::mem::take(&mut self.members[b as usize]))
+            .map(|b| core::mem::take(&mut self.members[b as usize]).into_vec())
             .collect()
     }
 

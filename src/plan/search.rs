@@ -1177,8 +1177,8 @@ mod tests {
             let kept = super::search(&pinned, before.clone(), super::EFFORT);
             assert!((time(&kept) - 20.5).abs() < 1e-9, "{sync}: {}", time(&kept));
             assert_eq!(
-                (&kept.members[0], &kept.members[3]),
-                (&vec![at(10.0)], &vec![at(10.5)])
+                (&kept.members[0][..], &kept.members[3][..]),
+                (&[at(10.0)][..], &[at(10.5)][..])
             );
             let after = super::search(&stage, before, super::EFFORT);
             assert!(
@@ -1192,7 +1192,7 @@ mod tests {
             assert_eq!(all, (0..6).collect::<Vec<u32>>());
             assert_eq!(
                 after.loads,
-                Sequences::new(&prep, after.members.clone()).loads
+                Sequences::new(&prep, after.members.iter().map(|m| m.to_vec()).collect()).loads
             );
         }
     }
