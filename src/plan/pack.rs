@@ -84,15 +84,7 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
         .max()
         .unwrap_or(0);
     let lb = steps_for(l1).max(request.min_steps);
-    let try_balanced = |steps: usize| {
-        let row = (request.phases && steps > 1).then_some(per_row);
-        balanced(prep, steps * per_row, request.phases, row).map(|(sequences, fill_row)| Packed {
-            shape: shape(steps),
-            sequences,
-            balanced: true,
-            fill_row,
-        })
-    };
+    let try_balanced = |steps: usize| balanced_at(prep, request, steps);
     let fallback = |steps: usize, mut sequences: Vec<Vec<u32>>| {
         sequences.resize_with(steps * per_row, Vec::new);
         Packed {
@@ -136,6 +128,29 @@ pub(crate) fn pack(prep: &Prepared, request: Request) -> Result<Packed, Error> {
             Err(Error::MicroStepsInfeasible { given: a, smallest })
         }
     }
+}
+
+/// The balanced packing of [`pack`] into exactly `steps` micro-steps of
+/// `request` (its `micro_steps` and `min_steps` not read), `None` where it
+/// does not fit: no first-fit-decreasing packing is made.
+///
+/// # Complexity
+///
+/// O(n log n) time, O(n) extra space.
+pub(crate) fn balanced_at(prep: &Prepared, request: Request, steps: usize) -> Option<Packed> {
+    let per_row = request.ranks * request.per_step;
+    let row = (request.phases && steps > 1).then_some(per_row);
+    let (sequences, fill_row) = balanced(prep, steps * per_row, request.phases, row)?;
+    Some(Packed {
+        shape: Shape {
+            ranks: request.ranks,
+            steps,
+            per_step: request.per_step,
+        },
+        sequences,
+        balanced: true,
+        fill_row,
+    })
 }
 
 /// A sample as a bin packing item of its first `D` sizes and its id: a
@@ -362,6 +377,57 @@ mod tests {
         let packed = pack(&prep, request).unwrap();
         assert!(packed.fill_row && packed.balanced);
         assert_eq!(packed.sequences, sequences);
+    }
+
+    /// `balanced_at` is `pack`'s balanced packing where it fits, and
+    /// `None` where only first fit does: sequences of 10 tokens, two of
+    /// them; the densest samples (3 and 2 tokens) go first to the two
+    /// sequences, then the three of 5 tokens, the last of which fits in
+    /// neither. First fit decreasing packs 5 + 5 and 5 + 3 + 2.
+    #[test]
+    fn balanced_at_makes_no_first_fit_packing() {
+        let costed =
+            |tokens: u32, cost: f64| Sample::text_only(tokens).with_cost(Phases::new(0.0, cost));
+        let batch: Vec<StepSample> = [(5, 1.0), (5, 1.0), (5, 1.0), (3, 10.0), (2, 9.0)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, c))| StepSample::new(i as u64, costed(t, c).unwrap()))
+            .collect();
+        let prep = prepare(
+            &batch,
+            &Given,
+            [10, u64::MAX, u64::MAX],
+            2,
+            1,
+            SyncModel::Phase,
+        )
+        .unwrap();
+        let request = Request {
+            ranks: 2,
+            per_step: 1,
+            micro_steps: Some(1),
+            phases: true,
+            min_steps: 1,
+        };
+        assert!(balanced_at(&prep, request, 1).is_none());
+        let packed = pack(&prep, request).unwrap();
+        assert!(!packed.balanced);
+        assert_eq!(packed.sequences, vec![vec![0, 1], vec![2, 3, 4]]);
+        // With room for it, the same packing as `pack`'s.
+        let wider = prepare(
+            &batch,
+            &Given,
+            [13, u64::MAX, u64::MAX],
+            2,
+            1,
+            SyncModel::Phase,
+        )
+        .unwrap();
+        let at = balanced_at(&wider, request, 1).expect("fits");
+        let packed = pack(&wider, request).unwrap();
+        assert!(at.balanced && packed.balanced);
+        assert_eq!(at.sequences, packed.sequences);
+        assert_eq!(at.shape.steps, 1);
     }
 
     /// The first-fit count packs the samples by reference as the library's

@@ -10,7 +10,7 @@ use super::finish::{exact_time, finish, Context, Layout};
 use super::group::{ungroup, units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
-use super::pack::{pack, Packed, Request};
+use super::pack::{balanced_at, pack, Packed, Request};
 use super::pair::pair;
 use super::polish::polish;
 use super::prepare::{prepare, Caps, Prepared};
@@ -1074,7 +1074,11 @@ impl<M: Incremental> Planner<M> {
     /// the other micro-steps around that row, but never builds one; on
     /// `interleaved` batches at 1,024 ranks the row's start was 0.1%-0.3%
     /// slower here and 0.12-0.17 points nearer the bound after the search,
-    /// `BENCHMARKS.md`).
+    /// `BENCHMARKS.md`). The per-phase packing is the balanced one of
+    /// `first`'s micro-steps, or none: where it did not fit, the
+    /// first-fit-decreasing packing made in its place was never kept, and
+    /// at 10^6 `interleaved` samples it was the planner's peak of memory
+    /// and 1.6 s of its time.
     fn start(
         &self,
         sync: SyncModel,
@@ -1084,13 +1088,14 @@ impl<M: Incremental> Planner<M> {
         units: Option<&Units>,
         pins: &[bool],
     ) -> Trial {
+        let steps = first.shape.steps;
         let mut best = self.deal_and_refine(sync, batch, first, units, pins);
         if sync == SyncModel::Phase {
             let phases = Request {
                 phases: true,
                 ..request
             };
-            if let Ok(packed) = pack(batch, phases) {
+            if let Some(packed) = balanced_at(batch, phases, steps) {
                 let row = packed.fill_row;
                 let other = self.deal_and_refine(sync, batch, packed, units, pins);
                 if row || other.time < best.time {
