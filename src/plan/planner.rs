@@ -1076,9 +1076,10 @@ impl<M: Incremental> Planner<M> {
     /// slower here and 0.12-0.17 points nearer the bound after the search,
     /// `BENCHMARKS.md`). The per-phase packing is the balanced one of
     /// `first`'s micro-steps, or none: where it did not fit, the
-    /// first-fit-decreasing packing made in its place was never kept, and
-    /// at 10^6 `interleaved` samples it was the planner's peak of memory
-    /// and 1.6 s of its time.
+    /// first-fit-decreasing packing made in its place was kept on no batch
+    /// measured (the 10^6 plans and the 13-seed tables at 64 and 1,024 ranks
+    /// unchanged without it), and at 10^6 `interleaved` samples it was the
+    /// planner's peak of memory and 1.6 s of its time.
     fn start(
         &self,
         sync: SyncModel,
