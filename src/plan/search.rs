@@ -118,17 +118,19 @@ const BUCKET_WINDOW: usize = 4;
 /// The keys a block of the two-level binary search holds.
 const BLOCK: usize = 64;
 
-/// The first index of the sorted `keys` whose key is not below `target`,
-/// `coarse` holding every [`BLOCK`]-th key: a binary search in `coarse`,
-/// then one in a block.
-fn lower(keys: &[f64], coarse: &[f64], target: f64) -> usize {
+/// The first index of `index`, sorted by `key`, whose key is not below
+/// `target`, `coarse` holding every [`BLOCK`]-th key: a binary search in
+/// `coarse`, then one in a block that reads `key` of log2 [`BLOCK`]
+/// entries. (The keys of every entry, an array of 8 bytes a sample and
+/// barrier, were the largest part of the search's memory at its peak.)
+fn lower(index: &[u32], coarse: &[f64], target: f64, key: impl Fn(u32) -> f64) -> usize {
     let c = coarse.partition_point(|&v| v < target);
     if c == 0 {
         return 0;
     }
     let lo = (c - 1) * BLOCK;
-    let hi = (c * BLOCK).min(keys.len());
-    lo + keys[lo..hi].partition_point(|&v| v < target)
+    let hi = (c * BLOCK).min(index.len());
+    lo + index[lo..hi].partition_point(|&p| key(p) < target)
 }
 
 /// The entries a run of [`lower_in`] holds.
@@ -319,13 +321,12 @@ struct Search<'a> {
     /// The sequence of every position, the micro-batch of every sequence.
     seq_of: Vec<u32>,
     batch_of: Vec<u32>,
-    /// Per barrier index, the unpinned positions by cost (ties by position),
-    /// and their costs in that barrier, in the same order: the binary
-    /// searches read one contiguous array.
+    /// Per barrier index, the unpinned positions by cost in that barrier
+    /// (ties by position).
     index: [Vec<u32>; 2],
-    keys: [Vec<f64>; 2],
-    /// Every [`BLOCK`]-th key: the binary searches start in this small
-    /// array, which stays in cache, and end in one block of `keys`.
+    /// The cost of every [`BLOCK`]-th of them: the binary searches start in
+    /// this small array, which stays in cache, and end in one block of
+    /// `index`, reading its samples' costs ([`lower`]).
     coarse: [Vec<f64>; 2],
     /// Per barrier index, the same positions cut by token count into
     /// buckets of [`BUCKET`] (ties by position), each bucket by cost in
@@ -374,7 +375,6 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         }
     }
     let mut index: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
-    let mut keys: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut coarse: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for (i, &d) in dims.iter().enumerate() {
         // The movable samples by cost in `d` (`f64::total_cmp`), then
@@ -386,8 +386,11 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
                 .filter(|&p| !stage.pinned(p) && seq_of[p as usize] != NONE)
                 .map(|p| (order_bits(d.of(prep.cost(p as usize))), p)),
         );
-        keys[i] = list.iter().map(|e| from_order_bits(key_of(e))).collect();
-        coarse[i] = keys[i].iter().step_by(BLOCK).copied().collect();
+        coarse[i] = list
+            .iter()
+            .step_by(BLOCK)
+            .map(|e| from_order_bits(key_of(e)))
+            .collect();
         index[i] = positions_of(list);
     }
     let tokens = |p: u32| prep.size(p as usize)[0];
@@ -413,7 +416,6 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         seq_of,
         batch_of,
         index,
-        keys,
         coarse,
         bucketed,
         bounds,
@@ -740,7 +742,7 @@ impl Search<'_> {
             }
         }
         let rows = &rows[..1 + room.iter().filter(|x| x.is_finite()).count()];
-        let (index, keys, coarse) = (&self.index[i], &self.keys[i], &self.coarse[i]);
+        let (index, coarse) = (&self.index[i], &self.coarse[i]);
         let log = u64::from(usize::BITS - index.len().leading_zeros());
         let (bins, loads) = (&seqs.members, &seqs.loads);
         let mut best: Option<Change> = None;
@@ -783,11 +785,12 @@ impl Search<'_> {
                         return best;
                     }
                     let target = va - transfer;
-                    let at = lower(keys, coarse, target);
+                    let at = lower(index, coarse, target, |p| d.of(prep.cost(p as usize)));
                     let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
                     let near = self.locate(&index[lo..hi], x, loads);
-                    for ((&pb, &vb), n) in index[lo..hi].iter().zip(&keys[lo..hi]).zip(&near) {
+                    for (&pb, n) in index[lo..hi].iter().zip(&near) {
                         let Near { by, y, ly, cb, sb } = *n;
+                        let vb = d.of(cb);
                         if !self.spend(1) {
                             return best;
                         }
@@ -1309,13 +1312,17 @@ mod tests {
     #[test]
     fn lower_is_the_partition_point() {
         for n in [0usize, 1, 63, 64, 65, 128, 200] {
+            // Entries `n - 1 - k` keyed `k / 3`: the index is not the
+            // identity, so a key read by position instead of entry fails.
             let keys: Vec<f64> = (0..n).map(|k| (k / 3) as f64).collect();
+            let index: Vec<u32> = (0..n as u32).rev().collect();
+            let key = |p: u32| keys[n - 1 - p as usize];
             let coarse: Vec<f64> = keys.iter().step_by(BLOCK).copied().collect();
             for t in -2..(n as i32 / 3 + 3) {
                 for half in [0.0, 0.5] {
                     let target = f64::from(t) + half;
                     let want = keys.partition_point(|&v| v < target);
-                    assert_eq!(lower(&keys, &coarse, target), want, "{n} {target}");
+                    assert_eq!(lower(&index, &coarse, target, key), want, "{n} {target}");
                 }
             }
         }
