@@ -52,7 +52,7 @@ use alloc::vec::Vec;
 
 use super::deal::Sequences;
 use super::sync::SyncModel;
-use super::work::{Dim, Stage};
+use super::work::{barrier, Dim, Stage};
 use crate::cost::Phases;
 
 /// The rounds across micro-steps.
@@ -83,9 +83,9 @@ struct Row {
 
 impl Row {
     /// The largest relative excess over the means of a cost whose values
-    /// in the barriers are `v` (see [`values`]).
+    /// in the barriers are `v` ([`values`]).
     #[inline(always)]
-    fn excess<const K: usize>(&self, v: [f64; K]) -> f64 {
+    fn excess<const B: usize>(&self, v: [f64; B]) -> f64 {
         let mut worst = f64::NEG_INFINITY;
         for (i, &v) in v.iter().enumerate() {
             let m = self.mean[i];
@@ -98,19 +98,15 @@ impl Row {
     /// Whether a cost whose values in the barriers are `v` stays at or
     /// below every maximum.
     #[inline(always)]
-    fn below<const K: usize>(&self, v: [f64; K]) -> bool {
+    fn below<const B: usize>(&self, v: [f64; B]) -> bool {
         v.iter().zip(&self.max).all(|(&v, &m)| v <= m)
     }
 }
 
-/// The values of `c` in the barriers of [`SyncModel::Phase`] (vision,
-/// language), then in those of the other sync models (the total): the
-/// values of [`Dim::barriers`] in fixed-size arrays, which the pairing's
-/// inner loop reads without a loop over the dimensions and a branch on
-/// each [`Dim`] (a third fewer instructions in the pairing).
+/// The values of `c` in the `B` barriers ([`barrier`]).
 #[inline(always)]
-fn values(c: Phases) -> ([f64; 2], [f64; 1]) {
-    ([c.vision, c.language], [c.total()])
+fn values<const B: usize>(c: Phases) -> [f64; B] {
+    core::array::from_fn(|i| barrier::<B>(i, c))
 }
 
 /// The sequences `seqs` with the micro-batches of the stage's deal paired
@@ -226,19 +222,22 @@ fn best(
     seqs: &mut Sequences,
 ) -> Option<Phases> {
     match stage.sync {
-        SyncModel::Phase => {
-            let score =
-                |nx: Phases, ny: Phases| row.excess(values(nx).0).max(row.excess(values(ny).0));
-            let below = |nx: Phases, ny: Phases| row.below(values(nx).0) && row.below(values(ny).0);
-            change(stage, score, below, x, y, seqs)
-        }
-        _ => {
-            let score =
-                |nx: Phases, ny: Phases| row.excess(values(nx).1).max(row.excess(values(ny).1));
-            let below = |nx: Phases, ny: Phases| row.below(values(nx).1) && row.below(values(ny).1);
-            change(stage, score, below, x, y, seqs)
-        }
+        SyncModel::Phase => weighed::<2>(stage, row, x, y, seqs),
+        _ => weighed::<1>(stage, row, x, y, seqs),
     }
+}
+
+/// [`best`] with the `B` barriers of the stage's sync model known.
+fn weighed<const B: usize>(
+    stage: &Stage<'_>,
+    row: &Row,
+    x: (Phases, &[Member]),
+    y: (Phases, &[u32], &[Member]),
+    seqs: &mut Sequences,
+) -> Option<Phases> {
+    let score = |nx, ny| row.excess(values::<B>(nx)).max(row.excess(values::<B>(ny)));
+    let below = |nx, ny| row.below(values::<B>(nx)) && row.below(values::<B>(ny));
+    change(stage, score, below, x, y, seqs)
 }
 
 /// A movable member of a micro-batch as [`change`] weighs it: its
@@ -550,20 +549,6 @@ mod tests {
                 shape: self.shape,
                 slots: &self.slots,
             }
-        }
-    }
-
-    /// [`values`] gives the values of [`Dim::barriers`], in their order.
-    #[test]
-    fn values_are_the_barriers() {
-        let c = Phases {
-            vision: 3.0,
-            language: 5.0,
-        };
-        let of = |sync| -> Vec<f64> { Dim::barriers(sync).iter().map(|d| d.of(c)).collect() };
-        assert_eq!(values(c).0.to_vec(), of(SyncModel::Phase));
-        for sync in [SyncModel::MicroStep, SyncModel::Step] {
-            assert_eq!(values(c).1.to_vec(), of(sync));
         }
     }
 

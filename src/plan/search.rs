@@ -85,7 +85,7 @@ use core::cmp::Reverse;
 use super::deal::Sequences;
 use super::shape::Shape;
 use super::sync::SyncModel;
-use super::work::{self, Dim, Stage};
+use super::work::{self, barrier, Stage};
 use crate::cost::Phases;
 use crate::num::{from_order_bits, order_bits};
 
@@ -292,10 +292,9 @@ fn keep(list: &mut Vec<Ranked>, e: Ranked) {
 /// A heap entry: (excess bits, micro-step, barrier index, version).
 type Entry = (u64, Reverse<u32>, Reverse<u8>, u32);
 
-struct Search<'a> {
+/// The search's state, `B` the barriers of its sync model ([`barrier`]).
+struct Search<'a, const B: usize> {
     stage: Stage<'a>,
-    /// The barriers of a micro-step, by barrier index.
-    dims: &'static [Dim],
     /// The cost of every micro-batch `r * A + j`, at `j * R + r` (see
     /// [`Search::at`]).
     cost: Vec<Phases>,
@@ -344,21 +343,28 @@ struct Search<'a> {
 /// `effort * max(n + K, 65536)` units (`0`: nothing is done): members and
 /// loads are kept up to date, the costs are not read; pinned positions
 /// never move.
-pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Sequences {
+pub(crate) fn search(stage: &Stage<'_>, seqs: Sequences, effort: u32) -> Sequences {
     let Stage {
-        prep,
-        sync,
-        shape,
-        slots,
-        ..
+        prep, sync, shape, ..
     } = *stage;
-    let n = prep.len();
-    let size = (n as u64 + seqs.members.len() as u64).max(MIN_SIZE);
+    let size = (prep.len() as u64 + seqs.members.len() as u64).max(MIN_SIZE);
     let left = size.saturating_mul(u64::from(effort));
     if sync == SyncModel::Step || left == 0 || shape.ranks < 2 || shape.steps == 0 {
         return seqs;
     }
-    let dims = Dim::barriers(sync);
+    match sync {
+        SyncModel::Phase => searched::<2>(stage, seqs, left),
+        _ => searched::<1>(stage, seqs, left),
+    }
+}
+
+/// [`search`] with the `B` barriers of the stage's sync model known and a
+/// budget of `left` units.
+fn searched<const B: usize>(stage: &Stage<'_>, mut seqs: Sequences, left: u64) -> Sequences {
+    let Stage {
+        prep, shape, slots, ..
+    } = *stage;
+    let n = prep.len();
     let nm = shape.ranks * shape.steps;
     let mut cost = vec![Phases::ZERO; nm];
     let mut seq_of = vec![NONE; n];
@@ -376,15 +382,15 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
     }
     let mut index: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
     let mut coarse: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    for (i, &d) in dims.iter().enumerate() {
-        // The movable samples by cost in `d` (`f64::total_cmp`), then
+    for i in 0..B {
+        // The movable samples by cost in barrier `i` (`f64::total_cmp`), then
         // position: each key sorted beside its position, so that the sort
         // reads no sample (read through the positions, each comparison
         // was two cache misses on large batches).
         let list = sort_keyed(
             (0..n as u32)
                 .filter(|&p| !stage.pinned(p) && seq_of[p as usize] != NONE)
-                .map(|p| (order_bits(d.of(prep.cost(p as usize))), p)),
+                .map(|p| (order_bits(barrier::<B>(i, prep.cost(p as usize))), p)),
         );
         coarse[i] = list
             .iter()
@@ -396,13 +402,12 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
     let tokens = |p: u32| prep.size(p as usize)[0];
     let (by_size, bounds) = by_size(&index[0], tokens);
     let mut bucketed: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
-    for (i, &d) in dims.iter().enumerate() {
-        bucketed[i] = by_cost_in_buckets(by_size.clone(), |p| d.of(prep.cost(p as usize)));
+    for (i, list) in bucketed.iter_mut().enumerate().take(B) {
+        *list = by_cost_in_buckets(by_size.clone(), |p| barrier::<B>(i, prep.cost(p as usize)));
     }
     drop(by_size);
-    let mut s = Search {
+    let mut s = Search::<B> {
         stage: *stage,
-        dims,
         cost,
         top: vec![[[(0.0, NONE); 3]; 2]; shape.steps],
         low: vec![[[(0.0, NONE); 2]; 2]; shape.steps],
@@ -422,7 +427,7 @@ pub(crate) fn search(stage: &Stage<'_>, mut seqs: Sequences, effort: u32) -> Seq
         left: Cell::new(left),
     };
     for j in 0..shape.steps {
-        for i in 0..dims.len() {
+        for i in 0..B {
             s.rescan(j, i);
         }
     }
@@ -486,7 +491,7 @@ fn by_cost_in_buckets(mut list: Vec<u32>, cost: impl Fn(u32) -> f64) -> Vec<u32>
     list
 }
 
-impl Search<'_> {
+impl<const B: usize> Search<'_, B> {
     /// The micro-step of micro-batch `m`.
     #[inline]
     fn step(&self, m: usize) -> usize {
@@ -508,11 +513,7 @@ impl Search<'_> {
     /// The step time: the sum over micro-steps and barriers of the maxima.
     fn objective(&self) -> f64 {
         (0..self.stage.shape.steps)
-            .map(|j| {
-                (0..self.dims.len())
-                    .map(|i| self.top[j][i][0].0)
-                    .sum::<f64>()
-            })
+            .map(|j| (0..B).map(|i| self.top[j][i][0].0).sum::<f64>())
             .sum()
     }
 
@@ -535,7 +536,7 @@ impl Search<'_> {
     /// all R, then a sort, read them twice: a fifth of the planning time at
     /// 16,384 ranks.)
     fn rescan(&mut self, j: usize, i: usize) {
-        let (steps, ranks, d) = (self.stage.shape.steps, self.stage.shape.ranks, self.dims[i]);
+        let (steps, ranks) = (self.stage.shape.steps, self.stage.shape.ranks);
         self.spend(ranks as u64);
         let ([high, least], values) = (&mut self.scratch, &mut self.values);
         high.clear();
@@ -543,7 +544,7 @@ impl Search<'_> {
         values.clear();
         for r in 0..ranks {
             let m = r * steps + j;
-            let v = d.of(self.cost[step_major(self.stage.shape, m)]);
+            let v = barrier::<B>(i, self.cost[step_major(self.stage.shape, m)]);
             values.push(v);
             keep(high, (v, m as u32));
             keep(least, (-v, m as u32));
@@ -571,9 +572,9 @@ impl Search<'_> {
         let j = self.step(m);
         let new = self.cost[self.at(m)];
         let ranks = self.stage.shape.ranks;
-        for (i, &d) in self.dims.iter().enumerate() {
-            let v = d.of(new);
-            self.sum[j][i] += v - d.of(old);
+        for i in 0..B {
+            let v = barrier::<B>(i, new);
+            self.sum[j][i] += v - barrier::<B>(i, old);
             self.spend(2 * KEPT as u64);
             let high = self.high[j][i].set(m as u32, v, ranks.min(3));
             let least = self.least[j][i].set(m as u32, -v, ranks.min(2));
@@ -590,14 +591,13 @@ impl Search<'_> {
     /// `changed` (in any micro-step) take the given costs.
     #[inline]
     fn new_max(&self, j: usize, i: usize, changed: [(usize, Phases); 2]) -> f64 {
-        let d = self.dims[i];
         let mut best = self.top[j][i]
             .iter()
             .find(|e| e.1 != NONE && changed.iter().all(|c| c.0 as u32 != e.1))
             .map_or(0.0, |e| e.0);
         for &(m, c) in &changed {
             if self.step(m) == j {
-                best = best.max(d.of(c));
+                best = best.max(barrier::<B>(i, c));
             }
         }
         best
@@ -611,7 +611,7 @@ impl Search<'_> {
         ];
         let (jx, jy) = (self.step(x), self.step(y));
         let mut delta = 0.0;
-        for i in 0..self.dims.len() {
+        for i in 0..B {
             delta += self.new_max(jx, i, changed) - self.top[jx][i][0].0;
             if jy != jx {
                 delta += self.new_max(jy, i, changed) - self.top[jy][i][0].0;
@@ -625,22 +625,22 @@ impl Search<'_> {
     /// barrier's maximum.
     fn level(&self, x: usize, y: usize, dc: Phases, i: usize, limit: f64, tol: f64) -> bool {
         let nx = self.cost[self.at(x)] - dc;
-        if self.dims[i].of(nx) >= limit - tol {
+        if barrier::<B>(i, nx) >= limit - tol {
             return false;
         }
         let ny = self.cost[self.at(y)] + dc;
         [(x, nx), (y, ny)].iter().all(|&(m, new)| {
             let j = self.step(m);
-            self.dims.iter().enumerate().all(|(k, &d)| {
-                let v = d.of(new);
-                v <= d.of(self.cost[self.at(m)]) || v < self.top[j][k][0].0 - tol
+            (0..B).all(|k| {
+                let v = barrier::<B>(k, new);
+                v <= barrier::<B>(k, self.cost[self.at(m)]) || v < self.top[j][k][0].0 - tol
             })
         })
     }
 
     /// Pushes micro-step `j`'s barriers that exceed their means.
     fn push(&self, heap: &mut BinaryHeap<Entry>, j: usize, tol: f64) {
-        for i in 0..self.dims.len() {
+        for i in 0..B {
             let e = self.excess(j, i);
             let (top, stuck) = (self.top[j][i][0], self.stuck[j][i]);
             if e > tol && (top.1 != stuck.1 || top.0.to_bits() != stuck.0.to_bits()) {
@@ -704,7 +704,7 @@ impl Search<'_> {
         moves: Moves,
     ) -> Option<Change> {
         let prep = self.stage.prep;
-        let d = self.dims[i];
+        let d = |c: Phases| barrier::<B>(i, c);
         let (xm, second) = (self.top[j][i][0], self.top[j][i][1]);
         let x = xm.1 as usize;
         if x >= self.cost.len() {
@@ -725,7 +725,7 @@ impl Search<'_> {
         // down by the gap at least.
         let enough = |c: &Option<Change>| {
             c.is_some_and(|c| {
-                c.delta <= -gap + tol && d.of(self.cost[self.at(x)] - c.dc) <= mean + 0.75 * excess
+                c.delta <= -gap + tol && d(self.cost[self.at(x)] - c.dc) <= mean + 0.75 * excess
             })
         };
         // The micro-steps whose barriers leave the most room under their
@@ -733,7 +733,7 @@ impl Search<'_> {
         let mut rows = [j; 1 + SINKS];
         let mut room = [f64::NEG_INFINITY; SINKS];
         for r in (0..self.stage.shape.steps).filter(|&r| r != j) {
-            let e: f64 = (0..self.dims.len()).map(|k| self.excess(r, k)).sum();
+            let e: f64 = (0..B).map(|k| self.excess(r, k)).sum();
             if let Some(at) = room.iter().position(|&x| e > x) {
                 room.copy_within(at..SINKS - 1, at + 1);
                 rows.copy_within(1 + at..SINKS, 2 + at);
@@ -753,11 +753,10 @@ impl Search<'_> {
                     continue;
                 }
                 let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
-                let va = d.of(ca);
+                let va = d(ca);
                 // Moves into the least loaded micro-batches of `j` and of
                 // the sinks.
-                for (k, row) in (0..self.dims.len()).flat_map(|k| rows.iter().map(move |&r| (k, r)))
-                {
+                for (k, row) in (0..B).flat_map(|k| rows.iter().map(move |&r| (k, r))) {
                     for e in self.low[row][k] {
                         let y = e.1 as usize;
                         if y >= self.cost.len() || y == x {
@@ -785,12 +784,12 @@ impl Search<'_> {
                         return best;
                     }
                     let target = va - transfer;
-                    let at = lower(index, coarse, target, |p| d.of(prep.cost(p as usize)));
+                    let at = lower(index, coarse, target, |p| d(prep.cost(p as usize)));
                     let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
                     let near = self.locate(&index[lo..hi], x, loads);
                     for (&pb, n) in index[lo..hi].iter().zip(&near) {
                         let Near { by, y, ly, cb, sb } = *n;
-                        let vb = d.of(cb);
+                        let vb = d(cb);
                         if !self.spend(1) {
                             return best;
                         }
@@ -831,7 +830,7 @@ impl Search<'_> {
                             return best;
                         }
                         let bucket = &bucketed[k * BUCKET..((k + 1) * BUCKET).min(bucketed.len())];
-                        let at = lower_in(bucket, |p| d.of(prep.cost(p as usize)) < va - transfer);
+                        let at = lower_in(bucket, |p| d(prep.cost(p as usize)) < va - transfer);
                         let (lo, hi) = (
                             at.saturating_sub(BUCKET_WINDOW),
                             (at + BUCKET_WINDOW).min(bucket.len()),
@@ -842,7 +841,7 @@ impl Search<'_> {
                             if !self.spend(1) {
                                 return best;
                             }
-                            if d.of(cb) >= va {
+                            if d(cb) >= va {
                                 continue;
                             }
                             if y == x || y >= self.cost.len() {
@@ -942,14 +941,12 @@ impl Search<'_> {
         if !(delta < -tol || (delta <= 0.0 && self.level(x, y, dc, i, limit, tol))) {
             return;
         }
-        let spread: f64 = self
-            .dims
-            .iter()
-            .map(|&d| {
+        let spread: f64 = (0..B)
+            .map(|k| {
                 let (vx, vy, v) = (
-                    d.of(self.cost[self.at(x)]),
-                    d.of(self.cost[self.at(y)]),
-                    d.of(dc),
+                    barrier::<B>(k, self.cost[self.at(x)]),
+                    barrier::<B>(k, self.cost[self.at(y)]),
+                    barrier::<B>(k, dc),
                 );
                 2.0 * v * (vy - vx + v)
             })
