@@ -24,6 +24,16 @@
 //! cargo run --release --example plan_table
 //! cargo run --release --example plan_table -- 64,1024 42   # ranks, seed
 //! ```
+//!
+//! With `seeds` first, the given-cost plans of one sync model over the 13
+//! seeds the tables of `BENCHMARKS.md` use (42 7 1 3 5 2 4 6 8 9 10 11 12),
+//! at each of the listed search efforts: per scenario and effort, the mean
+//! and the worst of `predicted / lower_bound`, how many seeds are within
+//! 1.01, and the wall time of the 13 plans:
+//!
+//! ```text
+//! cargo run --release --example plan_table -- seeds phase 1024 45,70   # sync, ranks, efforts
+//! ```
 
 use microbatch::cost::{CostModel, Given, Incremental, Phases, Sample, Tokens};
 use microbatch::pack::first_fit_decreasing;
@@ -173,8 +183,74 @@ fn row<M: CostModel + Incremental>(
     );
 }
 
+/// The seeds of the 13-seed tables of `BENCHMARKS.md`.
+const SEEDS: [u64; 13] = [42, 7, 1, 3, 5, 2, 4, 6, 8, 9, 10, 11, 12];
+
+/// The `seeds` mode (see the module docs): `sync`, `ranks` and the
+/// efforts from `args`.
+fn seeds(mut args: impl Iterator<Item = String>) {
+    let sync: SyncModel = args
+        .next()
+        .expect("a sync model")
+        .parse()
+        .expect("step, micro-step or phase");
+    let r: usize = args.next().map_or(1024, |s| s.parse().expect("ranks"));
+    // `None`: the planner's default effort.
+    let efforts: Vec<Option<u32>> = args.next().map_or_else(
+        || vec![None],
+        |s| {
+            s.split(',')
+                .map(|x| Some(x.parse().expect("an effort")))
+                .collect()
+        },
+    );
+    println!("| scenario | sync model | R | effort | mean | worst | seeds within 1.01 | seed 42 | time of 13 plans |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for scenario in Scenario::ALL {
+        let batches: Vec<Vec<StepSample>> = SEEDS
+            .iter()
+            .map(|&seed| measured(&scenario.generate(64 * r, seed), scenario))
+            .collect();
+        for &effort in &efforts {
+            let mut planner = Planner::new(Given)
+                .ranks(r)
+                .seq_len(scenario.seq_len())
+                .sync(sync);
+            if let Some(e) = effort {
+                planner = planner.search_effort(e);
+            }
+            if let Some(u) = scenario.max_units() {
+                planner = planner.max_units(u);
+            }
+            let effort = effort.map_or_else(|| "default".to_string(), |e| e.to_string());
+            let start = std::time::Instant::now();
+            let ratios: Vec<f64> = batches
+                .iter()
+                .map(|given| {
+                    let plan = planner.plan(given).unwrap();
+                    plan.report().predicted / plan.report().lower_bound
+                })
+                .collect();
+            let time = start.elapsed();
+            let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+            let worst = ratios.iter().copied().fold(0.0, f64::max);
+            let within = ratios.iter().filter(|&&x| x <= 1.01).count();
+            println!(
+                "| {scenario} | {sync} | {r} | {effort} | {mean:.4} | {worst:.4} | {within} of 13 | {:.4} | {:.2} s |",
+                ratios[0],
+                time.as_secs_f64()
+            );
+        }
+    }
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("seeds") {
+        args.next();
+        seeds(args);
+        return;
+    }
     let ranks: Vec<usize> = args
         .next()
         .map(|s| s.split(',').map(|x| x.parse().expect("ranks")).collect())
