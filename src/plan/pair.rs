@@ -154,7 +154,15 @@ fn batch_cost(stage: &Stage<'_>, seqs: &Sequences, m: usize) -> Phases {
 /// whose round changes nothing is done (the next round would weigh the
 /// same pairs).
 fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
-    let (shape, dims) = (stage.shape, Dim::barriers(stage.sync));
+    match stage.sync {
+        SyncModel::Phase => within_in::<2>(stage, seqs),
+        _ => within_in::<1>(stage, seqs),
+    }
+}
+
+/// [`within`] with the `B` barriers of the stage's sync model known.
+fn within_in<const B: usize>(stage: &Stage<'_>, seqs: &mut Sequences) {
+    let shape = stage.shape;
     let (ranks, steps) = (shape.ranks, shape.steps);
     let batch = |r: usize, j: usize| stage.micro_batch(r * steps + j);
     let mut cost = vec![Phases::ZERO; ranks];
@@ -167,17 +175,22 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
         }
         for _ in 0..passes(stage.sync) {
             let mut changed = false;
-            for (i, &d) in dims.iter().enumerate() {
+            for i in 0..B {
                 let mut row = Row {
                     mean: [0.0; 2],
                     max: [0.0; 2],
                 };
-                for (k, &e) in dims.iter().enumerate() {
-                    row.mean[k] = cost.iter().map(|&c| e.of(c)).sum::<f64>() / ranks as f64;
-                    row.max[k] = cost.iter().map(|&c| e.of(c)).fold(0.0, f64::max);
+                for k in 0..B {
+                    let of = |c: &Phases| barrier::<B>(k, *c);
+                    row.mean[k] = cost.iter().map(of).sum::<f64>() / ranks as f64;
+                    row.max[k] = cost.iter().map(of).fold(0.0, f64::max);
                 }
                 order.clear();
-                order.extend(cost.iter().enumerate().map(|(r, &c)| (d.of(c), r as u32)));
+                order.extend(
+                    cost.iter()
+                        .enumerate()
+                        .map(|(r, &c)| (barrier::<B>(i, c), r as u32)),
+                );
                 order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 // The `k`-th most loaded with the `k`-th least loaded while
                 // it is above the mean: disjoint pairs, known before any
@@ -192,7 +205,7 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
                         (cost[x], &lists[x][..]),
                         (cost[y], batch(y, j), &lists[y][..]),
                     );
-                    if let Some(dc) = best(stage, &row, mx, my, seqs) {
+                    if let Some(dc) = best::<B>(stage, &row, mx, my, seqs) {
                         cost[x] = cost[x] - dc;
                         cost[y] += dc;
                         changed = true;
@@ -212,23 +225,9 @@ fn within(stage: &Stage<'_>, seqs: &mut Sequences) {
 
 /// Applies the change from micro-batch `x` (cost and members) to `y`
 /// (cost, sequences and members) that lowers most the larger relative
-/// excess of the two, if any lowers it and keeps both below the maxima;
-/// returns the cost moved.
-fn best(
-    stage: &Stage<'_>,
-    row: &Row,
-    x: (Phases, &[Member]),
-    y: (Phases, &[u32], &[Member]),
-    seqs: &mut Sequences,
-) -> Option<Phases> {
-    match stage.sync {
-        SyncModel::Phase => weighed::<2>(stage, row, x, y, seqs),
-        _ => weighed::<1>(stage, row, x, y, seqs),
-    }
-}
-
-/// [`best`] with the `B` barriers of the stage's sync model known.
-fn weighed<const B: usize>(
+/// excess of the two in the `B` barriers, if any lowers it and keeps both
+/// below the maxima; returns the cost moved.
+fn best<const B: usize>(
     stage: &Stage<'_>,
     row: &Row,
     x: (Phases, &[Member]),
