@@ -75,17 +75,18 @@ fn passes(sync: SyncModel) -> usize {
     }
 }
 
-/// A micro-step's means and maxima per barrier index.
-struct Row {
-    mean: [f64; 2],
-    max: [f64; 2],
+/// A micro-step's means and maxima per barrier index, of its `B`
+/// barriers.
+struct Row<const B: usize> {
+    mean: [f64; B],
+    max: [f64; B],
 }
 
-impl Row {
+impl<const B: usize> Row<B> {
     /// The largest relative excess over the means of a cost whose values
     /// in the barriers are `v` ([`values`]).
     #[inline(always)]
-    fn excess<const B: usize>(&self, v: [f64; B]) -> f64 {
+    fn excess(&self, v: [f64; B]) -> f64 {
         let mut worst = f64::NEG_INFINITY;
         for (i, &v) in v.iter().enumerate() {
             let m = self.mean[i];
@@ -98,7 +99,7 @@ impl Row {
     /// Whether a cost whose values in the barriers are `v` stays at or
     /// below every maximum.
     #[inline(always)]
-    fn below<const B: usize>(&self, v: [f64; B]) -> bool {
+    fn below(&self, v: [f64; B]) -> bool {
         v.iter().zip(&self.max).all(|(&v, &m)| v <= m)
     }
 }
@@ -177,8 +178,8 @@ fn within_in<const B: usize>(stage: &Stage<'_>, seqs: &mut Sequences) {
             let mut changed = false;
             for i in 0..B {
                 let mut row = Row {
-                    mean: [0.0; 2],
-                    max: [0.0; 2],
+                    mean: [0.0; B],
+                    max: [0.0; B],
                 };
                 for k in 0..B {
                     let of = |c: &Phases| barrier::<B>(k, *c);
@@ -229,7 +230,7 @@ fn within_in<const B: usize>(stage: &Stage<'_>, seqs: &mut Sequences) {
 /// below the maxima; returns the cost moved.
 fn best<const B: usize>(
     stage: &Stage<'_>,
-    row: &Row,
+    row: &Row<B>,
     x: (Phases, &[Member]),
     y: (Phases, &[u32], &[Member]),
     seqs: &mut Sequences,
