@@ -1,4 +1,4 @@
-//! Shared pieces of the stages that trade samples between groups (refine, pair, search): what they read ([`Stage`]), the dimensions they balance ([`Dim`]) and the counted work budget.
+//! Shared pieces of the stages that trade samples between groups (refine, pair, search): what they read ([`Stage`]), the dimensions they balance ([`Dim`], and [`barrier`] for loops generic over a sync model's barriers) and the counted work budget.
 
 use core::cell::Cell;
 
