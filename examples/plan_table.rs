@@ -183,6 +183,19 @@ fn row<M: CostModel + Incremental>(
     );
 }
 
+/// The planner of the "given" rows: told each sample's cost ([`Given`]),
+/// with the scenario's caps, over `r` ranks under `sync`.
+fn given_planner(scenario: Scenario, r: usize, sync: SyncModel) -> Planner<Given> {
+    let planner = Planner::new(Given)
+        .ranks(r)
+        .seq_len(scenario.seq_len())
+        .sync(sync);
+    match scenario.max_units() {
+        Some(u) => planner.max_units(u),
+        None => planner,
+    }
+}
+
 /// The seeds of the 13-seed tables of `BENCHMARKS.md`.
 const SEEDS: [u64; 13] = [42, 7, 1, 3, 5, 2, 4, 6, 8, 9, 10, 11, 12];
 
@@ -204,7 +217,8 @@ fn seeds(mut args: impl Iterator<Item = String>) {
                 .collect()
         },
     );
-    println!("| scenario | sync model | R | effort | mean | worst | seeds within 1.01 | seed 42 | time of 13 plans |");
+    let count = SEEDS.len();
+    println!("| scenario | sync model | R | effort | mean | worst | seeds within 1.01 | seed {} | time of {count} plans |", SEEDS[0]);
     println!("|---|---|---|---|---|---|---|---|---|");
     for scenario in Scenario::ALL {
         let batches: Vec<Vec<StepSample>> = SEEDS
@@ -212,15 +226,9 @@ fn seeds(mut args: impl Iterator<Item = String>) {
             .map(|&seed| measured(&scenario.generate(64 * r, seed), scenario))
             .collect();
         for &effort in &efforts {
-            let mut planner = Planner::new(Given)
-                .ranks(r)
-                .seq_len(scenario.seq_len())
-                .sync(sync);
+            let mut planner = given_planner(scenario, r, sync);
             if let Some(e) = effort {
                 planner = planner.search_effort(e);
-            }
-            if let Some(u) = scenario.max_units() {
-                planner = planner.max_units(u);
             }
             let effort = effort.map_or_else(|| "default".to_string(), |e| e.to_string());
             let start = std::time::Instant::now();
@@ -236,7 +244,7 @@ fn seeds(mut args: impl Iterator<Item = String>) {
             let worst = ratios.iter().copied().fold(0.0, f64::max);
             let within = ratios.iter().filter(|&&x| x <= 1.01).count();
             println!(
-                "| {scenario} | {sync} | {r} | {effort} | {mean:.4} | {worst:.4} | {within} of 13 | {:.4} | {:.2} s |",
+                "| {scenario} | {sync} | {r} | {effort} | {mean:.4} | {worst:.4} | {within} of {count} | {:.4} | {:.2} s |",
                 ratios[0],
                 time.as_secs_f64()
             );
@@ -270,14 +278,7 @@ fn main() {
             }
             let given = measured(&batch, scenario);
             for sync in SyncModel::ALL {
-                let mut planner = Planner::new(Given)
-                    .ranks(r)
-                    .seq_len(scenario.seq_len())
-                    .sync(sync);
-                if let Some(u) = scenario.max_units() {
-                    planner = planner.max_units(u);
-                }
-                let plan = planner.plan(&given).unwrap();
+                let plan = given_planner(scenario, r, sync).plan(&given).unwrap();
                 row(scenario, "given", r, sync, &given, &Given, &plan);
             }
         }
