@@ -11,12 +11,17 @@ __version__: str
 # Sizes and weights arrive as C-contiguous 2-D arrays (n, d) (a 1-D input as one column);
 # results come back flattened: (items, offsets) in CSR form, values row-major.
 
-_PackOut = Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray, int, int]
+_PackOut = Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray, int, int, List[float]]
+
+def unsigned(values: npt.NDArray[np.int64], dims: int, capacity: bool) -> npt.NDArray[np.uint64]:
+    """Signed sizes (``dims`` columns, flattened) or a capacity as ``uint64``, refusing the
+    first negative value with the crate's error (``InvalidSize`` or ``InvalidCapacity``)."""
 
 def pack_u64(
     algorithm: str, sizes: npt.NDArray[np.uint64], capacity: npt.NDArray[np.uint64]
 ) -> _PackOut:
-    """Packs with ``algorithm``: returns (items, offsets, loads, l1, l2)."""
+    """Packs with ``algorithm``: returns (items, offsets, loads, l1, l2, the crate's efficiency
+    of every dimension)."""
 
 def pack_f64(
     algorithm: str, sizes: npt.NDArray[np.float64], capacity: npt.NDArray[np.float64]
@@ -40,6 +45,7 @@ _PartitionOut = Tuple[
     Union[int, float],
     Union[int, float],
     bool,
+    float,
 ]
 
 def partition_u64(
@@ -57,7 +63,7 @@ def partition_u64(
     max_rounds: Optional[int],
 ) -> _PartitionOut:
     """Partitions with ``method`` ("lpt", "karmarkar_karp" or "partition"): returns (items,
-    offsets, sums, objective, lower_bound, proven_optimal)."""
+    offsets, sums, objective, lower_bound, proven_optimal, the crate's ratio)."""
 
 def partition_f64(
     method: str,
@@ -85,6 +91,9 @@ DEFAULT_NODE_BUDGET: int
 ALGORITHM_NAMES: List[str]
 OBJECTIVE_NAMES: List[str]
 DIMS_NAMES: List[str]
+DEFAULT_ALGORITHM: str
+DEFAULT_OBJECTIVE: str
+DEFAULT_DIMS: str
 # --- end pack/partition ---
 
 # --- cost ---
@@ -100,12 +109,12 @@ class CostModel:
     @staticmethod
     def full_attention(per_token_pair: float) -> CostModel: ...
     @staticmethod
-    def per_tile(per_tile: float, tokens_per_tile: int, trained: bool) -> CostModel: ...
+    def per_tile(per_tile: float, tokens_per_tile: int, training: str) -> CostModel: ...
     @staticmethod
-    def per_image(per_patch: float, per_patch_pair: float, patches_per_token: int, trained: bool) -> CostModel: ...
+    def per_image(per_patch: float, per_patch_pair: float, patches_per_token: int, training: str) -> CostModel: ...
     @staticmethod
     def windowed(
-        per_patch: float, per_window_pair: float, window: int, per_patch_pair: float, patches_per_token: int, trained: bool
+        per_patch: float, per_window_pair: float, window: int, per_patch_pair: float, patches_per_token: int, training: str
     ) -> CostModel: ...
     @staticmethod
     def preset(name: str) -> CostModel: ...

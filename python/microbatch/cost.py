@@ -100,12 +100,6 @@ def _either(names: Tuple[str, ...], last: str = "or") -> str:
     return f"{', '.join(quoted[:-1])} {last} {quoted[-1]}" if len(quoted) > 1 else "".join(quoted)
 
 
-def _training(value: str) -> bool:
-    if value not in TRAINING:
-        raise SettingError(f"unknown training {value!r}: use {_either(TRAINING)}", item="training")
-    return value == "trained"
-
-
 def _sample_arrays(
     text_tokens: Any, image_tokens: _arrays.Ragged, image_units: _arrays.Ragged, n: Optional[int] = None
 ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]:
@@ -226,8 +220,8 @@ class CostModel:
         >>> mc.PerSample(1.0).in_phase("vision").cost([5])[0].tolist()
         [1.0, 0.0]
         """
-        if phase not in PHASES:
-            raise SettingError(f"unknown phase {phase!r}: use {_either(PHASES)}", item="phase")
+        # The crate reads the name (an unknown one is a SettingError naming
+        # ``phase`` and listing PHASES).
         return CostModel._wrap(self._native.in_phase(phase), f"{self._operand()}.in_phase({phase!r})")
 
     def max(self, other: "CostModel") -> "CostModel":
@@ -382,7 +376,7 @@ class PerTile(CostModel):
         c = _coefficient(per_tile, "per_tile")
         t = _arrays.count(tokens_per_tile, "tokens_per_tile", maximum=2**32 - 1)
         super().__init__(
-            _native.CostModel.per_tile(c, t, _training(training)),
+            _native.CostModel.per_tile(c, t, training),
             f"PerTile({c!r}, {t}, training={training!r})",
         )
 
@@ -406,7 +400,7 @@ class PerImage(CostModel):
         b = _coefficient(per_patch_pair, "per_patch_pair")
         p = _arrays.count(patches_per_token, "patches_per_token", maximum=2**32 - 1)
         super().__init__(
-            _native.CostModel.per_image(a, b, p, _training(training)),
+            _native.CostModel.per_image(a, b, p, training),
             f"PerImage({a!r}, {b!r}, {p}, training={training!r})",
         )
 
@@ -442,7 +436,7 @@ class Windowed(CostModel):
         c = _coefficient(per_patch_pair, "per_patch_pair")
         p = _arrays.count(patches_per_token, "patches_per_token", maximum=2**32 - 1)
         super().__init__(
-            _native.CostModel.windowed(a, b, w, c, p, _training(training)),
+            _native.CostModel.windowed(a, b, w, c, p, training),
             f"Windowed({a!r}, {b!r}, {w}, {c!r}, {p}, training={training!r})",
         )
 

@@ -58,7 +58,7 @@ from typing import Any, List, Tuple, Union
 import numpy as np
 
 from . import _arrays, _native
-from .errors import CapacityError, DtypeError, InvalidValueError
+from .errors import DtypeError
 
 __all__ = [
     "Packing",
@@ -99,10 +99,13 @@ class LowerBounds:
 
 
 def _sizes(x: ArrayLike, name: str) -> Tuple[np.ndarray, bool]:
-    """``x`` as a C-contiguous 2-D ``uint64`` or ``float64`` array (a 1-D array as one column), and whether it was 2-D.
+    """``x`` as a C-contiguous 2-D array (a 1-D array as one column), and whether it was 2-D.
 
-    Refuses other dtypes and shapes (:class:`DtypeError`) and negative
-    integers (:class:`InvalidValueError`, ``InvalidSize``, naming the item).
+    Floats become ``float64``, unsigned integers ``uint64``, signed integers
+    ``int64`` (:func:`_unsigned` converts them once the capacity is checked:
+    the crate checks the capacity first). Only what the crate never sees is
+    checked here: the Python object's dtype and shape (:class:`DtypeError`).
+    The values (NaN, infinite, negative) are the crate's to check.
     """
     a = np.asarray(x)
     if a.dtype.kind not in "iuf":
@@ -116,27 +119,33 @@ def _sizes(x: ArrayLike, name: str) -> Tuple[np.ndarray, bool]:
         )
     two_d = a.ndim == 2
     a2 = a if two_d else a.reshape(-1, 1)
-    if a.dtype.kind == "f":
-        return np.ascontiguousarray(a2, dtype=np.float64), two_d
-    if a.dtype.kind == "i" and a.size:
-        bad = np.flatnonzero(a2 < 0)
-        if bad.size:
-            index, dim = divmod(int(bad[0]), a2.shape[1])
-            raise InvalidValueError(
-                f"item {index} has size {a2[index, dim]} in dimension {dim}: negative values are "
-                f"not sizes; sizes must be finite and non-negative",
-                kind="InvalidSize",
-                item=index,
-            )
-    return np.ascontiguousarray(a2, dtype=np.uint64), two_d
+    dtype = {"f": np.float64, "u": np.uint64, "i": np.int64}[a.dtype.kind]
+    return np.ascontiguousarray(a2, dtype=dtype), two_d
+
+
+def _unsigned(a: np.ndarray, *, capacity: bool = False) -> np.ndarray:
+    """Sizes (2-D) or a capacity (1-D) from :func:`_sizes` or :func:`_capacity` as the native module takes them.
+
+    Floats and unsigned integers as they are. Signed integers become
+    ``uint64`` through ``_native.unsigned``: the crate's sizes are unsigned,
+    so it never sees a negative integer, and the conversion refuses the first
+    one with the error the crate gives the same value as a float
+    (``InvalidSize`` naming the item, ``InvalidCapacity`` the dimension).
+    """
+    if a.dtype != np.int64:
+        return a
+    dims = a.shape[1] if a.ndim == 2 else 1
+    return _native.unsigned(a.reshape(-1), dims, capacity).reshape(a.shape)
 
 
 def _capacity(c: ArrayLike, sizes: np.ndarray, name: str) -> Tuple[np.ndarray, np.ndarray, bool]:
-    """The sizes and the capacity as arrays of one dtype, and whether the capacity was a scalar.
+    """The sizes (from :func:`_sizes`) and the capacity as arrays of one dtype for the native module, and whether the capacity was a scalar.
 
     Integer sizes take an integer capacity (a float one is refused: round it);
     float sizes take either, converted to ``float64``. Empty sizes take the
-    capacity's kind.
+    capacity's kind. As for the sizes, only what the crate never sees is
+    checked here (dtype and shape); signed integers are converted by
+    :func:`_unsigned`, the capacity first.
     """
     a = np.asarray(c)
     if a.dtype.kind not in "iuf":
@@ -151,6 +160,8 @@ def _capacity(c: ArrayLike, sizes: np.ndarray, name: str) -> Tuple[np.ndarray, n
     if sizes.dtype == np.float64 or a.dtype.kind == "f":
         if sizes.dtype != np.float64:
             if sizes.size:
+                # The crate takes sizes and a capacity of one type; which one
+                # is the binding's choice, so the crate cannot refuse this.
                 raise DtypeError(
                     f"{name} is a float ({a.dtype}) but the sizes are integers: give an integer "
                     f"{name} (round it), or float sizes",
@@ -161,17 +172,9 @@ def _capacity(c: ArrayLike, sizes: np.ndarray, name: str) -> Tuple[np.ndarray, n
             sizes = sizes.astype(np.uint64)
     if sizes.dtype == np.float64:
         return sizes, np.ascontiguousarray(a, dtype=np.float64), scalar
-    if a.dtype.kind == "i":
-        bad = np.flatnonzero(a < 0)
-        if bad.size:
-            dim = int(bad[0])
-            raise CapacityError(
-                f"the {name} {a[dim]} in dimension {dim} is invalid: negative; a capacity must be "
-                f"finite and positive",
-                kind="InvalidCapacity",
-                item=dim,
-            )
-    return sizes, np.ascontiguousarray(a, dtype=np.uint64), scalar
+    dtype = np.uint64 if a.dtype.kind == "u" else np.int64
+    cap = _unsigned(np.ascontiguousarray(a, dtype=dtype), capacity=True)
+    return _unsigned(sizes), cap, scalar
 
 
 class Packing:
@@ -200,7 +203,7 @@ class Packing:
     ([0, 0, 1, 1], 0.8)
     """
 
-    __slots__ = ("items", "offsets", "loads", "lower_bounds", "capacity", "_n", "__dict__")
+    __slots__ = ("items", "offsets", "loads", "lower_bounds", "capacity", "_efficiencies", "_n", "__dict__")
 
     def __init__(
         self,
@@ -210,12 +213,16 @@ class Packing:
         lower_bounds: LowerBounds,
         capacity: Union[Scalar, np.ndarray],
         n: int,
+        efficiencies: Tuple[float, ...],
     ) -> None:
         self.items: np.ndarray = items
         self.offsets: np.ndarray = offsets
         self.loads: np.ndarray = loads
         self.lower_bounds: LowerBounds = lower_bounds
         self.capacity: Union[Scalar, np.ndarray] = capacity
+        # The crate's ``Packing::efficiency`` of every dimension, computed
+        # by the native call that packed.
+        self._efficiencies = efficiencies
         self._n = n
         for a in (items, offsets, loads):
             a.flags.writeable = False
@@ -245,32 +252,29 @@ class Packing:
     def efficiency(self, dim: int = 0) -> float:
         """The sum of sizes in dimension ``dim`` over the total capacity of the bins used, in ``[0, 1]``.
 
-        ``1.0`` when there are no bins, ``0.0`` for a dimension out of range
-        (as the crate's ``Packing::efficiency``).
+        The crate's ``Packing::efficiency``, computed when it packed: ``1.0``
+        when there are no bins, and ``0.0`` for a dimension out of range (the
+        crate's answer there too).
 
         >>> from microbatch import pack
         >>> pack.first_fit([[6, 1], [6, 3], [3, 0]], [10, 4]).efficiency(1)
         0.5
         """
-        if not 0 <= dim < self.dims:
-            return 0.0
-        if len(self) == 0:
-            return 1.0
-        cap = np.asarray(self.capacity, dtype=np.float64).reshape(-1)[dim]
-        col = self.loads if self.loads.ndim == 1 else self.loads[:, dim]
-        return float(col.astype(np.float64).sum() / (cap * len(self)))
+        if 0 <= dim < len(self._efficiencies):
+            return self._efficiencies[dim]
+        return 0.0
 
 
 def _pack(algorithm: str, sizes: ArrayLike, capacity: ArrayLike) -> Packing:
     s, two_d = _sizes(sizes, "sizes")
     s, cap, scalar = _capacity(capacity, s, "capacity")
     native = _native.pack_f64 if s.dtype == np.float64 else _native.pack_u64
-    items, offsets, loads, l1, l2 = native(algorithm, s, cap)
+    items, offsets, loads, l1, l2, efficiencies = native(algorithm, s, cap)
     dims = int(cap.shape[0]) if cap.shape[0] else 1
     if two_d or not (scalar or cap.shape[0] == 1):
         loads = loads.reshape(-1, max(dims, 1))
     given = cap[0].item() if scalar else cap
-    return Packing(items, offsets, loads, LowerBounds(int(l1), int(l2)), given, s.shape[0])
+    return Packing(items, offsets, loads, LowerBounds(int(l1), int(l2)), given, s.shape[0], tuple(efficiencies))
 
 
 def first_fit_decreasing(sizes: ArrayLike, capacity: ArrayLike) -> Packing:

@@ -53,7 +53,7 @@ import numpy as np
 
 from . import _arrays, _native
 from ._arrays import count
-from .pack import _capacity, _sizes
+from .pack import _capacity, _sizes, _unsigned
 
 __all__ = [
     "Partition",
@@ -72,7 +72,14 @@ DEFAULT_NODE_BUDGET: int = _native.DEFAULT_NODE_BUDGET
 
 # The names of ``algorithm``, ``objective`` and ``dims`` are the crate's: it
 # reads them (an unknown name is a SettingError naming the setting and
-# listing the names; ``_native.ALGORITHM_NAMES`` etc. hold them).
+# listing the names; ``_native.ALGORITHM_NAMES`` etc. hold them). Their
+# defaults are the crate's too: each type's ``Default``, which
+# ``Partitioner::new`` starts from. The crate has no accessor for the
+# defaults of its switches (refinement on, equal_count and allow_empty off),
+# which ``partition`` writes as ``Partitioner::new`` documents them.
+_DEFAULT_ALGORITHM: str = _native.DEFAULT_ALGORITHM
+_DEFAULT_OBJECTIVE: str = _native.DEFAULT_OBJECTIVE
+_DEFAULT_DIMS: str = _native.DEFAULT_DIMS
 
 
 class Partition:
@@ -102,7 +109,7 @@ class Partition:
     ([0, 1, 1, 0, 1], 8, 8, True, 1.0)
     """
 
-    __slots__ = ("items", "offsets", "sums", "objective", "lower_bound", "proven_optimal", "_n", "__dict__")
+    __slots__ = ("items", "offsets", "sums", "objective", "lower_bound", "proven_optimal", "_ratio", "_n", "__dict__")
 
     def __init__(
         self,
@@ -113,6 +120,7 @@ class Partition:
         lower_bound: Number,
         proven_optimal: bool,
         n: int,
+        ratio: float,
     ) -> None:
         self.items: np.ndarray = items
         self.offsets: np.ndarray = offsets
@@ -120,6 +128,8 @@ class Partition:
         self.objective: Number = objective
         self.lower_bound: Number = lower_bound
         self.proven_optimal: bool = proven_optimal
+        # The crate's ``Partition::ratio``, computed by the native call.
+        self._ratio = ratio
         self._n = n
         for a in (items, offsets, sums):
             a.flags.writeable = False
@@ -148,14 +158,13 @@ class Partition:
     def ratio(self) -> float:
         """The objective over its lower bound (1.0 is perfect); ``1.0`` when both are zero, ``inf`` when only the bound is.
 
+        The crate's ``Partition::ratio``.
+
         >>> from microbatch import partition
         >>> partition.lpt([3, 3, 2, 2, 2], 2).ratio == 7 / 6  # LPT 7, optimum 6
         True
         """
-        lb, obj = float(self.lower_bound), float(self.objective)
-        if lb > 0:
-            return obj / lb
-        return float("inf") if obj > 0 else 1.0
+        return self._ratio
 
 
 def _run(
@@ -164,10 +173,10 @@ def _run(
     k: Any,
     *,
     cap: ArrayLike = None,
-    algorithm: str = "lpt",
+    algorithm: str = _DEFAULT_ALGORITHM,
     refinement: bool = True,
-    objective: str = "max_part",
-    dims: str = "combined",
+    objective: str = _DEFAULT_OBJECTIVE,
+    dims: str = _DEFAULT_DIMS,
     equal_count: bool = False,
     allow_empty: bool = False,
     node_budget: Optional[int] = None,
@@ -178,11 +187,11 @@ def _run(
     if cap is not None:
         w, c, _ = _capacity(cap, w, "cap")
     else:
-        c = None
+        w, c = _unsigned(w), None
     budget = DEFAULT_NODE_BUDGET if node_budget is None else count(node_budget, "node_budget")
     rounds = None if max_rounds is None else count(max_rounds, "max_rounds")
     native = _native.partition_f64 if w.dtype == np.float64 else _native.partition_u64
-    items, offsets, sums, obj, lb, proven = native(
+    items, offsets, sums, obj, lb, proven, ratio = native(
         method, w, k, c, algorithm, bool(refinement), objective, dims,
         bool(equal_count), bool(allow_empty), budget, rounds,
     )
@@ -193,7 +202,7 @@ def _run(
         if sums.size != parts * d:  # no items: the crate's sums have one dimension
             sums = np.zeros((parts, d), dtype=sums.dtype)
         sums = sums.reshape(parts, d)
-    return Partition(items, offsets, sums, obj, lb, bool(proven), w.shape[0])
+    return Partition(items, offsets, sums, obj, lb, bool(proven), w.shape[0], ratio)
 
 
 def lpt(weights: ArrayLike, k: int) -> Partition:
@@ -249,6 +258,7 @@ def lower_bound(weights: ArrayLike, k: int) -> Number:
     10
     """
     w, _ = _sizes(weights, "weights")
+    w = _unsigned(w)
     k = count(k, "k")
     native = _native.partition_lower_bound_f64 if w.dtype == np.float64 else _native.partition_lower_bound_u64
     return native(w, k)
@@ -261,9 +271,9 @@ def partition(
     equal_count: bool = False,
     cap: ArrayLike = None,
     allow_empty: bool = False,
-    objective: str = "max_part",
-    dims: str = "combined",
-    algorithm: str = "lpt",
+    objective: str = _DEFAULT_OBJECTIVE,
+    dims: str = _DEFAULT_DIMS,
+    algorithm: str = _DEFAULT_ALGORITHM,
     refinement: bool = True,
     node_budget: Optional[int] = None,
     max_rounds: Optional[int] = None,

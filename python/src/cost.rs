@@ -2,6 +2,7 @@
 
 use core::fmt::Debug;
 use core::num::NonZeroU32;
+use core::str::FromStr;
 
 use microbatch::cost::{
     fit, BoxCostModel, CostModel, DocumentAttention, FullAttention, Given, Image, Incremental,
@@ -16,7 +17,7 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
-use crate::error::{guard, Failure, Item};
+use crate::error::{guard, named, Failure, Item};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeCostModel>()?;
@@ -193,25 +194,33 @@ pub(crate) fn costs_match(needs: bool, given: bool) -> Result<(), Failure> {
 
 // ------------------------------------------------------------- the pyclass
 
-fn training(trained: bool) -> Training {
-    if trained {
-        Training::Trained
-    } else {
-        Training::Frozen
+/// The crate's training mode named `value` (`Training::NAMES`, read by the
+/// crate's `FromStr`); any other value is a `SettingError` naming
+/// `training`.
+fn training(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Training> {
+    named(py, "training", value, &Training::NAMES)
+}
+
+/// A phase read by its name: the crate's `Phase` has `ALL` and `name()` (its
+/// `Display`) but no `FromStr`, which [`named`] reads with.
+struct PhaseName(Phase);
+
+impl FromStr for PhaseName {
+    type Err = ();
+
+    fn from_str(name: &str) -> Result<Self, ()> {
+        Phase::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .map(PhaseName)
+            .ok_or(())
     }
 }
 
-/// The crate's phase of this name (as `Phase` prints it).
-fn phase(name: &str) -> Result<Phase, Failure> {
-    Phase::ALL
-        .into_iter()
-        .find(|p| p.name() == name)
-        .ok_or_else(|| Failure::Input {
-            class: "SettingError",
-            kind: "Binding",
-            item: Some(Item::Name("phase")),
-            message: format!("unknown phase {name:?}: use \"vision\" or \"language\""),
-        })
+/// The crate's phase named `value` (`Phase::NAMES`); any other value is a
+/// `SettingError` naming `phase`.
+fn phase(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Phase> {
+    named::<PhaseName>(py, "phase", value, &Phase::NAMES).map(|p| p.0)
 }
 
 /// A cost model (see `microbatch.cost.CostModel`): the crate's model,
@@ -298,11 +307,10 @@ impl NativeCostModel {
         py: Python<'_>,
         per_tile: f64,
         tokens_per_tile: u32,
-        trained: bool,
+        training: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        term(py, || {
-            PerTile::new(per_tile, tokens_per_tile, training(trained))
-        })
+        let training = self::training(py, training)?;
+        term(py, || PerTile::new(per_tile, tokens_per_tile, training))
     }
 
     #[staticmethod]
@@ -311,15 +319,11 @@ impl NativeCostModel {
         per_patch: f64,
         per_patch_pair: f64,
         patches_per_token: u32,
-        trained: bool,
+        training: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
+        let training = self::training(py, training)?;
         term(py, || {
-            PerImage::new(
-                per_patch,
-                per_patch_pair,
-                patches_per_token,
-                training(trained),
-            )
+            PerImage::new(per_patch, per_patch_pair, patches_per_token, training)
         })
     }
 
@@ -332,8 +336,9 @@ impl NativeCostModel {
         window: u32,
         per_patch_pair: f64,
         patches_per_token: u32,
-        trained: bool,
+        training: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
+        let training = self::training(py, training)?;
         term(py, || {
             Windowed::new(
                 per_patch,
@@ -341,7 +346,7 @@ impl NativeCostModel {
                 window,
                 per_patch_pair,
                 patches_per_token,
-                training(trained),
+                training,
             )
         })
     }
@@ -422,10 +427,11 @@ impl NativeCostModel {
         })
     }
 
-    fn in_phase(&self, py: Python<'_>, name: &str) -> PyResult<Self> {
+    fn in_phase(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let phase = phase(py, name)?;
         guard(py, || {
             Ok::<_, Failure>(NativeCostModel {
-                model: self.model.clone().in_phase(phase(name)?).boxed(),
+                model: self.model.clone().in_phase(phase).boxed(),
                 needs_costs: self.needs_costs,
             })
         })

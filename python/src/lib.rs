@@ -1,12 +1,14 @@
 //! The native half of the `microbatch` Python package: thin PyO3 wrappers over the crate.
 //!
-//! The Python modules of `python/microbatch/` validate and convert their
-//! arguments (numpy arrays of the documented dtypes, C-contiguous) and call
-//! the functions here, which borrow the arrays, release the GIL for the
-//! work, and return numpy arrays. Every crate error becomes the exception
-//! of `microbatch.errors` that its variant maps to (`error.rs`); nothing
-//! here panics on any input, and a panic that escaped anyway would surface
-//! as `microbatch.InternalError`, never as PyO3's `PanicException`.
+//! The Python modules of `python/microbatch/` check what the crate never
+//! sees (Python types, dtypes and shapes) and convert their arguments (numpy
+//! arrays of the documented dtypes, C-contiguous); the values, the names of
+//! settings and the results' derived figures (ratios, efficiencies) are the
+//! crate's, read here. The functions here borrow the arrays, release the GIL
+//! for the work, and return numpy arrays. Every crate error becomes the
+//! exception of `microbatch.errors` that its variant maps to (`error.rs`);
+//! nothing here panics on any input, and a panic that escaped anyway would
+//! surface as `microbatch.InternalError`, never as PyO3's `PanicException`.
 
 use pyo3::prelude::*;
 

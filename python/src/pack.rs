@@ -12,6 +12,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack_f64, m)?)?;
     m.add_function(wrap_pyfunction!(pack_lower_bounds_u64, m)?)?;
     m.add_function(wrap_pyfunction!(pack_lower_bounds_f64, m)?)?;
+    m.add_function(wrap_pyfunction!(unsigned, m)?)?;
     Ok(())
 }
 
@@ -57,6 +58,21 @@ impl Algorithm {
     }
 }
 
+/// Where value `i` of a row-major array with `dims` columns is, as the
+/// crate's errors name it: dimension `i` of a capacity, or item `i / dims` in
+/// dimension `i % dims` of the sizes.
+fn locate(i: usize, dims: usize, capacity: bool) -> Locator {
+    if capacity {
+        Locator::Capacity { dim: i }
+    } else {
+        let dims = dims.max(1);
+        Locator::Size {
+            index: i / dims,
+            dim: i % dims,
+        }
+    }
+}
+
 /// Float values as `NotNan`, naming the first NaN as the crate would:
 /// `Error::Invalid` at a size (item `i / dims`, dimension `i % dims`) for
 /// sizes, at a capacity for a capacity. The crate itself refuses negative and
@@ -66,31 +82,54 @@ pub(crate) fn not_nan(
     dims: usize,
     capacity: bool,
 ) -> Result<Vec<NotNan<f64>>, Error> {
-    let dims = dims.max(1);
     values
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            NotNan::new(v).map_err(|_| {
-                if capacity {
-                    Error::Invalid {
-                        at: Locator::Capacity { dim: i },
-                        value: Scalar::Float(v),
-                        reason: InvalidReason::NaN,
-                    }
-                } else {
-                    Error::Invalid {
-                        at: Locator::Size {
-                            index: i / dims,
-                            dim: i % dims,
-                        },
-                        value: Scalar::Float(v),
-                        reason: InvalidReason::NaN,
-                    }
-                }
+            NotNan::new(v).map_err(|_| Error::Invalid {
+                at: locate(i, dims, capacity),
+                value: Scalar::Float(v),
+                reason: InvalidReason::NaN,
             })
         })
         .collect()
+}
+
+/// Signed integer sizes (or a capacity) as the crate's unsigned sizes: the
+/// crate takes only unsigned integers, so it never sees a negative one; the
+/// conversion refuses the first with the error the crate gives a negative
+/// float there (`Error::Invalid` at a size or capacity, reason `Negative`),
+/// so that the message and the exception are the crate's. The value is
+/// printed as the crate prints a float (exact up to 2^53 in magnitude).
+fn to_unsigned(values: &[i64], dims: usize, capacity: bool) -> Result<Vec<u64>, Error> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            u64::try_from(v).map_err(|_| Error::Invalid {
+                at: locate(i, dims, capacity),
+                // A negative i64 has no `Scalar::Int`: the float nearest it.
+                value: Scalar::Float(v as f64),
+                reason: InvalidReason::Negative,
+            })
+        })
+        .collect()
+}
+
+/// Signed integer sizes (`dims` columns, row-major, flattened) or a capacity
+/// (`capacity=True`) as `uint64`, refusing the first negative value with the
+/// crate's error (`InvalidValueError` / `CapacityError`, naming the item or
+/// dimension).
+#[pyfunction]
+fn unsigned<'py>(
+    py: Python<'py>,
+    values: PyReadonlyArray1<'py, i64>,
+    dims: usize,
+    capacity: bool,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let values = values.as_slice()?;
+    let out = guard(py, || to_unsigned(values, dims, capacity))?;
+    Ok(out.into_pyarray(py))
 }
 
 /// The rows of a row-major `n x dims` array as slices (`dims` may be 0).
@@ -103,8 +142,9 @@ pub(crate) fn rows<T>(flat: &[T], n: usize, dims: usize) -> Vec<&[T]> {
 
 /// A packing, flattened for Python: the items of every bin (input indices)
 /// with the offsets of the bins (`bins + 1` entries), the loads row-major
-/// (`bins x dims`), and the lower bounds L1 and L2.
-type Flat<T> = (Vec<i64>, Vec<i64>, Vec<T>, u64, u64);
+/// (`bins x dims`), the lower bounds L1 and L2, and the crate's
+/// `Packing::efficiency` of every dimension.
+type Flat<T> = (Vec<i64>, Vec<i64>, Vec<T>, u64, u64, Vec<f64>);
 
 fn flatten<S: Size, T>(packing: &Packing<S>, value: impl Fn(S) -> T) -> Flat<T> {
     let mut items = Vec::with_capacity(packing.item_count());
@@ -117,7 +157,8 @@ fn flatten<S: Size, T>(packing: &Packing<S>, value: impl Fn(S) -> T) -> Flat<T> 
         loads.extend(bin.load().iter().map(|&l| value(l)));
     }
     let LowerBounds { l1, l2 } = packing.lower_bounds();
-    (items, offsets, loads, l1, l2)
+    let efficiency = (0..packing.dims()).map(|d| packing.efficiency(d)).collect();
+    (items, offsets, loads, l1, l2, efficiency)
 }
 
 /// Packs `sizes` with one algorithm: the 1-D path (plain values) when the
@@ -150,22 +191,24 @@ type Out<'py, T> = (
     Bound<'py, PyArray1<T>>,
     u64,
     u64,
+    Vec<f64>,
 );
 
 fn out<T: numpy::Element>(py: Python<'_>, flat: Flat<T>) -> Out<'_, T> {
-    let (items, offsets, loads, l1, l2) = flat;
+    let (items, offsets, loads, l1, l2, efficiency) = flat;
     (
         items.into_pyarray(py),
         offsets.into_pyarray(py),
         loads.into_pyarray(py),
         l1,
         l2,
+        efficiency,
     )
 }
 
 /// Packs unsigned integer sizes (`n x dims`, C-contiguous) into bins of
 /// `capacity` (`dims` values, or one for 1-D sizes): returns (items,
-/// offsets, loads, l1, l2).
+/// offsets, loads, l1, l2, the efficiency of every dimension).
 #[pyfunction]
 fn pack_u64<'py>(
     py: Python<'py>,
@@ -202,7 +245,7 @@ fn pack_f64<'py>(
 type Floats = Vec<NotNan<f64>>;
 
 /// Float sizes and capacity as `NotNan` (a NaN refused, naming the item or
-/// the dimension).
+/// the dimension; the capacity first, as the crate checks it first).
 fn floats(
     py: Python<'_>,
     flat: &[f64],
@@ -210,7 +253,8 @@ fn floats(
     capacity: &[f64],
 ) -> PyResult<(Floats, Floats)> {
     guard(py, || {
-        Ok::<_, microbatch::Error>((not_nan(flat, dims, false)?, not_nan(capacity, 1, true)?))
+        let capacity = not_nan(capacity, 1, true)?;
+        Ok::<_, microbatch::Error>((not_nan(flat, dims, false)?, capacity))
     })
 }
 

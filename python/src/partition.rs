@@ -20,6 +20,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ALGORITHM_NAMES", Algorithm::NAMES.to_vec())?;
     m.add("OBJECTIVE_NAMES", Objective::NAMES.to_vec())?;
     m.add("DIMS_NAMES", Dims::NAMES.to_vec())?;
+    // The defaults of the settings chosen by name: the crate's `Default` of
+    // each type (`Partitioner::new` starts from them), so that Python's
+    // `partition()` defaults to what the crate does.
+    m.add("DEFAULT_ALGORITHM", Algorithm::default().name())?;
+    m.add("DEFAULT_OBJECTIVE", Objective::default().name())?;
+    m.add("DEFAULT_DIMS", Dims::default().name())?;
     Ok(())
 }
 
@@ -101,8 +107,8 @@ impl<S: Size> Method<S> {
 /// A partition, flattened for Python: the items of every part (input
 /// indices) with the offsets of the parts (`k + 1` entries), the sums
 /// row-major (`k x dims`), the objective, the lower bound, whether proven
-/// optimal.
-type Flat<T> = (Vec<i64>, Vec<i64>, Vec<T>, T, T, bool);
+/// optimal, and the crate's `Partition::ratio`.
+type Flat<T> = (Vec<i64>, Vec<i64>, Vec<T>, T, T, bool, f64);
 
 fn flatten<T: Total>(p: &Partition<T>) -> Flat<T> {
     let n: usize = p.parts().map(<[usize]>::len).sum();
@@ -122,6 +128,7 @@ fn flatten<T: Total>(p: &Partition<T>) -> Flat<T> {
         p.objective(),
         p.lower_bound(),
         p.proven_optimal(),
+        p.ratio(),
     )
 }
 
@@ -159,6 +166,7 @@ type Out<'py> = (
     Bound<'py, PyAny>,
     Bound<'py, PyAny>,
     bool,
+    f64,
 );
 
 /// Integer sums as a `uint64` array when they fit (always for sums below
@@ -174,7 +182,7 @@ fn wide<'py>(py: Python<'py>, sums: Vec<u128>) -> PyResult<Bound<'py, PyAny>> {
 /// Partitions unsigned integer weights (`n x dims`, C-contiguous) into `k`
 /// parts with `method` (`"lpt"`, `"karmarkar_karp"` or `"partition"`, the
 /// `Partitioner` with the settings that follow): returns (items, offsets,
-/// sums, objective, lower bound, proven optimal).
+/// sums, objective, lower bound, proven optimal, ratio).
 #[pyfunction]
 #[pyo3(signature = (method, weights, k, cap, algorithm, refinement, objective, dims, equal_count, allow_empty, node_budget, max_rounds))]
 #[allow(clippy::too_many_arguments)]
@@ -211,7 +219,7 @@ fn partition_u64<'py>(
         Some(c) => Some(c.as_slice()?.to_vec()),
         None => None,
     };
-    let (items, offsets, sums, objective, bound, proven) =
+    let (items, offsets, sums, objective, bound, proven, ratio) =
         run(py, method, weights.as_slice()?, n, d, k, cap)?;
     Ok((
         items.into_pyarray(py),
@@ -220,6 +228,7 @@ fn partition_u64<'py>(
         objective.into_bound_py_any(py)?,
         bound.into_bound_py_any(py)?,
         proven,
+        ratio,
     ))
 }
 
@@ -269,7 +278,8 @@ fn partition_f64<'py>(
         };
         Ok::<_, microbatch::Error>((not_nan(flat, d, false)?, cap))
     })?;
-    let (items, offsets, sums, objective, bound, proven) = run(py, method, &flat, n, d, k, cap)?;
+    let (items, offsets, sums, objective, bound, proven, ratio) =
+        run(py, method, &flat, n, d, k, cap)?;
     Ok((
         items.into_pyarray(py),
         offsets.into_pyarray(py),
@@ -277,6 +287,7 @@ fn partition_f64<'py>(
         objective.into_bound_py_any(py)?,
         bound.into_bound_py_any(py)?,
         proven,
+        ratio,
     ))
 }
 

@@ -185,6 +185,11 @@ def test_setting_names_are_read_by_the_crate():
         ("algorithm", "'greedy'", "'lpt', 'karmarkar_karp', 'exact'", lambda: P.partition([3, 2], 2, algorithm="greedy")),
         ("objective", "b'spread'", "'max_part', 'spread'", lambda: P.partition([3, 2], 2, objective=b"spread")),
         ("dims", "'per-dim'", "'combined', 'per_dim'", lambda: P.partition([3, 2], 2, dims="per-dim")),
+        ("training", "'warm'", "'frozen', 'trained'", lambda: mc.PerTile(1.0, 256, training="warm")),
+        ("training", "True", "'frozen', 'trained'", lambda: mc.PerImage(1.0, 0.5, 4, training=True)),
+        ("training", "'Trained'", "'frozen', 'trained'", lambda: mc.Windowed(1.0, 0.0, 64, 0.0, 4, training="Trained")),
+        ("phase", "'audio'", "'vision', 'language'", lambda: mc.Tokens(1.0).in_phase("audio")),
+        ("phase", "0", "'vision', 'language'", lambda: mc.Tokens(1.0).in_phase(0)),
     ]
     for item, value, known, f in cases:
         e = raises(E.SettingError, "Binding", item, "", f)
@@ -193,8 +198,6 @@ def test_setting_names_are_read_by_the_crate():
     import microbatch.torch as T
 
     messages = [
-        ("training", "unknown training 'warm': use 'frozen' or 'trained'", lambda: mc.PerTile(1.0, 256, training="warm")),
-        ("phase", "unknown phase 'audio': use 'vision' or 'language'", lambda: mc.Tokens(1.0).in_phase("audio")),
         ("normalization", "unknown normalization 'mean': use 'token' or 'sample'",
          lambda: T.summed_loss(np.zeros((1, 2, 3)), np.zeros((1, 2)), [0, 2], "mean")),
     ]

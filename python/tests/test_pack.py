@@ -277,6 +277,51 @@ def test_bad_inputs_raise_the_documented_errors(f):
     raises(errors.CapacityError, "DimensionMismatch", 0, f, np.zeros((2, 0), dtype=np.int64), [5])
 
 
+@pytest.mark.parametrize("f", list(ALGORITHMS.values()) + [pack.lower_bounds])
+def test_negative_integers_are_refused_in_the_crates_words(f):
+    """The crate takes unsigned integers only, so a negative signed integer never reaches it: the binding refuses the
+    first one while converting, with the error the crate gives the same value as a float (class, kind, item and
+    message), so that the wording is the crate's alone."""
+    for dtype in (np.int8, np.int32, np.int64):
+        sizes = np.array([[3, 1], [-7, 1], [0, -4]], dtype=dtype)
+        m = raises(errors.InvalidValueError, "InvalidSize", 1, f, sizes, [10, 10])
+        assert m == "item 1 has size -7 in dimension 0: negative values are not sizes; sizes must be finite and non-negative"
+        assert m == raises(errors.InvalidValueError, "InvalidSize", 1, f, sizes.astype(np.float64), [10.0, 10.0])
+        ok = np.abs(sizes)
+        m = raises(errors.CapacityError, "InvalidCapacity", 1, f, ok, np.array([10, -3], dtype=dtype))
+        assert m == "the capacity -3 in dimension 1 is invalid: negative values are not sizes; a capacity must be finite and positive"
+        assert m == raises(errors.CapacityError, "InvalidCapacity", 1, f, ok.astype(np.float64), [10.0, -3.0])
+        # A scalar capacity is dimension 0; 1-D sizes are items of dimension 0.
+        raises(errors.CapacityError, "InvalidCapacity", 0, f, ok[:, 0], dtype(-1))
+        m = raises(errors.InvalidValueError, "InvalidSize", 2, f, np.array([1, 2, -1, -2], dtype=dtype), 10)
+        assert m.startswith("item 2 has size -1 in dimension 0: ")
+    # With both wrong, the capacity is named first, as the crate checks it first.
+    raises(errors.CapacityError, "InvalidCapacity", 0, f, np.array([-1]), -5)
+    raises(errors.CapacityError, "InvalidCapacity", 0, f, [-1.0], -5.0)
+    raises(errors.CapacityError, "InvalidCapacity", 0, f, [-1.0], float("nan"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_efficiency_is_the_crates(seed):
+    """``Packing.efficiency`` is the crate's ``Packing::efficiency``, computed when it packed: the sum of a dimension's
+    loads over the capacity of the bins used, for every dimension; 0.0 out of range, 1.0 without bins."""
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        d = int(rng.integers(1, 4))
+        n = int(rng.integers(0, 40))
+        floats = bool(rng.integers(0, 2))
+        cap = rng.integers(50, 200, d)
+        sizes = rng.integers(0, 50, (n, d))
+        if floats:
+            cap, sizes = cap * 0.75, sizes * 0.75
+        for f in ALGORITHMS.values():
+            p = f(sizes, cap)
+            for dim in range(d):
+                expected = sizes[:, dim].sum() / (cap[dim] * len(p)) if len(p) else 1.0
+                assert p.efficiency(dim) == pytest.approx(expected, rel=1e-12), (seed, f, dim)
+            assert p.efficiency(d) == 0.0 and p.efficiency(-1) == 0.0
+
+
 @pytest.mark.parametrize("f", list(ALGORITHMS.values()))
 def test_oversize_items_are_all_named(f):
     m = raises(errors.OversizeError, "Oversize", 1, f, [5, 11, 3, 12], 10)

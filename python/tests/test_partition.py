@@ -199,6 +199,10 @@ def test_result_types():
     big = P.lpt(np.array([2**64 - 1, 2**64 - 1, 5], dtype=np.uint64), 1)
     assert big.sums.dtype == object and big.sums.tolist() == [2 * (2**64 - 1) + 5]
     assert big.objective == 2 * (2**64 - 1) + 5
+    assert big.ratio == 1.0  # the crate's ratio of sums beyond u64
+    # The crate's ratio: inf when only the bound is zero (a spread of 2 above a bound of 0).
+    spread = P.partition([3, 1], 2, objective="spread")
+    assert (spread.objective, spread.lower_bound, spread.ratio) == (2, 0, float("inf"))
     empty = P.partition(np.zeros((0, 2), dtype=np.int64), 3, allow_empty=True)
     assert empty.sums.shape == (3, 2) and empty.objective == 0 and empty.ratio == 1.0
     assert P.lpt([3, 3, 2, 2, 2], 2).ratio == 7 / 6
@@ -229,7 +233,8 @@ def test_bad_inputs_raise_the_documented_errors(f):
     raises(errors.InvalidValueError, "InvalidSize", 2, f, [1.5, 2.0, -1.0], 1)
     raises(errors.InvalidValueError, "InvalidSize", 0, f, [inf, 2.0], 1)
     raises(errors.InvalidValueError, "InvalidSize", 1, f, [[1.0, 2.0], [0.0, nan]], 1)
-    raises(errors.InvalidValueError, "InvalidSize", 1, f, np.array([4, -3]), 1)
+    m = raises(errors.InvalidValueError, "InvalidSize", 1, f, np.array([4, -3]), 1)
+    assert m == raises(errors.InvalidValueError, "InvalidSize", 1, f, [4.0, -3.0], 1)
     raises(errors.DtypeError, "Binding", "weights", f, np.zeros((2, 2, 2)), 1)
     raises(errors.DtypeError, "Binding", "weights", f, [True, False], 1)
     raises(errors.DtypeError, "Binding", "weights", f, 7, 1)
@@ -249,7 +254,9 @@ def test_bad_settings_raise_the_documented_errors():
     raises(errors.OversizeError, "Oversize", 2, P.partition, [1, 2, 30], 2, cap=20)
     raises(errors.CapacityError, "DimensionMismatch", 0, P.partition, [1, 2, 3], 2, cap=[20, 3])
     raises(errors.CapacityError, "DimensionMismatch", 0, P.partition, [[1, 2], [3, 4]], 2, cap=20)
-    raises(errors.CapacityError, "InvalidCapacity", 0, P.partition, [1, 2], 2, cap=-5)
+    m = raises(errors.CapacityError, "InvalidCapacity", 0, P.partition, [1, 2], 2, cap=-5)
+    assert m == raises(errors.CapacityError, "InvalidCapacity", 0, P.partition, [1.0, 2.0], 2, cap=-5.0)
+    assert m == "the capacity -5 in dimension 0 is invalid: negative values are not sizes; a capacity must be finite and positive"
     raises(errors.CapacityError, "InvalidCapacity", 0, P.partition, [1.0, 2.0], 2, cap=float("nan"))
     m = raises(errors.DtypeError, "Binding", "cap", P.partition, [1, 2], 2, cap=2.5)
     assert "round" in m
