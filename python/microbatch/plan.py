@@ -653,7 +653,7 @@ class Planner:
         n = ids_a.shape[0]
         text, img, units, offsets = _sample_arrays(text_tokens, image_tokens, image_units, n)
         loss = None if loss_tokens is None else _arrays.integers(loss_tokens, "loss_tokens", np.uint64, length=n)
-        return ids_a, text, img, units, offsets, loss, _costs(costs, n)
+        return ids_a, text, img, units, offsets, loss, _costs(_cost_values(costs), n)
 
     def __repr__(self) -> str:
         extra = ""
@@ -696,7 +696,17 @@ def _tolerance(value: Any) -> float:
 
 def _count(ids: Any) -> int:
     """The samples of ``ids`` (its checks come with the other arguments)."""
-    return int(np.asarray(ids).reshape(-1).shape[0])
+    return int(_arrays.array(ids, "ids").reshape(-1).shape[0])
+
+
+def _cost_values(costs: Costs) -> Costs:
+    """``costs=`` with its arrays read as values (tensors too: :func:`microbatch._arrays.array`);
+    dtypes, shapes and keys are checked by :func:`microbatch.cost._costs`."""
+    if costs is None:
+        return None
+    if isinstance(costs, dict):
+        return {k: _arrays.array(v, f"costs[{k!r}]", integer=False, item="costs") for k, v in costs.items()}
+    return _arrays.array(costs, "costs", integer=False)
 
 
 def _optional_ids(x: Any, name: str, n: int) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
@@ -704,7 +714,7 @@ def _optional_ids(x: Any, name: str, n: int) -> Tuple[Optional[np.ndarray], Opti
     ``-1`` marks a sample without one (``present`` is ``None`` when every sample has one)."""
     if x is None:
         return None, None
-    a = np.asarray(x)
+    a = _arrays.array(x, name)
     if a.ndim == 1 and a.size and a.dtype.kind == "i":
         bad = np.flatnonzero(a < -1)
         if bad.size:

@@ -109,9 +109,9 @@ import torch.nn.functional as F
 
 from . import _arrays
 from ._step import PlanView, failure_text, group_device, raise_failed, status_round
-from .cost import _either
+from .cost import _costs, _either
 from .errors import DtypeError, Error, InputError, InternalError, InvalidValueError, SettingError
-from .plan import NORMALIZATIONS, Plan, Planner
+from .plan import NORMALIZATIONS, Plan, Planner, _cost_values
 
 __all__ = [
     "BalancedBatchSampler",
@@ -619,7 +619,8 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
                 )
         self._units: Any = image_units
         self._units_parsed: Optional[Tuple[np.ndarray, np.ndarray]] = None
-        self._costs = costs
+        # Read and shaped once: (n, 2) float64 (vision, language); the values are checked when planned.
+        self._costs: Optional[np.ndarray] = None if costs is None else _costs(_cost_values(costs), self._n)
         self._origins: Any = _origins_setting(origins, self._n, self.num_replicas, getattr(planner, "locality", None))
         if bytes is not None and self._origins is None:
             raise SettingError(
@@ -628,7 +629,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
                 item="bytes",
             )
         self._bytes: Any = (
-            bytes if bytes is None or callable(bytes) else _arrays.integers(_host(bytes), "bytes", np.uint64, length=self._n)
+            bytes if bytes is None or callable(bytes) else _arrays.integers(bytes, "bytes", np.uint64, length=self._n)
         )
         self._verified_epoch: Optional[int] = None
         self._init_state()
@@ -654,7 +655,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
             if self._units is None:
                 return text, images, loss, None
             if self._units_parsed is None:  # once; checked against the images step by step
-                self._units_parsed = _arrays.ragged(_host(self._units), "image_units", self._n, np.uint32)
+                self._units_parsed = _arrays.ragged(self._units, "image_units", self._n, np.uint32)
             units = _gather_ragged(*self._units_parsed, idx)
             if not np.array_equal(units[1], images[1]):
                 per = np.diff(units[1].astype(np.int64)) != np.diff(images[1].astype(np.int64))
@@ -739,10 +740,7 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         if units is not None:
             kw["image_units"] = units
         if self._costs is not None:
-            if isinstance(self._costs, dict):
-                kw["costs"] = {k: np.asarray(_host(v))[idx] for k, v in self._costs.items()}
-            else:
-                kw["costs"] = np.asarray(_host(self._costs))[idx]
+            kw["costs"] = self._costs[idx]
         if self._origins is not None:
             kw["origins"] = self._step_origins(idx, start)
             kw["bytes"] = self._step_bytes(idx, text, img)
@@ -904,7 +902,7 @@ def _origins_setting(origins: Any, n: int, ranks: int, locality: Any) -> Any:
         return origins
     if callable(origins):
         return origins
-    a = np.asarray(_host(origins))
+    a = _arrays.array(origins, "origins")
     if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
         raise DtypeError(
             f"origins must be a 1-D array of integer ranks, got dtype {a.dtype} and shape {a.shape}", item="origins"
@@ -923,7 +921,9 @@ def _origins_setting(origins: Any, n: int, ranks: int, locality: Any) -> Any:
 
 def _origin_of(origin: Callable[[int], Any], i: int, ranks: int) -> int:
     try:
-        r = operator.index(_host(origin(i)))
+        r = _integer(origin(i), f"the origins callable's value for index {i}", i)
+    except Error:
+        raise
     except TypeError:
         raise DtypeError(f"the origins callable returned a non-integer for index {i}", item=i) from None
     if not -1 <= r < ranks:
@@ -936,7 +936,9 @@ def _origin_of(origin: Callable[[int], Any], i: int, ranks: int) -> int:
 
 def _size_of(size: Callable[[int], Any], i: int) -> int:
     try:
-        b = operator.index(_host(size(i)))
+        b = _integer(size(i), f"the bytes callable's value for index {i}", i)
+    except Error:
+        raise
     except TypeError:
         raise DtypeError(f"the bytes callable returned a non-integer for index {i}", item=i) from None
     if not 0 <= b < 2**64:
@@ -944,15 +946,16 @@ def _size_of(size: Callable[[int], Any], i: int) -> int:
     return b
 
 
-def _host(x: Any) -> Any:
-    """Torch tensors (a tuple or list of them too) as numpy arrays, detached: a tensor that requires grad converts too."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
-    if isinstance(x, tuple):
-        return tuple(_host(v) for v in x)
-    if isinstance(x, list) and any(isinstance(v, torch.Tensor) for v in x):
-        return [_host(v) for v in x]
-    return x
+def _integer(v: Any, name: str, item: Any) -> int:
+    """One integer a callable returned (a Python or numpy integer, a 0-d integer tensor or array);
+    ``TypeError`` for anything else (the callers name it), :class:`DtypeError` for a tensor that
+    cannot be read (:func:`microbatch._arrays.array`)."""
+    if isinstance(v, int):
+        return operator.index(v)
+    a = _arrays.array(v, name, item=item)
+    if a.ndim != 0 or a.dtype.kind not in "iub":
+        raise TypeError(name)
+    return operator.index(a.item())
 
 
 def _gather_ragged(values: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -970,10 +973,10 @@ class _ArrayRows:
     """Metadata given as arrays: checked once at construction, a step's rows gathered by index."""
 
     def __init__(self, text: Any, images: _arrays.Ragged, loss: Any) -> None:
-        self.text = _arrays.integers(_host(text), "text_tokens", np.uint32)
+        self.text = _arrays.integers(text, "text_tokens", np.uint32)
         self.n = self.text.shape[0]
-        self.images = _arrays.ragged(_host(images), "image_tokens", self.n, np.uint32)
-        self.loss = None if loss is None else _arrays.integers(_host(loss), "loss_tokens", np.uint64, length=self.n)
+        self.images = _arrays.ragged(images, "image_tokens", self.n, np.uint32)
+        self.loss = None if loss is None else _arrays.integers(loss, "loss_tokens", np.uint64, length=self.n)
 
     def rows(self, idx: np.ndarray) -> Tuple[np.ndarray, Tuple[np.ndarray, np.ndarray], Optional[np.ndarray]]:
         """Text, images ``(values, offsets)`` and loss tokens (``None``: all text tokens) of ``idx``: O(len(idx))."""
@@ -1032,14 +1035,16 @@ class _CallableRows:
                 item=i,
             )
         try:
-            text = operator.index(_host(row[0]))
-            loss = operator.index(_host(row[2])) if with_loss else 0
+            text = _integer(row[0], f"text_tokens[{i}]", i)
+            loss = _integer(row[2], f"loss_tokens[{i}]", i) if with_loss else 0
+        except Error:
+            raise
         except (TypeError, ValueError, OverflowError):
             raise DtypeError(f"the metadata callable returned a non-integer token count for index {i}: {row!r}", item=i) from None
         for name, v, top in (("text_tokens", text, 2**32 - 1), ("loss_tokens", loss, 2**64 - 1)):
             if not 0 <= v <= top:
                 raise InvalidValueError(f"{name}[{i}] is {v}: it must be between 0 and {top}", item=i)
-        images = np.asarray(() if row[1] is None else _host(row[1]))
+        images = _arrays.array(() if row[1] is None else row[1], f"image_tokens[{i}]", item=i)
         if images.ndim != 1:
             raise DtypeError(
                 f"image_tokens[{i}] must be a 1-D list or array of the sample's values, got "

@@ -10,6 +10,8 @@ never PyO3's ``PanicException``, never a bare ``ValueError``/``TypeError``/
 ``OverflowError`` from inside the package.
 """
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -353,3 +355,162 @@ def test_packed_collator_hostile(seed):
         if "token_type_ids" in b:
             assert b["token_type_ids"].shape == (1, T)
     assert ok >= ROUNDS // 20, f"only {ok} batches: the generator is too hostile"
+
+
+# --- tensors as array arguments: read as values, or a microbatch error naming the argument (issue 43) ---
+
+#: How a tensor argument can be hostile: ``(name, build(values, integer) -> argument, accepted)``;
+#: ``accepted``: whether the package reads it (then the plan must equal the numpy one's).
+def tensor_forms(torch):
+    def grad_view(v, integer):  # float, requires grad, a strided view (issue 43's report)
+        t = torch.tensor(np.repeat(np.asarray(v, dtype=np.float64), 2, axis=0), requires_grad=True)
+        return t[::2] * 1.0
+
+    def strided(v, integer):  # a non-contiguous view of the right values
+        t = torch.tensor(np.repeat(np.asarray(v), 2, axis=0))
+        return t[::2]
+
+    def transposed(v, integer):
+        a = np.asarray(v)
+        return torch.tensor(np.ascontiguousarray(a.T)).T if a.ndim == 2 else torch.tensor(a).flip(0).flip(0)
+
+    forms = [
+        ("requires grad, strided", grad_view, lambda integer: not integer),
+        ("strided view", strided, lambda integer: True),
+        ("transposed", transposed, lambda integer: True),
+        ("meta", lambda v, i: torch.tensor(np.asarray(v)).to("meta"), lambda integer: False),
+        ("bfloat16", lambda v, i: torch.tensor(np.asarray(v, dtype=np.float64)).to(torch.bfloat16),
+         lambda integer: not integer),
+        ("0-d", lambda v, i: torch.tensor(np.asarray(v).reshape(-1)[0]), lambda integer: False),
+        ("sparse", lambda v, i: torch.tensor(np.asarray(v)).to_sparse(), lambda integer: False),
+        ("bool", lambda v, i: torch.tensor(np.asarray(v)) > 0, lambda integer: False),
+        ("list of grad tensors", lambda v, i: [torch.tensor(float(x), requires_grad=True) for x in np.asarray(v).reshape(-1)],
+         lambda integer: False),
+    ]
+    if torch.cuda.is_available():
+        forms.append(("cuda", lambda v, i: torch.tensor(np.asarray(v)).cuda(), lambda integer: True))
+    return forms
+
+
+def plan_key(plan):
+    """What the inputs decide: the assignment, the loss denominators, the exchange (not the timing)."""
+    r = plan.report
+    return plan.fingerprint, plan.loss, r.predicted, r.samples_moved, r.bytes_moved, r.bytes_total
+
+
+def refused_naming(fn, name, form):
+    """``fn()`` must raise a microbatch error whose message names ``name``; never torch's or numpy's."""
+    try:
+        fn()
+    except microbatch.InputError as e:
+        assert name in str(e), f"{form}: the error does not name {name!r}: {e}"
+        return e
+    except Exception as e:  # noqa: BLE001 - what the test is about
+        raise AssertionError(f"{form} as {name}: {type(e).__module__}.{type(e).__name__}: {e}") from e
+    raise AssertionError(f"{form} as {name}: accepted")
+
+
+def test_planner_reads_tensors_as_values_or_names_the_argument():
+    """Every array argument of Planner.plan given each hostile tensor form: the same plan as the
+    numpy values (where it is sensible to read them), else a microbatch error naming the argument."""
+    torch = pytest.importorskip("torch")
+    n = 6
+    base = dict(
+        ids=np.arange(n), text_tokens=np.array([900, 100, 700, 300, 500, 50]),
+        image_tokens=[[256], [], [64, 64], [], [128], []], loss_tokens=np.array([10, 0, 30, 3, 8, 1]),
+        image_units=[[2], [], [1, 1], [], [1], []], origins=np.array([0, 1, -1, 0, 1, 0]),
+        groups=np.array([-1, 3, 3, -1, 5, -1]), bytes=np.array([5, 6, 7, 8, 9, 10]),
+    )
+    planners = {
+        False: microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=2048, locality=0.05),
+        True: microbatch.Planner("costs", ranks=2, seq_len=2048, locality=0.05),
+    }
+    costs = np.array([[1.0, 4.0], [0.0, 1.0], [2.0, 3.0], [0.0, 2.0], [1.5, 2.5], [0.0, 0.5]])
+    args = [(k, v, True) for k, v in base.items()] + [("costs", costs, False)]
+    checked = refused = 0
+    for name, value, integer in args:
+        with_costs = name == "costs"
+        kw0 = dict(base, costs=costs) if with_costs else dict(base)
+        want = planners[with_costs].plan(**kw0)
+        for form, build, accepted in tensor_forms(torch):
+            if name in ("image_tokens", "image_units"):
+                # one tensor a sample, and the (values, offsets) form
+                variants = [[build(np.asarray(v, dtype=np.int64), integer) if len(v) else v for v in value]]
+                values = np.concatenate([np.asarray(v, dtype=np.int64) for v in value])
+                offsets = np.cumsum([0] + [len(v) for v in value])
+                variants.append((build(values, integer), offsets))
+            elif name in ("origins", "groups") and form in ("bool", "bfloat16", "list of grad tensors"):
+                continue  # -1 entries: not the values of these forms
+            else:
+                variants = [build(value, integer)]
+            for arg in variants:
+                kw = dict(kw0, **{name: arg})
+                if accepted(integer) and not (name in ("image_tokens", "image_units") and form == "0-d"):
+                    got = planners[with_costs].plan(**kw)
+                    if form != "bfloat16":  # bfloat16 rounds the costs: planned, not equal
+                        assert plan_key(got) == plan_key(want), f"{form} as {name}: another plan than the numpy values'"
+                    checked += 1
+                else:
+                    refused_naming(lambda: planners[with_costs].plan(**kw), name, form)
+                    refused += 1
+    assert checked >= 20 and refused >= 40, (checked, refused)
+
+
+def test_the_issue_43_report_is_a_dtype_error_that_says_what_to_fix():
+    torch = pytest.importorskip("torch")
+    planner = microbatch.Planner("qwen2.5-vl-7b", ranks=2, seq_len=4096)
+    text = torch.arange(20.0, requires_grad=True)[::2] * 10 + 100
+    with pytest.raises(microbatch.DtypeError) as e:
+        planner.plan(ids=list(range(10)), text_tokens=text)
+    assert e.value.item == "text_tokens"
+    assert "requires grad" in str(e.value) and "integer" in str(e.value) and ".long()" in str(e.value)
+    # The same values as integers plan; a scalar, the meta device and a sparse tensor say what is wrong.
+    planner.plan(ids=list(range(10)), text_tokens=text.detach().round().long())
+    for bad, words in ((torch.tensor(5), "a scalar"), (torch.ones(10, dtype=torch.long, device="meta"), "meta device"),
+                       (torch.ones(10, dtype=torch.long).to_sparse(), "to_dense()")):
+        with pytest.raises(microbatch.DtypeError, match=words):
+            planner.plan(ids=list(range(10)), text_tokens=bad)
+
+
+def test_sampler_reads_tensors_as_values_or_names_the_argument():
+    """BalancedBatchSampler's array arguments and its metadata callable's values, in the same forms."""
+    torch = pytest.importorskip("torch")
+    from microbatch.torch import BalancedBatchSampler
+
+    n = 8
+    text = np.array([10 + 7 * i for i in range(n)])
+    images = [[4 * (i % 3)] if i % 2 else [] for i in range(n)]
+    base = dict(text_tokens=text, image_tokens=images, loss_tokens=text // 2,
+                image_units=[[1] if i % 2 else [] for i in range(n)], origins=np.arange(n) % 2,
+                bytes=np.full(n, 100), costs=np.ones((n, 2)))
+    kw = dict(global_batch_size=4, model="costs", seq_len=512, num_replicas=2, rank=0)
+
+    def epoch(**args):
+        args = dict(base, **args)
+        return list(BalancedBatchSampler(args.pop("text_tokens"), args.pop("image_tokens"), **args, **kw))
+
+    want = epoch()
+    for name, value in base.items():
+        integer = name != "costs"
+        for form, build, accepted in tensor_forms(torch):
+            if name in ("image_tokens", "image_units"):
+                arg: Any = [build(np.asarray(v, dtype=np.int64), integer) if v else v for v in value]
+            else:
+                arg = build(value, integer)
+            if accepted(integer) and not (name in ("image_tokens", "image_units") and form == "0-d"):
+                assert epoch(**{name: arg}) == want, f"{form} as {name}"
+            else:
+                refused_naming(lambda: epoch(**{name: arg}), name, form)
+
+    # A metadata callable's values: 0-d tensors read; one on the meta device names its index.
+    def meta(bad):
+        def read(i):
+            t = torch.tensor(int(text[i]))
+            return (t.to("meta") if bad and i == 5 else t, torch.tensor(images[i], dtype=torch.long))
+        return read
+
+    got = list(BalancedBatchSampler(meta(False), num_samples=n, **dict(kw, model="qwen2.5-vl-7b")))
+    assert got == list(BalancedBatchSampler(text, images, **dict(kw, model="qwen2.5-vl-7b")))
+    e = refused_naming(lambda: list(BalancedBatchSampler(meta(True), num_samples=n, **dict(kw, model="qwen2.5-vl-7b"))),
+                       "text_tokens[5]", "meta")
+    assert e.item == 5
