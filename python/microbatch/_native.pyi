@@ -272,6 +272,10 @@ SYNC_MODEL_NAMES: List[str]
 NORMALIZATION_NAMES: List[str]
 REDUCTION_NAMES: List[str]
 GROUP_SCOPE_NAMES: List[str]
+
+def normalization(value: Any) -> str:
+    """The crate's name of the normalization ``value`` names (read by the crate), else the
+    ``SettingError`` naming ``normalization`` that ``Plan.loss_scale`` raises."""
 # --- end plan ---
 
 # --- scenario ---

@@ -20,7 +20,19 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NORMALIZATION_NAMES", Normalization::NAMES.to_vec())?;
     m.add("REDUCTION_NAMES", Reduction::NAMES.to_vec())?;
     m.add("GROUP_SCOPE_NAMES", GroupScope::NAMES.to_vec())?;
+    m.add_function(wrap_pyfunction!(normalization, m)?)?;
     Ok(())
+}
+
+/// The crate's name of the normalization `value` names, read by the crate
+/// (`Normalization`'s `FromStr`): for the Python code that applies a
+/// normalization itself (`microbatch.torch.summed_loss`) without a plan.
+/// Any other value is the `SettingError` naming `normalization` that
+/// `Plan.loss_scale` raises.
+#[pyfunction]
+fn normalization(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    let n: Normalization = named(py, "normalization", value, &Normalization::NAMES)?;
+    Ok(n.name())
 }
 
 /// The crate's `Planner` over the boxed model, configured once by its own

@@ -190,6 +190,8 @@ def test_setting_names_are_read_by_the_crate():
         ("training", "'Trained'", "'frozen', 'trained'", lambda: mc.Windowed(1.0, 0.0, 64, 0.0, 4, training="Trained")),
         ("phase", "'audio'", "'vision', 'language'", lambda: mc.Tokens(1.0).in_phase("audio")),
         ("phase", "0", "'vision', 'language'", lambda: mc.Tokens(1.0).in_phase(0)),
+        # The native reader for Python code that normalizes by itself (microbatch.torch.summed_loss).
+        ("normalization", "'mean'", "'token', 'sample'", lambda: microbatch._native.normalization("mean")),
     ]
     for item, value, known, f in cases:
         e = raises(E.SettingError, "Binding", item, "", f)
@@ -210,6 +212,7 @@ def test_setting_names_are_read_by_the_crate():
         for scope in microbatch.plan.GROUP_SCOPES:
             assert planner(sync=sync, group_scope=scope).sync == sync
     for normalization in microbatch.plan.NORMALIZATIONS:
+        assert microbatch._native.normalization(normalization) == normalization
         for reduction in microbatch.plan.REDUCTIONS:
             assert plan.loss_scale(normalization, reduction) > 0.0
     for preset in mc.PRESETS:
