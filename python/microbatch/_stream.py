@@ -3,8 +3,14 @@
 Its public names are re-exported by :mod:`microbatch.torch`; import them from there.
 
 Every rank reads its own stream of samples (an ``IterableDataset``, a
-WebDataset-style shard reader, any iterable of dicts of tensors). For every
-optimizer step :class:`BalancedStream`
+WebDataset-style shard reader, any iterable of dicts of tensors). Before its
+first read of a pass, :class:`BalancedStream` compares on every rank the
+settings that shape its collectives (``samples_per_rank``, ``uneven``, the
+planner, the metadata callable's name, the version of its protocol) in one
+``all_gather`` whose size does not depend on them, so that ranks built
+differently raise :class:`PlanMismatchError` there, naming each setting and
+every rank's value, instead of meeting in collectives of different sizes. Then
+for every optimizer step it
 
 1. takes ``samples_per_rank`` samples from this rank's stream (reading one step
    ahead, so that the last samples of an epoch can join the step before);
@@ -25,19 +31,21 @@ optimizer step :class:`BalancedStream`
    yields this rank's micro-batches in plan order, with the step's loss scales.
 
 A failure on any rank (its loader raises, a sample cannot be shipped or
-decoded, the planner settings differ, a stream ends early under
+decoded, the settings or plans differ, a stream ends early under
 ``uneven="error"``) is reported to every rank at the step's next collective,
 and every rank raises the same :class:`StreamError` (or
 :class:`PlanMismatchError`): no rank is left waiting in a collective, and a
-step is yielded on every rank or on none. See :class:`BalancedStream` for the
-epoch-end policy, the devices and the timeout.
+step is yielded on every rank or on none. A rank whose process ends (killed,
+crashed) makes the others raise :class:`StreamError` kind ``"Communication"``
+as soon as their collective sees its connection close, saying so and how long
+they waited; a rank that hangs, kind ``"Timeout"`` after ``timeout=``. See
+:class:`BalancedStream` for the epoch-end policy, the devices and the timeout.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
 import operator
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -46,7 +54,18 @@ import numpy as np
 import torch
 
 from . import _arrays
-from ._step import STATUS_TEXT, PlanView, failure_text, group_device, raise_failed, status_round
+from ._step import (
+    STATUS_TEXT,
+    PlanView,
+    differences_text,
+    failure_text,
+    group_device,
+    raise_failed,
+    settings_round,
+    stable_digest,
+    status_round,
+    wait_collective,
+)
 from .errors import DtypeError, Error, InputError, InternalError, SettingError
 from .plan import Plan, Planner
 
@@ -95,7 +114,10 @@ _MAX_NDIM = 64  # a header claiming more dimensions (or more tensors a sample th
 _MAX_TENSORS = 1 << 16
 _PADS = tuple(torch.zeros(p, dtype=torch.uint8) for p in range(8))
 
-_HEAD_WORDS = 7  # step, new samples, ended, settings hash, key-table size, new images, spare (after the status)
+#: The version of the stream's collectives after the settings round (their sizes and layouts): the first
+#: word of the settings round, so that ranks running versions that talk differently raise
+#: PlanMismatchError instead of meeting in collectives of different sizes.
+_PROTOCOL = 2
 
 
 def _pad8(n: int) -> int:
@@ -338,19 +360,27 @@ class StreamError(Error, RuntimeError):
 
     Attributes:
         ranks: the ranks where it happened (a loader that raised, a stream that
-            ended early, a rank that stopped answering); ``item`` is the first.
+            ended early); for ``"Timeout"`` and ``"Communication"``, the rank
+            that raised it (it cannot tell which peer stopped); ``item`` is
+            the first.
         step: the step at which the ranks found out (``None`` when not known).
-        kind: ``"StreamFailed"`` (a rank's loader, its metadata callable, a
-            sample or its planner failed, or the key names of one step's new
-            keys exceed 1 KiB; the original exception is the ``__cause__``
-            on that rank), ``"Exchange"`` (a rank could not encode the samples
-            it sends or decode the ones it received: the step is yielded on no
-            rank), ``"StreamEnded"`` (streams of different lengths with
-            ``uneven="error"``), ``"TooFewSamples"`` (fewer samples in all
-            than ranks), ``"Timeout"`` (a collective waited longer than
-            ``timeout``) or ``"Communication"`` (a collective failed otherwise,
-            e.g. a peer's connection closed): after these two the process
-            group must not be used any more.
+        kind: ``"StreamFailed"`` (a rank's samples cannot be iterated, its
+            loader, its metadata callable, a sample or its planner failed, or
+            the key names of one step's new keys exceed 1 KiB; the original
+            exception is the ``__cause__`` on that rank), ``"Exchange"`` (a
+            rank could not encode the samples it sends or decode the ones it
+            received: the step is yielded on no rank), ``"StreamEnded"``
+            (streams of different lengths with ``uneven="error"``),
+            ``"TooFewSamples"`` (fewer samples in all than ranks),
+            ``"Timeout"`` (this rank's collective waited ``timeout`` and timed
+            out: another rank hung or did not reach it) or ``"Communication"``
+            (this rank's collective failed otherwise, usually at once: the
+            connection to another rank closed because that rank's process
+            ended, killed or crashed). These two are raised on the ranks that
+            see them, not through a status round; their message says which
+            collective, what happened and how many seconds this rank waited,
+            and the backend's exception is the ``__cause__``. After them the
+            process group must not be used any more.
 
     >>> from microbatch.torch import StreamError
     >>> e = StreamError("rank 1's loader raised", ranks=[1], step=3, kind="StreamFailed")
@@ -497,11 +527,6 @@ def _flat(v: Any) -> List[Any]:
     return list(v)
 
 
-def _stable_hash(text: str) -> int:
-    """A 63-bit hash of ``text``, the same in every process (Python's ``hash`` is salted per process)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
-
-
 #: Words of metadata a rank's header carries per sample it may read: 5 a sample (id, text, loss, images,
 #: bytes) and room for 4 images' token counts a sample on average; a read with more images than that
 #: sends its metadata in a second all-gather.
@@ -590,26 +615,48 @@ class BalancedStream:
             other ranks before this rank raises :class:`StreamError` (kind
             ``"Timeout"``); ``None``: the process group's own timeout
             (``init_process_group(timeout=...)``; 30 minutes for gloo by default).
+            It may differ between ranks (it only bounds this rank's wait).
+
+    Settings: before its first read of each pass, every rank sends the
+    settings that shape the stream's collectives in one ``all_gather`` of
+    16 words + 1 KiB, the same size whatever they are: the version of the
+    stream's protocol, ``samples_per_rank`` (it sizes the header round),
+    ``uneven`` (it decides where a rank raises when a stream ends), the
+    planner (its ``repr``, or its type's name when the ``repr`` holds an
+    address: it sizes the exchange) and the metadata callable (by module
+    and qualified name). Where any differs, every rank raises
+    :class:`PlanMismatchError` there, before reading a sample, naming each
+    setting that differs and every rank's value (e.g. ``samples_per_rank is
+    6 on rank 0 and 5 on rank 1``). ``timeout``, ``device`` and the group
+    are not compared: they do not change what the collectives carry.
 
     Faults and the timeout: a failure inside the stream on any rank (its
-    loader raises, its metadata callable raises, a sample holds something
-    that is not a tensor, the planner settings, the metadata callable (by
-    module and qualified name) or the plans differ, a stream
-    ends early under ``"error"``, a sample cannot be encoded or the received
-    bytes cannot be decoded) is sent to every rank in the step's next status
-    round (the header, fingerprint or confirm round), and every rank raises
-    the same error there: :class:`StreamError`, or :class:`PlanMismatchError`
-    for settings or plans that differ (a planner error that every rank
-    raises alike, e.g. an :class:`~microbatch.OversizeError`, is raised as it
-    is). No rank waits longer than the slowest rank takes to reach that
-    round. A rank that stops without raising inside the stream (killed, hung,
-    or failed in the training loop between steps) leaves the others waiting
-    in a collective until ``timeout``; so does a rank that stops iterating
-    while the others go on (stop every rank at the same step). No sample is
-    dropped or trained twice: a step is either yielded on every rank or
-    raises on every rank (the confirm round comes after the exchange).
+    samples cannot be iterated, its loader raises, its metadata callable
+    raises, a sample holds something that is not a tensor, the plans
+    differ, a stream ends early under ``"error"``, a sample cannot be
+    encoded or the received bytes cannot be decoded) is sent to every rank
+    in the next status round (the settings, header, fingerprint or confirm
+    round), and every rank raises the same error there:
+    :class:`StreamError`, or :class:`PlanMismatchError` for settings or
+    plans that differ (a planner error that every rank raises alike, e.g.
+    an :class:`~microbatch.OversizeError`, is raised as it is). No rank
+    waits longer than the slowest rank takes to reach that round. A rank
+    that stops without raising inside the stream is seen by the others at
+    their next collective: where its process ended (killed, crashed, or
+    exited after failing in the training loop between steps) its
+    connections close, and the others raise :class:`StreamError` kind
+    ``"Communication"`` as soon as the backend sees that (under gloo on one
+    machine, within a fraction of a second; the message says the connection
+    to another rank closed and how long this rank waited); where it is
+    alive but does not come (hung, or stopped iterating while the others go
+    on: stop every rank at the same step) or its machine vanished without
+    closing its connections, they raise kind ``"Timeout"`` after
+    ``timeout`` seconds (the message says it timed out). After either, the
+    process group cannot be used any more. No sample is dropped or trained
+    twice: a step is either yielded on every rank or raises on every rank
+    (the confirm round comes after the exchange).
 
-    Per step: three ``all_gather`` (the header: 8 words + 1 KiB + 9 words a
+    Per pass: the settings round. Per step: three ``all_gather`` (the header: 7 words + 1 KiB + 9 words a
     sample it may read per rank, holding the metadata of the samples read,
     5 words a sample + 1 word an image, and a second ``all_gather`` of the
     metadata alone only when a rank's read holds more than 4 images a
@@ -725,7 +772,18 @@ class BalancedStream:
         meta = self.metadata
         named = meta if hasattr(meta, "__qualname__") else type(meta)
         measured = f"{getattr(named, '__module__', '')}.{getattr(named, '__qualname__', '')}"
-        self._settings = _stable_hash(f"{described}|{self.samples_per_rank}|{self.uneven}|{measured}")
+        from . import __version__
+
+        # Compared in the settings round before anything else, by value or digest: samples_per_rank sizes
+        # the header round, uneven decides which rank raises where a stream ends, the planner sizes the
+        # exchange (its plans are compared by fingerprint each step too), the protocol sizes all of them.
+        self._settings: List[Tuple[str, int, str]] = [
+            ("protocol", _PROTOCOL, f"{_PROTOCOL} (microbatch {__version__})"),
+            ("samples_per_rank", self.samples_per_rank, str(self.samples_per_rank)),
+            ("uneven", UNEVEN_POLICIES.index(self.uneven), repr(self.uneven)),
+            ("planner", stable_digest(described), described),
+            ("metadata", stable_digest(measured), measured),
+        ]
         self._send = torch.empty(0, dtype=torch.uint8)  # the encoded samples, on the CPU, reused step to step
 
     def __repr__(self) -> str:
@@ -736,23 +794,19 @@ class BalancedStream:
 
     # --- collectives --------------------------------------------------------
 
-    def _wait(self, work: Any, step: int, what: str) -> None:
-        try:
-            if self.timeout is None:
-                work.wait()
-            else:
-                work.wait(timeout=self.timeout)
-        except RuntimeError as e:
-            timed_out = "timed out" in str(e).lower() or "timeout" in str(e).lower()
-            limit = "the process group's timeout" if self.timeout is None else f"{self.timeout.total_seconds():g} s"
-            raise StreamError(
-                f"step {step}: rank {self.rank} waited {limit} for the other ranks in the {what} and gave up "
-                f"({type(e).__name__}: {e}): a rank stopped without raising (killed, hung, or failed outside "
-                "the stream); the process group cannot be used any more",
+    def _collective(self, start: Callable[[], Any], step: int, what: str) -> None:
+        """Runs one collective (``start()``: the ``async_op=True`` call) within :attr:`timeout`; a timeout or
+        a failure (a peer's closed connection) raises :class:`StreamError` saying which, after how long."""
+
+        def fail(kind: str, text: str, waited: float) -> StreamError:
+            return StreamError(
+                f"step {step}: {text}; the process group cannot be used any more",
                 ranks=[self.rank],
                 step=step,
-                kind="Timeout" if timed_out else "Communication",
-            ) from e
+                kind=kind,
+            )
+
+        wait_collective(start, timeout=self.timeout, fail=fail, rank=self.rank, what=what)
 
     def _all_gather(self, t: torch.Tensor, step: int, what: str) -> List[torch.Tensor]:
         """Every rank's copy of ``t`` (a CPU tensor), on the CPU; the collective runs on :attr:`device`."""
@@ -760,8 +814,38 @@ class BalancedStream:
 
         t = t.to(self.device)
         out = [torch.empty_like(t) for _ in range(self.ranks)]
-        self._wait(dist.all_gather(out, t, group=self.group, async_op=True), step, what)
+        self._collective(lambda: dist.all_gather(out, t, group=self.group, async_op=True), step, what)
         return [o.cpu() for o in out]
+
+    def _agree(self, error: Optional[BaseException], message: str) -> None:
+        """The settings round, before the first read of a pass: every setting that shapes the collectives
+        (:attr:`_settings`), in a collective whose size does not depend on them. Raises
+        :class:`PlanMismatchError` on every rank naming each setting that differs and every rank's value,
+        or :class:`StreamError` on every rank where one failed (``error``: its samples cannot be iterated)."""
+        failed, texts, differences = settings_round(
+            lambda t: self._all_gather(t, 0, "settings round"), self._settings, error, message
+        )
+
+        def failure(text: str, ranks: List[int]) -> StreamError:
+            more = f" (ranks {ranks} failed)" if len(ranks) > 1 else ""
+            return StreamError(f"step 0: {text}{more}", ranks=ranks, step=0, kind="StreamFailed")
+
+        raise_failed(failed, texts, error, failure, own_if_all=False)
+        if differences:
+            from .torch import PlanMismatchError
+
+            differ = sorted({r for _, values in differences for _, ranks in values[1:] for r in ranks})
+            fix = (
+                "install the same microbatch version on every rank"
+                if differences[0][0] == "protocol"
+                else "build every rank's BalancedStream with the same samples_per_rank, uneven, planner (or model, "
+                "seq_len and planner settings) and metadata callable"
+            )
+            raise PlanMismatchError(
+                f"step 0: the ranks' stream settings differ ({differences_text(differences)}), so no rank reads "
+                f"a sample: {fix}",
+                ranks=differ,
+            )
 
     def _status(
         self, step: int, what: str, words: Sequence[int], error: Optional[BaseException], message: str = ""
@@ -818,7 +902,8 @@ class BalancedStream:
         """The header round: every rank's status, new samples, ended flag, new key names and the metadata of
         the samples it just read (see :func:`_metadata_words`; a second all-gather only when a rank's do not
         fit). Raises on every rank on a failure. Returns every rank's words (step, new samples, ended,
-        settings, key-table size, new images, overflow) and every rank's metadata rows and image tokens."""
+        key-table size, new images, overflow) and every rank's metadata rows and image tokens. Its size
+        depends on ``samples_per_rank``, which the settings round (:meth:`_agree`) made the same everywhere."""
         new, new_images = len(got), sum(len(s.images) for s in got)
         new_keys = sorted(state["new_keys"])
         text = message if error is not None else "\n".join(new_keys)
@@ -832,12 +917,12 @@ class BalancedStream:
         width = _META_WORDS * self.samples_per_rank
         meta = _metadata_words(got)
         fits = meta.shape[0] <= width
-        words = [step, new, int(state["ended"]), self._settings, len(table), new_images, int(not fits)]
+        words = [step, new, int(state["ended"]), len(table), new_images, int(not fits)]
         padded = np.zeros(len(words) + width, dtype=np.int64)
         padded[: len(words)] = words
         if fits:
             padded[len(words) : len(words) + meta.shape[0]] = meta
-        rows, failed, texts = self._status(step, "status round", padded.tolist(), error, text)
+        rows, failed, texts = self._status(step, "header round", padded.tolist(), error, text)
         heads = rows[:, : len(words)]
 
         def failure(text: str, ranks: List[int]) -> StreamError:
@@ -847,17 +932,6 @@ class BalancedStream:
         raise_failed(failed, texts, error, failure, own_if_all=False)
         if len(set(heads[:, 0].tolist())) > 1:
             raise InternalError(f"the ranks are at different steps: {heads[:, 0].tolist()}")
-        settings = heads[:, 3]
-        differ = [r for r in range(self.ranks) if settings[r] != settings[0]]
-        if differ:
-            from .torch import PlanMismatchError
-
-            raise PlanMismatchError(
-                f"step {step}: the stream settings of ranks {differ} differ from rank 0's (the planner, "
-                "samples_per_rank, uneven or the metadata callable's name): every rank must build its "
-                "BalancedStream with the same settings",
-                ranks=differ,
-            )
         # The key table grows by the new names of every rank, in one order everywhere.
         for name in sorted({n for t in texts for n in t.split("\n") if n} - set(table)):
             keys[name] = len(table)
@@ -875,8 +949,8 @@ class BalancedStream:
                     step=step,
                     kind="StreamEnded",
                 )
-        if bool(heads[:, 6].any()):  # a rank's metadata did not fit: every rank's again, padded to the longest
-            longest = int((5 * heads[:, 1] + heads[:, 5]).max())
+        if bool(heads[:, 5].any()):  # a rank's metadata did not fit: every rank's again, padded to the longest
+            longest = int((5 * heads[:, 1] + heads[:, 4]).max())
             mine = np.zeros(max(longest, 1), dtype=np.int64)
             mine[: meta.shape[0]] = meta
             more = torch.stack(self._all_gather(torch.from_numpy(mine), step, "metadata round")).numpy()
@@ -884,7 +958,7 @@ class BalancedStream:
         base = len(words)
         per_rank = []
         for r in range(self.ranks):
-            n, m = int(heads[r, 1]), int(heads[r, 5])
+            n, m = int(heads[r, 1]), int(heads[r, 4])
             per_rank.append((rows[r, base : base + 5 * n].reshape(n, 5), rows[r, base + 5 * n : base + 5 * n + m]))
         return heads, per_rank
 
@@ -945,11 +1019,14 @@ class BalancedStream:
             error, message = e, failure_text(e, f"rank {self.rank} could not encode the samples it sends: ")
             payload = torch.zeros(sent, dtype=torch.uint8, device=self.device)
         received = torch.empty(got, dtype=torch.uint8, device=self.device)
-        work = dist.all_to_all_single(
-            received, payload, recv_sizes.tolist(), send_sizes.tolist(), group=self.group, async_op=True
-        )
         t1 = time.perf_counter()
-        self._wait(work, step, "exchange")
+        self._collective(
+            lambda: dist.all_to_all_single(
+                received, payload, recv_sizes.tolist(), send_sizes.tolist(), group=self.group, async_op=True
+            ),
+            step,
+            "exchange",
+        )
         t2 = time.perf_counter()
         batches: List[List[Dict[str, torch.Tensor]]] = []
         if error is None:
@@ -1014,13 +1091,20 @@ class BalancedStream:
 
     def __iter__(self) -> Iterator[StreamStep]:
         """Yields this rank's steps; every rank must iterate in step (see the class)."""
-        it = iter(self.samples)
+        t0 = time.perf_counter()
+        error: Optional[BaseException] = None
+        try:
+            it = iter(self.samples)
+        except Exception as e:  # reported to every rank in the settings round
+            error = e
+        said = "" if error is None else failure_text(error, f"rank {self.rank}'s samples cannot be iterated: ")
+        self._agree(error, said)
         state: Dict[str, Any] = {"ended": False, "failed": False, "read": 0, "new_keys": []}
         keys: Dict[str, int] = {}
         table: List[str] = []
         R = self.ranks
         step = 0
-        t_read = t_gather = 0.0
+        t_read, t_gather = 0.0, time.perf_counter() - t0
         Gathered = List[List[Tuple[np.ndarray, np.ndarray]]]  # per read, per rank: metadata rows, image tokens
 
         def read(pulled: List[_Local], metas: Gathered) -> Tuple[np.ndarray, np.ndarray]:
@@ -1035,7 +1119,7 @@ class BalancedStream:
             metas.append(per_rank)
             t_read += t1 - t0
             t_gather += time.perf_counter() - t1
-            return heads[:, [1, 5]].copy(), heads
+            return heads[:, [1, 4]].copy(), heads
 
         cur: List[_Local] = []
         nxt: List[_Local] = []
@@ -1066,7 +1150,7 @@ class BalancedStream:
                     step=step,
                     kind="TooFewSamples",
                 )
-            error: Optional[BaseException] = None
+            error = None
             plan: Optional[Plan] = None
             t2 = time.perf_counter()
             try:

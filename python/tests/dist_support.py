@@ -1,7 +1,8 @@
 """What the tests that run real ``torch.distributed`` processes share: spawning a gloo group on loopback.
 
 Workers are spawned by :func:`spawn` (``torch.multiprocessing``; the test
-fails instead of hanging when they do not finish in time) or started by the
+fails instead of hanging when they do not finish in time), by :func:`run_workers`
+when one of them may die on purpose, or started by the
 code under test, as ``transformers.Trainer`` does; they join a gloo group on
 127.0.0.1 (:func:`init_group`, or :func:`worker_group` for a body that must
 leave the group cleanly).
@@ -14,7 +15,7 @@ import datetime
 import os
 import socket
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 import pytest
 import torch
@@ -56,6 +57,47 @@ def spawn(fn: Callable[..., Any], world: int, *args: Any, timeout: float = SPAWN
             for p in ctx.processes:
                 p.terminate()
             pytest.fail(f"the {world} workers did not finish within {timeout:g} s: a hang")
+
+
+def run_workers(
+    fn: Callable[..., Any], world: int, *args: Any, killed: Sequence[int] = (), timeout: float = SPAWN_TIMEOUT
+) -> List[Optional[int]]:
+    """Like :func:`spawn`, for workers of which some (``killed``) may die on purpose: runs ``fn(rank,
+    world, port, *args)`` in ``world`` new processes and returns their exit codes once every one has
+    ended (``-9``: killed by SIGKILL). A worker outside ``killed`` that exits with another code than 0
+    (its traceback is on stderr) terminates the others and fails the test, as do workers still running
+    after ``timeout`` seconds (a hang). ``spawn`` would terminate every worker as soon as one dies."""
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=_child, args=(r, fn, world, port, args), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    running = set(range(world))
+    failure = ""
+    while running and not failure:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            failure = f"workers {sorted(running)} of {world} did not finish within {timeout:g} s: a hang"
+            break
+        wait([procs[r].sentinel for r in running], timeout=left)
+        for r in sorted(running):
+            code = procs[r].exitcode
+            if code is None:
+                continue
+            running.discard(r)
+            if code != 0 and r not in killed:
+                failure = f"worker {r} of {world} exited with code {code} (its traceback is above)"
+    if failure:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
+        pytest.fail(failure)
+    return [p.exitcode for p in procs]
 
 
 @contextlib.contextmanager

@@ -16,9 +16,12 @@ sample. The workers, in one process group each:
   ``torch.distributed.all_to_all_single`` is wrapped to count the bytes the
   exchange really sends; every received sample is compared, tensor by tensor
   (dtype, shape, values), with the original;
-- run the faults: a loader that raises on one rank, a metadata callable that
-  raises on one rank, streams of different lengths under ``uneven="error"``,
-  planner settings or a metadata callable that differ (seen in the header)
+- run the faults: a loader that raises on one rank, samples that cannot be
+  iterated on one rank, a metadata callable that raises on one rank, streams
+  of different lengths under ``uneven="error"``, settings that differ (seen
+  in the settings round, whose size does not depend on them: planner
+  settings, the metadata callable, ``uneven``, and ``samples_per_rank``,
+  which sizes the header round: gloo aborted a process before that round)
   and settings that only the plan's fingerprint shows, a planner that raises
   on one rank only, a sample that holds a string, received bytes that fail
   to decode on one rank (the all-to-all's output overwritten there), an
@@ -32,14 +35,22 @@ samples, by rank and position); the bytes counted on the wire equal the plan's
 the moved samples computed here; fewer bytes move with locality; parameters
 after every step within 1e-10 (relative) of one process training each step's
 samples unsplit, one sample at a time; every fault raised the same error, with
-the same message, on every rank. A last run has rank 1 stall in its loader
-past the stream's ``timeout``: every rank raises ``StreamError`` instead of
-hanging, rank 0 before the stall ends.
+the same message, on every rank, naming each differing setting and every
+rank's value. A run in a group of its own has rank 1 stall in its loader past
+the stream's ``timeout``: every rank raises ``StreamError`` instead of
+hanging, rank 0 before the stall ends, with kind ``"Timeout"`` and a message
+saying it timed out after the time it waited. A last run has the last rank
+killed (SIGKILL) between steps: every other rank raises, those that exchange
+with it kind ``"Communication"`` at once (not after the timeout), saying a
+connection closed and how long they waited; at 4 ranks one that waits on a
+rank that raised times out, and says so.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import time
 
 import numpy as np
@@ -52,7 +63,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.utils.data import IterableDataset  # noqa: E402
 
-from dist_support import VOCAB, free_port, init_group, new_model, spawn  # noqa: E402
+from dist_support import VOCAB, free_port, init_group, new_model, run_workers  # noqa: E402
 from microbatch.torch import (  # noqa: E402
     BalancedStream,
     PlanMismatchError,
@@ -70,7 +81,10 @@ RUNS = (("plain", None, "token"), ("locality", 0.0, "sample"))
 # reads go [3, 6, 0, 6], [0, 6, 0, 5], [0, 1, 0, 0]; the last read (1 sample, fewer than the ranks,
 # every stream ended) joins the step before, so there are 2 steps.
 DRAIN = (3, 13, 0, 11)
-STALL = 2.5  # seconds rank 1's loader stalls in the last run (the stream's timeout: 0.5 s)
+STALL = 2.5  # seconds rank 1's loader stalls in the stalled run (the stream's timeout: 0.5 s)
+# The stream's timeout in the run where a rank is killed: the ranks that exchange with it see its
+# connection close at once; in a ring of 4, a rank that waits on a rank that raised times out.
+KILL_TIMEOUT = 3.0
 
 
 def make_sample(rank, k):
@@ -117,6 +131,13 @@ class Shard(IterableDataset):
             if k == self.bad_at:
                 s["caption"] = "a string"
             yield s
+
+
+class Unreadable:
+    """Samples that cannot be iterated at all (a shard that is missing): ``iter()`` raises."""
+
+    def __iter__(self):
+        raise FileNotFoundError("shard-0003.tar")
 
 
 def failing_metadata(fails):
@@ -268,6 +289,10 @@ def worker(rank, world, port, out):
         "loader raises": fault(lambda: stream(rank, Shard(rank, 18, fail_at=14 if rank == last else None))),
         "uneven error": fault(lambda: stream(rank, Shard(rank, 9 if rank == 0 else 18), uneven="error")),
         "settings differ": fault(lambda: stream(rank, Shard(rank, 12), seq_len=SEQ_LEN + 64 * (rank == last))),
+        # The header round's size depends on samples_per_rank: without the settings round first, gloo aborts.
+        "samples_per_rank differs": fault(lambda: stream(rank, Shard(rank, 12), samples_per_rank=PER_RANK - (rank == last))),
+        "uneven differs": fault(lambda: stream(rank, Shard(rank, 12), uneven="error" if rank == 0 else "drain")),
+        "not iterable": fault(lambda: stream(rank, Unreadable() if rank == last else Shard(rank, 12))),
         "metadata differs": fault(lambda: stream(rank, Shard(rank, 12), **({"metadata": None} if rank == last else {}))),
         "plans differ": fault(lambda: stream(rank, Shard(rank, 12), **({"micro_steps": 4} if rank == last else {}))),
         "not a tensor": fault(lambda: stream(rank, Shard(rank, 12, bad_at=2 if rank == 0 else None))),
@@ -291,14 +316,29 @@ def worker(rank, world, port, out):
     record["faults"] = faults
     record["drain"] = {"ids": drained, "wrong": wrong, "sizes": sizes}
     torch.save(record, out / f"rank{rank}.pt")
+    # Rank 1 stalls in its loader past the timeout, in a group of its own (left unusable); the
+    # default group stays sound for the last run.
+    stalled = dist.new_group(list(range(world)))
     dist.barrier()
-    # Last, as it leaves the process group unusable: rank 1 stalls in its loader past the timeout.
     start = time.monotonic()
-    _, err = fault(lambda: stream(rank, Shard(rank, 12, stall=STALL if rank == 1 else 0.0), timeout=0.5))
+    _, err = fault(lambda: stream(rank, Shard(rank, 12, stall=STALL if rank == 1 else 0.0), timeout=0.5, group=stalled))
     torch.save({"err": err, "elapsed": time.monotonic() - start}, out / f"stall{rank}.pt")
-    # Leave only when every rank is done: a peer that exits turns the others' wait into a connection error.
-    while not all((out / f"stall{r}.pt").exists() for r in range(world)) and time.monotonic() - start < 30:
-        time.sleep(0.1)
+    dist.barrier()
+    # Last, as it ends a process: the last rank is killed (SIGKILL) once its step 1 is yielded, between
+    # steps as in a training loop; the others record what they raised and how long after their step 1.
+    err, since = None, time.monotonic()
+    try:
+        for step in stream(rank, Shard(rank, 4 * PER_RANK), timeout=KILL_TIMEOUT):
+            if step.index == 1 and rank == last:
+                os.kill(os.getpid(), signal.SIGKILL)
+            since = time.monotonic()
+    except StreamError as e:
+        err = {"kind": e.kind, "ranks": e.ranks, "message": str(e), "cause": type(e.__cause__).__name__}
+    torch.save({"err": err, "elapsed": time.monotonic() - since}, out / f"killed{rank}.pt")
+    # Leave when every survivor is done: one that exits closes its connections to those still waiting.
+    start = time.monotonic()
+    while not all((out / f"killed{r}.pt").exists() for r in range(last)) and time.monotonic() - start < 30:
+        time.sleep(0.05)
     os._exit(0)
 
 
@@ -331,7 +371,8 @@ def rel(a, b):
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world, tmp_path):
-    spawn(worker, world, tmp_path)
+    codes = run_workers(worker, world, tmp_path, killed=[world - 1])
+    assert codes == [0] * (world - 1) + [-signal.SIGKILL], f"exit codes {codes}: the last rank is killed, no other"
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
     moved = {}
     for name, _, norm in RUNS:
@@ -366,11 +407,24 @@ def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world,
     assert 0 < moved["plain"] and moved["locality"] < moved["plain"], moved
 
     last = world - 1
+    others = "rank 0" if world == 2 else "ranks " + ", ".join(map(str, range(last - 1))) + f" and {last - 1}"
+    rest = f"rank {last}" if world == 2 else "ranks " + ", ".join(map(str, range(1, last))) + f" and {last}"
+    planner = f"Planner('{MODEL}', ranks={world}, seq_len={{}}, sync='step')"
     want = {
         "loader raises": (1, "StreamError", "StreamFailed", [last], f"corrupt record 14 in shard {last}"),
         "uneven error": (0, "StreamError", "StreamEnded", [0], "ended early"),
-        "settings differ": (0, "PlanMismatchError", "PlanMismatch", [last], "stream settings"),
-        "metadata differs": (0, "PlanMismatchError", "PlanMismatch", [last], "the metadata callable's name"),
+        "settings differ": (0, "PlanMismatchError", "PlanMismatch", [last],
+                            f"step 0: the ranks' stream settings differ (planner is {planner.format(SEQ_LEN)} on "
+                            f"{others} and {planner.format(SEQ_LEN + 64)} on rank {last}), so no rank reads a sample"),
+        "samples_per_rank differs": (0, "PlanMismatchError", "PlanMismatch", [last],
+                                     f"(samples_per_rank is {PER_RANK} on {others} and {PER_RANK - 1} on rank {last})"),
+        "uneven differs": (0, "PlanMismatchError", "PlanMismatch", list(range(1, world)),
+                           f"(uneven is 'error' on rank 0 and 'drain' on {rest})"),
+        "not iterable": (0, "StreamError", "StreamFailed", [last],
+                         f"step 0: rank {last}'s samples cannot be iterated: FileNotFoundError: shard-0003.tar"),
+        "metadata differs": (0, "PlanMismatchError", "PlanMismatch", [last],
+                             f"(metadata is test_torch_stream.metadata on {others} and "
+                             f"microbatch._stream._default_metadata on rank {last})"),
         "plans differ": (0, "PlanMismatchError", "PlanMismatch", [last], "fingerprint"),
         "not a tensor": (0, "StreamError", "StreamFailed", [0], "step 0: sample 2 of rank 0's stream: 'caption' is a str"),
         "too few samples": (0, "StreamError", "TooFewSamples", list(range(1, world)), "1 samples in all"),
@@ -405,6 +459,47 @@ def test_stream_trains_the_unsplit_step_and_every_fault_raises_everywhere(world,
         assert g["err"] is not None and g["err"]["type"] == "StreamError", f"stall, rank {r}: {g}"
         assert g["err"]["kind"] in ("Timeout", "Communication"), f"stall, rank {r}: {g}"
     assert stalls[0]["err"]["kind"] == "Timeout" and stalls[0]["elapsed"] < STALL, stalls[0]
+    # Rank 0 says it timed out, in which round, after how long (at least the timeout, at most its run).
+    said = stalls[0]["err"]["message"]
+    m = re.search(r"rank 0 timed out in the (\w+ round) after waiting ([0-9.]+) s \(its timeout is 0.5 s\)", said)
+    assert m and m.group(1) == "header round" and 0.5 <= float(m.group(2)) <= stalls[0]["elapsed"] + 0.05, said
+
+    # The killed rank: every survivor raises, saying what happened and after how long it really waited;
+    # the ones that exchange with the dead rank see its connection close at once (not after the timeout).
+    at_once = []
+    for r in range(last):
+        got = torch.load(tmp_path / f"killed{r}.pt")
+        err, elapsed = got["err"], got["elapsed"]
+        assert err is not None and err["ranks"] == [r] and err["cause"] == "RuntimeError", f"killed, rank {r}: {got}"
+        said = err["message"]
+        rounds = "(header round|metadata round|fingerprint round|exchange|confirm round)"
+        if err["kind"] == "Communication":
+            m = re.fullmatch(
+                rf"step 2: rank {r}'s {rounds} failed after ([0-9.e-]+) s \(its timeout is {KILL_TIMEOUT:g} s\): "
+                r"the connection to another rank closed \(.*\) \(RuntimeError: .+\); the process group cannot "
+                r"be used any more",
+                said,
+            )
+            assert m and "timed out" not in said, f"killed, rank {r}: {said}"
+            assert float(m.group(2)) <= elapsed + 0.01 < KILL_TIMEOUT, f"killed, rank {r}: {elapsed:.3g} s: {said}"
+            at_once.append(r)
+        else:  # waiting on a survivor that raised: a timeout, said so
+            m = re.match(rf"step 2: rank {r} timed out in the {rounds} after waiting ([0-9.]+) s ", said)
+            assert err["kind"] == "Timeout" and m, f"killed, rank {r}: {err}"
+            assert KILL_TIMEOUT <= float(m.group(2)) <= elapsed + 0.05, f"killed, rank {r}: {elapsed:.3g} s: {said}"
+    assert at_once, "no rank saw the killed rank's connection close"
+    if world == 2:
+        assert at_once == [0]
+
+
+def test_the_round_helpers_docstring_examples_run():
+    """microbatch._step's examples: the settings round, the words of a failed collective."""
+    import doctest
+
+    import microbatch._step
+
+    result = doctest.testmod(microbatch._step, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0, result
 
 
 def test_the_stream_docstring_examples_run():
