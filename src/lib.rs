@@ -98,8 +98,10 @@
 //! - `serde`: `Serialize` and `Deserialize` on the result types. Reading a
 //!   packing, a partition or a plan is checked: an inconsistent document is
 //!   an error that names what is wrong, never a value that panics later.
-//! - `scenarios` (default): the `scenario` module, seeded batch generators
-//!   built on `rand`, `rand_distr` and `rand_pcg`; implies `std`.
+//! - `scenarios` (off by default): the `scenario` module, seeded batch
+//!   generators built on `rand`, `rand_distr` and `rand_pcg`, for the
+//!   examples, the benches and experiments; implies `std`. Without it the
+//!   crate's only dependencies are `ordered-float` and `smallvec`.
 #![no_std]
 #![deny(missing_docs)]
 #![warn(
