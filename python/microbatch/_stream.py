@@ -36,9 +36,11 @@ decoded, the settings or plans differ, a stream ends early under
 and every rank raises the same :class:`StreamError` (or
 :class:`PlanMismatchError`): no rank is left waiting in a collective, and a
 step is yielded on every rank or on none. A rank whose process ends (killed,
-crashed) makes the others raise :class:`StreamError` kind ``"Communication"``
-as soon as their collective sees its connection close, saying so and how long
-they waited; a rank that hangs, kind ``"Timeout"`` after ``timeout=``. See
+crashed) makes the ranks that talk to it in their next collective raise
+:class:`StreamError` kind ``"Communication"`` as soon as they see its
+connection close, saying so and how long they waited (in larger groups, a
+rank waiting on one of those times out); a rank that hangs makes the others
+raise kind ``"Timeout"`` after ``timeout=``, saying it timed out. See
 :class:`BalancedStream` for the epoch-end policy, the devices and the timeout.
 """
 
@@ -642,19 +644,25 @@ class BalancedStream:
     an :class:`~microbatch.OversizeError`, is raised as it is). No rank
     waits longer than the slowest rank takes to reach that round. A rank
     that stops without raising inside the stream is seen by the others at
-    their next collective: where its process ended (killed, crashed, or
-    exited after failing in the training loop between steps) its
-    connections close, and the others raise :class:`StreamError` kind
-    ``"Communication"`` as soon as the backend sees that (under gloo on one
-    machine, within a fraction of a second; the message says the connection
-    to another rank closed and how long this rank waited); where it is
+    their next collective, each raising :class:`StreamError` on its own
+    (not through a status round) with the collective, what happened and the
+    seconds it waited in the message. Where its process ended (killed,
+    crashed, or exited after failing in the training loop between steps)
+    its connections close: the ranks whose part of the collective talks to
+    it raise kind ``"Communication"`` as soon as the backend sees that
+    (under gloo on one machine, within a fraction of a second; the message
+    says the connection to another rank closed), while in a group of more
+    than 2 ranks a rank that waits on one of those (gloo's all-gather is a
+    ring) raises kind ``"Timeout"`` after ``timeout`` seconds. Where it is
     alive but does not come (hung, or stopped iterating while the others go
     on: stop every rank at the same step) or its machine vanished without
-    closing its connections, they raise kind ``"Timeout"`` after
+    closing its connections, the others raise kind ``"Timeout"`` after
     ``timeout`` seconds (the message says it timed out). After either, the
-    process group cannot be used any more. No sample is dropped or trained
-    twice: a step is either yielded on every rank or raises on every rank
-    (the confirm round comes after the exchange).
+    process group cannot be used any more: set ``timeout`` to what a step
+    may take at most, so that every rank stops soon after a failure. No
+    sample is dropped or trained twice: a step is either yielded on every
+    rank or raises on every rank (the confirm round comes after the
+    exchange).
 
     Per pass: the settings round. Per step: three ``all_gather`` (the header: 7 words + 1 KiB + 9 words a
     sample it may read per rank, holding the metadata of the samples read,
