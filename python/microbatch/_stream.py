@@ -621,7 +621,7 @@ class BalancedStream:
 
     Settings: before its first read of each pass, every rank sends the
     settings that shape the stream's collectives in one ``all_gather`` of
-    16 words + 1 KiB, the same size whatever they are: the version of the
+    17 words + 1 KiB, the same size whatever they are: the version of the
     stream's protocol, ``samples_per_rank`` (it sizes the header round),
     ``uneven`` (it decides where a rank raises when a stream ends), the
     planner (its ``repr``, or its type's name when the ``repr`` holds an
@@ -664,13 +664,13 @@ class BalancedStream:
     rank or raises on every rank (the confirm round comes after the
     exchange).
 
-    Per pass: the settings round. Per step: three ``all_gather`` (the header: 7 words + 1 KiB + 9 words a
-    sample it may read per rank, holding the metadata of the samples read,
-    5 words a sample + 1 word an image, and a second ``all_gather`` of the
-    metadata alone only when a rank's read holds more than 4 images a
-    sample on average; the fingerprints and the confirmation, 2 and 1 words
-    + 1 KiB) and one ``all_to_all_single``
-    carrying the moved samples' bytes; planning is the planner's (every rank
+    Per pass: the settings round (17 words + 1 KiB per rank). Per step:
+    three ``all_gather`` (the header: 7 words + 1 KiB + 9 words a sample it
+    may read per rank, holding the metadata of the samples read, 5 words a
+    sample + 1 word an image, and a second ``all_gather`` of the metadata
+    alone only when a rank's read holds more than 4 images a sample on
+    average; the fingerprints and the confirmation, 2 and 1 words + 1 KiB)
+    and one ``all_to_all_single`` carrying the moved samples' bytes; planning is the planner's (every rank
     plans the whole step); encoding is O(the bytes sent), one copy of them;
     decoding O(the received samples' header words), no copy. Memory: two
     steps' samples on this rank (the one being trained and the one read
