@@ -27,6 +27,16 @@ from microbatch.torch import summed_loss  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: these models are tiny, and on a loaded machine threads only wait for each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 VOCAB = 64
 IMAGE, VIDEO, START, END = 60, 61, 62, 63
 TEXT = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -266,8 +276,8 @@ def test_the_probe_catches_a_collator_that_leaves_the_cache_on(monkeypatch):
     model = build("qwen2")
     original = PackedCollator._pack
 
-    def leaky(self, docs, present):
-        batch = original(self, docs, present)
+    def leaky(self, docs, present, *args):
+        batch = original(self, docs, present, *args)
         del batch["use_cache"]
         return batch
 
@@ -381,20 +391,18 @@ def test_samples_the_model_would_refuse_are_named():
     assert e.value.item == 0
 
 
-def test_a_vision_model_the_collator_cannot_pad_says_what_to_pass():
+def test_a_padding_sample_is_the_padding_document_and_carries_an_image():
+    """Made with pad_images=False, an image-less micro-batch gets no image; a padding_sample given is the padding
+    document (its image included); one without an image is refused when the collator is made."""
     model = build("qwen2-vl")
     config = model.config
-    c = PackedCollator(config)
-    c._grid = False  # as for a vision layout without image_grid_thw (LLaVA-style)
-    with pytest.raises(microbatch.SettingError, match="padding_sample") as e:
-        c(samples(True, images=(0,)))
-    assert e.value.item == "padding_sample"
-    pad = samples(True, images=(1,))[0]
-    c2 = PackedCollator(config, padding_sample=pad)
-    c2._grid = False
-    b = c2(samples(True, images=(0,)))
-    assert torch.equal(b["pixel_values"], pad["pixel_values"]) and bool((b["labels"][0, -len(pad["labels"]):] == -100).all())
     assert PackedCollator(config, pad_images=False)(samples(True, images=(0,))).get("pixel_values") is None
+    pad = samples(True, images=(1,))[0]
+    b = PackedCollator(config, padding_sample=pad)(samples(True, images=(0,)))
+    assert torch.equal(b["pixel_values"], pad["pixel_values"]) and bool((b["labels"][0, -len(pad["labels"]):] == -100).all())
+    with pytest.raises(microbatch.SettingError, match="no image") as e:  # a padding sample without an image: said now
+        PackedCollator(config, padding_sample={"input_ids": [1, 2]})
+    assert e.value.item == "padding_sample"
 
 
 def test_settings_and_inputs_that_are_not_models_or_samples():
@@ -510,8 +518,8 @@ def test_other_families_through_what_the_collator_reads_from_the_model(name):
     assert all(p.grad is not None for p in model.parameters())
 
 
-def test_a_vision_model_of_another_layout_gets_a_padding_image_found_by_the_probe():
-    """LLaVA (pixel_values (n, 3, H, W), no grid): the probe sizes a padding image by running the vision tower."""
+def test_a_vision_model_of_another_layout_gets_a_padding_image_when_the_collator_is_made():
+    """LLaVA (pixel_values (n, 3, H, W), no grid): the collator sizes a padding image by running the vision tower."""
     if getattr(transformers, "LlavaConfig", None) is None:
         pytest.skip("this transformers has no LLaVA")
     torch.manual_seed(0)

@@ -98,9 +98,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .collate import ITEM_KEYS, TOKEN_KEYS, PackedCollator, PackingError
+from .collate import ITEM_KEYS, TOKEN_KEYS, LayerMasks, PackedCollator, PackingError
 
-__all__ = ["PackedCollator", "PackingError", "TOKEN_KEYS", "ITEM_KEYS", "BalancedTrainer", "LOSS_SCALE_KEY"]
+__all__ = [
+    "PackedCollator", "PackingError", "LayerMasks", "TOKEN_KEYS", "ITEM_KEYS", "BalancedTrainer", "LOSS_SCALE_KEY",
+]
 
 
 def __getattr__(name: str) -> Any:
