@@ -120,6 +120,8 @@ __all__ = [
     "PlanMismatchError",
     "collate_packed",
     "loss_tokens",
+    "sample_tokens",
+    "VISION_KEY_PREFIXES",
     "summed_loss",
     "verify_plans",
 ]
@@ -1246,6 +1248,116 @@ def collate_packed(
                 aligned[j] = v
             out[k] = aligned
     return out
+
+
+#: The sample keys that carry images or videos (a key starting with one of
+#: these): a sample holding one must have its image tokens counted
+#: (:func:`sample_tokens`).
+VISION_KEY_PREFIXES: Tuple[str, ...] = ("pixel_", "image", "video")
+
+
+def sample_tokens(
+    sample: Mapping[str, Any],
+    *,
+    placeholders: Sequence[int] = (),
+    image_keys: Optional[Sequence[str]] = None,
+    ignore_index: int = IGNORE_INDEX,
+    index: Any = None,
+) -> Tuple[int, List[int], int]:
+    """One sample's planner metadata ``(text_tokens, image_tokens, loss_tokens)``, read from the sample as a processor makes it.
+
+    The row a :class:`BalancedBatchSampler` metadata callable returns, for a
+    vision-language model of any family whose processor expands each image
+    (or video) into placeholder tokens in ``input_ids`` (LLaVA, InternVL,
+    Qwen2-VL, Gemma 3, Idefics3, Mistral3, ...):
+
+    - ``image_tokens``: each run of consecutive placeholder tokens (tokens
+      whose id is in ``placeholders``, one id repeated) is one image, its
+      length the image's tokens. A run is what the processor marks apart:
+      an image, or a tile, a frame or a row where the family's processor
+      puts other tokens between them (Idefics3's tiles, Qwen3-VL's frames,
+      Pixtral's rows): their sum is the sample's image tokens either way,
+      and the vision cost is planned per run.
+    - ``text_tokens``: the other tokens of ``input_ids``.
+    - ``loss_tokens``: :func:`loss_tokens` of ``labels`` (of ``input_ids``
+      when the sample has no labels).
+
+    ``placeholders`` are the model's image and video placeholder token ids
+    (for a transformers model, ``microbatch.hf.trainer.placeholder_ids(model)``
+    reads them from its config).
+
+    Args:
+        sample: a dict with ``input_ids`` (``(L,)`` or ``(1, L)``) and
+            optionally ``labels`` and the processor's image inputs.
+        placeholders: the placeholder token ids; empty for a text model.
+        image_keys: the sample keys that carry images; ``None``: every key
+            starting with one of :data:`VISION_KEY_PREFIXES`.
+        ignore_index: the label value without loss.
+        index: the sample's dataset index, named by the errors.
+
+    Raises:
+        InputError: the sample holds images (a key of ``image_keys``, such
+            as ``pixel_values``, that is not ``None``) but no
+            placeholder id is given, or none of its ``input_ids`` is a
+            placeholder (a sample whose images were not expanded into
+            placeholders by the processor): its image tokens cannot be
+            counted, and it is never planned as text. Give the metadata
+            yourself then.
+        DtypeError: ``input_ids`` or ``labels`` of the wrong shape or dtype.
+
+    >>> from microbatch.torch import sample_tokens
+    >>> import torch
+    >>> IMAGE = 9   # the model's image placeholder id (config.image_token_id)
+    >>> s = {"input_ids": [1, 5] + [IMAGE] * 4 + [6, 7] + [IMAGE] * 2,
+    ...      "pixel_values": torch.zeros(2, 3, 8, 8), "labels": [-100] * 8 + [7, 8]}
+    >>> sample_tokens(s, placeholders=[IMAGE])
+    (4, [4, 2], 2)
+    >>> sample_tokens(s)   # the image tokens cannot be counted  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    microbatch.errors.InputError: the sample holds images (pixel_values) but no image placeholder token id is known, ...
+    >>> sample_tokens({"input_ids": [1, 2, 3]})   # text
+    (3, [], 2)
+    """
+    where = "the sample" if index is None else f"sample {index}"
+    item = "input_ids" if index is None else index
+    if not isinstance(sample, Mapping) or "input_ids" not in sample:
+        raise InputError(f"{where} is not a dict with 'input_ids' ({type(sample).__name__})", item=item)
+    ids = _tokens(sample["input_ids"], f"{where}'s input_ids", item)
+    vision = sorted(
+        k for k, v in sample.items()
+        if isinstance(k, str) and v is not None
+        and (k.startswith(VISION_KEY_PREFIXES) if image_keys is None else k in image_keys)
+    )
+    images: List[int] = []
+    known = sorted({int(p) for p in placeholders})
+    if known and ids.numel():
+        mask = torch.isin(ids, torch.tensor(known, dtype=ids.dtype))
+        if bool(mask.any()):
+            # A run starts at a placeholder after a non-placeholder or after another placeholder id.
+            start = mask.clone()
+            start[1:] &= ~mask[:-1] | (ids[1:] != ids[:-1])
+            run = torch.cumsum(start.long(), 0)[mask] - 1
+            images = torch.bincount(run).tolist()
+    if vision and not images:
+        if not known:
+            raise InputError(
+                f"{where} holds images ({', '.join(vision)}) but no image placeholder token id is known, so its "
+                "image tokens cannot be counted: pass placeholders= (the model config's image_token_id / "
+                "image_token_index, video_token_id / video_token_index), or give the metadata yourself "
+                "(text_tokens= and image_tokens=)",
+                item=item,
+            )
+        raise InputError(
+            f"{where} holds images ({', '.join(vision)}) but none of its {ids.numel()} input_ids is an image "
+            f"placeholder (ids {known}): its input_ids must hold the placeholders as the model's processor "
+            "expands them (one a token of each image), or give the metadata yourself (text_tokens= and "
+            "image_tokens=)",
+            item=item,
+        )
+    labels = sample.get("labels")
+    target = ids if labels is None else _tokens(labels, f"{where}'s labels", item)
+    return int(ids.numel()) - sum(images), images, loss_tokens(target, ignore_index=ignore_index)
 
 
 def loss_tokens(labels: Any, *, ignore_index: int = IGNORE_INDEX) -> int:

@@ -48,9 +48,26 @@ metadata the planner needs is read from the dataset):
 
 Under ``torchrun`` (DDP) the same script trains on every rank's balanced
 micro-batches; ``python/examples/train_hf_vlm.py --trainer`` runs a tiny
-Qwen2-VL that way. Every parameter gets a gradient on every rank (the
-collator pads empty and image-less micro-batches), so
-``ddp_find_unused_parameters=False`` is safe and spares DDP its search.
+Qwen2-VL that way.
+
+**Unused parameters under DDP.** The collator pads empty and image-less
+micro-batches (a padding document, a padding image), so every parameter
+that a micro-batch with an image reaches gets a gradient on every rank, in
+every micro-step. ``ddp_find_unused_parameters=False`` (which spares DDP its
+search) is safe only when that is every trainable parameter: true of the
+Qwen2-VL family and InternVL, not of LLaVA with a CLIP tower (its features
+are read from ``vision_feature_layer=-2``: the last layer and
+``post_layernorm`` never get a gradient, with or without images) nor of a
+SigLIP tower with ``vision_use_head=True`` (its pooling head). With
+``ddp_find_unused_parameters=False`` (or Trainer's default under activation
+checkpointing, which then turns the search off, with several processes)
+``BalancedTrainer`` checks this at construction with
+:func:`unused_parameters` (one forward and backward of the padding
+micro-batch) and raises :class:`microbatch.SettingError` naming the
+parameters, instead of DDP's "Expected to have finished reduction" at the
+first step: freeze them (``requires_grad_(False)``: the update is the same,
+they never get a gradient) or leave ``ddp_find_unused_parameters`` at
+``None``/``True``. Trainer's default without checkpointing lets DDP search.
 
 Not supported: an ``IterableDataset`` (a step is planned from the whole
 global batch, so the dataset needs ``__len__``); ``sync="step"`` assumes
@@ -63,6 +80,8 @@ each micro-batch's mark, but is not tested here.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import operator
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
@@ -71,10 +90,10 @@ import transformers
 from ..cost import _either
 from ..errors import InputError, SettingError
 from ..plan import NORMALIZATIONS
-from ..torch import BalancedBatchSampler, loss_tokens, summed_loss
+from ..torch import VISION_KEY_PREFIXES, BalancedBatchSampler, sample_tokens, summed_loss
 from .collate import PackedCollator
 
-__all__ = ["BalancedTrainer", "LOSS_SCALE_KEY"]
+__all__ = ["BalancedTrainer", "LOSS_SCALE_KEY", "placeholder_ids", "PLACEHOLDER_ATTRIBUTES"]
 
 #: The batch key that carries a training micro-batch's loss scale and place in
 #: the plan from the sampler to :meth:`BalancedTrainer.compute_loss` (removed
@@ -150,12 +169,122 @@ class _MarkedCollator:
         return batch
 
 
-def _image_tokens(sample: Mapping[str, Any], merge: Optional[int]) -> List[int]:
-    grid = sample.get("image_grid_thw")
-    if grid is None or merge is None:
+#: The config attributes that name image and video placeholder token ids, read
+#: on the config and on its text config by :func:`placeholder_ids`.
+PLACEHOLDER_ATTRIBUTES: Tuple[str, ...] = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
+
+
+def placeholder_ids(model_or_config: Any) -> Tuple[int, ...]:
+    """The image and video placeholder token ids of a transformers model (or config), sorted.
+
+    Read from the attributes :data:`PLACEHOLDER_ATTRIBUTES` of the config and
+    of its text config (``get_text_config()``); an attribute that is absent,
+    ``None`` or negative names nothing. Empty for a text model, and for a
+    vision-language model whose config names no placeholder (then
+    :func:`microbatch.torch.sample_tokens` refuses its samples with images
+    rather than planning them as text).
+
+    >>> import transformers
+    >>> from microbatch.hf.trainer import placeholder_ids
+    >>> placeholder_ids(transformers.LlavaConfig(image_token_index=32000))
+    (32000,)
+    >>> placeholder_ids(transformers.Qwen2VLConfig(image_token_id=151655, video_token_id=151656))
+    (151655, 151656)
+    >>> placeholder_ids(transformers.LlamaConfig())
+    ()
+    """
+    config = getattr(model_or_config, "config", model_or_config)
+    sources = [config]
+    get_text = getattr(config, "get_text_config", None)
+    if callable(get_text):
+        try:
+            text = get_text()
+        except Exception:  # noqa: BLE001 - a config without a usable text config: the outer one only
+            text = None
+        if text is not None and text is not config:
+            sources.append(text)
+    found = set()
+    for c in sources:
+        for name in PLACEHOLDER_ATTRIBUTES:
+            v = getattr(c, name, None)
+            if isinstance(v, bool) or v is None:
+                continue
+            try:
+                v = operator.index(v)
+            except TypeError:
+                continue
+            if v >= 0:
+                found.add(v)
+    return tuple(sorted(found))
+
+
+def unused_parameters(model: torch.nn.Module, batch: Optional[Mapping[str, Any]] = None) -> List[str]:
+    """The names of ``model``'s trainable parameters that a training micro-batch leaves without a gradient.
+
+    DDP without its search for unused parameters
+    (``ddp_find_unused_parameters=False``, or Trainer's default under
+    activation checkpointing) needs every trainable parameter to get a
+    gradient in every backward, and stops otherwise ("Expected to have
+    finished reduction in the prior iteration"). The collator's padding
+    makes that hold for empty and image-less micro-batches, but some
+    families have parameters that never take part in the forward, with or
+    without images: a vision tower's layers after the one its features are
+    read from (LLaVA's CLIP tower with ``vision_feature_layer=-2``: its last
+    layer and ``post_layernorm``), a pooling head the model does not read
+    (SigLIP with ``vision_use_head=True``). Freeze those
+    (``requires_grad_(False)``: the update is unchanged, they never get a
+    gradient) or let DDP search.
+
+    Runs ``model`` once in training mode, forward and backward, on ``batch``
+    (a packed micro-batch; ``None``: the padding micro-batch of
+    ``PackedCollator(model)``, one padding document with a padding image
+    for a vision-language model): the backward is taken with
+    ``torch.autograd.grad``, so no ``.grad`` is written, and the random
+    number generators are restored. Under FSDP or DeepSpeed ZeRO-3 the
+    forward is a collective: call it on every rank, or not at all.
+
+    >>> import transformers
+    >>> from microbatch.hf.trainer import unused_parameters
+    >>> config = transformers.LlavaConfig(
+    ...     vision_config=dict(model_type="clip_vision_model", hidden_size=16, intermediate_size=32,
+    ...                        num_hidden_layers=2, num_attention_heads=2, image_size=8, patch_size=2),
+    ...     text_config=dict(model_type="llama", vocab_size=64, hidden_size=16, intermediate_size=32,
+    ...                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1),
+    ...     image_token_index=60, image_seq_length=16)
+    >>> model = transformers.LlavaForConditionalGeneration(config)
+    >>> unused = unused_parameters(model)   # vision_feature_layer=-2: the last CLIP layer, post_layernorm
+    >>> [n for n in unused if "layers.1." not in n]
+    ['model.vision_tower.post_layernorm.weight', 'model.vision_tower.post_layernorm.bias']
+    >>> len(unused)   # and the 16 tensors of the last layer, model.vision_tower.encoder.layers.1
+    18
+    >>> for name in unused:
+    ...     _ = model.get_parameter(name).requires_grad_(False)
+    >>> unused_parameters(model)
+    []
+    """
+    if batch is None:
+        batch = PackedCollator(model)([])
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not named:
         return []
-    g = torch.as_tensor(grid).reshape(-1, 3)
-    return [int(v) // (merge * merge) for v in g.prod(-1).tolist()]
+    device = named[0][1].device
+    inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items() if k != LOSS_SCALE_KEY}
+    labels = inputs.pop("labels", None)
+    was_training = model.training
+    cuda = sorted({p.device.index or 0 for _, p in named if p.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):
+        model.train()
+        try:
+            out = model(**inputs)
+            logits: Any = out.get("logits") if isinstance(out, Mapping) else getattr(out, "logits", out)
+            if labels is not None:
+                loss = summed_loss(logits, {**inputs, "labels": labels}, "token")
+            else:
+                loss = logits.sum() * 0.0
+            grads = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
+        finally:
+            model.train(was_training)
+    return [n for (n, _), g in zip(named, grads) if g is None]
 
 
 class BalancedTrainer(transformers.Trainer):
@@ -168,13 +297,21 @@ class BalancedTrainer(transformers.Trainer):
         text_tokens, image_tokens, loss_tokens: the training samples'
             metadata, as :class:`microbatch.torch.BalancedBatchSampler` takes
             it (``text_tokens`` may be a callable ``meta(index) -> (text,
-            images[, loss])``). ``None``: read from ``train_dataset`` once, on
-            the first epoch: ``len(input_ids)`` minus the image tokens, the
-            image tokens from ``image_grid_thw`` and the vision config's
-            ``spatial_merge_size`` (the Qwen2-VL family), the loss tokens
-            from ``labels`` (:func:`microbatch.torch.loss_tokens`). Give them
-            when reading a sample is costly (images decoded in
-            ``__getitem__``) or the model is of another layout.
+            images[, loss])``). ``None``: read from ``train_dataset`` once
+            per sample, when its step is first planned, by
+            :func:`microbatch.torch.sample_tokens` with the model's
+            :func:`placeholder_ids`: each run of the config's image or video
+            placeholder tokens in ``input_ids`` is one image, the rest of
+            ``input_ids`` is text, the loss tokens are those of ``labels``.
+            This holds for every family whose processor expands an image
+            into placeholder tokens (LLaVA, InternVL, Qwen2-VL, Gemma 3,
+            ...); a sample with images (a key of the model's forward such
+            as ``pixel_values``) whose tokens cannot be counted that way (no
+            placeholder id in the config, or none in its ``input_ids``)
+            raises :class:`microbatch.InputError` when its step is planned,
+            never planned as text. Give them when reading a sample is costly
+            (images decoded in ``__getitem__``) or the model is of another
+            layout.
         seq_len: the packed sequence length (tokens of one micro-batch).
         cost_model: the planner's cost model (a preset name such as
             ``"qwen2.5-vl-7b"``, ``"costs"``, or a model of :mod:`microbatch.cost`).
@@ -209,7 +346,13 @@ class BalancedTrainer(transformers.Trainer):
             (at the first batch of each epoch). Planning errors (a sample
             longer than ``seq_len``, a batch that does not fit in
             ``gradient_accumulation_steps`` micro-steps) are the planner's,
-            raised when the epoch is planned.
+            raised when the epoch is planned. At construction, when DDP runs
+            without its search for unused parameters and the collator is a
+            :class:`PackedCollator`: trainable parameters that a padding
+            micro-batch leaves without a gradient (see "Unused parameters
+            under DDP" in :mod:`microbatch.hf.trainer`).
+        InputError: a training sample whose image tokens cannot be counted
+            (see ``text_tokens``), when its step is planned.
 
     Example: see :mod:`microbatch.hf.trainer`.
     """
@@ -259,14 +402,76 @@ class BalancedTrainer(transformers.Trainer):
             model=cost_model, global_batch_size=global_batch_size, sync=sync, **settings,
         )
         self.balanced_sampler: Optional[BalancedBatchSampler] = None
+        if self._ddp_without_search():
+            self._check_every_parameter_trains()
+
+    # --- DDP without the search for unused parameters ---------------------------
+
+    def _ddp_without_search(self) -> bool:
+        """Whether DDP will run (or was asked to run) without its search for unused parameters:
+        ``ddp_find_unused_parameters=False``, or Trainer's default (``None``) under activation
+        checkpointing with more than one process; never under FSDP or DeepSpeed."""
+        args = self.args
+        if getattr(self, "is_fsdp_enabled", False) or getattr(self, "is_deepspeed_enabled", False):
+            return False
+        if args.ddp_find_unused_parameters is not None:
+            return args.ddp_find_unused_parameters is False
+        checkpointing = bool(
+            getattr(self.model, "is_activation_checkpointing", False)
+            or getattr(self.model, "is_gradient_checkpointing", False)
+            or getattr(args, "activation_checkpointing", False)
+            or getattr(args, "gradient_checkpointing", False)
+        )
+        return checkpointing and int(args.world_size) > 1
+
+    def _check_every_parameter_trains(self) -> None:
+        """:func:`unused_parameters` on the collator's padding micro-batch; a :class:`SettingError` naming
+        the parameters DDP would stop on (only with a :class:`PackedCollator`: another collator's
+        batches are its own)."""
+        collator = self.data_collator
+        model = self.model
+        if not isinstance(collator, PackedCollator) or model is None:
+            return
+        try:
+            batch = collator([])
+        except SettingError as e:
+            raise SettingError(
+                f"DDP runs without its search for unused parameters (ddp_find_unused_parameters=False, or "
+                f"activation checkpointing), and BalancedTrainer checks on a padding micro-batch that every "
+                f"trainable parameter gets a gradient, but the collator cannot build one: {e}",
+                item="ddp_find_unused_parameters",
+            ) from e
+        unused = unused_parameters(model, batch)
+        if unused:
+            shown = ", ".join(unused[:8]) + (f", ... ({len(unused)} in all)" if len(unused) > 8 else "")
+            raise SettingError(
+                f"DDP runs without its search for unused parameters (ddp_find_unused_parameters=False, or "
+                f"activation checkpointing), but {len(unused)} trainable parameters of "
+                f"{type(model).__name__} get no gradient from a training micro-batch (probed with the "
+                f"collator's padding micro-batch{', with an image' if collator.vision else ''}): {shown}. DDP "
+                "would stop at the first backward ('Expected to have finished reduction'). They never take "
+                "part in the forward (a vision tower's layers after its vision_feature_layer, its final norm, "
+                "a pooling head the model does not read): freeze them before building the trainer (for name "
+                "in microbatch.hf.trainer.unused_parameters(model): model.get_parameter(name)."
+                "requires_grad_(False); the update is unchanged, they never get a gradient), or let DDP "
+                "search (ddp_find_unused_parameters=True)",
+                item=unused[0],
+            )
 
     # --- the training data -----------------------------------------------------
 
     def _metadata(self, dataset: Any) -> Callable[[int], Tuple[int, List[int], int]]:
-        config = getattr(self.model, "config", None)
-        vision = getattr(config, "vision_config", None)
-        merge = getattr(vision, "spatial_merge_size", None)
-        merge = int(merge) if merge is not None else None
+        placeholders = placeholder_ids(self.model)
+        # The sample keys that reach the model: with remove_unused_columns, the forward's named
+        # parameters (Trainer drops the rest); the image keys among them mark a sample with images.
+        image_keys: Optional[List[str]] = None
+        if self.args.remove_unused_columns:
+            try:
+                params = inspect.signature(self.model.forward).parameters  # type: ignore[union-attr]
+            except (TypeError, ValueError):
+                params = None  # type: ignore[assignment]
+            if params is not None:
+                image_keys = [k for k in params if k.startswith(VISION_KEY_PREFIXES)]
 
         def meta(i: int) -> Tuple[int, List[int], int]:
             s = dataset[i]
@@ -276,17 +481,7 @@ class BalancedTrainer(transformers.Trainer):
                     "(and image_tokens=, loss_tokens=)",
                     item=i,
                 )
-            images = _image_tokens(s, merge)
-            labels = s.get("labels")
-            ids = torch.as_tensor(s["input_ids"]).reshape(-1)
-            text = int(ids.shape[0]) - sum(images)
-            if text < 0:
-                raise InputError(
-                    f"train_dataset[{i}] has {ids.shape[0]} input_ids but {sum(images)} image tokens by its "
-                    "image_grid_thw: give BalancedTrainer text_tokens= and image_tokens=",
-                    item=i,
-                )
-            return text, images, loss_tokens(ids if labels is None else torch.as_tensor(labels).reshape(-1))
+            return sample_tokens(s, placeholders=placeholders, image_keys=image_keys, index=i)
 
         return meta
 
