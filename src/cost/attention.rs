@@ -14,9 +14,8 @@ use crate::error::Error;
 /// | [`Dense`](AttentionKernel::Dense) | `sdpa` and `eager` attention on packed rows (a 4-D block mask, or none): the kernel computes every pair of the row and masks afterwards | `(sum T_i)^2` ([`Term::RowAttention`](super::Term::RowAttention)) |
 ///
 /// Under a dense kernel a packed row costs more than its documents run
-/// one by one (a row of 2,048 tokens measured 1.6x-1.7x on CPU with
-/// transformers' sdpa), so a varlen model under-predicts packed rows and
-/// balances them wrongly. [`Linear::preset_with`](super::Linear::preset_with)
+/// one by one, so a varlen model under-predicts packed rows and balances
+/// them wrongly. [`Linear::preset_with`](super::Linear::preset_with)
 /// writes a preset for either.
 ///
 /// # Examples

@@ -42,7 +42,7 @@ use crate::num::{Item, Size, SizeOps};
 /// subtree knowing the least load of its bins in every other dimension: a
 /// query skips every subtree without room and, with two dimensions, finds
 /// the best bin in O(log n) expected time (O(n log n) in all, O(n) extra
-/// space; 50,000 items in about 10 ms, see `benches/pack.rs`). The tree's
+/// space). The tree's
 /// priorities are a fixed hash of the bin number, so the expectation holds
 /// for any input not built against that hash; its operations are iterative,
 /// so no input can overflow the stack. With three or more dimensions the

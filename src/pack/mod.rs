@@ -49,8 +49,8 @@
 //!   per item in the worst case (first-fit beyond its groups, best fit with
 //!   three or more dimensions).
 //!
-//! The benchmarks (`benches/pack.rs`, figures in the repository's
-//! `BENCHMARKS.md`) measure both cases on (tokens, tiles) samples.
+//! The repository's `BENCHMARKS.md` times the grouped paths on (tokens,
+//! tiles) samples against sorting the same keys.
 //!
 //! # Errors
 //!

@@ -56,11 +56,8 @@ use super::steps;
 ///
 /// For `k = 2` the larger part is at most 7/6 of the optimum (Fischetti &
 /// Martello 1987); for `k > 2` it is within `4/3 - 1/(3k)` (Michiels et al.
-/// 2007). On random instances it is almost always at least as good as LPT:
-/// on the 2000 seeded instances of the test `kk_vs_lpt_majority` (k in
-/// 2..=16, 8 to 32 items per part, integer sizes uniform in 1..=1000) its
-/// largest part is at most LPT's on 99.7% and smaller on 98.7%; the test
-/// fails below 99.5% and 98.5% (see the module docs).
+/// 2007). On random instances it is almost always at least as good as LPT,
+/// though not always (see the module docs, "KK against LPT").
 ///
 /// # References
 ///
