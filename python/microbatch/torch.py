@@ -402,6 +402,11 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
             when its step is planned; the row stays unread, so planning the
             step again calls the callable again. With ``plan_ahead`` it may be
             called from the planning thread (never from two threads at once).
+            For samples as a transformers processor makes them, of any
+            vision-language family, ``lambda i: sample_tokens(dataset[i],
+            placeholders=ids)`` is such a callable (:func:`sample_tokens`;
+            ``ids = microbatch.hf.trainer.placeholder_ids(model)``): each
+            sample is planned with its image tokens, or refused.
         image_tokens: each index's images as token counts (a list of 1-D
             arrays, or ``(values, offsets)``: see :meth:`microbatch.Planner.plan`);
             ``None``: no images.
@@ -1303,7 +1308,9 @@ def sample_tokens(
             placeholders by the processor): its image tokens cannot be
             counted, and it is never planned as text. Give the metadata
             yourself then.
-        DtypeError: ``input_ids`` or ``labels`` of the wrong shape or dtype.
+        DtypeError: ``input_ids`` or ``labels`` of the wrong shape or dtype
+            (``labels`` of another length than ``input_ids``), placeholders
+            that are not integers.
 
     >>> from microbatch.torch import sample_tokens
     >>> import torch
@@ -1330,7 +1337,10 @@ def sample_tokens(
         and (k.startswith(VISION_KEY_PREFIXES) if image_keys is None else k in image_keys)
     )
     images: List[int] = []
-    known = sorted({int(p) for p in placeholders})
+    try:
+        known = sorted({operator.index(p) for p in placeholders})
+    except TypeError:
+        raise DtypeError(f"placeholders must be token ids (integers), got {placeholders!r}", item="placeholders") from None
     if known and ids.numel():
         mask = torch.isin(ids, torch.tensor(known, dtype=ids.dtype))
         if bool(mask.any()):
@@ -1357,6 +1367,10 @@ def sample_tokens(
         )
     labels = sample.get("labels")
     target = ids if labels is None else _tokens(labels, f"{where}'s labels", item)
+    if target.shape != ids.shape:
+        raise DtypeError(
+            f"{where} has {target.numel()} labels but {ids.numel()} input_ids: give one label a token", item=item
+        )
     return int(ids.numel()) - sum(images), images, loss_tokens(target, ignore_index=ignore_index)
 
 

@@ -112,8 +112,13 @@ def test_image_tokens_that_cannot_be_counted_are_an_error_never_text(tmp_path):
     with pytest.raises(microbatch.InputError, match=r"none of its 3 input_ids is an image placeholder \(ids \[60\]\)"):
         sample_tokens(image, placeholders=[60])
     assert sample_tokens(image, placeholders=[60], image_keys=()) == (3, [], 2)  # the key is not an image key
-    with pytest.raises(microbatch.DtypeError):
-        sample_tokens({"input_ids": torch.ones(2, 3, dtype=torch.long)})
+    for bad, words in (({"input_ids": torch.ones(2, 3, dtype=torch.long)}, "must be 1-D"),
+                       ({"input_ids": [1.5, 2.0]}, "must hold integers"),
+                       ({"input_ids": [1, 2], "labels": [2]}, "1 labels but 2 input_ids")):
+        with pytest.raises(microbatch.DtypeError, match=words):
+            sample_tokens(bad, placeholders=[60])
+    with pytest.raises(microbatch.DtypeError, match="placeholders must be token ids"):
+        sample_tokens({"input_ids": [1, 2]}, placeholders=["<image>"])
 
     # The trainer: a LLaVA whose config names no placeholder plans nothing as text.
     model = V.build("llava")

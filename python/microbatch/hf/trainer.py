@@ -462,16 +462,22 @@ class BalancedTrainer(transformers.Trainer):
 
     def _metadata(self, dataset: Any) -> Callable[[int], Tuple[int, List[int], int]]:
         placeholders = placeholder_ids(self.model)
-        # The sample keys that reach the model: with remove_unused_columns, the forward's named
-        # parameters (Trainer drops the rest); the image keys among them mark a sample with images.
+        # The sample keys that reach the model: with remove_unused_columns, Trainer's signature
+        # columns (the forward's named parameters, a PEFT model's base model's); the image keys
+        # among them mark a sample with images. Otherwise every key with an image prefix.
         image_keys: Optional[List[str]] = None
         if self.args.remove_unused_columns:
+            columns: Any = None
             try:
-                params = inspect.signature(self.model.forward).parameters  # type: ignore[union-attr]
-            except (TypeError, ValueError):
-                params = None  # type: ignore[assignment]
-            if params is not None:
-                image_keys = [k for k in params if k.startswith(VISION_KEY_PREFIXES)]
+                self._set_signature_columns_if_needed()
+                columns = self._signature_columns
+            except (AttributeError, TypeError, ValueError):
+                try:
+                    columns = list(inspect.signature(self.model.forward).parameters)  # type: ignore[union-attr]
+                except (TypeError, ValueError):
+                    columns = None
+            if columns is not None:
+                image_keys = [k for k in columns if isinstance(k, str) and k.startswith(VISION_KEY_PREFIXES)]
 
         def meta(i: int) -> Tuple[int, List[int], int]:
             s = dataset[i]
