@@ -1282,7 +1282,9 @@ def sample_tokens(
       an image, or a tile, a frame or a row where the family's processor
       puts other tokens between them (Idefics3's tiles, Qwen3-VL's frames,
       Pixtral's rows): their sum is the sample's image tokens either way,
-      and the vision cost is planned per run.
+      and the vision cost is planned per run (so is ``max_images``).
+      Two images with no token between them are one run: give the
+      metadata yourself where that matters.
     - ``text_tokens``: the other tokens of ``input_ids``.
     - ``loss_tokens``: :func:`loss_tokens` of ``labels`` (of ``input_ids``
       when the sample has no labels).
