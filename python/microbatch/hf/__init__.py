@@ -6,11 +6,17 @@
 - :class:`PackedCollator` (the ``collate_fn``) packs a micro-batch into one
   row for ``model(**batch)``, correct for text LMs (Llama, Qwen2, Mistral,
   Gemma, ...: any model that builds its mask with transformers' masking
-  utilities) and for the Qwen2-VL family (multimodal RoPE positions computed
-  per document with the model's own ``get_rope_index``): ``use_cache=False``
+  utilities), for the Qwen2-VL family (multimodal RoPE positions computed
+  per document with the model's own ``get_rope_index``) and for
+  vision-language models of other layouts (Gemma 3, PaliGemma, Idefics3,
+  SmolVLM, Mistral3, LLaVA, LLaVA-Next, InternVL, ...): ``use_cache=False``
   (transformers detects packing only without a cache), positions restarting
-  per document, HF's varlen keys, and padding documents that make empty and
-  image-less micro-batches runnable at zero loss. It probes the model once
+  per document, HF's varlen keys, images of different sizes or counts padded
+  as the processors pad a batch, each document's own attention masks where
+  transformers would build them wrongly for packed documents (Gemma 3 with
+  ``token_type_ids``: a :class:`LayerMasks` in ``attention_mask``), and
+  padding documents that make empty and image-less micro-batches runnable at
+  zero loss. It probes the model once with batches shaped like training's
   and raises :class:`PackingError` if the model would mix packed documents.
 - :func:`microbatch.torch.summed_loss` takes the model's output and the batch:
   ``summed_loss(model(**batch), batch, "token")``.
@@ -71,8 +77,13 @@ row 0 the text positions transformers builds the packed mask from),
 ``image_token_id``/``video_token_id``, and the vision config's
 ``spatial_merge_size``, ``patch_size``, ``temporal_patch_size`` and
 ``in_channels`` (the padding image); for a vision model of another layout,
-the placeholder count of one image of ``vision_config.image_size`` as its
-``get_image_features`` gives it (or ``padding_sample=``).
+the layout its ``get_image_features`` takes and the placeholder count of one
+image of ``vision_config.image_size`` (or ``padding_sample=``); the
+per-token keys its ``forward`` takes and those its
+``create_masks_for_generate`` reads into the attention masks; the text
+config's ``sliding_window`` and ``layer_types`` (the probe's documents
+outgrow a small window, and every kind of layer runs); the first position
+the model numbers a sequence from (PaliGemma: 1).
 
 Example (one process; a tiny Qwen2 from a config, random weights):
 

@@ -710,6 +710,7 @@ class PackedCollator:
         if not callable(features):
             return f"{type(model).__name__} has no get_image_features"
         names, _, required = _params(features)
+        image = int(self.image_token_id)
         device, dtype = _device_dtype(model)
         channels = _as_int(_first(vision, ("num_channels", "in_channels", "in_chans"))) or 3
         h, w = hw
@@ -739,34 +740,50 @@ class PackedCollator:
         target.eval()
         try:
             with torch.no_grad():
-                for layout, px in (("rows", pixels), ("sample", pixels[None])):
-                    for keep in dict.fromkeys((tuple(extras), tuple(k for k in extras if k in required))):
-                        if any(r not in keep and r != "pixel_values" for r in required):
-                            continue
-                        items = with_extras(px, hw, keep)
-                        n = rows(items)
-                        if n > 0:
-                            unit = {"ids": [int(self.image_token_id)] * n, "items": items, "types": {}, "layout": layout}
-                            break
-                    if unit is not None:
-                        break
+                options = list(dict.fromkeys((tuple(extras), tuple(k for k in extras if k in required))))
+                options = [keep for keep in options if all(r in keep or r == "pixel_values" for r in required)]
+
+                def find(layouts: Iterable[torch.Tensor], size: Tuple[int, int], keeps: Sequence[Tuple[str, ...]]) -> Optional[Dict[str, Any]]:
+                    for px in layouts:
+                        for keep in keeps:
+                            items = with_extras(px, size, keep)
+                            n = rows(items)
+                            if n > 0:
+                                # A 5-D tensor is one sample's images along dim 1 (Idefics3), or, with a size a row, one
+                                # image's patches (LLaVA-Next): rows along dim 0 then.
+                                layout = "rows" if px.dim() == 4 or "image_sizes" in items else "sample"
+                                return {"ids": [image] * n, "items": items, "types": {}, "layout": layout}
+                    return None
+
+                # (1, C, H, W); else (1, k, C, H, W) with k = 1, 2, ... (an image's patches: LLaVA-Next counts its own
+                # from image_sizes and its grid pinpoints)
+                stacked = [torch.cat([pixels] * k).unsqueeze(0) for k in range(1, 9)]
+                unit = find([pixels] + stacked, hw, options)
                 if unit is None:
                     return "get_image_features took no image of vision_config.image_size " + "; ".join(errors[:2])
                 units = [unit]
-                if "image_sizes" in unit["items"] and unit["layout"] == "rows":
-                    patch = _as_int(getattr(vision, "patch_size", None))
-                    merge = _as_int(_first(self.config, ("spatial_merge_size",))) or self._merge or 1
-                    if patch:
-                        step = patch * merge
-                        for size in ((step, step), (step, 2 * step), (2 * step, 2 * step)):
-                            if size[0] > h or size[1] > w or size == hw:
-                                continue
-                            items = with_extras(pixels[..., : size[0], : size[1]].contiguous(), size, unit["items"])
-                            n = rows(items)
-                            if n > 0:
-                                units.insert(0, {"ids": [int(self.image_token_id)] * n, "items": items, "types": {},
-                                                 "layout": "rows"})
+                # Where the model takes each image's real size: another size too, for a cheaper padding image (the
+                # smallest of whole merged patches that runs) and for the probe to pack images of two shapes.
+                keep = tuple(k for k in unit["items"] if k != "pixel_values")
+                if "image_sizes" in keep and unit["layout"] == "rows":
+                    other: Optional[Dict[str, Any]] = None
+                    if unit["items"]["pixel_values"].dim() == 4:
+                        patch = _as_int(getattr(vision, "patch_size", None))
+                        merge = _as_int(_first(self.config, ("spatial_merge_size",))) or self._merge or 1
+                        step = (patch or 0) * merge
+                        for size in ((step, step), (step, 2 * step), (2 * step, 2 * step)) if step else ():
+                            if size[0] <= h and size[1] <= w and size != hw:
+                                other = find([pixels[..., : size[0], : size[1]].contiguous()], size, [keep])
+                                if other is not None:
+                                    break
+                    else:
+                        for size in ((h, 2 * w), (2 * h, w), (2 * h, 2 * w)):
+                            other = find(stacked, size, [keep])
+                            if other is not None:
                                 break
+                    if other is not None:
+                        units.append(other)
+                units.sort(key=lambda u: u["items"]["pixel_values"].numel())
                 for u in units:  # the smallest first: the padding document must run through the whole model
                     pad = {"input_ids": torch.tensor([self._pad_token] + u["ids"], dtype=torch.int64), **u["items"]}
                     try:
@@ -1067,13 +1084,14 @@ class PackedCollator:
                 "makes: one row per image along dim 0, or (1, n_images, ...) for a per-sample image dimension)",
                 item=j,
             )
+        reason: Optional[str] = None
         if self._pad_items is None and not (keys & {"image_sizes", "pixel_attention_mask"}):
             reason = (
                 "the batch carries neither image_sizes nor pixel_attention_mask, from which a model reads what is "
                 "padding, and the collator was not probed with the model"
             )
-        else:
-            reason = None if self._pad_items is not False else self._pad_reason
+        elif self._pad_items is False:
+            reason = self._pad_reason or "the packing probe found it inexact"
         if reason is not None:
             j = next(o for o, s in zip(owners, shapes) if s[1:] != shapes[0][1:])
             raise DtypeError(
