@@ -2,7 +2,8 @@
 
 use microbatch::cost::{BoxCostModel, Given, Incremental, Preset};
 use microbatch::plan::{
-    Exchange, GroupScope, Locality, Normalization, Plan, Planner, Reduction, StepSample, SyncModel,
+    Exchange, GroupScope, Locality, MicroSteps, Normalization, Plan, Planner, Reduction,
+    StepSample, SyncModel,
 };
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::PyIndexError;
@@ -124,7 +125,7 @@ impl NativePlanner {
                 planner = planner.locality(l);
             }
             if let Some(up_to) = fastest_micro_steps {
-                planner = planner.fastest_micro_steps(up_to);
+                planner = planner.micro_step_count(MicroSteps::Fastest { up_to });
             }
             if let Some(effort) = search_effort {
                 planner = planner.search_effort(effort);

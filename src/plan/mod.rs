@@ -387,6 +387,6 @@ pub use self::group::GroupScope;
 pub use self::locality::Locality;
 pub use self::loss::{Loss, Normalization, Reduction};
 pub use self::output::{Plan, Report};
-pub use self::planner::Planner;
+pub use self::planner::{MicroSteps, Planner};
 pub use self::sample::{StepSample, BYTES_PER_IMAGE_TOKEN};
 pub use self::sync::SyncModel;

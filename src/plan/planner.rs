@@ -34,6 +34,70 @@ const MAX_SAMPLES: usize = u32::MAX as usize;
 /// [setting](crate::Locator::Setting).
 const SLOTS: usize = 1 << 16;
 
+/// How a [`Planner`] chooses the number of micro-steps `A` of a plan
+/// ([`Planner::micro_step_count`], [`Planner::micro_steps`]).
+///
+/// # Examples
+///
+/// ```
+/// use microbatch::cost::{Sample, Tokens};
+/// use microbatch::plan::{MicroSteps, Planner, StepSample};
+///
+/// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
+/// let planner = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(200);
+/// // 8 x 100 tokens in sequences of 200 on 2 ranks: 2 micro-steps at least.
+/// assert_eq!(planner.clone().plan(&samples)?.micro_steps(), 2);
+/// let fixed = planner.clone().micro_step_count(MicroSteps::Exactly(4));
+/// assert_eq!(fixed.plan(&samples)?.micro_steps(), 4);
+/// // One setting: the last call decides.
+/// let back = fixed.micro_step_count(MicroSteps::Smallest);
+/// assert_eq!(back.plan(&samples)?.micro_steps(), 2);
+/// # Ok::<(), microbatch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MicroSteps {
+    /// The smallest feasible number (the default: dynamic accumulation):
+    /// the token (and cap) bound `ceil(total / capacity / (R * S))` if the
+    /// balanced packing fits there, else the first-fit-decreasing count
+    /// divided by `R * S`, rounded up.
+    #[default]
+    Smallest,
+    /// Exactly this many (at least 1); see [`Planner::micro_steps`].
+    Exactly(usize),
+    /// The number of least predicted step time from the smallest feasible
+    /// up to `up_to` (at least 1): the batch is planned with each (from
+    /// the smallest, one more at a time, never more sequences than
+    /// samples) and the plan of the lowest
+    /// [`Report::predicted`](crate::plan::Report::predicted) is kept (ties
+    /// to fewer micro-steps).
+    ///
+    /// Worth it for a model that is not additive: with attention over the
+    /// packed row (`language.row_attention`, sdpa and eager attention) a
+    /// row of `T` tokens costs `T^2`, and shorter rows in more micro-steps
+    /// can be faster despite a cost per row. With an additive model a
+    /// larger `A` only adds barriers. The model sees only what it prices: a
+    /// cost per micro-step of the trainer (gathering FSDP shards, an
+    /// optimizer hook) is not in it, so allow only the micro-steps you
+    /// would run.
+    ///
+    /// Complexity: one plan for each number tried, at most `up_to -
+    /// smallest + 1` times the time of one plan.
+    Fastest {
+        /// The most micro-steps tried.
+        up_to: usize,
+    },
+}
+
+impl MicroSteps {
+    /// The fixed number, if one is given.
+    fn exactly(self) -> Option<usize> {
+        match self {
+            MicroSteps::Exactly(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
 /// A reusable planner configuration: the cost model, `R` ranks, the packed
 /// sequence length `L`, optional caps, the sync model and the micro-steps.
 ///
@@ -85,8 +149,7 @@ pub struct Planner<M> {
     max_units: Option<u32>,
     max_images: Option<u32>,
     sync: SyncModel,
-    micro_steps: Option<usize>,
-    fastest: Option<usize>,
+    micro_steps: MicroSteps,
     per_step: usize,
     refine: bool,
     search_effort: u32,
@@ -106,7 +169,7 @@ impl<M: Incremental> Planner<M> {
     ///
     /// ```
     /// use microbatch::cost::{Sample, Tokens};
-    /// use microbatch::plan::{Planner, StepSample, SyncModel};
+    /// use microbatch::plan::{MicroSteps, Planner, StepSample, SyncModel};
     ///
     /// let planner = Planner::new(Tokens::new(1.0)?)
     ///     .ranks(2)
@@ -120,7 +183,7 @@ impl<M: Incremental> Planner<M> {
     /// let samples: Vec<_> = (0..30).map(|i| StepSample::new(i, Sample::text_only(500))).collect();
     /// let plan = planner.plan(&samples)?;
     /// assert_eq!((plan.micro_steps(), plan.sequences_per_micro_step()), (3, 2));
-    /// let dynamic = planner.smallest_micro_steps().plan(&samples)?;
+    /// let dynamic = planner.micro_step_count(MicroSteps::Smallest).plan(&samples)?;
     /// assert_eq!(dynamic.micro_steps(), 1); // 30 x 500 tokens fit 2 ranks x 2 sequences
     /// # Ok::<(), microbatch::Error>(())
     /// ```
@@ -132,8 +195,7 @@ impl<M: Incremental> Planner<M> {
             max_units: None,
             max_images: None,
             sync: SyncModel::Step,
-            micro_steps: None,
-            fastest: None,
+            micro_steps: MicroSteps::Smallest,
             per_step: 1,
             refine: true,
             search_effort: EFFORT,
@@ -245,7 +307,9 @@ impl<M: Incremental> Planner<M> {
         self
     }
 
-    /// Exactly `a` micro-steps on every rank; [`plan`](Planner::plan)
+    /// Exactly `a` micro-steps on every rank (shorthand for
+    /// [`micro_step_count`](Planner::micro_step_count) with
+    /// [`MicroSteps::Exactly`]); [`plan`](Planner::plan)
     /// returns [`Error::MicroStepsInfeasible`] with the smallest feasible
     /// number when the batch does not fit. With more sequences
     /// (`ranks * a * sequences_per_micro_step`) than samples some
@@ -276,39 +340,20 @@ impl<M: Incremental> Planner<M> {
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
-    pub fn micro_steps(mut self, a: usize) -> Self {
-        self.micro_steps = Some(a);
-        self.fastest = None;
-        self
+    pub fn micro_steps(self, a: usize) -> Self {
+        self.micro_step_count(MicroSteps::Exactly(a))
     }
 
-    /// The number of micro-steps of least predicted step time, from the
-    /// smallest feasible up to `up_to`: the batch is planned with each
-    /// (from the smallest, then one more at a time, never more sequences
-    /// than samples) and the plan of the lowest
-    /// [`Report::predicted`](crate::plan::Report::predicted) is kept (ties
-    /// to fewer micro-steps).
-    ///
-    /// Worth it for a model that is not additive: with attention over the
-    /// packed row (`language.row_attention`, sdpa and eager attention) a
-    /// row of `T` tokens costs `T^2`, and shorter rows in more micro-steps
-    /// can be faster despite a cost per row (on the batches of a small real
-    /// Qwen2-VL with its calibrated model, 6 micro-steps predicted 7-12%
-    /// faster than the smallest 4). With an additive model a larger `A` only
-    /// adds barriers. The model sees only what it prices: a cost per
-    /// micro-step of the trainer (gathering FSDP shards, an optimizer hook)
-    /// is not in it, so allow only the micro-steps you would run.
-    ///
-    /// # Complexity
-    ///
-    /// One plan for each number of micro-steps tried: at most `up_to -
-    /// smallest + 1` times the time of one plan.
+    /// How the number of micro-steps is chosen ([`MicroSteps`]): the
+    /// smallest feasible (the default), exactly `a`, or the fastest up to a
+    /// limit. One setting: a later call replaces an earlier one, whichever
+    /// of this and [`micro_steps`](Planner::micro_steps) made it.
     ///
     /// # Examples
     ///
     /// ```
     /// use microbatch::cost::{Linear, Sample, Term};
-    /// use microbatch::plan::{Planner, StepSample};
+    /// use microbatch::plan::{MicroSteps, Planner, StepSample};
     ///
     /// // Attention over the packed row and a cost per row: 8 x 100 tokens
     /// // on 2 ranks fit one micro-step (rows of 400 tokens: 400^2 + 1000
@@ -316,39 +361,15 @@ impl<M: Incremental> Planner<M> {
     /// let model = Linear::new([(Term::RowAttention, 1.0), (Term::Groups, 1000.0)])?;
     /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
     /// let planner = Planner::new(model).ranks(2).seq_len(400);
-    /// let smallest = planner.plan(&samples)?;
+    /// let smallest = planner.clone().micro_step_count(MicroSteps::Smallest).plan(&samples)?;
     /// assert_eq!((smallest.micro_steps(), smallest.report().predicted), (1, 161_000.0));
-    /// let fastest = planner.fastest_micro_steps(4).plan(&samples)?;
+    /// let fastest = planner.micro_step_count(MicroSteps::Fastest { up_to: 4 }).plan(&samples)?;
     /// assert_eq!((fastest.micro_steps(), fastest.report().predicted), (4, 44_000.0));
     /// # Ok::<(), microbatch::Error>(())
     /// ```
     #[must_use]
-    pub fn fastest_micro_steps(mut self, up_to: usize) -> Self {
-        self.micro_steps = None;
-        self.fastest = Some(up_to);
-        self
-    }
-
-    /// The smallest feasible number of micro-steps (the default: dynamic
-    /// accumulation).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use microbatch::cost::{Sample, Tokens};
-    /// use microbatch::plan::{Planner, StepSample};
-    ///
-    /// let samples: Vec<_> = (0..8).map(|i| StepSample::new(i, Sample::text_only(100))).collect();
-    /// let planner = Planner::new(Tokens::new(1.0)?).ranks(2).seq_len(200).micro_steps(4);
-    /// assert_eq!(planner.plan(&samples)?.micro_steps(), 4);
-    /// // 8 x 100 tokens in sequences of 200 on 2 ranks: 2 micro-steps.
-    /// assert_eq!(planner.smallest_micro_steps().plan(&samples)?.micro_steps(), 2);
-    /// # Ok::<(), microbatch::Error>(())
-    /// ```
-    #[must_use]
-    pub fn smallest_micro_steps(mut self) -> Self {
-        self.micro_steps = None;
-        self.fastest = None;
+    pub fn micro_step_count(mut self, choice: MicroSteps) -> Self {
+        self.micro_steps = choice;
         self
     }
 
@@ -582,11 +603,12 @@ impl<M: Incremental> Planner<M> {
         if self.max_images == Some(0) {
             return Err(bad("max_images", 0, "at least 1"));
         }
-        if self.micro_steps == Some(0) {
-            return Err(bad("micro_steps", 0, "at least 1"));
-        }
-        if self.fastest == Some(0) {
-            return Err(bad("fastest_micro_steps", 0, "at least 1"));
+        match self.micro_steps {
+            MicroSteps::Exactly(0) => return Err(bad("micro_steps", 0, "at least 1")),
+            MicroSteps::Fastest { up_to: 0 } => {
+                return Err(bad("fastest_micro_steps", 0, "at least 1"))
+            }
+            _ => {}
         }
         if self.per_step == 0 {
             return Err(bad("sequences_per_micro_step", 0, "at least 1"));
@@ -621,7 +643,7 @@ impl<M: Incremental> Planner<M> {
                  empty ones too)",
             ));
         }
-        if let Some(a) = self.micro_steps {
+        if let MicroSteps::Exactly(a) = self.micro_steps {
             if per_row * a as u128 > limit {
                 return Err(bad(
                     "micro_steps",
@@ -673,7 +695,7 @@ impl<M: Incremental> Planner<M> {
             sync: self.sync,
             seq_len: self.seq_len,
             ranks_per_node: self.locality.and_then(|l| l.node_size()),
-            fixed_steps: self.micro_steps.is_some(),
+            fixed_steps: self.micro_steps.exactly().is_some(),
         }
     }
 
@@ -746,8 +768,8 @@ impl<M: Incremental> Planner<M> {
         // The stages of the module docs ("Algorithm"), in their order.
         // 1. prepare
         let (prep, cx) = self.prepare(samples)?;
-        let mut plan = self.planned(&prep, &cx, samples, self.micro_steps)?;
-        if let (None, Some(up_to)) = (self.micro_steps, self.fastest) {
+        let mut plan = self.planned(&prep, &cx, samples, self.micro_steps.exactly())?;
+        if let MicroSteps::Fastest { up_to } = self.micro_steps {
             // Never more sequences than samples.
             let most = up_to.min(samples.len() / self.ranks.saturating_mul(self.per_step).max(1));
             for a in plan.micro_steps() + 1..=most {

@@ -14,7 +14,7 @@
 //! every batch.
 
 use microbatch::cost::{Image, Linear, Preset, Sample, Term};
-use microbatch::plan::{Planner, StepSample, SyncModel};
+use microbatch::plan::{MicroSteps, Planner, StepSample, SyncModel};
 
 use crate::common::exact::{next_assignment, step_time};
 use crate::common::rng::TestRng;
@@ -212,13 +212,18 @@ fn the_fastest_micro_steps_are_the_best_of_each_number() -> Result<(), microbatc
                     best = next;
                 }
             }
-            let fastest = planner.clone().fastest_micro_steps(a0 + 3).plan(&samples)?;
+            let fastest = planner
+                .clone()
+                .micro_step_count(MicroSteps::Fastest { up_to: a0 + 3 })
+                .plan(&samples)?;
             assert_eq!(fastest.to_nested(), best.to_nested(), "{sync:?}");
             assert_eq!(fastest.report().predicted, best.report().predicted);
             assert!(fastest.report().predicted <= smallest.report().predicted);
             faster += usize::from(fastest.micro_steps() > a0);
             // A later setting of the micro-steps replaces it.
-            let given = planner.fastest_micro_steps(a0 + 3).micro_steps(a0);
+            let given = planner
+                .micro_step_count(MicroSteps::Fastest { up_to: a0 + 3 })
+                .micro_steps(a0);
             assert_eq!(given.plan(&samples)?.to_nested(), smallest.to_nested());
         }
     }
@@ -239,11 +244,14 @@ fn the_fastest_micro_steps_never_make_more_sequences_than_samples() -> Result<()
     let planner = Planner::new(model).ranks(2).seq_len(800);
     let plan = planner
         .clone()
-        .fastest_micro_steps(usize::MAX)
+        .micro_step_count(MicroSteps::Fastest { up_to: usize::MAX })
         .plan(&samples)?;
     assert_eq!(plan.micro_steps(), 4);
     assert_eq!(plan.report().predicted, 4.0 * 100.0 * 100.0);
-    let err = planner.fastest_micro_steps(0).plan(&samples).unwrap_err();
+    let err = planner
+        .micro_step_count(MicroSteps::Fastest { up_to: 0 })
+        .plan(&samples)
+        .unwrap_err();
     assert!(
         matches!(
             err,
