@@ -160,6 +160,27 @@ def test_gemma3_gets_each_documents_own_masks():
     assert "attention_mask" not in full(data) and worst(model, full(data), data) <= 1e-12
 
 
+def test_gemma3_masks_unprobed_pickled_and_in_float32():
+    """Unprobed (check_packing=False, or bound to the config) the collator builds the masks wherever the model's
+    mask factory reads a key of the batch; pickled to a DataLoader worker it builds the same batch; in float32 the
+    probe passes within float32 rounding."""
+    import pickle
+
+    model = H.build_model("gemma3", "sdpa").eval()
+    data = samples("gemma3")
+    probed = PackedCollator(model)(data)
+    blob = pickle.dumps(PackedCollator(model))
+    assert len(blob) < 100_000  # the config, the padding image: no weights
+    for c in (PackedCollator(model, check_packing=False), PackedCollator(model.config, pad_images=False),
+              pickle.loads(blob)):
+        b = c(data)
+        assert set(b) == set(probed) and worst(model, b, data) <= 1e-12
+        assert all(torch.equal(b["attention_mask"][k], probed["attention_mask"][k]) for k in probed["attention_mask"])
+    model = model.float()
+    packed, leak = PackedCollator(model).check(model)
+    assert packed <= 1.2e-4 < leak
+
+
 def test_gemma3_eager_masks_are_additive():
     model = H.build_model("gemma3", "eager").eval()
     batch = PackedCollator(model)(samples("gemma3"))
@@ -182,6 +203,22 @@ def test_the_probe_refuses_gemma3_when_the_collator_cannot_build_its_masks(monke
     # The attention implementation is not the cause: sdpa is named as the model's, not as the fix.
     assert "Use an attention implementation" not in message
     PackedCollator(model, drop_keys=("token_type_ids",))  # the fix it names
+
+
+def test_without_an_image_the_probe_marks_spans_of_text(monkeypatch):
+    """Where the collator has no image to probe with (pad_images=False and none found), the per-token keys are sent
+    over spans of text at other offsets in each document, which is enough to find Gemma 3's sliding-layer leak."""
+    monkeypatch.setattr(PackedCollator, "_discover_image", lambda self, model: "no image in this test")
+    model = H.build_model("gemma3", "sdpa").eval()
+    collator = PackedCollator(model, pad_images=False)
+    assert collator._units == [] and collator._mask_mode
+    data = samples("gemma3")
+    assert worst(model, collator(data), data) <= 1e-12
+    import microbatch.hf.collate as C
+
+    monkeypatch.setattr(C, "_mask_factory", lambda *args: None)
+    with pytest.raises(PackingError, match="token_type_ids"):
+        PackedCollator(model, pad_images=False)
 
 
 def test_gemma3_under_flex_attention_is_refused_with_the_fix():
