@@ -986,8 +986,11 @@ impl<M: Incremental> Planner<M> {
     /// The naive plan the report compares with, as a plan: samples in
     /// ascending id packed by next fit, micro-batches of `S` consecutive
     /// sequences dealt to ranks in turn; its `A` is what that takes (and
-    /// [`micro_steps`](Planner::micro_steps) is ignored). Useful to show
-    /// the per-rank load before planning.
+    /// [`micro_steps`](Planner::micro_steps) is ignored). Groups stay
+    /// together, as a user's loader keeps them: a group is one unit at the
+    /// place of its smallest id, in one sequence (hence one micro-batch and
+    /// one rank) when it fits one, else in sequences of its own on one
+    /// rank. Useful to show the per-rank load before planning.
     ///
     /// # Errors
     ///
@@ -1145,6 +1148,18 @@ impl<M: Incremental> Planner<M> {
         let effort = self.search_effort;
         let mut trial = trial;
         if sync == SyncModel::Step {
+            // Small batches: the exact search over the rank totals.
+            if exact && self.refine && effort > 0 {
+                let stage = Stage {
+                    prep: batch,
+                    pinned: pins,
+                    sync,
+                    shape: trial.shape,
+                    slots: &trial.order,
+                };
+                let seqs = core::mem::take(&mut trial.seqs);
+                trial.seqs = exact_search(&stage, seqs, u64::from(effort) << 16);
+            }
             return trial;
         }
         if self.refine && effort > 0 {

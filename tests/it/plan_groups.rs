@@ -220,6 +220,21 @@ proptest! {
         if let Some(a) = c.micro_steps {
             prop_assert_eq!(plan.micro_steps(), a);
         }
+        // The naive baseline keeps every group together too (a group that
+        // fits a sequence in one sequence; a larger one on one rank).
+        let naive = planner(&c).baseline(&c.samples).expect("the plan's batch has a baseline");
+        let at = places(&naive);
+        prop_assert_eq!(at.len(), c.samples.len());
+        for (g, ids) in groups(&c.samples) {
+            let first = at[&ids[0]];
+            for id in &ids {
+                let p = at[id];
+                match c.scope {
+                    GroupScope::MicroBatch => prop_assert_eq!(p, first, "baseline: group {} split", g),
+                    _ => prop_assert_eq!(p.0, first.0, "baseline: group {} split over ranks", g),
+                }
+            }
+        }
     }
 
     /// The plan is a function of the set of samples: reversing the input
