@@ -59,148 +59,39 @@
 //!
 //! # Algorithm
 //!
-//! One stage a file, each taking and returning plain data, run by
-//! [`Planner::plan`] in this order:
+//! [`Planner::plan`] runs these stages in order; each takes plain data and
+//! returns plain data, and each file opens with its full contract. `n`
+//! samples, `K = R * A * S` sequences, `s` samples a micro-batch.
 //!
-//! 1. `prepare`: check the settings, sort the samples by id (the plan is a
-//!    function of the *set* of samples), check them (ids, sizes against
-//!    the caps, loss tokens, origins), and evaluate each sample's cost
-//!    vector and floor once, with the parts of the lower bound.
-//! 2. `share` (a model that is not additive on the batch; the stages 3 to
-//!    9 first run on the samples' own costs): each sample's cost for
-//!    stages 4 to 8 becomes its share of the exact cost of the sequence the
-//!    plan just made puts it in: its floor plus the sequence's cost above
-//!    its samples' floors in proportion to its tokens (a cost per
-//!    sequence, or attention over the packed row, is then balanced where
-//!    it is paid), and stages 3 to 9 run again on the shares while that
-//!    lowers the exact step time (at most four times): the plan is never
-//!    worse, by the model, than the plan of the own costs. A probe of at
-//!    most 64 pairs of samples tells additive models, which skip it.
-//! 3. `group` (with [groups](#groups)): the groups and their chunks become
-//!    units, each one item that stages 4 to 8 move whole.
-//! 4. `pack`: pack the samples into `K = R * A * S` sequences that are
-//!    balanced, not merely full: the vector LPT with capacities of
-//!    [`partition`](crate::partition) (in decreasing order of cost, each
-//!    sample to the least-loaded sequence it fits in, the load the larger of
-//!    the sequence's cost and its tokens, each over its mean, so that
-//!    sequences fill with tokens at the pace they fill with cost; for
-//!    [`SyncModel::Phase`] also a second packing whose load is the largest
-//!    of vision cost, language cost and tokens, each over its mean, so that
-//!    every sequence starts near the mean in both phases: each packing is
-//!    dealt and refined, and the start of lower predicted step time is
-//!    kept, but for the row below). Where the bound's fill term binds, i.e. the largest sample is
-//!    denser than what the rest of its micro-step can be filled with at the
-//!    mean, or else where the largest sample is above a mean sequence in a
-//!    phase, the second packing of [`SyncModel::Phase`] first fills one row
-//!    of `R * S` sequences around the largest sample with the densest
-//!    samples (cost per token, in the phases whose fill term binds, else
-//!    those where it is above the mean), none above it in those phases
-//!    (the `fill` stage), so that the micro-step which waits for it anyway
-//!    does as much work as it can; the outliers (more than 2% above a mean
-//!    sequence in a phase) that this order leaves out are placed first,
-//!    longest first,
-//!    and the row built again, if that leaves less of them out (one above
-//!    the largest sample goes alone into a sequence of its own): outside
-//!    the row each would set its micro-step's maximum. The other samples
-//!    are then balanced over all the sequences, the row's holding what it
-//!    holds (a row sequence takes one only where no other has room for
-//!    it), and this start is kept over the other whatever their predicted
-//!    times: the search after it balances the other micro-steps, but never
-//!    builds such a row. The dealing gives that row, the most costly
-//!    sequences, one micro-step. When the capacity is too tight for that
-//!    order,
-//!    [`first_fit_decreasing`](crate::pack::first_fit_decreasing) packs
-//!    instead ([`Report::balanced_packing`] says which).
-//! 5. `deal`: deal the sequences to the `R x A` slots: for
-//!    [`SyncModel::Step`], LPT with equal counts over ranks
-//!    ([`Partitioner`](crate::partition::Partitioner)); for the
-//!    per-micro-step models, sequences of similar cost form one micro-step
-//!    across ranks, so that no micro-step waits for one outlier. For
-//!    [`SyncModel::Phase`] "similar" is tried two ways (by the larger excess
-//!    over the mean in either phase, by language cost), each refined, and
-//!    the plan with the lowest predicted step time is kept. With groups,
-//!    the chunks of a group then go to its home rank.
-//! 6. `refine`: within each set of groups that wait for each other (the
-//!    ranks for [`SyncModel::Step`], one micro-step's micro-batches
-//!    otherwise), move or swap single samples between the slowest group and
-//!    the fastest ones, keeping every cap, while that lowers the slowest
-//!    (phase by phase for [`SyncModel::Phase`], never raising the other
-//!    phase's maximum).
-//! 7. `pair` (per-micro-step sync models, with the search on): in bulk,
-//!    micro-batches at their micro-step's maxima trade one sample with the
-//!    ones farthest below theirs (one round across micro-steps, filling
-//!    the room under the maxima that a single large sample sets), then the
-//!    `k`-th most loaded micro-batch of each micro-step with its `k`-th
-//!    least loaded (six rounds for [`SyncModel::Phase`], two for
-//!    [`SyncModel::MicroStep`]), never raising a barrier's maximum.
-//! 8. `search` (per-micro-step sync models): the barriers (a micro-step in
-//!    a phase, or in total) are taken worst excess over their mean first;
-//!    in a first round the micro-batch that binds one trades places with
-//!    another micro-batch of its rank (whole micro-batches change
-//!    micro-steps), then it moves a sample to, or swaps one with,
-//!    a partner found near the wanted cost in the samples sorted once by
-//!    cost, in *any* micro-step (or moves one into the least loaded
-//!    micro-batches of its own micro-step and of the one with most room
-//!    under its maxima), while the exact predicted step time drops
-//!    (or stays and the binding micro-batch leaves the maximum), within a
-//!    counted work budget ([`Planner::search_effort`]). Small batches (at
-//!    most 16 samples or units, none pinned) then go through an exact
-//!    branch and bound over every layout of the same shape (the `exact`
-//!    stage), on the same budget, which replaces the layout only by a
-//!    strictly better one. For [`SyncModel::MicroStep`] the stages 4 to 8
-//!    also run as for [`SyncModel::Phase`], that layout is searched on
-//!    under per-micro-step barriers, and the better of the two is kept
-//!    (ties to the first): the plan is never worse, under per-micro-step
-//!    barriers, than the per-phase plan.
-//! 9. `group`, back: a unit (without groups, a sample) moved from a rank
-//!    with several to every rank without one, so that no rank idles at the
-//!    collective (chunks stay on their home rank), and the units expanded
-//!    to their samples.
-//! 10. `polish` (a model that is not additive, without groups, with the
-//!     search on): the micro-batch that sets a barrier (a rank, for one
-//!     barrier a step) moves one sample to, or swaps one with, another
-//!     sequence, each change weighed by the model's exact cost of the two
-//!     sequences it touches (the shares of stages 4 to 8 are fixed while
-//!     samples move, the exact cost is not), the change of the lowest step
-//!     time taken while the exact step time drops (or stays and fewer
-//!     micro-batches sit at a maximum); then, while the budget lasts,
-//!     kicks (two random swaps from a seeded sequence, the descent again,
-//!     the faster layout kept), all within a counted budget of model
-//!     evaluations ([`Planner::search_effort`] times 4,096 plus half the
-//!     samples). On the batches of a small real Qwen2-VL with its
-//!     calibrated model it takes 1-3% off the step time at 4 micro-steps
-//!     (2-5% at 6); at 65,536 samples 0-0.5%. For such a model and a batch
-//!     small enough for the `exact` stage, stages 2 to 10 run twice, with
-//!     and without that stage, and the plan of lower exact step time is
-//!     kept (ties to the one with it): exact for sums of per-sample costs,
-//!     where one long sequence costs what its parts cost apart, the stage
-//!     packs such a batch into as few micro-steps as fit, while a cost per
-//!     sequence and attention over the packed row may make more, shorter
-//!     sequences faster, and one move at a time cannot open a sequence
-//!     whose fixed cost is paid before the attention it saves.
-//! 11. `locality` (with [`Planner::locality`] and samples with an origin):
-//!     the plan relabelled, filled anew from home (one barrier a step) and
-//!     pairs of sequences re-split to bring samples home, so that the
-//!     fewest bytes move while the predicted step time stays within the
-//!     tolerance of the plan so far ([`Locality`]).
-//! 12. `finish`: the plan's ids slot by slot, every sequence evaluated as
-//!     a group, the [`Report`] against the bound, the naive baseline and
-//!     the users' baseline ([`Report::users_baseline`]),
-//!     and the [`Exchange`] (with its [`Traffic`]) when samples have
-//!     origins.
+//! | stage | contract | time |
+//! |---|---|---|
+//! | 1. `prepare` | settings and samples checked (ids, sizes against the caps, loss tokens, origins), sorted by id, each sample's cost vector and floor evaluated once, with the bound's parts | O(n log n) |
+//! | 2. `share` | for a model that is not additive: each sample costs its share of the exact cost of the sequence the plan so far puts it in, and stages 3-9 run again while that lowers the exact step time (at most four times) | that many plans |
+//! | 3. `group` | groups and their chunks become units that the stages 4-8 move whole | O(n log n) |
+//! | 4. `pack` (and `fill`) | `A` chosen ([`MicroSteps`]); the samples into `K` sequences balanced in cost and tokens by the vector LPT with capacities of [`partition`](crate::partition) (per-phase: also a packing balanced in both phases, with a row around the largest sample where it sets its micro-step); first-fit-decreasing when the capacity is too tight for that ([`Report::balanced_packing`]) | O(n log n + K) |
+//! | 5. `deal` | the sequences to the `R x A` slots: LPT with equal counts over ranks under one barrier a step; sequences of similar cost in one micro-step otherwise | O(K log K) |
+//! | 6. `refine` | moves and swaps of single samples from the slowest group (rank, or micro-batch of a micro-step) to the fastest, every cap kept, while the slowest drops | O(n) a round, counted |
+//! | 7. `pair` | per-micro-step models: micro-batches at their barrier's maximum trade one sample with those farthest below it, in bulk | O(n s + R A log(R A)) a round |
+//! | 8. `search` | per-micro-step models: the worst barrier's binding micro-batch trades places with another of its rank, or a sample with a partner near the wanted cost in any micro-step, while the exact step time drops | [`Planner::search_effort`] |
+//! | 8'. `exact` | small batches: a branch and bound over every layout of the same shape, replacing the layout only by a strictly better one; its proof raises the bound | [`Planner::search_effort`] |
+//! | 9. `group`, back | every rank gets a unit where there are enough; units expanded to samples | O(n) |
+//! | 10. `polish` | for a model that is not additive: moves and swaps weighed by the model's exact cost of the two sequences they touch | [`Planner::search_effort`] |
+//! | 11. `locality` | with [`Planner::locality`]: the fewest bytes moved within the step-time tolerance ([`Locality`]) | see [`Locality`] |
+//! | 12. `finish` | every sequence evaluated as a group, the [`Report`] against the bound and both baselines, the [`Exchange`] | O(n + K) |
 //!
-//! `A` is either given ([`Planner::micro_steps`]) or the smallest value the
-//! planner can fit the batch into: the token (and cap) bound
-//! `ceil(total / capacity / (R * S))` if the balanced packing fits there,
-//! else the first-fit-decreasing count divided by `R * S`, rounded up.
+//! Where two starts compete (two packings under per-phase barriers, the
+//! per-phase layout searched again under per-micro-step barriers, the
+//! plans with and without the exact stage for a model that is not
+//! additive), the plan of lower predicted step time is kept, ties to the
+//! first: under per-micro-step barriers the plan is never worse than the
+//! per-phase plan of the same batch.
 //!
 //! The cost of a sequence in stages 4 to 8 is the sum of its samples' costs
-//! (their own for additive models, their shares for the others, stage 2);
-//! the [`Report`] evaluates every sequence as a group with the model
+//! (their own for additive models, their shares for the others); the
+//! [`Report`] evaluates every sequence as a group with the model
 //! ([`Incremental`](crate::cost::Incremental)), so non-additive terms (full
 //! attention over the packed length, a cost per sequence) are reported
-//! exactly and balanced through the shares, approximately (a share is
-//! fixed while the stages move samples between sequences).
+//! exactly.
 //!
 //! # Groups
 //!
@@ -216,11 +107,9 @@
 //! pinned to the group's home rank (LPT of the groups' chunk counts over
 //! the ranks). A group may hold at most the `A * S` sequences of one rank.
 //! Without groups plans are bit for bit those of the planner without them.
-//! Balance: on RL-like steps (prompts of 4 to 16 responses, 32 ranks) the
-//! predicted time over the bound is within 5% of the same batch without
-//! groups under the micro-batch scope (`tests/plan_groups.rs`); with a
-//! group scope of rank and groups several sequences long, per-micro-step
-//! barriers lose more (chunks never move). A group is in one micro-batch
+//! Groups cost balance: units are coarser than samples, and under
+//! [`GroupScope::Rank`] chunks never leave their home rank
+//! (`tests/plan_groups.rs` holds the balance the tests require). A group is in one micro-batch
 //! or on one rank, so with fewer units than ranks some rank gets no
 //! sample (the step still has at least `R` samples); that rank runs its
 //! micro-steps empty, as the trainer's contract asks. Locality with groups
@@ -303,20 +192,17 @@
 //!
 //! # Complexity
 //!
-//! O(n log n + K) time for n samples in K sequences (the sorts; the packing
-//! is O(1) amortized a sample with a bucket queue; refinement is capped at a
-//! few iterations per group, stops within 0.2% of the mean, and weighs at
-//! most 64 candidate changes per sample and sequence, counted, so that no
-//! shape makes it quadratic), about four times the refinement (two
-//! packings, two row keys) for [`SyncModel::Phase`]; the per-micro-step
-//! models add the pairing, O(n s + R A log(R A)) a round for at most `s`
-//! samples a micro-batch, and the search within its counted budget
-//! ([`Planner::search_effort`]). K is below `2 * max(n, 65536)`: every sequence is
-//! stored, and [`Planner::plan`] refuses settings that would ask for more. O(n) extra space: under 90 bytes a
-//! sample at peak for 10^6 samples, the plan included. Measured: 65,536
-//! samples over 1,024 ranks in about 20 ms, 10^6 over 16,384 ranks in about
-//! 0.65 s (`BENCHMARKS.md`). With `std`, [`Plan::planning_time`] states
-//! the planning time; the core is `no_std`.
+//! O(n log n + K) time for the sorts, the packing (a bucket queue), the
+//! dealing and the refinement (a few counted rounds, at most 64 candidate
+//! changes weighed per sample and sequence, so that no shape makes it
+//! quadratic); the pairing, the search, the exact stage and the polish
+//! within the counted budget of [`Planner::search_effort`]; about four
+//! times that for [`SyncModel::Phase`] (two packings, two row keys). `K` is
+//! below `2 * max(n, 65536)`: every sequence is stored, and
+//! [`Planner::plan`] refuses settings that would ask for more. O(n) extra
+//! space. Measured times and bytes a sample are in `BENCHMARKS.md`, with
+//! their commands. With `std`, [`Plan::planning_time`] states the planning
+//! time; the core is `no_std`.
 //!
 //! # Examples
 //!
