@@ -37,9 +37,11 @@ TOKEN_KEYS: Tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
 #: concatenated along dim 0 in sample order, the order of the placeholders in
 #: ``input_ids``. A sample without the key contributes nothing. Where the
 #: samples' shapes differ beyond dim 0 (images of different sizes, samples
-#: with different numbers of images in a per-sample image dimension), each is
-#: zero-padded at the end of those dimensions to the largest first, as the
-#: families' processors pad a batch.
+#: with different numbers of images or patches in a second dimension), each
+#: is zero-padded at the end of those dimensions to the largest first, as the
+#: families' processors pad a batch: where the packing probe found that exact
+#: on the model, or, not probed, where the batch carries ``image_sizes`` or
+#: ``pixel_attention_mask`` (what such models read the padding from).
 ITEM_KEYS: Tuple[str, ...] = (
     "pixel_values",
     "image_grid_thw",
@@ -48,6 +50,8 @@ ITEM_KEYS: Tuple[str, ...] = (
     "second_per_grid_ts",
     "image_sizes",
     "pixel_attention_mask",
+    "spatial_shapes",
+    "image_position_ids",
 )
 
 _CORE = ("input_ids", "labels", "attention_mask", "position_ids")
@@ -307,10 +311,13 @@ class PackedCollator:
       W)`` with different image counts, as Idefics3/SmolVLM take them), each
       is zero-padded at the end of those dimensions to the largest, as the
       family's processor pads a batch (the model crops each image to its
-      ``image_sizes``, or drops all-zero images). The probe checks that this
-      padding is exact where it can build such images; where it finds it is
-      not, samples of different shapes raise :class:`microbatch.DtypeError`
-      saying what shape to give;
+      ``image_sizes``, counts an image's patches from them, or drops all-zero
+      images). Bound to a model, the probe packs images of two shapes where
+      the model takes them and pads only where that is exact; where it
+      cannot check it (a vision tower of one image size) or finds it inexact,
+      or, not probed, where the batch carries neither ``image_sizes`` nor
+      ``pixel_attention_mask``, samples of different shapes raise
+      :class:`microbatch.DtypeError` saying what shape to give;
     - ``attention_mask`` only for a model that reads a per-token key into its
       attention mask (its ``create_masks_for_generate`` takes the key: Gemma 3
       and PaliGemma with ``token_type_ids``, for example) where the probe
