@@ -27,7 +27,7 @@
 //! the largest one, and the other micro-steps share what is
 //! left. A long sample comes late in that order and may find no sequence
 //! with the room left; if it is an outlier (more than 2% above a mean
-//! sequence's cost in a phase, [`OUTLIER`]), it would set the maximum of
+//! sequence's cost in a phase, [`FILL_OUTLIER`]), it would set the maximum of
 //! whatever micro-step holds it. So the outliers the row left out are
 //! placed first, longest first (each alone in a sequence of its own if it
 //! is above the largest sample in a phase: outside, it costs its
@@ -51,16 +51,8 @@ use alloc::vec::Vec;
 use core::cmp::Reverse;
 
 use super::prepare::Prepared;
+use super::tuning::FILL_OUTLIER;
 use crate::cost::Phases;
-
-/// A sample above this many times a mean sequence's cost in a phase is an
-/// outlier of the fill row: about twice what the search leaves a
-/// micro-step's maximum above its mean at a thousand ranks (0.7%-1%),
-/// so that samples about as large as a sequence's mean are left to the
-/// density order (`BENCHMARKS.md`: 1.0 gave the gain on batches with a long
-/// sample left out but lost up to 0.34 points on others; 1.1 missed a long
-/// sample about 5% above the mean).
-const OUTLIER: f64 = 1.02;
 
 /// The fill row of `row` sequences, in a plan of `sequences` sequences in
 /// all (see the module docs; `sequences` sets the mean an outlier is
@@ -90,14 +82,17 @@ pub(crate) fn fill_row(
     let (weights, limit) = weights_and_limit(prep, prep.cost(largest), total, k)?;
     let mut order = by_density(prep, weights);
     let first = place(prep, row, largest, limit, &order, 0);
-    // The outliers that the row left out: samples above [`OUTLIER`] times
+    // The outliers that the row left out: samples above [`FILL_OUTLIER`] times
     // a mean sequence in a phase. Each sets its micro-step's maximum above
     // the mean wherever it goes, except here, under the largest sample; by
     // density a long one comes late and finds no sequence with the room
     // left. So they are placed first, by decreasing tokens (then
     // position), before the others by density, if that leaves less of
     // the outliers' cost above the level out.
-    let level = Phases::new(OUTLIER * total.vision / k, OUTLIER * total.language / k);
+    let level = Phases::new(
+        FILL_OUTLIER * total.vision / k,
+        FILL_OUTLIER * total.language / k,
+    );
     let over = |p: usize| {
         let c = prep.cost(p);
         f64::max(c.vision - level.vision, c.language - level.language)
@@ -393,11 +388,11 @@ mod tests {
         assert_eq!(bins, vec![vec![4], vec![0], vec![1, 2]]);
     }
 
-    /// The cost above [`OUTLIER`] times a mean sequence's of the samples
+    /// The cost above [`FILL_OUTLIER`] times a mean sequence's of the samples
     /// `taken` leaves out, in a plan of `k` sequences.
     fn left_out(prep: &Prepared, taken: &[bool], k: usize) -> f64 {
         let total: Phases = (0..prep.len()).map(|p| prep.cost(p)).sum();
-        let level = |x: f64| OUTLIER * x / k as f64;
+        let level = |x: f64| FILL_OUTLIER * x / k as f64;
         (0..prep.len())
             .filter(|&p| !taken[p])
             .map(|p| {

@@ -7,6 +7,11 @@ use super::finish::{Context, Costed};
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
+use super::tuning::{
+    BETWEEN_NODES, INSIDE_NODE, LOCALITY_BEFORE_SWAP, LOCALITY_EVICT_AFTER, LOCALITY_FREE,
+    LOCALITY_NEAR, LOCALITY_NODES, LOCALITY_PAIR, LOCALITY_PAIRS, LOCALITY_PASSES,
+    LOCALITY_SWAP_ROUNDS, LOCALITY_TRIED, LOCALITY_WIDER,
+};
 use crate::cost::{Incremental, Phases};
 use crate::error::{Error, InvalidReason, Locator, Scalar};
 use crate::num::order_bits;
@@ -342,43 +347,6 @@ impl Locality {
 /// No origin.
 const NONE: u32 = u32::MAX;
 
-/// The weight of a move inside a node against one between nodes.
-const INSIDE_NODE: u128 = 1;
-/// The weight of a move between nodes (with nodes; without, a move weighs
-/// its bytes).
-const BETWEEN_NODES: u128 = 8;
-
-/// Sequences of the home rank (and its node) whose split with a sample's
-/// sequence is weighed, a sample and pass.
-const PAIRS: usize = 16;
-/// The most samples two sequences may hold to be re-split.
-const PAIR: usize = 48;
-/// Passes of step 3 over the samples away from home.
-const PASSES: usize = 2;
-/// The most samples of a pair, of equal weight on both sides, that
-/// [`Search::split_free`] places.
-const FREE: usize = 16;
-/// The groups of most slack that step 2's fill weighs for a sample before
-/// its work budget counts.
-const TRIED: usize = 32;
-/// The groups of most slack it weighs for a sample before that sample may
-/// evict one of fewer tokens from among them (`BENCHMARKS.md`: 32 moved up
-/// to 0.08 points more of the bytes at 1,024 ranks, 128 as many as
-/// weighing all 1,024 first).
-const EVICT_AFTER: usize = 128;
-/// The most groups of most slack it weighs for a sample.
-const WIDER: usize = 1024;
-/// The most choices [`Search::split_free`] weighs a pair.
-const NODES: usize = 512;
-/// Rounds of step 3's swap pass ([`Search::swap`]).
-const SWAP_ROUNDS: usize = 2;
-/// The samples away from home on a sample's home rank, nearest in tokens
-/// below and above, that [`Search::swap`] weighs for it.
-const NEAR: usize = 4;
-/// The share of the samples away from home (the most bytes first) that
-/// step 3 weighs before its swap pass, as a fraction: 7 / 20.
-const BEFORE_SWAP: (usize, usize) = (7, 20);
-
 /// Every sample's origin (`NONE` for none) and bytes, by position, and the
 /// node size: what a placement costs.
 pub(crate) struct Homes {
@@ -450,7 +418,7 @@ impl Homes {
     /// The weight of sample `p` on rank `rank` in step 3: its weighted
     /// bytes ([`weighted`]) times 64, plus 1 when it is away from home; 0
     /// at home or without an origin. A sum of fewer than 64 weights (a pair
-    /// of sequences holds at most [`PAIR`] samples) orders as (weighted
+    /// of sequences holds at most [`LOCALITY_PAIR`] samples) orders as (weighted
     /// bytes, samples moved), so that moving a sample of no bytes is never
     /// free.
     ///
@@ -558,7 +526,7 @@ pub(crate) fn localize<M: Incremental>(
     // Two passes of step 3, one from the fill (a second found at most 0.1%
     // more of the bytes there on the held-out batches, for about a fifth
     // of the planning time).
-    let mut passes = PASSES;
+    let mut passes = LOCALITY_PASSES;
     // A fill that moves fewer bytes than any relabelling can (without
     // nodes; see [`relabel_floor`]) beats step 1's plan and `P0`: kept
     // without step 1 (the same plan, without the relabelling's time) if it
@@ -783,13 +751,13 @@ fn normalize(sync: SyncModel, shape: Shape, slots: &mut [Vec<u32>]) {
 ///    (best fit decreasing).
 /// 4. The rest, in decreasing cost, into the fullest sequence that takes
 ///    it of the group of most slack (a heap; with nodes the groups of its
-///    home node first, at most 64). If none of the first [`EVICT_AFTER`]
+///    home node first, at most 64). If none of the first [`LOCALITY_EVICT_AFTER`]
 ///    = 128 groups tried takes it, it takes the place of the sample of
 ///    fewest tokens, fewer than its own, in one of them whose sequence
 ///    then takes it within the budget (then the lowest position; the
 ///    evicted sample queues again; at most `n + 64` evictions); failing
-///    that, up to [`WIDER`] = 1,024 groups are tried, then the same
-///    eviction among all of them. Groups past the first [`TRIED`] = 32 are
+///    that, up to [`LOCALITY_WIDER`] = 1,024 groups are tried, then the same
+///    eviction among all of them. Groups past the first [`LOCALITY_TRIED`] = 32 are
 ///    tried only while the work below allows. (With 32 groups and no more,
 ///    the fill failed on 10^6 `llava-sft` samples over 16,384 ranks; with
 ///    the eviction only after 1,024 groups, on 64 `interleaved` samples a
@@ -1132,10 +1100,10 @@ fn fill_home(
             }
         }
         stamp += 1;
-        // The groups of most slack: the first `EVICT_AFTER`, then an
+        // The groups of most slack: the first `LOCALITY_EVICT_AFTER`, then an
         // eviction among them; then, bounded by `weighed` past the first
-        // `TRIED`, up to `WIDER` of them, then an eviction among all
-        // those. (Evicting only after `WIDER` groups gave up at 64
+        // `LOCALITY_TRIED`, up to `LOCALITY_WIDER` of them, then an eviction among all
+        // those. (Evicting only after `LOCALITY_WIDER` groups gave up at 64
         // `interleaved` samples a rank over 16,384 ranks: 14,599 samples
         // left by the ranks' packings weighed about 500 groups each
         // without a place, the budget ran out after 11,591 of them, and
@@ -1143,8 +1111,11 @@ fn fill_home(
         // time.) `scanned`: the groups of `tried` already weighed for an
         // eviction.
         let mut scanned = 0;
-        for limit in [EVICT_AFTER, WIDER] {
-            while to.is_none() && tried.len() < limit && (tried.len() < TRIED || weighed > 0) {
+        for limit in [LOCALITY_EVICT_AFTER, LOCALITY_WIDER] {
+            while to.is_none()
+                && tried.len() < limit
+                && (tried.len() < LOCALITY_TRIED || weighed > 0)
+            {
                 let Some((bits, Reverse(g))) = by_room.pop() else {
                     break;
                 };
@@ -1664,7 +1635,7 @@ impl<'a> Search<'a> {
     /// its home node changed since it was last weighed, and then only
     /// against the groups that changed (see [`Search::exchange`]). Under
     /// the per-micro-step models, the first pass runs the swap pass
-    /// ([`Search::swap`]) once the first [`BEFORE_SWAP`] of its samples
+    /// ([`Search::swap`]) once the first [`LOCALITY_BEFORE_SWAP`] of its samples
     /// (those of the most bytes) are weighed.
     fn run(&mut self, passes: usize) {
         let mut order: Vec<u32> = (0..self.prep.len() as u32)
@@ -1675,15 +1646,15 @@ impl<'a> Search<'a> {
         // from home that a re-split may move for free are many: run
         // first, the swap pass brought more samples home but left more
         // bytes away.)
-        let swap_at =
-            (self.sync != SyncModel::Step).then(|| order.len() * BEFORE_SWAP.0 / BEFORE_SWAP.1);
+        let swap_at = (self.sync != SyncModel::Step)
+            .then(|| order.len() * LOCALITY_BEFORE_SWAP.0 / LOCALITY_BEFORE_SWAP.1);
         let mut pair = Pair::default();
         let mut i = 0;
         for pass in 0..passes {
             let before = self.tick;
             order.retain(|&p| {
                 if pass == 0 && Some(i) == swap_at {
-                    self.swap(SWAP_ROUNDS);
+                    self.swap(LOCALITY_SWAP_ROUNDS);
                 }
                 i += 1;
                 let p = p as usize;
@@ -1708,8 +1679,8 @@ impl<'a> Search<'a> {
     /// home, by decreasing bytes (then position), while one round swaps
     /// some. Each sample `x`, on rank `a` away from its home `h`, is
     /// swapped with a sample `y` away from home on `h` (in any of its
-    /// micro-batches), of the [`NEAR`] nearest in tokens below `x`'s and
-    /// the [`NEAR`] from it up (an index of the samples away from home by
+    /// micro-batches), of the [`LOCALITY_NEAR`] nearest in tokens below `x`'s and
+    /// the [`LOCALITY_NEAR`] from it up (an index of the samples away from home by
     /// rank and tokens, built once a round; a sample that left its rank
     /// since is skipped): of those whose swap keeps both sequences within
     /// the caps and both groups within their budgets and saves weight (see
@@ -1718,7 +1689,7 @@ impl<'a> Search<'a> {
     /// home; `y` goes home or stays away. Every swap saves weight, so the
     /// pass never moves more than before it. The number of swaps.
     ///
-    /// O(rounds * n * (log n + NEAR + m)) time and O(n) extra space for n
+    /// O(rounds * n * (log n + LOCALITY_NEAR + m)) time and O(n) extra space for n
     /// samples, m the most samples of a sequence (a swap finds each
     /// sample in its sequence).
     fn swap(&mut self, rounds: usize) -> usize {
@@ -1760,7 +1731,7 @@ impl<'a> Search<'a> {
                 let mid = list.partition_point(|e| e.1 < t);
                 let (sa, near) = (
                     self.slot_of[x] as usize,
-                    &list[mid.saturating_sub(NEAR)..(mid + NEAR).min(list.len())],
+                    &list[mid.saturating_sub(LOCALITY_NEAR)..(mid + LOCALITY_NEAR).min(list.len())],
                 );
                 let a = sa / per_rank;
                 // (not both home, token distance, position)
@@ -1854,7 +1825,7 @@ impl<'a> Search<'a> {
         let mates =
             (first..first.saturating_add(node).min(self.shape.ranks)).filter(move |&q| q != o);
         let mut best: Option<(u128, f64, usize)> = None;
-        let mut budget = PAIRS;
+        let mut budget = LOCALITY_PAIRS;
         for q in core::iter::once(o).chain(mates) {
             if q == r || budget == 0 || self.homes.weight(p, q) >= here {
                 continue;
@@ -2019,12 +1990,12 @@ impl<'a> Search<'a> {
     /// The weight saved and the room left, if both sides fit and it saves
     /// weight. `pair.half` holds `a`'s samples against `b`'s rank
     /// ([`Search::half`]): `a`'s part is read once for the up to
-    /// [`PAIRS`] sequences `b` of a rank that a sample weighs.
+    /// [`LOCALITY_PAIRS`] sequences `b` of a rank that a sample weighs.
     ///
     /// O(m * (1 + pushes)) for the m samples of the two sequences.
     fn split(&self, a: usize, b: usize, pair: &mut Pair) -> Option<(u128, f64)> {
         let (na, nb) = (self.slots[a].len(), self.slots[b].len());
-        if na + nb > PAIR {
+        if na + nb > LOCALITY_PAIR {
             return None;
         }
         let (ga, gb) = (self.group(a), self.group(b));
@@ -2179,14 +2150,14 @@ impl<'a> Search<'a> {
     /// The fallback of [`Search::split`] when its pushes find no split of
     /// the pair `(a, b, na)`: every sample on the side where it weighs less
     /// (ties: where it is; `pair.init`) and, of the samples that weigh the
-    /// same on both sides (at most [`FREE`] of them, the costliest, then
+    /// same on both sides (at most [`LOCALITY_FREE`] of them, the costliest, then
     /// the lowest index), a choice of sides by a depth-first search (see
     /// [`Dfs`]): the one that fits both sides (`caps`, of the groups'
     /// loads `base` without the pair) with the most room, in `pair.side`.
     /// The weight saved from `before` and that room, if it saves weight
     /// and empties no rank.
     ///
-    /// O(m log m + NODES) for the m samples of the pair.
+    /// O(m log m + LOCALITY_NODES) for the m samples of the pair.
     #[allow(clippy::too_many_arguments)]
     fn split_free(
         &self,
@@ -2221,7 +2192,7 @@ impl<'a> Search<'a> {
                 .total_cmp(&(v[x][0] + v[x][1]))
                 .then(x.cmp(&y))
         });
-        let f = pair.free.len().min(FREE);
+        let f = pair.free.len().min(LOCALITY_FREE);
         // What the free samples from the `j`-th on need (those past `f`
         // stay where they are: loaded now).
         for &i in &pair.free[f..] {
@@ -2230,7 +2201,7 @@ impl<'a> Search<'a> {
                 load[k][d] += v[i][d];
             }
         }
-        let mut rest = [[0f64; 5]; FREE + 1];
+        let mut rest = [[0f64; 5]; LOCALITY_FREE + 1];
         for j in (0..f).rev() {
             for d in 0..5 {
                 rest[j][d] = rest[j + 1][d] + v[pair.free[j]][d];
@@ -2243,7 +2214,7 @@ impl<'a> Search<'a> {
             rest: &rest,
             caps: *caps,
             phase: self.sync == SyncModel::Phase,
-            nodes: NODES,
+            nodes: LOCALITY_NODES,
             best: None,
         };
         dfs.go(0, &mut load, 0);
@@ -2387,7 +2358,8 @@ pub(crate) fn check_origins<M>(
 mod tests {
     use super::{
         add, fill_home, largest, relabel, relabel_floor, room_in, scaled, Dfs, Fullest, Homes,
-        Pair, Search, Sums, EVICT_AFTER, NONE, SWAP_ROUNDS, TRIED, WIDER,
+        Pair, Search, Sums, LOCALITY_EVICT_AFTER, LOCALITY_SWAP_ROUNDS, LOCALITY_TRIED,
+        LOCALITY_WIDER, NONE,
     };
     use crate::cost::{Given, Phases, Sample};
     use crate::plan::prepare::{prepare, Prepared};
@@ -2438,7 +2410,7 @@ mod tests {
     ) -> (Vec<Vec<u32>>, usize, Vec<Phases>) {
         let budget = scaled(&largest(prep, sync, shape, &slots), tol);
         let mut search = Search::new(prep, homes, sync, shape, slots, budget.clone());
-        let swaps = search.swap(SWAP_ROUNDS);
+        let swaps = search.swap(LOCALITY_SWAP_ROUNDS);
         for (k, members) in search.slots.iter().enumerate() {
             for &p in members {
                 assert_eq!(search.slot_of[p as usize] as usize, k);
@@ -2707,7 +2679,9 @@ mod tests {
         // place, among the first 32: the 40, none with a sample of fewer
         // tokens; the fill gave up.)
         let (wide, full, tight, extra) = (40, 1100, 10, 20);
-        assert!((TRIED..EVICT_AFTER).contains(&wide) && wide + full >= WIDER);
+        assert!(
+            (LOCALITY_TRIED..LOCALITY_EVICT_AFTER).contains(&wide) && wide + full >= LOCALITY_WIDER
+        );
         let mut samples = Vec::new();
         for r in 0..wide {
             samples.push((8, 0.5, 0.0, r, 10));

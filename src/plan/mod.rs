@@ -266,6 +266,7 @@ mod search;
 mod shape;
 mod share;
 mod sync;
+mod tuning;
 mod work;
 
 pub use self::exchange::{Exchange, Move, Traffic};

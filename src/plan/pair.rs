@@ -13,7 +13,7 @@
 //! sequences) that lowers most the larger of the pair's two scores, if it
 //! lowers it:
 //!
-//! 1. [`LEVELS`] rounds across micro-steps: every micro-batch's score is
+//! 1. [`PAIR_LEVELS`] rounds across micro-steps: every micro-batch's score is
 //!    `h = max over barriers of (value - its micro-step's maximum) / mean
 //!    value of a micro-batch`; all micro-batches are ranked by `h`
 //!    (descending, ties by micro-batch) and the `k`-th is paired with the
@@ -33,11 +33,11 @@
 //! every change. Every sequence keeps its length and caps; pinned
 //! positions never move.
 //!
-//! Deterministic: fixed orders, ties to the first found. O((LEVELS +
+//! Deterministic: fixed orders, ties to the first found. O((PAIR_LEVELS +
 //! passes) * (n s + R A log(R A))) time for n samples, at most `s` samples
-//! a micro-batch, R ranks and A micro-steps; O(R A + CHUNK s + m) extra
+//! a micro-batch, R ranks and A micro-steps; O(R A + PAIR_CHUNK s + m) extra
 //! space, `m` the samples of the largest micro-step. The rounds across
-//! micro-steps list the members of [`CHUNK`] pairs before any is weighed
+//! micro-steps list the members of [`PAIR_CHUNK`] pairs before any is weighed
 //! (the pairs of a round are disjoint, so a change leaves the others'
 //! members as listed, and the reads of many pairs overlap; at 10^6 samples
 //! over 16,384 ranks this took the pairing's time down by about 30%); the
@@ -52,11 +52,9 @@ use alloc::vec::Vec;
 
 use super::deal::Sequences;
 use super::sync::SyncModel;
+use super::tuning::{PAIR_CHUNK, PAIR_LEVELS};
 use super::work::{barrier, Dim, Stage};
 use crate::cost::Phases;
-
-/// The rounds across micro-steps.
-const LEVELS: usize = 1;
 
 /// The rounds within every micro-step and barrier under `sync`. Under
 /// per-phase barriers a round balances the vision phase, then the
@@ -115,7 +113,7 @@ fn values<const B: usize>(c: Phases) -> [f64; B] {
 /// loads are kept up to date, the costs are not read; pinned positions
 /// never move.
 pub(crate) fn pair(stage: &Stage<'_>, seqs: Sequences) -> Sequences {
-    paired(stage, seqs, CHUNK)
+    paired(stage, seqs, PAIR_CHUNK)
 }
 
 /// [`pair`], the rounds across micro-steps reading the members of `chunk`
@@ -130,7 +128,7 @@ fn paired(stage: &Stage<'_>, mut seqs: Sequences, chunk: usize) -> Sequences {
     {
         return seqs;
     }
-    for _ in 0..LEVELS {
+    for _ in 0..PAIR_LEVELS {
         level(stage, &mut seqs, chunk);
     }
     within(stage, &mut seqs);
@@ -250,10 +248,7 @@ struct Member {
     size: [u64; 3],
 }
 
-/// The pairs a round reads ahead: their members listed in one run.
-const CHUNK: usize = 256;
-
-/// The unpinned members of up to [`CHUNK`] pairs of micro-batches, listed
+/// The unpinned members of up to [`PAIR_CHUNK`] pairs of micro-batches, listed
 /// before any of them is weighed: the pairs of a round are disjoint, so a
 /// change to one leaves the others' members as listed.
 #[derive(Default)]
@@ -555,7 +550,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// The pairs read ahead change nothing: reading 1, 3 or [`CHUNK`]
+        /// The pairs read ahead change nothing: reading 1, 3 or [`PAIR_CHUNK`]
         /// pairs ahead gives the same sequences, on batches of up to 600
         /// ranks (rounds of up to 300 pairs across micro-steps, a few
         /// hundred within), some samples pinned.
@@ -571,7 +566,7 @@ mod tests {
             let stage = batch.stage();
             let one = paired(&stage, seqs.clone(), 1).members;
             prop_assert_eq!(&paired(&stage, seqs.clone(), 3).members, &one);
-            prop_assert_eq!(&paired(&stage, seqs, CHUNK).members, &one);
+            prop_assert_eq!(&paired(&stage, seqs, PAIR_CHUNK).members, &one);
         }
 
         /// No barrier's maximum rises, every sample stays exactly once,

@@ -16,10 +16,11 @@ use super::polish::polish;
 use super::prepare::{prepare, Caps, Prepared};
 use super::refine::refine;
 use super::sample::StepSample;
-use super::search::{search, EFFORT};
+use super::search::search;
 use super::shape::Shape;
 use super::share::{additive, share};
 use super::sync::SyncModel;
+use super::tuning::{EFFORT, POLISH_BASE, SHARE_ROUNDS};
 use super::work::Stage;
 use crate::cost::{Incremental, Phases};
 use crate::error::Error;
@@ -1257,20 +1258,6 @@ impl<M: Incremental> Planner<M> {
         })
     }
 }
-
-/// The most times the stages run again on the shares of the plan they made
-/// (a model that is not additive); the loop stops at the first round that
-/// does not lower the exact step time.
-const SHARE_ROUNDS: usize = 4;
-
-/// The polish stage's budget a unit of search effort, besides half a unit
-/// a sample: at the default effort, 184,320 model evaluations and
-/// insertions plus 22.5 a sample. On the batches of a small real Qwen2-VL
-/// (48 samples) its first descent takes 1,000-23,000 and the kicks the
-/// rest (about 14 ms of planning; per-phase max/mean by the model 1.02-1.04
-/// without kicks, 1.016-1.030 with; a 4x larger base reaches 1.014-1.023 in
-/// 3.6x the time); at 65,536 samples the first descent spends it.
-const POLISH_BASE: u64 = 1 << 12;
 
 /// A plan's layout before locality: its shape, whether the balanced
 /// packing made it, every slot's positions, the bound the exact search

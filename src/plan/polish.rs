@@ -32,14 +32,14 @@
 //! swaps of samples of sequences drawn at random (a fixed sequence of
 //! [`splitmix64`]: the same batch, the same plan), keeping every cap, and
 //! the descent again; a faster layout becomes the best one, else the best
-//! one comes back. After [`KICKS`] kicks in a row without a faster layout
+//! one comes back. After [`POLISH_KICKS`] kicks in a row without a faster layout
 //! the polish stops. (An iterated local search: on the batches above the
 //! kicks take another 0.5-1.7% off the per-phase step time at 4
 //! micro-steps, max/mean by the model 1.02-1.04 -> 1.016-1.030.) A barrier without such a change is passed over, and the
 //! search ends when none has one or the budget is spent.
 //!
 //! The sequences weighed as destinations are all of them when there are
-//! at most [`DESTINATIONS`], else the [`DESTINATIONS`] of most slack (the
+//! at most [`POLISH_DESTINATIONS`], else the [`POLISH_DESTINATIONS`] of most slack (the
 //! room under the maxima of the barriers they are in, summed; ties by
 //! slot), chosen anew for every barrier.
 //!
@@ -60,12 +60,9 @@ use super::finish::Context;
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
+use super::tuning::{POLISH_DESTINATIONS, POLISH_KICKS, POLISH_KICK_SWAPS};
 use crate::cost::{Incremental, Phases};
 use crate::num::splitmix64;
-
-/// The destination sequences weighed for a barrier's binding member, at
-/// most.
-pub(crate) const DESTINATIONS: usize = 64;
 
 /// The relative drop of the step time a change must make: less is
 /// rounding.
@@ -295,8 +292,8 @@ pub(crate) fn polish<M: Incremental>(
     let mut best_time = search.time;
     let mut best: Vec<Vec<u32>> = slots.to_vec();
     let (mut draws, mut failed) = (0u64, 0);
-    while search.left > 0 && failed < KICKS {
-        for _ in 0..KICK_SWAPS {
+    while search.left > 0 && failed < POLISH_KICKS {
+        for _ in 0..POLISH_KICK_SWAPS {
             search.kick(slots, &mut draws);
         }
         search.descend(slots, &mut scratch);
@@ -318,12 +315,6 @@ pub(crate) fn polish<M: Incremental>(
         search.spend((prep.len() + k) as u64);
     }
 }
-
-/// Kicks in a row that find no faster layout before the polish stops.
-const KICKS: usize = 64;
-
-/// Random swaps a kick makes.
-const KICK_SWAPS: usize = 2;
 
 /// The search's scratch space: the barriers in order, the destinations.
 #[derive(Default)]
@@ -469,7 +460,7 @@ impl<'a, 'c, M: Incremental> Search<'a, 'c, M> {
     }
 
     /// The destination slots to weigh into `dests` (slack, slot): all, or
-    /// the [`DESTINATIONS`] of most slack.
+    /// the [`POLISH_DESTINATIONS`] of most slack.
     fn destinations(&mut self, dests: &mut Vec<(f64, usize)>) {
         let k = self.shape.slots();
         dests.clear();
@@ -485,10 +476,10 @@ impl<'a, 'c, M: Incremental> Search<'a, 'c, M> {
                 .sum();
             (slack, slot)
         }));
-        if k > DESTINATIONS {
+        if k > POLISH_DESTINATIONS {
             let most = |x: &(f64, usize), y: &(f64, usize)| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1));
-            dests.select_nth_unstable_by(DESTINATIONS - 1, most);
-            dests.truncate(DESTINATIONS);
+            dests.select_nth_unstable_by(POLISH_DESTINATIONS - 1, most);
+            dests.truncate(POLISH_DESTINATIONS);
             // In slot order: the same candidates weighed in the same order.
             dests.sort_unstable_by_key(|x| x.1);
             self.spend(k as u64 / 8);

@@ -6,7 +6,7 @@
 //! per-micro-step models. Per contest and per phase ([`SyncModel::Phase`]:
 //! the costlier phase first, then the other, then the first again) or on
 //! the total (the others), the slowest group `x` trades with the
-//! [`CANDIDATES`] fastest groups `y` (then [`WIDE`] of them if none can):
+//! [`REFINE_CANDIDATES`] fastest groups `y` (then [`REFINE_WIDE`] of them if none can):
 //! moves of one of its samples to `y`, and swaps with a sample of `y`,
 //! keeping every cap. The change that leaves `max(x, y)` lowest is applied
 //! if it brings both below the old maximum without raising the other
@@ -16,9 +16,9 @@
 //! samples sorted by cost, as the partition refinement does) and moves go
 //! to `y`'s roomiest sequence; per phase every pair is tried. Every applied
 //! change lowers the contest's multiset of group costs, so the loop ends;
-//! it also stops when the slowest group is within [`TOLERANCE`] of the
-//! mean, after [`ROUNDS`] iterations per group, and when the work budget
-//! is spent: at most [`WORK`]` * (n + K)` candidate changes weighed (a move
+//! it also stops when the slowest group is within [`REFINE_TOLERANCE`] of the
+//! mean, after [`REFINE_ROUNDS`] iterations per group, and when the work budget
+//! is spent: at most [`REFINE_WORK`]` * (n + K)` candidate changes weighed (a move
 //! or swap scored, or a sample of a candidate group sorted) for n samples
 //! in K sequences, counted, not timed, so the plan stays deterministic. On
 //! the batches of the benches a refinement weighs at most 13 per sample and
@@ -34,8 +34,8 @@
 //!
 //! Costs are the samples' own costs added up (exact for additive models).
 //!
-//! O(min(iterations * candidates * |x| * log |y|, WORK * (n + K) * log n))
-//! time on the total, O(min(iterations * candidates * |x| * |y|, WORK *
+//! O(min(iterations * candidates * |x| * log |y|, REFINE_WORK * (n + K) * log n))
+//! time on the total, O(min(iterations * candidates * |x| * |y|, REFINE_WORK *
 //! (n + K))) per phase; O(groups + n) extra space.
 
 use alloc::collections::BinaryHeap;
@@ -46,26 +46,13 @@ use core::cmp::Reverse;
 
 use super::deal::Sequences;
 use super::sync::SyncModel;
+use super::tuning::{
+    REFINE_CANDIDATES, REFINE_POOLS, REFINE_ROUNDS, REFINE_TOLERANCE, REFINE_WIDE, REFINE_WORK,
+};
 use super::work::{self, Dim, Stage};
 use crate::cost::Phases;
 use crate::num::{from_order_bits, order_bits};
 use crate::partition::balancing_window;
-
-/// How many of the fastest groups the slowest one trades with.
-const CANDIDATES: usize = 2;
-/// How many it trades with when none of the first few can.
-const WIDE: usize = 32;
-/// Iterations per group of a contest, at most.
-const ROUNDS: usize = 4;
-/// A contest is done when its slowest group is within this fraction of the
-/// mean (or of the largest single sample, when that is larger).
-const TOLERANCE: f64 = 2e-3;
-/// The work budget of one refinement, per sample and per sequence: the
-/// candidate changes it may weigh (a move or swap scored, a sample of a
-/// candidate group sorted) are at most `WORK * (n + K)` for n samples in K
-/// sequences, whatever the shape; when it is spent the refinement stops
-/// where it is (deterministically: the count does not depend on the clock).
-const WORK: u64 = 64;
 
 struct Contest<'a> {
     stage: &'a Stage<'a>,
@@ -75,16 +62,12 @@ struct Contest<'a> {
     version: Vec<u32>,
     /// The work left to the whole refinement (shared by its contests).
     left: &'a Cell<u64>,
-    /// The sorted pools ([`pool_key`]s) of the last [`POOLS`] groups
+    /// The sorted pools ([`pool_key`]s) of the last [`REFINE_POOLS`] groups
     /// [`best_change_sorted`](Contest::best_change_sorted) traded with,
     /// each dropped when its group changes: the fastest groups are asked
     /// again and again while another one trades.
     pools: Vec<(usize, Vec<u128>)>,
 }
-
-/// The sorted pools a contest keeps, at most: the candidates of one
-/// slowest group and then some.
-const POOLS: usize = 2 * WIDE;
 
 impl Contest<'_> {
     /// Spends `units` of work; `false` (and nothing left) when the budget
@@ -144,7 +127,8 @@ pub(crate) fn refine(stage: &Stage<'_>, mut seqs: Sequences) -> Sequences {
             })
             .collect(),
     };
-    let left = Cell::new((prep.len() as u64 + seqs.members.len() as u64).saturating_mul(WORK));
+    let left =
+        Cell::new((prep.len() as u64 + seqs.members.len() as u64).saturating_mul(REFINE_WORK));
     for groups in contests {
         let cost = groups
             .iter()
@@ -197,8 +181,8 @@ impl Contest<'_> {
             };
             let mut limit_other = other_max(&self.cost);
             let mean = self.cost.iter().map(|&c| d.of(c)).sum::<f64>() / n as f64;
-            let good_enough = mean.max(d.largest(self.stage.prep)) * (1.0 + TOLERANCE);
-            for _ in 0..ROUNDS * n {
+            let good_enough = mean.max(d.largest(self.stage.prep)) * (1.0 + REFINE_TOLERANCE);
+            for _ in 0..REFINE_ROUNDS * n {
                 if self.left.get() == 0 {
                     return;
                 }
@@ -214,9 +198,9 @@ impl Contest<'_> {
                 }
                 // The fastest groups: a few, then more when none of them
                 // can trade.
-                let mut ys: Vec<MinEntry> = Vec::with_capacity(WIDE);
+                let mut ys: Vec<MinEntry> = Vec::with_capacity(REFINE_WIDE);
                 let mut best = None;
-                for width in [CANDIDATES, WIDE] {
+                for width in [REFINE_CANDIDATES, REFINE_WIDE] {
                     let seen = ys.len();
                     while ys.len() < width {
                         let Some(e) = min_heap.pop() else { break };
@@ -297,7 +281,7 @@ impl Contest<'_> {
             let k = match self.pools.iter().position(|(g, _)| *g == y) {
                 Some(k) => k,
                 None => {
-                    let mut pool = if self.pools.len() == POOLS {
+                    let mut pool = if self.pools.len() == REFINE_POOLS {
                         self.pools.remove(0).1
                     } else {
                         Vec::new()

@@ -15,12 +15,12 @@
 //! to the second largest) weighs, for each of its samples `a` and each
 //! transfer `t` in `{e, e / 2, g}`:
 //!
-//! - the [`WINDOW`] samples `b` on each side of `p_a - t` in the samples
+//! - the [`SEARCH_WINDOW`] samples `b` on each side of `p_a - t` in the samples
 //!   sorted once by their cost in `p`: the swap of `a` and `b`, and the move
 //!   of `a` alone into `b`'s sequence;
-//! - the [`BUCKET_WINDOW`] samples `b` on each side of `p_a - t` in `a`'s
+//! - the [`SEARCH_BUCKET_WINDOW`] samples `b` on each side of `p_a - t` in `a`'s
 //!   size bucket and the two next to it (the samples cut by token count
-//!   into buckets of [`BUCKET`], each sorted by cost in `p`): the swap of `a`
+//!   into buckets of [`SEARCH_BUCKET`], each sorted by cost in `p`): the swap of `a`
 //!   and `b`. Sequences are nearly full, so a swap fits only where `b` is
 //!   about `a`'s size, which a window of the global index rarely holds
 //!   (most of its candidates fail a cap): the buckets find the swaps that
@@ -28,7 +28,7 @@
 //!   65,536 samples over 1,024 ranks from 1.0090 to 1.0035 over the bound
 //!   on interleaved, 1.0085 to 1.0071 on anyres-mix;
 //! - the moves of `a` into the two least loaded micro-batches, in each
-//!   barrier, of `x`'s micro-step and of the [`SINKS`] other micro-steps
+//!   barrier, of `x`'s micro-step and of the [`SEARCH_SINKS`] other micro-steps
 //!   whose barriers exceed their means most (room under a maximum that a
 //!   single large sample sets costs nothing to fill; O(A) to find them).
 //!
@@ -68,9 +68,9 @@
 //! counted work, not time: at most `effort * max(n + K, 65536)` units (a
 //! candidate weighed, a binary search, `R` for each rescan) for n samples
 //! in K sequences ([`Planner::search_effort`](crate::plan::Planner::search_effort),
-//! default [`EFFORT`]).
+//! default [`EFFORT`](super::tuning::EFFORT)).
 //!
-//! O(n log n + min(changes * (s * (log n + WINDOW + BUCKET_WINDOW) + R +
+//! O(n log n + min(changes * (s * (log n + SEARCH_WINDOW + SEARCH_BUCKET_WINDOW) + R +
 //! A), effort * max(n + K, 65536))) time for n samples, at most `s` a
 //! micro-batch, R ranks, A micro-steps (a trade weighs `A - 1` candidates
 //! and moves the members of two micro-batches); O(n + K + R * A) extra
@@ -85,42 +85,17 @@ use core::cmp::Reverse;
 use super::deal::Sequences;
 use super::shape::Shape;
 use super::sync::SyncModel;
+use super::tuning::{
+    SEARCH_BLOCK, SEARCH_BUCKET, SEARCH_BUCKET_WINDOW, SEARCH_KEPT, SEARCH_MIN_SIZE, SEARCH_RUN,
+    SEARCH_SINKS, SEARCH_WINDOW,
+};
 use super::work::{self, barrier, Stage};
 use crate::cost::Phases;
 use crate::num::{from_order_bits, order_bits};
 
-/// The default work budget, in units per sample and sequence (45: planning
-/// 65,536 samples over 1,024 ranks takes 1.15 to 1.43 times the thread CPU
-/// time it took at 30 without the size buckets, the default before;
-/// `BENCHMARKS.md`).
-pub(crate) const EFFORT: u32 = 45;
-
-/// The size the budget counts at least: small batches search as long as a
-/// batch of this many samples and sequences would (a constant, so no
-/// setting alone makes planning slower).
-const MIN_SIZE: u64 = 1 << 16;
-
-/// The partners weighed on each side of a transfer's target in the cost
-/// index.
-const WINDOW: usize = 12;
-
-/// The micro-steps besides the binding one whose least loaded
-/// micro-batches each binding micro-batch tries to move into.
-const SINKS: usize = 1;
-
-/// The samples a bucket of the size-matched index holds (by token count).
-const BUCKET: usize = 256;
-
-/// The partners weighed on each side of a transfer's target in a bucket of
-/// the size-matched index.
-const BUCKET_WINDOW: usize = 4;
-
-/// The keys a block of the two-level binary search holds.
-const BLOCK: usize = 64;
-
 /// The first index of `index`, sorted by `key`, whose key is not below
-/// `target`, `coarse` holding every [`BLOCK`]-th key: a binary search in
-/// `coarse`, then one in a block that reads `key` of log2 [`BLOCK`]
+/// `target`, `coarse` holding every [`SEARCH_BLOCK`]-th key: a binary search in
+/// `coarse`, then one in a block that reads `key` of log2 [`SEARCH_BLOCK`]
 /// entries. (The keys of every entry, an array of 8 bytes a sample and
 /// barrier, were the largest part of the search's memory at its peak.)
 fn lower(index: &[u32], coarse: &[f64], target: f64, key: impl Fn(u32) -> f64) -> usize {
@@ -128,37 +103,34 @@ fn lower(index: &[u32], coarse: &[f64], target: f64, key: impl Fn(u32) -> f64) -
     if c == 0 {
         return 0;
     }
-    let lo = (c - 1) * BLOCK;
-    let hi = (c * BLOCK).min(index.len());
+    let lo = (c - 1) * SEARCH_BLOCK;
+    let hi = (c * SEARCH_BLOCK).min(index.len());
     lo + index[lo..hi].partition_point(|&p| key(p) < target)
 }
 
-/// The entries a run of [`lower_in`] holds.
-const RUN: usize = 16;
-
 /// The first index of `list` whose entry is not `below`, for `below` true
 /// on a prefix of `list` only (as [`slice::partition_point`]): `below` is
-/// asked of the last entry of every run of [`RUN`], then of every entry of
+/// asked of the last entry of every run of [`SEARCH_RUN`], then of every entry of
 /// the one run that holds the answer, so that each round's reads are
 /// independent (each a cache miss through a position on large batches)
 /// and overlap, where a binary search waits for each read before the next.
-/// O(len / RUN + RUN) evaluations, in two rounds.
+/// O(len / SEARCH_RUN + SEARCH_RUN) evaluations, in two rounds.
 fn lower_in(list: &[u32], below: impl Fn(u32) -> bool) -> usize {
-    debug_assert!(list.len() <= BUCKET);
-    let runs = list.len().div_ceil(RUN);
-    let mut last = [false; BUCKET / RUN];
+    debug_assert!(list.len() <= SEARCH_BUCKET);
+    let runs = list.len().div_ceil(SEARCH_RUN);
+    let mut last = [false; SEARCH_BUCKET / SEARCH_RUN];
     for (r, flag) in last.iter_mut().enumerate().take(runs) {
-        *flag = below(list[((r + 1) * RUN).min(list.len()) - 1]);
+        *flag = below(list[((r + 1) * SEARCH_RUN).min(list.len()) - 1]);
     }
     let Some(r) = last.iter().take(runs).position(|&f| !f) else {
         return list.len();
     };
-    let run = &list[r * RUN..((r + 1) * RUN).min(list.len())];
-    let mut each = [false; RUN];
+    let run = &list[r * SEARCH_RUN..((r + 1) * SEARCH_RUN).min(list.len())];
+    let mut each = [false; SEARCH_RUN];
     for (flag, &p) in each.iter_mut().zip(run) {
         *flag = below(p);
     }
-    r * RUN
+    r * SEARCH_RUN
         + each
             .iter()
             .take(run.len())
@@ -215,11 +187,6 @@ struct Near {
 /// An entry of a micro-step's ranking: (value, micro-batch).
 type Ranked = (f64, u32);
 
-/// How many of the largest (and of the smallest) micro-batches of a
-/// micro-step are kept per barrier, so that a rescan in O(R) is needed only
-/// when changes have taken most of them out.
-const KEPT: usize = 16;
-
 /// The largest values of a micro-step in a barrier, descending (ties by
 /// micro-batch), and `floor`: no micro-batch left out is above it.
 #[derive(Clone, Default)]
@@ -240,7 +207,7 @@ impl Extremes {
                 .list
                 .partition_point(|e| e.0 > v || (e.0 == v && e.1 < m));
             self.list.insert(at, (v, m));
-            if self.list.len() > KEPT {
+            if self.list.len() > SEARCH_KEPT {
                 if let Some(out) = self.list.pop() {
                     self.floor = self.floor.max(out.0);
                 }
@@ -267,13 +234,13 @@ fn step_major(shape: Shape, m: usize) -> usize {
     m % shape.steps * shape.ranks + m / shape.steps
 }
 
-/// Puts `e` in `list`, the [`KEPT`] + 1 first entries seen of a ranking
+/// Puts `e` in `list`, the [`SEARCH_KEPT`] + 1 first entries seen of a ranking
 /// (descending value, ties by micro-batch), kept in that order.
 #[inline]
 fn keep(list: &mut Vec<Ranked>, e: Ranked) {
     // (`f64::total_cmp`, as every ranking of the search.)
     let before = |a: &Ranked, b: &Ranked| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).is_lt();
-    if list.len() > KEPT {
+    if list.len() > SEARCH_KEPT {
         match list.last() {
             // Most values of a rescan: below the last kept, told by one
             // comparison (`<` implies `total_cmp`'s order for numbers;
@@ -303,8 +270,8 @@ struct Search<'a, const B: usize> {
     top: Vec<[[Ranked; 3]; 2]>,
     low: Vec<[[Ranked; 2]; 2]>,
     sum: Vec<[f64; 2]>,
-    /// Per micro-step and barrier index, the [`KEPT`] largest values and
-    /// the [`KEPT`] smallest (negated), which the rankings are read from.
+    /// Per micro-step and barrier index, the [`SEARCH_KEPT`] largest values and
+    /// the [`SEARCH_KEPT`] smallest (negated), which the rankings are read from.
     high: Vec<[Extremes; 2]>,
     least: Vec<[Extremes; 2]>,
     /// Scratch for rescans: the largest and the smallest (negated), and
@@ -323,12 +290,12 @@ struct Search<'a, const B: usize> {
     /// Per barrier index, the unpinned positions by cost in that barrier
     /// (ties by position).
     index: [Vec<u32>; 2],
-    /// The cost of every [`BLOCK`]-th of them: the binary searches start in
+    /// The cost of every [`SEARCH_BLOCK`]-th of them: the binary searches start in
     /// this small array, which stays in cache, and end in one block of
     /// `index`, reading its samples' costs ([`lower`]).
     coarse: [Vec<f64>; 2],
     /// Per barrier index, the same positions cut by token count into
-    /// buckets of [`BUCKET`] (ties by position), each bucket by cost in
+    /// buckets of [`SEARCH_BUCKET`] (ties by position), each bucket by cost in
     /// that barrier (ties by position): the swap partners of about a
     /// sample's size, which fit sequences that are full.
     bucketed: [Vec<u32>; 2],
@@ -347,7 +314,7 @@ pub(crate) fn search(stage: &Stage<'_>, seqs: Sequences, effort: u32) -> Sequenc
     let Stage {
         prep, sync, shape, ..
     } = *stage;
-    let size = (prep.len() as u64 + seqs.members.len() as u64).max(MIN_SIZE);
+    let size = (prep.len() as u64 + seqs.members.len() as u64).max(SEARCH_MIN_SIZE);
     let left = size.saturating_mul(u64::from(effort));
     if sync == SyncModel::Step || left == 0 || shape.ranks < 2 || shape.steps == 0 {
         return seqs;
@@ -394,7 +361,7 @@ fn searched<const B: usize>(stage: &Stage<'_>, mut seqs: Sequences, left: u64) -
         );
         coarse[i] = list
             .iter()
-            .step_by(BLOCK)
+            .step_by(SEARCH_BLOCK)
             .map(|e| from_order_bits(key_of(e)))
             .collect();
         index[i] = positions_of(list);
@@ -414,7 +381,10 @@ fn searched<const B: usize>(stage: &Stage<'_>, mut seqs: Sequences, left: u64) -
         sum: vec![[0.0; 2]; shape.steps],
         high: vec![[Extremes::default(), Extremes::default()]; shape.steps],
         least: vec![[Extremes::default(), Extremes::default()]; shape.steps],
-        scratch: [Vec::with_capacity(KEPT + 1), Vec::with_capacity(KEPT + 1)],
+        scratch: [
+            Vec::with_capacity(SEARCH_KEPT + 1),
+            Vec::with_capacity(SEARCH_KEPT + 1),
+        ],
         values: Vec::with_capacity(shape.ranks),
         version: vec![0; shape.steps],
         stuck: vec![[(f64::NAN, NONE); 2]; shape.steps],
@@ -436,11 +406,11 @@ fn searched<const B: usize>(stage: &Stage<'_>, mut seqs: Sequences, left: u64) -
 }
 
 /// `positions` by `size` (ties by position), and the size of every
-/// [`BUCKET`]-th: the buckets' first sizes. Each size is read once and
+/// [`SEARCH_BUCKET`]-th: the buckets' first sizes. Each size is read once and
 /// sorted beside its position. O(n log n) time.
 fn by_size(positions: &[u32], size: impl Fn(u32) -> u64) -> (Vec<u32>, Vec<u64>) {
     let list = sort_keyed(positions.iter().map(|&p| (size(p), p)));
-    let bounds = list.iter().step_by(BUCKET).map(key_of).collect();
+    let bounds = list.iter().step_by(SEARCH_BUCKET).map(key_of).collect();
     (positions_of(list), bounds)
 }
 
@@ -475,12 +445,12 @@ fn positions_of(list: Vec<[u32; 3]>) -> Vec<u32> {
     flat
 }
 
-/// `list` with each bucket of [`BUCKET`] sorted by `cost`
+/// `list` with each bucket of [`SEARCH_BUCKET`] sorted by `cost`
 /// (`f64::total_cmp`, ties by position); each cost read once and sorted
-/// beside its position. O(n log BUCKET) time.
+/// beside its position. O(n log SEARCH_BUCKET) time.
 fn by_cost_in_buckets(mut list: Vec<u32>, cost: impl Fn(u32) -> f64) -> Vec<u32> {
-    let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(BUCKET.min(list.len()));
-    for bucket in list.chunks_mut(BUCKET) {
+    let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(SEARCH_BUCKET.min(list.len()));
+    for bucket in list.chunks_mut(SEARCH_BUCKET) {
         keyed.clear();
         keyed.extend(bucket.iter().map(|&p| (order_bits(cost(p)), p)));
         keyed.sort_unstable();
@@ -529,8 +499,8 @@ impl<const B: usize> Search<'_, B> {
     }
 
     /// Recomputes barrier `i` of micro-step `j`: its extremes and sum, in
-    /// O(R * KEPT) time at worst, O(R + KEPT^2 log R) for values in no
-    /// particular order: one pass, which keeps the [`KEPT`] + 1 first of
+    /// O(R * SEARCH_KEPT) time at worst, O(R + SEARCH_KEPT^2 log R) for values in no
+    /// particular order: one pass, which keeps the [`SEARCH_KEPT`] + 1 first of
     /// each ranking seen so far, so that after the first few hundred ranks
     /// a value is one comparison with the last of them. (A selection over
     /// all R, then a sort, read them twice: a fifth of the planning time at
@@ -553,8 +523,8 @@ impl<const B: usize> Search<'_, B> {
         let sum: f64 = values.iter().sum();
         for (k, list) in [&*high, &*least].into_iter().enumerate() {
             let e = Extremes {
-                list: list[..list.len().min(KEPT)].to_vec(),
-                floor: list.get(KEPT).map_or(f64::NEG_INFINITY, |e| e.0),
+                list: list[..list.len().min(SEARCH_KEPT)].to_vec(),
+                floor: list.get(SEARCH_KEPT).map_or(f64::NEG_INFINITY, |e| e.0),
             };
             if k == 0 {
                 self.high[j][i] = e;
@@ -575,7 +545,7 @@ impl<const B: usize> Search<'_, B> {
         for i in 0..B {
             let v = barrier::<B>(i, new);
             self.sum[j][i] += v - barrier::<B>(i, old);
-            self.spend(2 * KEPT as u64);
+            self.spend(2 * SEARCH_KEPT as u64);
             let high = self.high[j][i].set(m as u32, v, ranks.min(3));
             let least = self.least[j][i].set(m as u32, -v, ranks.min(2));
             if high && least {
@@ -730,13 +700,13 @@ impl<const B: usize> Search<'_, B> {
         };
         // The micro-steps whose barriers leave the most room under their
         // maxima: moves into their least loaded micro-batches cost nothing.
-        let mut rows = [j; 1 + SINKS];
-        let mut room = [f64::NEG_INFINITY; SINKS];
+        let mut rows = [j; 1 + SEARCH_SINKS];
+        let mut room = [f64::NEG_INFINITY; SEARCH_SINKS];
         for r in (0..self.stage.shape.steps).filter(|&r| r != j) {
             let e: f64 = (0..B).map(|k| self.excess(r, k)).sum();
             if let Some(at) = room.iter().position(|&x| e > x) {
-                room.copy_within(at..SINKS - 1, at + 1);
-                rows.copy_within(1 + at..SINKS, 2 + at);
+                room.copy_within(at..SEARCH_SINKS - 1, at + 1);
+                rows.copy_within(1 + at..SEARCH_SINKS, 2 + at);
                 room[at] = e;
                 rows[1 + at] = r;
             }
@@ -785,7 +755,10 @@ impl<const B: usize> Search<'_, B> {
                     }
                     let target = va - transfer;
                     let at = lower(index, coarse, target, |p| d(prep.cost(p as usize)));
-                    let (lo, hi) = (at.saturating_sub(WINDOW), (at + WINDOW).min(index.len()));
+                    let (lo, hi) = (
+                        at.saturating_sub(SEARCH_WINDOW),
+                        (at + SEARCH_WINDOW).min(index.len()),
+                    );
                     let near = self.locate(&index[lo..hi], x, loads);
                     for (&pb, n) in index[lo..hi].iter().zip(&near) {
                         let Near { by, y, ly, cb, sb } = *n;
@@ -826,14 +799,15 @@ impl<const B: usize> Search<'_, B> {
                         continue;
                     }
                     for k in home.saturating_sub(1)..(home + 2).min(buckets) {
-                        if !self.spend(BUCKET.ilog2().into()) {
+                        if !self.spend(SEARCH_BUCKET.ilog2().into()) {
                             return best;
                         }
-                        let bucket = &bucketed[k * BUCKET..((k + 1) * BUCKET).min(bucketed.len())];
+                        let bucket = &bucketed
+                            [k * SEARCH_BUCKET..((k + 1) * SEARCH_BUCKET).min(bucketed.len())];
                         let at = lower_in(bucket, |p| d(prep.cost(p as usize)) < va - transfer);
                         let (lo, hi) = (
-                            at.saturating_sub(BUCKET_WINDOW),
-                            (at + BUCKET_WINDOW).min(bucket.len()),
+                            at.saturating_sub(SEARCH_BUCKET_WINDOW),
+                            (at + SEARCH_BUCKET_WINDOW).min(bucket.len()),
                         );
                         let near = self.locate(&bucket[lo..hi], x, loads);
                         for (&pb, n) in bucket[lo..hi].iter().zip(&near) {
@@ -894,14 +868,14 @@ impl<const B: usize> Search<'_, B> {
         best
     }
 
-    /// Each of the positions `window` (at most `2 * WINDOW`) as a
+    /// Each of the positions `window` (at most `2 * SEARCH_WINDOW`) as a
     /// candidate partner: its cost and sizes, its sequence, micro-batch
     /// (`x` for none) and the sequence's load, read level by level: the
     /// reads of one level are independent, so their cache misses (the
     /// positions lie anywhere in the batch) overlap instead of waiting one
     /// after another as the candidates are weighed.
     #[inline]
-    fn locate(&self, window: &[u32], x: usize, loads: &[[u64; 3]]) -> [Near; 2 * WINDOW] {
+    fn locate(&self, window: &[u32], x: usize, loads: &[[u64; 3]]) -> [Near; 2 * SEARCH_WINDOW] {
         let prep = self.stage.prep;
         let mut near = [Near {
             by: NONE,
@@ -909,7 +883,7 @@ impl<const B: usize> Search<'_, B> {
             ly: [0; 3],
             cb: Phases::ZERO,
             sb: [0; 3],
-        }; 2 * WINDOW];
+        }; 2 * SEARCH_WINDOW];
         for (slot, &pb) in near.iter_mut().zip(window) {
             slot.by = self.seq_of[pb as usize];
             slot.cb = prep.cost(pb as usize);
@@ -1077,7 +1051,7 @@ fn swap_fits(
 mod tests {
     use super::{
         by_cost_in_buckets, by_size, keep, key_of, lower, lower_in, positions_of, sort_keyed,
-        Ranked, BLOCK, BUCKET, KEPT,
+        Ranked, SEARCH_BLOCK, SEARCH_BUCKET, SEARCH_KEPT,
     };
     use crate::cost::{Given, Phases, Sample};
     use crate::num::order_bits;
@@ -1174,13 +1148,13 @@ mod tests {
                 pinned: &pins,
                 ..stage
             };
-            let kept = super::search(&pinned, before.clone(), super::EFFORT);
+            let kept = super::search(&pinned, before.clone(), crate::plan::tuning::EFFORT);
             assert!((time(&kept) - 20.5).abs() < 1e-9, "{sync}: {}", time(&kept));
             assert_eq!(
                 (&kept.members[0][..], &kept.members[3][..]),
                 (&[at(10.0)][..], &[at(10.5)][..])
             );
-            let after = super::search(&stage, before, super::EFFORT);
+            let after = super::search(&stage, before, crate::plan::tuning::EFFORT);
             assert!(
                 (time(&after) - 11.4).abs() < 1e-9,
                 "{sync}: {}",
@@ -1199,7 +1173,7 @@ mod tests {
 
     proptest! {
         /// `keep` fed a ranking's values in any order holds its first
-        /// `KEPT + 1` in the search's order (descending by
+        /// `SEARCH_KEPT + 1` in the search's order (descending by
         /// `f64::total_cmp`, ties by micro-batch), as a full sort does:
         /// values drawn from a few, zeros and NaNs of both signs among them,
         /// so that ties abound (and the one-comparison skip of `keep` meets
@@ -1223,17 +1197,17 @@ mod tests {
                 keep(&mut list, e);
             }
             all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            all.truncate(KEPT + 1);
+            all.truncate(SEARCH_KEPT + 1);
             let bits = |l: &[Ranked]| l.iter().map(|e| (e.0.to_bits(), e.1)).collect::<Vec<_>>();
             prop_assert_eq!(bits(&list), bits(&all));
         }
 
         /// `lower_in` answers as `partition_point` does on a bucket of any
-        /// length up to `BUCKET` (runs cut short at its end), sorted values
+        /// length up to `SEARCH_BUCKET` (runs cut short at its end), sorted values
         /// with runs of ties, and thresholds below, among and above them.
         #[test]
         fn lower_in_is_the_partition_point(
-            mut values in prop::collection::vec(0u32..40, 0..=BUCKET),
+            mut values in prop::collection::vec(0u32..40, 0..=SEARCH_BUCKET),
             target in 0u32..42,
         ) {
             values.sort_unstable();
@@ -1273,21 +1247,28 @@ mod tests {
     /// bucket by cost, ties by position.
     #[test]
     fn buckets_are_by_size_then_cost() {
-        for n in [0usize, 1, BUCKET - 1, BUCKET, BUCKET + 1, 3 * BUCKET + 17] {
+        for n in [
+            0usize,
+            1,
+            SEARCH_BUCKET - 1,
+            SEARCH_BUCKET,
+            SEARCH_BUCKET + 1,
+            3 * SEARCH_BUCKET + 17,
+        ] {
             let positions: Vec<u32> = (0..n as u32).rev().collect();
             let size = |p: u32| u64::from((p * 7919) % 97);
             let cost = |p: u32| f64::from((p * 104_729) % 31);
             let (list, bounds) = by_size(&positions, size);
-            assert_eq!(bounds.len(), n.div_ceil(BUCKET));
+            assert_eq!(bounds.len(), n.div_ceil(SEARCH_BUCKET));
             let list = by_cost_in_buckets(list, cost);
             let mut sorted = list.clone();
             sorted.sort_unstable();
             assert_eq!(sorted, (0..n as u32).collect::<Vec<_>>());
-            for (k, bucket) in list.chunks(BUCKET).enumerate() {
+            for (k, bucket) in list.chunks(SEARCH_BUCKET).enumerate() {
                 let least = bucket.iter().map(|&p| size(p)).min();
                 assert_eq!(least, Some(bounds[k]), "{n} {k}");
                 if k > 0 {
-                    let before = list[(k - 1) * BUCKET..k * BUCKET]
+                    let before = list[(k - 1) * SEARCH_BUCKET..k * SEARCH_BUCKET]
                         .iter()
                         .map(|&p| size(p))
                         .max();
@@ -1314,7 +1295,7 @@ mod tests {
             let keys: Vec<f64> = (0..n).map(|k| (k / 3) as f64).collect();
             let index: Vec<u32> = (0..n as u32).rev().collect();
             let key = |p: u32| keys[n - 1 - p as usize];
-            let coarse: Vec<f64> = keys.iter().step_by(BLOCK).copied().collect();
+            let coarse: Vec<f64> = keys.iter().step_by(SEARCH_BLOCK).copied().collect();
             for t in -2..(n as i32 / 3 + 3) {
                 for half in [0.0, 0.5] {
                     let target = f64::from(t) + half;

@@ -14,7 +14,7 @@
 //! small real Qwen2-VL: per-phase plans up to 13% slower, by their own
 //! model, than the plans of the FLOPs preset).
 //!
-//! The planner first probes the model ([`additive`]) on at most [`PROBES`]
+//! The planner first probes the model ([`additive`]) on at most [`SHARE_PROBES`]
 //! pairs of samples spread over the batch: when every pair costs the sum of
 //! its two costs alone (to `1e-9` relative, phase by phase), the model is
 //! taken as additive and nothing changes (the built-in additive models, the
@@ -48,11 +48,9 @@ use alloc::vec::Vec;
 
 use super::finish::Context;
 use super::prepare::Prepared;
+use super::tuning::SHARE_PROBES;
 use crate::cost::{Incremental, Phases};
 use crate::num::abs;
-
-/// The pairs of samples the additivity probe evaluates, at most.
-pub(crate) const PROBES: usize = 64;
 
 /// Relative difference under which two costs are equal for the probe.
 const CLOSE: f64 = 1e-9;
@@ -101,14 +99,14 @@ pub(crate) fn share<M: Incremental>(
 }
 
 /// Whether every probed pair of samples costs the sum of its two costs
-/// alone: pairs `(i, i + 1)` at `PROBES` positions spread evenly over the
+/// alone: pairs `(i, i + 1)` at `SHARE_PROBES` positions spread evenly over the
 /// samples in id order.
 pub(crate) fn additive<M: Incremental>(prep: &Prepared, cx: &Context<'_, M>) -> bool {
     let n = prep.len();
     if n < 2 {
         return true;
     }
-    let probes = (n / 2).min(PROBES);
+    let probes = (n / 2).min(SHARE_PROBES);
     let close = |a: f64, b: f64| abs(a - b) <= CLOSE * abs(a).max(abs(b));
     (0..probes).all(|k| {
         // Even positions in 0..n - 1, so that `i + 1` is a sample.
