@@ -107,11 +107,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import _arrays
+from . import _arrays, _native
 from ._step import PlanView, failure_text, group_device, raise_failed, status_round
-from .cost import _costs, _either
+from .cost import _costs
 from .errors import DtypeError, Error, InputError, InternalError, InvalidValueError, SettingError
-from .plan import NORMALIZATIONS, Plan, Planner, _cost_values
+from .plan import Plan, Planner, _cost_values
 
 __all__ = [
     "BalancedBatchSampler",
@@ -1441,10 +1441,7 @@ def summed_loss(
     """
     if isinstance(cu_seqlens, str) and isinstance(labels, Mapping):
         cu_seqlens, normalization = None, cu_seqlens
-    if normalization not in NORMALIZATIONS:
-        raise SettingError(
-            f"unknown normalization {normalization!r}: use {_either(NORMALIZATIONS)}", item="normalization"
-        )
+    normalization = _native.normalization(normalization)  # the crate reads the name (its SettingError)
     if not isinstance(logits, torch.Tensor):
         out = logits
         logits = out.get("logits") if isinstance(out, Mapping) else getattr(out, "logits", None)
