@@ -138,7 +138,7 @@ def _costs(costs: Costs, n: int) -> Optional[np.ndarray]:
             if phase in costs:
                 out[:, j] = _float_column(costs[phase], f"costs[{phase!r}]", n)
         return out
-    a = np.asarray(costs)
+    a = _arrays.array(costs, "costs", integer=False)
     if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
         raise DtypeError(f"costs must be an array of numbers, got dtype {a.dtype}", item="costs")
     if a.shape != (n, 2):
@@ -150,7 +150,7 @@ def _costs(costs: Costs, n: int) -> Optional[np.ndarray]:
 
 
 def _float_column(x: Any, name: str, n: int) -> np.ndarray:
-    a = np.asarray(x)
+    a = _arrays.array(x, name, integer=False, item="costs")
     if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
         raise DtypeError(f"{name} must be an array of numbers, got dtype {a.dtype}", item="costs")
     if a.shape != (n,):
@@ -872,7 +872,7 @@ class Fit:
         >>> round(f.predict([4.0, 1.0]), 9)
         9.0
         """
-        a = np.asarray(features)
+        a = _arrays.array(features, "features", integer=False)
         if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
             raise DtypeError(f"features must be numbers, got dtype {a.dtype}", item="features")
         if a.ndim == 1:
@@ -907,8 +907,8 @@ def fit(features: Any, times: Any) -> Fit:
     >>> bool(f.r_squared > 0.999999), f.rows
     (True, 4)
     """
-    x = np.asarray(features)
-    t = np.asarray(times)
+    x = _arrays.array(features, "features", integer=False)
+    t = _arrays.array(times, "times", integer=False)
     for a, name in ((x, "features"), (t, "times")):
         if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
             raise DtypeError(f"{name} must be numbers, got dtype {a.dtype}", item=name)

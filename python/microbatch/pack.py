@@ -107,7 +107,7 @@ def _sizes(x: ArrayLike, name: str) -> Tuple[np.ndarray, bool]:
     checked here: the Python object's dtype and shape (:class:`DtypeError`).
     The values (NaN, infinite, negative) are the crate's to check.
     """
-    a = np.asarray(x)
+    a = _arrays.array(x, name, integer=False)
     if a.dtype.kind not in "iuf":
         raise DtypeError(
             f"{name} must be an array of integers or floats, got dtype {a.dtype}", item=name
@@ -147,7 +147,7 @@ def _capacity(c: ArrayLike, sizes: np.ndarray, name: str) -> Tuple[np.ndarray, n
     checked here (dtype and shape); signed integers are converted by
     :func:`_unsigned`, the capacity first.
     """
-    a = np.asarray(c)
+    a = _arrays.array(c, name, integer=False)
     if a.dtype.kind not in "iuf":
         raise DtypeError(f"{name} must be a number or an array of numbers, got dtype {a.dtype}", item=name)
     if a.ndim > 1:

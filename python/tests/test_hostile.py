@@ -514,3 +514,62 @@ def test_sampler_reads_tensors_as_values_or_names_the_argument():
     e = refused_naming(lambda: list(BalancedBatchSampler(meta(True), num_samples=n, **dict(kw, model="qwen2.5-vl-7b"))),
                        "text_tokens[5]", "meta")
     assert e.item == 5
+
+
+def test_pack_partition_and_fit_read_tensors_as_values_or_name_the_argument():
+    """The float array arguments of pack, partition and cost (sizes, capacity, weights, cap, costs,
+    features, times) in each hostile tensor form: the numpy values' result where a float array is
+    sensible (a tensor that requires grad is read as its values), else a microbatch error naming
+    the argument; never torch's own error (issue 44)."""
+    torch = pytest.importorskip("torch")
+    from microbatch import pack
+
+    sizes = np.array([9000.0, 8000.0, 7000.0, 1000.0, 500.0, 2500.0])
+    weights = np.array([8.0, 7.0, 6.0, 5.0, 4.0])
+    T = np.array([100.0, 200.0, 400.0, 800.0, 1600.0])
+    features = np.stack([T, T**2], axis=1)
+    times = 2e-5 * T + 3e-10 * T**2
+    fitted = microbatch.cost.fit(features, times)
+    n = 3
+    costs = np.array([[1.0, 4.0], [0.0, 1.0], [2.0, 3.0]])
+    planner = microbatch.Planner("costs", ranks=2, seq_len=2048)
+    plan_args = dict(ids=np.arange(n), text_tokens=np.array([900, 100, 700]))
+
+    def bins(p):
+        return [b.tolist() for b in p.bins]
+
+    # (argument name, its numpy value, call(value) -> a comparable result)
+    calls = [
+        ("sizes", sizes, lambda v: bins(pack.best_fit_decreasing(v, 10000.0))),
+        ("sizes", sizes, lambda v: (pack.lower_bounds(v, 10000.0).l1, pack.lower_bounds(v, 10000.0).l2)),
+        ("capacity", np.array([10000.0]), lambda v: bins(pack.first_fit_decreasing(sizes, v))),
+        ("weights", weights, lambda v: [p.tolist() for p in partition.partition(v, 2).parts]),
+        ("weights", weights, lambda v: [p.tolist() for p in partition.lpt(v, 2).parts]),
+        ("cap", np.array([16.0]), lambda v: [p.tolist() for p in partition.partition(weights, 2, cap=v).parts]),
+        ("features", features, lambda v: np.round(microbatch.cost.fit(v, times).coefficients, 12).tolist()),
+        ("times", times, lambda v: np.round(microbatch.cost.fit(features, v).coefficients, 12).tolist()),
+        ("features", features[0], lambda v: round(fitted.predict(v), 9)),
+        ("costs", costs, lambda v: plan_key(planner.plan(**plan_args, costs=v))),
+        ("costs['vision']", costs[:, 0], lambda v: plan_key(planner.plan(**plan_args, costs={"vision": v}))),
+    ]
+    read_as_floats = {"requires grad, strided", "strided view", "transposed", "bfloat16", "cuda"}
+    checked = refused = 0
+    for name, value, f in calls:
+        want = f(value)
+        for form, build, _ in tensor_forms(torch):
+            arg = build(value, False)
+            accepted = (form in read_as_floats or (form == "list of grad tensors" and value.ndim == 1)
+                        or (form == "0-d" and name in ("capacity", "cap")))  # one value: a scalar capacity
+            if name == "costs['vision']" and form in ("0-d", "sparse", "meta", "bool", "list of grad tensors"):
+                name_in_error = "costs"  # the column's errors name the argument (costs) and the key
+            else:
+                name_in_error = name
+            if accepted:
+                got = f(arg)
+                if form not in ("bfloat16", "list of grad tensors"):  # bfloat16, float32: read, rounded
+                    assert got == want, f"{form} as {name}: {got} != {want}"
+                checked += 1
+            else:
+                refused_naming(lambda: f(arg), name_in_error, form)
+                refused += 1
+    assert checked >= 40 and refused >= 40, (checked, refused)
