@@ -237,10 +237,12 @@ def test_paligemma_needs_token_type_ids_and_counts_positions_from_1():
         batch = collator(data)
         assert batch["position_ids"][0, 0].item() == 1  # as PaliGemma numbers a sequence alone
         assert worst(model, batch, data) <= 1e-12
-        data[2] = {k: v for k, v in data[2].items() if k != "token_type_ids"}
+        data = [{k: v for k, v in s.items() if k != "token_type_ids"} for s in data]
         with pytest.raises(microbatch.InputError, match="token_type_ids") as e:
             collator(data)
-        assert e.value.item == 2
+        assert e.value.item == 0
+    # What the requirement prevents: without token_type_ids a document alone attends both ways, packed causally.
+    assert worst(model, PackedCollator(model, check_packing=False)(data), data) > 1e-3
     # The padding sample given is the padding document of an image-less micro-batch.
     b = PackedCollator(model, padding_sample=pad)(samples("paligemma", counts=(0,)))
     assert torch.equal(b["pixel_values"], pad["pixel_values"])
