@@ -1149,18 +1149,6 @@ impl<M: Incremental> Planner<M> {
         let effort = self.search_effort;
         let mut trial = trial;
         if sync == SyncModel::Step {
-            // Small batches: the exact search over the rank totals.
-            if exact && self.refine && effort > 0 {
-                let stage = Stage {
-                    prep: batch,
-                    pinned: pins,
-                    sync,
-                    shape: trial.shape,
-                    slots: &trial.order,
-                };
-                let seqs = core::mem::take(&mut trial.seqs);
-                trial.seqs = exact_search(&stage, seqs, u64::from(effort) << 16);
-            }
             return trial;
         }
         if self.refine && effort > 0 {
