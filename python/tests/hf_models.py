@@ -16,7 +16,9 @@ PaliGemma (image first, ``token_type_ids`` 0 on the prefix, 1 on the suffix),
 Idefics3 and SmolVLM (``pixel_values`` ``(1, n_images, 3, 8, 8)`` with
 ``pixel_attention_mask``), Mistral3 (images of different sizes zero-padded
 within a sample, ``image_sizes``, a break token after each row of image
-tokens), InternVL (tiles between start and end tokens) and LLaVA.
+tokens), InternVL (tiles between start and end tokens), LLaVA, and LLaVA-Next
+(each image's tiles ``(n_images, max_tiles, 3, 8, 8)``, zero-padded within a
+sample, with its ``image_sizes``).
 
 :func:`reference` is the oracle: one process, the whole global batch, every
 sample run alone and unpacked through the model's own forward (its own
@@ -42,11 +44,14 @@ PIXEL_DIM = CHANNELS * TEMPORAL * PATCH * PATCH
 GRIDS = ((1, 2, 2), (1, 4, 2), (1, 4, 4))
 MODELS = ("llama", "qwen2", "qwen2_vl", "qwen2_5_vl")
 VISION = ("qwen2_vl", "qwen2_5_vl")
-FAMILIES = ("gemma3", "paligemma", "idefics3", "smolvlm", "mistral3", "internvl", "llava")
+FAMILIES = ("gemma3", "paligemma", "idefics3", "smolvlm", "mistral3", "internvl", "llava", "llava_next")
 # Token ids of the families' image markup (inside VOCAB, none used as text).
 BOI, EOI, IMG_BREAK, IMG_END, FAKE_IMAGE, BOS = 155, 156, 157, 158, 159, 1
 #: Mistral3's image sizes (pixels), 4 x 4 pixels a language-model token.
 PIXTRAL_SIZES = ((16, 16), (8, 16), (16, 8))
+#: LLaVA-Next's images: size (pixels) -> (8 x 8 tiles its grid pinpoints cut it into, base tile included;
+#: language-model tokens, the row-end tokens of its unpadded grid included).
+LLAVA_NEXT_SIZES = {(8, 8): (2, 10), (8, 16): (3, 14), (16, 8): (3, 16)}
 ATTENTIONS = ("sdpa", "eager")
 PLANNER_MODEL = "qwen2.5-vl-7b"
 
@@ -141,6 +146,12 @@ def _build_family(name: str, attention: str, seed: int) -> torch.nn.Module:
         config = tr.LlavaConfig(vision_config=vision, text_config=dict(text, model_type="llama"),
                                 image_token_index=IMAGE_TOKEN, vision_feature_layer=-1)
         cls = tr.LlavaForConditionalGeneration
+    elif name == "llava_next":
+        vision = dict(siglip, model_type="clip_vision_model", projection_dim=16)
+        config = tr.LlavaNextConfig(vision_config=vision, text_config=dict(text, model_type="llama"),
+                                    image_token_index=IMAGE_TOKEN, vision_feature_layer=-1,
+                                    image_grid_pinpoints=[[8, 8], [8, 16], [16, 8], [16, 16]])
+        cls = tr.LlavaNextForConditionalGeneration
     else:
         raise ValueError(f"unknown family {name!r}: use one of {FAMILIES}")
     torch.manual_seed(seed)
@@ -170,6 +181,18 @@ def _family_sample(name: str, rng: np.random.Generator, count: int, words: np.nd
                 px[k, :, :h, :w] = pixels(1, h, w)[0]
             sample["pixel_values"] = px
             sample["image_sizes"] = torch.tensor(sizes, dtype=torch.long)
+    elif name == "llava_next":
+        sizes = list(LLAVA_NEXT_SIZES)
+        chosen = [sizes[int(rng.integers(0, len(sizes)))] for _ in range(count)]
+        for hw in chosen:
+            ids += [IMAGE_TOKEN] * LLAVA_NEXT_SIZES[hw][1] + [VISION_END]
+        if chosen:  # each image's tiles, zero-padded to the sample's most
+            tiles = [LLAVA_NEXT_SIZES[hw][0] for hw in chosen]
+            px = torch.zeros(count, max(tiles), 3, 8, 8, dtype=torch.float64)
+            for k, t in enumerate(tiles):
+                px[k, :t] = pixels(t)
+            sample["pixel_values"] = px
+            sample["image_sizes"] = torch.tensor(chosen, dtype=torch.long)
     elif name == "internvl":
         tiles = [int(rng.integers(1, 3)) for _ in range(count)]
         for t in tiles:
@@ -259,6 +282,8 @@ def image_tokens(sample: Dict[str, torch.Tensor]) -> List[int]:
     g = sample.get("image_grid_thw")
     if g is not None:
         return [int(r[0] * r[1] * r[2]) // MERGE**2 for r in g]
+    if "image_sizes" in sample and sample["pixel_values"].dim() == 5:  # LLaVA-Next
+        return [LLAVA_NEXT_SIZES[(int(h), int(w))][1] for h, w in sample["image_sizes"].tolist()]
     if "image_sizes" in sample:  # Mistral3: one token a 4 x 4 pixels
         return [int(h) // 4 * (int(w) // 4) for h, w in sample["image_sizes"].tolist()]
     # The other families: each image one run of placeholders (InternVL's tiles included).

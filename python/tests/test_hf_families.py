@@ -3,7 +3,8 @@
 Gemma 3 (a sliding and a full attention layer, ``token_type_ids``), PaliGemma
 (``token_type_ids`` prefix/suffix, positions from 1), Idefics3 and SmolVLM
 (``pixel_values`` ``(1, n_images, C, H, W)``), Mistral3 (images of different
-sizes with ``image_sizes``), InternVL (tiles) and LLaVA, their samples laid out
+sizes with ``image_sizes``), InternVL (tiles), LLaVA and LLaVA-Next (tiles of
+each image ``(n_images, max_tiles, C, H, W)`` with ``image_sizes``), their samples laid out
 as each family's processor lays them out (``hf_models.make_dataset``). The
 reference is each sample run alone through the model's own ``forward`` with
 the keys its processor gives (``token_type_ids``, ``image_sizes``,
@@ -97,6 +98,8 @@ def test_each_sample_packed_equals_it_alone(name, attention):
     # Images of different counts or sizes were packed: the per-image keys hold every sample's images.
     if name in ("idefics3", "smolvlm"):
         assert batch["pixel_values"].shape[1] == max(COUNTS)  # zero-padded per-sample image dimension
+    if name == "llava_next":
+        assert batch["pixel_values"].shape[1] == 3  # tiles zero-padded to the most of any image
     if name == "mistral3":
         assert batch["image_sizes"].shape[0] == sum(s.get("image_sizes", torch.zeros(0, 2)).shape[0] for s in data)
         assert len({tuple(r) for r in batch["image_sizes"].tolist()}) > 1  # two sizes, padded to one
