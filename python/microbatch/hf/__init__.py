@@ -35,18 +35,18 @@ zero-weighted padding image so the vision tower gets its gradient)::
     import torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader
-    from microbatch.hf import PackedCollator
-    from microbatch.torch import BalancedBatchSampler, loss_tokens, summed_loss
+    from microbatch.hf import PackedCollator, placeholder_ids
+    from microbatch.torch import BalancedBatchSampler, sample_tokens, summed_loss
 
     dist.init_process_group("gloo")                   # or "nccl"; torchrun sets the rest
     model = transformers.Qwen2VLForConditionalGeneration.from_pretrained(...)
     collator = PackedCollator(model)                  # before DDP; probes the model once
     # dataset: samples as the processor makes them (input_ids, labels, pixel_values, image_grid_thw, ...)
-    text = [len(s["input_ids"]) for s in dataset]
-    images = [(s["image_grid_thw"].prod(-1) // 4).tolist() if "image_grid_thw" in s else []
-              for s in dataset]                        # tokens per image (spatial_merge_size 2)
-    loss = [loss_tokens(s["labels"]) for s in dataset]
-    sampler = BalancedBatchSampler(text, images, loss_tokens=loss, global_batch_size=256,
+    ids = placeholder_ids(model)                      # the config's image and video placeholder tokens
+    # Each sample's text, image and loss tokens, read from input_ids and labels (any family whose
+    # processor expands an image into placeholder tokens).
+    sampler = BalancedBatchSampler(lambda i: sample_tokens(dataset[i], placeholders=ids),
+                                   num_samples=len(dataset), global_batch_size=256,
                                    model="qwen2.5-vl-7b", seq_len=8192, seed=0, verify=True)
     loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=collator, num_workers=2)
     model = DDP(model)
@@ -113,12 +113,13 @@ from .collate import ITEM_KEYS, TOKEN_KEYS, LayerMasks, PackedCollator, PackingE
 
 __all__ = [
     "PackedCollator", "PackingError", "LayerMasks", "TOKEN_KEYS", "ITEM_KEYS", "BalancedTrainer", "LOSS_SCALE_KEY",
+    "placeholder_ids", "unused_parameters",
 ]
 
 
 def __getattr__(name: str) -> Any:
     # The Trainer integration on first use only: importing transformers.Trainer costs seconds (and accelerate).
-    if name in ("BalancedTrainer", "LOSS_SCALE_KEY"):
+    if name in ("BalancedTrainer", "LOSS_SCALE_KEY", "placeholder_ids", "unused_parameters"):
         from . import trainer
 
         return getattr(trainer, name)
