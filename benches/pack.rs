@@ -11,33 +11,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use microbatch::pack::{self, Packing};
 use std::hint::black_box;
 
-#[path = "../tests/it/common/rng.rs"]
-mod rng;
-use rng::TestRng;
-
-const CAPACITY: u32 = 16384;
-const TILES: u32 = 48;
-
-fn lengths(n: usize, seed: u64) -> Vec<u32> {
-    let mut rng = TestRng::new(seed);
-    (0..n)
-        .map(|_| {
-            let x = (1500f64.ln() + rng.normal()).exp();
-            x.clamp(1.0, f64::from(CAPACITY)) as u32
-        })
-        .collect()
-}
-
-fn samples(n: usize, seed: u64) -> Vec<[u32; 2]> {
-    let mut rng = TestRng::new(seed ^ 0xA5A5);
-    (0..n)
-        .map(|_| {
-            let tiles = rng.below(13) as u32;
-            let text = (300f64.ln() + rng.normal()).exp().clamp(1.0, 4096.0) as u32;
-            [text + 256 * tiles, tiles]
-        })
-        .collect()
-}
+// The seeded inputs, shared with the quality tables (`examples/quality_table.rs`).
+mod inputs;
+use inputs::{pack_lengths as lengths, pack_samples as samples, CAPACITY, TILES};
 
 const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
 

@@ -6,21 +6,16 @@
 //! The group `karmarkar_karp k=1024` compares Karmarkar-Karp over 1,024
 //! parts on uniform weights with verl's workload `24576 T + T^2` of the
 //! built-in vision-language batches (heavy-tailed; with the `scenarios`
-//! feature, on by default), 65,536 items each.
+//! feature), 65,536 items each.
 
 use core::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use microbatch::partition::{exact, karmarkar_karp, lpt, refine, Dims, Partitioner};
 
-#[path = "../tests/it/common/rng.rs"]
-mod rng;
-
-/// Seeded sample lengths, uniform in `1..=16384`.
-fn lengths(n: usize, seed: u64) -> Vec<u32> {
-    let mut rng = rng::TestRng::new(seed);
-    (0..n).map(|_| 1 + rng.below(16384) as u32).collect()
-}
+// The seeded inputs, shared with the quality tables (`examples/quality_table.rs`).
+mod inputs;
+use inputs::uniform_lengths as lengths;
 
 fn sort_baseline(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
@@ -97,7 +92,7 @@ fn bench_karmarkar_karp_1024(c: &mut Criterion) {
     let mut group = c.benchmark_group("karmarkar_karp k=1024");
     group.sample_size(10);
     let (n, k) = (65_536usize, 1024);
-    let mut rng = rng::TestRng::new(5);
+    let mut rng = inputs::TestRng::new(5);
     #[cfg_attr(not(feature = "scenarios"), allow(unused_mut))]
     let mut inputs: Vec<(String, Vec<u64>)> = vec![(
         "uniform".into(),

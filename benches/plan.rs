@@ -16,7 +16,8 @@
 //! - `plan/anyres-mix 1e6 x 16384`: 10^6 samples over 16,384 ranks (the
 //!   target: 1 s);
 //! - with `MICROBATCH_BENCH_ROUNDS=<rounds>` set, instead of the criterion
-//!   groups: `<rounds>` rounds at 10^6 x 16,384, each sorting the scrambled
+//!   groups: `<rounds>` rounds at 10^6 x 16,384 (or
+//!   `MICROBATCH_BENCH_SIZE=<samples>,<ranks>`), each sorting the scrambled
 //!   ids and planning with every sync model in turn in this one process
 //!   (so that a load on a shared machine hits both alike), printing per
 //!   sync model the median planning time, the median sorting time, the
@@ -154,11 +155,25 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// `rounds` rounds at 10^6 x 16,384, each timing the sort of the scrambled
-/// ids, then a plan with every sync model, then the sort again (the ratio
-/// of a round is the plan over the mean of the two sorts around it).
+/// The environment variable that sets the rounds' batch
+/// (`<samples>,<ranks>`; 10^6 samples over 16,384 ranks when unset).
+const SIZE: &str = "MICROBATCH_BENCH_SIZE";
+
+/// `rounds` rounds at 10^6 x 16,384 (or [`SIZE`]), each timing the sort of
+/// the scrambled ids, then a plan with every sync model, then the sort again
+/// (the ratio of a round is the plan over the mean of the two sorts around
+/// it).
 fn alternate(rounds: usize) {
-    let (n, ranks) = (1_000_000, 16_384);
+    let (n, ranks) = match std::env::var(SIZE) {
+        Ok(spec) => match spec.split_once(',') {
+            Some((n, r)) => (
+                n.trim().parse().expect("a number of samples"),
+                r.trim().parse().expect("a number of ranks"),
+            ),
+            None => panic!("{SIZE}=<samples>,<ranks>, got {spec:?}"),
+        },
+        Err(_) => (1_000_000, 16_384),
+    };
     let batch = Scenario::AnyresMix.generate(n, 42);
     let ids = scrambled_ids(&batch);
     assert!(

@@ -1,0 +1,557 @@
+#!/usr/bin/env python3
+"""Writes BENCHMARKS.md: runs the benches and the table examples and puts their tables in one file.
+
+    scripts/benchmarks.py                  # every table, into BENCHMARKS.md (about 20 minutes on 2 cores)
+    scripts/benchmarks.py --quick          # a smoke run of every step, into target/benchmarks/BENCHMARKS.quick.md
+    scripts/benchmarks.py --no-python      # leave out the Python package's table (no .venv needed)
+    scripts/benchmarks.py --python-peers   # add FFD and Karmarkar-Karp against the Python packages
+                                           # (pip install -r python/requirements-bench.txt first)
+
+Every table says the command that made it, the commit and the machine (with its load when the
+table started). Times depend on the machine; each ratio is measured in the same run (an
+algorithm against sorting the same keys, a plan against its lower bound, a peer on the same
+instances), which is what to compare between machines and commits. The tables' shape (sections,
+columns, rows) depends only on the options and the code, never on the machine, so two versions
+of the file diff row by row. Each step's full output is kept in target/benchmarks/<step>.log.
+
+Needs: cargo, git, and for the Python table the environment of `scripts/python-tests.sh
+--prepare` (.venv with the package installed; rebuild it after changing the crate). Standard
+library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LOGS = ROOT / "target" / "benchmarks"
+FEATURES = ["--features", "scenarios"]
+
+
+class Failure(Exception):
+    """A step failed; the message says which and where its output is."""
+
+
+# --- running things -------------------------------------------------------------------------
+
+
+def shown(cmd, env=None):
+    """The command as a reader would type it (with the environment variables it sets)."""
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items() if k != "CRITERION_HOME")
+    return prefix + " ".join(shlex.quote(c) for c in cmd)
+
+
+def run(step, cmd, env=None, cwd=ROOT):
+    """Runs `cmd`, keeps its output in target/benchmarks/<step>.log, and returns its stdout."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{step}.log"
+    full_env = dict(os.environ, CARGO_TERM_COLOR="never", **(env or {}))
+    started = time.monotonic()
+    print(f"  $ {shown(cmd, env)}", file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log.write_text(f"$ {shown(cmd, env)}\n\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}", encoding="utf-8")
+    print(f"    {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise Failure(f"step {step!r} failed (exit {proc.returncode}): {shown(cmd, env)}\n{tail}\n(whole output: {log})")
+    return proc.stdout
+
+
+def git(*args):
+    return subprocess.run(["git", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+
+
+def commit():
+    """HEAD's short hash, and whether the code differs from it (then the tables are of HEAD plus those changes)."""
+    head = git("rev-parse", "--short=12", "HEAD")
+    paths = ["src", "benches", "examples", "tests", "python/src", "python/microbatch", "python/benches",
+             "Cargo.toml", "Cargo.lock"]
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", *paths)
+    return f"`{head}`" + (" with uncommitted changes" if dirty else "")
+
+
+def read(path):
+    try:
+        return pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+def machine():
+    """One line on the machine: CPU, cores, memory, the load now, the compiler."""
+    cpu = next((line.split(":", 1)[1].strip() for line in read("/proc/cpuinfo").splitlines()
+                if line.startswith("model name")), None) or (os.uname().machine if hasattr(os, "uname") else "?")
+    mem = re.search(r"MemTotal:\s+(\d+) kB", read("/proc/meminfo"))
+    memory = f", {int(mem.group(1)) / 2**20:.0f} GiB" if mem else ""
+    try:
+        load = f", load {os.getloadavg()[0]:.1f}"
+    except OSError:
+        load = ""
+    rustc = subprocess.run(["rustc", "--version"], stdout=subprocess.PIPE, text=True).stdout.split()
+    return f"{cpu}, {os.cpu_count()} cores{memory}{load}, rustc {rustc[1] if len(rustc) > 1 else '?'}"
+
+
+# --- reading outputs ------------------------------------------------------------------------
+
+
+def tables(text):
+    """The Markdown tables in `text`: lists of consecutive lines that start with '|'."""
+    out, cur = [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cur.append(line.rstrip())
+        elif cur:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def expect_tables(step, text, count):
+    found = tables(text)
+    if len(found) != count:
+        raise Failure(f"step {step!r}: expected {count} table(s) in its output, found {len(found)} "
+                      f"(has the example's output changed? see {LOGS / (step + '.log')})")
+    return found
+
+
+def criterion(step, bench, args, quick):
+    """Runs a criterion bench and returns {full id: median in ns}; `args` are criterion's (a filter)."""
+    warm, measure = ("0.1", "0.3") if quick else ("0.5", "2")
+    cmd = ["cargo", "bench", *FEATURES, "--bench", bench, "--", "--warm-up-time", warm,
+           "--measurement-time", measure, *args]
+    with tempfile.TemporaryDirectory() as home:
+        run(step, cmd, env={"CRITERION_HOME": home})
+        medians = {}
+        for meta in pathlib.Path(home).rglob("new/benchmark.json"):
+            estimates = json.loads((meta.parent / "estimates.json").read_text())
+            medians[json.loads(meta.read_text())["full_id"]] = estimates["median"]["point_estimate"]
+    if not medians:
+        raise Failure(f"step {step!r}: criterion measured nothing (filter {args})")
+    return shown(cmd), medians
+
+
+def need(medians, key, step):
+    if key not in medians:
+        raise Failure(f"step {step!r}: no measurement {key!r} (a bench renamed? found: {sorted(medians)[:8]} ...)")
+    return medians[key]
+
+
+def fmt_time(ns):
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}" if ns / scale < 100 else f"{ns / scale:.0f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_n(n):
+    return f"{int(n):,}"
+
+
+# --- the document ---------------------------------------------------------------------------
+
+
+class Doc:
+    def __init__(self, quick):
+        self.quick = quick
+        self.parts = []
+        self.commit = commit()
+
+    def section(self, title, text=None):
+        self.parts.append(f"## {title}\n")
+        if text:
+            self.parts.append(text.strip() + "\n")
+
+    def table(self, title, about, command, rows, machine_line, after=None):
+        """A table: its title, what it measures, the command, commit and machine, the rows."""
+        self.parts.append(f"### {title}\n")
+        self.parts.append(about.strip() + "\n")
+        self.parts.append(f"`{command}` · commit {self.commit} · {machine_line}\n")
+        self.parts.append("\n".join(rows) + "\n")
+        if after:
+            self.parts.append(after.strip() + "\n")
+
+    def text(self):
+        return "\n".join(self.parts)
+
+
+def step_pack(doc, quick):
+    m = machine()
+    sizes = ["10000"] if quick else ["10000", "100000", "1000000"]
+    cmd, med = criterion("pack", "pack", [f"^[a-z_0-9]+/[a-z_0-9]+/({'|'.join(sizes)})$"], quick)
+    algorithms = [("first_fit_decreasing", "tokens"), ("best_fit_decreasing", "tokens"), ("first_fit", "tokens"),
+                  ("best_fit", "tokens"), ("next_fit", "tokens"), ("streaming_ffd_4096", "tokens"),
+                  ("first_fit_decreasing_2d", "(tokens, tiles)"), ("best_fit_decreasing_2d", "(tokens, tiles)"),
+                  ("first_fit_2d", "(tokens, tiles)"), ("best_fit_2d", "(tokens, tiles)")]
+    big = sizes[-1]
+    rows = ["| algorithm | input | " + " | ".join(f"n = {fmt_n(n)}: over the sort" for n in sizes)
+            + f" | time at {fmt_n(big)} | sort at {fmt_n(big)} |",
+            "|---|---|" + "---:|" * (len(sizes) + 2)]
+    for name, kind in algorithms:
+        cells = [f"{need(med, f'{name}/{name}/{n}', 'pack') / need(med, f'{name}/sort_unstable/{n}', 'pack'):.2f}x"
+                 for n in sizes]
+        rows.append(f"| `{name}` | {kind} | " + " | ".join(cells)
+                    + f" | {fmt_time(med[f'{name}/{name}/{big}'])} | {fmt_time(med[f'{name}/sort_unstable/{big}'])} |")
+    doc.table("Speed against sorting the same keys", """
+Inputs of `benches/pack.rs`: log-normal sample lengths (median 1,500 tokens, sigma 1) packed into
+sequences of 16,384 tokens; `(tokens, tiles)`: InternVL-like samples (0 to 12 tiles of 256 tokens
+plus log-normal text, median 300) against 16,384 tokens and 48 tiles. Each ratio is the
+algorithm's median time over that of `sort_unstable` of the same keys in the same run.""",
+              cmd, rows, m)
+
+
+def step_pack_quality(doc, quick):
+    m = machine()
+    args = ["pack", "10000"] if quick else ["pack"]
+    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "quality_table", "--", *args]
+    out = run("pack-quality", cmd)
+    (rows,) = expect_tables("pack-quality", out, 1)
+    doc.table("Bins against the lower bound", """
+The same inputs: the bins each algorithm opens over the Martello-Toth L2 lower bound, and the
+efficiency (tokens over the bins' capacity). Where a sample's tiles bind, even the bound is far
+from what any packing reaches.""", shown(cmd), rows, m)
+
+
+def step_pack_peer(doc, quick):
+    m = machine()
+    sizes = ["100000"] if quick else ["100000", "1000000"]
+    cmd, med = criterion("pack-peer", "pack_peer", [f"/({'|'.join(sizes)})$"], quick)
+    rows = ["| n | microbatch | seqpacker `obfd_lengths` | `obfd` | `bfd` | fastest seqpacker over microbatch |",
+            "|---:|---:|---:|---:|---:|---:|"]
+    for n in sizes:
+        t = {v: need(med, f"bfd_vs_seqpacker/{v}/{n}", "pack-peer")
+             for v in ("microbatch", "seqpacker_obfd_lengths", "seqpacker_obfd", "seqpacker_bfd")}
+        best = min(t["seqpacker_obfd_lengths"], t["seqpacker_obfd"], t["seqpacker_bfd"])
+        rows.append(f"| {fmt_n(n)} | {fmt_time(t['microbatch'])} | {fmt_time(t['seqpacker_obfd_lengths'])} | "
+                    f"{fmt_time(t['seqpacker_obfd'])} | {fmt_time(t['seqpacker_bfd'])} | {best / t['microbatch']:.2f}x |")
+    doc.table("Best-fit-decreasing against seqpacker", """
+`benches/pack_peer.rs`: sizes uniform in 1..=4096 packed into bins of 4096 by this crate's
+`best_fit_decreasing` and by the seqpacker crate's variants, in the same process; the bench
+asserts that every variant opens the same number of bins.""", cmd, rows, m)
+
+
+def step_python_peers(doc, quick, python):
+    m = machine()
+    cmd = [python, "python/benches/bench_pack_partition.py", "--budget", "5" if quick else "30"]
+    out = run("python-peers", cmd)
+    found = expect_tables("python-peers", out, 2)
+    doc.table("FFD and Karmarkar-Karp against the Python packages", """
+`python/benches/bench_pack_partition.py` (peers from `python/requirements-bench.txt`): ours on
+numpy arrays, conversion included, the peers on Python lists; same seeded instances; a peer is
+left out ("-") where its time, projected from the size before, would pass the budget. FFD: sizes
+uniform in [1, 4096], capacity 16,384; Karmarkar-Karp: weights uniform in [1, 10^6].""",
+              shown(cmd), found[0] + [""] + found[1], m)
+
+
+def step_partition(doc, quick):
+    m = machine()
+    args = ["^(lpt|karmarkar_karp|refine|exact)/(sort_unstable/)?(10000|12|16)$"] if quick else []
+    cmd, med = criterion("partition", "partition", args, quick)
+    rows = ["| algorithm | n | k | time | reference | time over the reference |", "|---|---:|---:|---:|---|---:|"]
+
+    def add(name, n, k, key, ref_key, ref_name):
+        t = need(med, key, "partition")
+        ref = med.get(ref_key)
+        ratio = f"{t / ref:.2f}x" if ref else "-"
+        rows.append(f"| {name} | {fmt_n(n)} | {k} | {fmt_time(t)} | {ref_name if ref else '-'} | {ratio} |")
+
+    lpt_sizes = ["10000"] if quick else ["10000", "100000", "1000000"]
+    for n in lpt_sizes:
+        add("`lpt`", n, 1024, f"lpt/{n}", f"lpt/sort_unstable/{n}", "`sort_unstable` of the keys")
+    if not quick:
+        add("`lpt`, `(id, size)` items", 1_000_000, 1024, "lpt/ids/1000000", "lpt/sort_unstable/1000000",
+            "`sort_unstable` of the keys")
+        add("`lpt`, sizes up to 2^30", 1_000_000, 1024, "lpt/large/1000000", "lpt/sort_unstable/1000000",
+            "`sort_unstable` of the keys")
+    for n in (["10000"] if quick else ["10000", "100000"]):
+        add("`karmarkar_karp`", n, 64, f"karmarkar_karp/{n}", f"karmarkar_karp/sort_unstable/{n}",
+            "`sort_unstable` of the keys")
+    if not quick:
+        for w in ("verl llava-sft", "verl anyres-mix", "verl interleaved"):
+            add(f"`karmarkar_karp`, {w}", 65536, 1024, f"karmarkar_karp k=1024/{w}/65536",
+                "karmarkar_karp k=1024/uniform/65536", "the same on uniform weights")
+    for n in (["10000"] if quick else ["10000", "100000"]):
+        add("`refine` (of the LPT result)", n, 64, f"refine/{n}", f"refine/sort_unstable/{n}",
+            "`sort_unstable` of the keys")
+    if not quick:
+        add("`Partitioner` (default)", 100000, 1000, "partitioner/default/100000", "partitioner/lpt/100000", "`lpt`")
+        add("`Partitioner`, 2 dims, `PerDim`, equal counts", 5000, 250, "partitioner/per_dim_refined/5000",
+            "partitioner/per_dim_lpt/5000", "the same unrefined")
+    for n in (["12", "16"] if quick else ["12", "16", "20"]):
+        add("`exact` (node budget 10^6)", n, 3, f"exact/{n}", f"exact/sort_unstable/{n}", "`sort_unstable` of the keys")
+    doc.table("Speed", """
+`benches/partition.rs`: sizes uniform in 1..=16,384 (`u32`), and verl's workload `24576 T + T^2`
+of each scenario's 65,536 samples; each time against a reference measured in the same run.""",
+              cmd, rows, m)
+
+
+def step_partition_quality(doc, quick):
+    m = machine()
+    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "quality_table", "--", "partition"]
+    out = run("partition-quality", cmd)
+    (rows,) = expect_tables("partition-quality", out, 1)
+    doc.table("Largest part against the lower bound", """
+The bench's inputs: each algorithm's largest part over the lower bound `max(ceil(sum / k),
+largest item)` (1 is optimal).""", shown(cmd), rows, m)
+
+
+def step_plan_table(doc, quick):
+    m = machine()
+    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "plan_table"] + (["--", "64", "42"] if quick else [])
+    out = run("plan-table", cmd)
+    (rows,) = expect_tables("plan-table", out, 1)
+    doc.table("Step time over the lower bound, against token balancing", """
+`examples/plan_table.rs`: each scenario's seeded batch (seed 42, 64 samples a rank) with its
+preset, sequence length and cap; `given`: per-sample costs in seconds from an independent
+"measured" model that no preset knows, planned with `cost::Given`. Each cell is the predicted
+step time under the row's sync model over its lower bound (1 is optimal): the naive baseline
+(loader order, next fit, dealt in turn), verl-style Karmarkar-Karp on `24576 T + T^2` with
+equal counts, this planner on token counts, and this planner. `planning`: the wall time of
+that one plan on this machine.""", shown(cmd), rows, m)
+
+
+def step_gain(doc, quick):
+    m = machine()
+    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "quality_table", "--", "gain"] + (["64"] if quick else [])
+    out = run("gain", cmd)
+    (rows,) = expect_tables("gain", out, 1)
+    doc.table("Gain against what users run", """
+The same batches and planner (preset costs): the predicted step time of what users run without
+the planner (`Report::users_baseline`: `DistributedSampler`'s deal, fixed micro-batches of equal
+count, first fit) and of the naive packed plan (`Report::baseline`) over the plan's. Predicted by
+the cost model, not measured.""", shown(cmd), rows, m)
+
+
+def step_plan_time(doc, quick):
+    m = machine()
+    sizes = [("65536,1024", "5")] if quick else [("65536,1024", "5"), ("1000000,16384", "3")]
+    rows = ["| batch | sync model | plan (median) | sort of the scrambled ids (median) | plan over the sort | plan / lower bound | fingerprint |",
+            "|---|---|---:|---:|---:|---:|---|"]
+    commands = []
+    for size, rounds in sizes:
+        env = {"MICROBATCH_BENCH_ROUNDS": "1" if quick else rounds, "MICROBATCH_BENCH_SIZE": size}
+        cmd = ["cargo", "bench", *FEATURES, "--bench", "plan"]
+        out = run(f"plan-rounds-{size.split(',')[0]}", cmd, env=env)
+        commands.append(shown(cmd, env))
+        head = re.search(r"^(\d+) anyres-mix samples over (\d+) ranks, \d+ rounds: sorting \d+ scrambled ids ([\d.]+) ms", out, re.M)
+        lines = re.findall(r"^([a-z-]+): (\d+) ms \(median\), ([\d.]+)x the sort .*?, ([\d.]+) over its bound, fingerprint ([0-9a-f]+)$",
+                           out, re.M)
+        if not head or len(lines) != 3:
+            raise Failure(f"plan rounds: unexpected output (see {LOGS}/plan-rounds-*.log)")
+        for sync, ms, ratio, bound, fp in lines:
+            rows.append(f"| {fmt_n(head.group(1))} `anyres-mix` samples over {fmt_n(head.group(2))} ranks | {sync} | "
+                        f"{ms} ms | {head.group(3)} ms | {ratio}x | {bound} | `{fp}` |")
+    doc.table("Planning time over sorting the ids", """
+`benches/plan.rs`, rounds mode: each round sorts the batch's scrambled ids, plans, and sorts again,
+for every sync model in turn in one process; the ratio is the median over the rounds of the plan
+over the mean of the two sorts around it. The fingerprint tells whether two versions make the
+same plans.""", " ; ".join(commands), rows, m)
+
+
+def step_plan_memory(doc, quick):
+    m = machine()
+    rows = ["| sync model | extra memory at peak, bytes a sample | of which the plan itself |", "|---|---:|---:|"]
+    commands = []
+    for sync in ("step", "micro-step", "phase"):
+        env = {"MICROBATCH_BENCH_MEMORY": sync}
+        cmd = ["cargo", "bench", *FEATURES, "--bench", "plan"]
+        out = run(f"plan-memory-{sync}", cmd, env=env)
+        commands.append(shown(cmd, env))
+        hit = re.search(r"([\d.]+) bytes a sample at peak \(of which the plan itself: ([\d.]+)\)", out)
+        if not hit:
+            if "not measured" in out:
+                rows.append(f"| {sync} | not measured (needs Linux /proc) | |")
+                continue
+            raise Failure(f"plan memory: unexpected output (see {LOGS}/plan-memory-{sync}.log)")
+        rows.append(f"| {sync} | {hit.group(1)} | {hit.group(2)} |")
+    doc.table("Memory", """
+`benches/plan.rs`, memory mode: the peak resident memory of a fresh process while it plans 10^6
+`anyres-mix` samples over 16,384 ranks, over the samples (Linux).""",
+              f"MICROBATCH_BENCH_MEMORY=<sync> cargo bench {' '.join(FEATURES)} --bench plan", rows, m)
+
+
+def step_optimum(doc, quick):
+    m = machine()
+    cmd = ["cargo", "test", "--release", *FEATURES, "--test", "it", "plan_optimum::table", "--",
+           "--ignored", "--nocapture", "--exact"]
+    out = run("optimum", cmd)
+    (rows,) = expect_tables("optimum", out, 1)
+    doc.table("Against the exact optimum on small instances", """
+`tests/it/plan_optimum.rs`: 40 random instances (8 to 12 samples, 2 or 3 ranks, 1 to 4
+micro-steps) and 10 of each scenario, each under every sync model, against optimal plans found
+by branch and bound (`tests/it/common/exact.rs`, checked against plain enumeration): the plan and
+the lower bound over the optimum.""", shown(cmd), rows, m)
+
+
+def step_locality(doc, quick):
+    m = machine()
+    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "locality_table"] + (["--", "64", "42"] if quick else [])
+    out = run("locality", cmd)
+    found = expect_tables("locality", out, 3)
+    doc.table("Samples and bytes moved", """
+`examples/locality_table.rs`: origins are the data loader's round-robin placement (sample `i` on
+rank `i mod R`), 64 samples a rank, seed 42; "free" is the plan without locality, "0.5%" the
+plan with `Locality::new(0.005)`, which keeps the step time within 0.5% of the free plan's.
+Bytes are image bytes (2,352 an image token).""", shown(cmd), found[0], m)
+    doc.table("Bytes moved against the tolerance", "The same batches: the share of image bytes moved at each tolerance.",
+              shown(cmd), found[1], m)
+    doc.table("Planning time with locality", """
+65,536 samples over 1,024 ranks: the planning time with a 0.5% tolerance over the time without,
+both measured in the same run (best of 5).""", shown(cmd), found[2], m)
+
+
+def step_calibrate(doc, quick):
+    m = machine()
+    windows = ["1024"] if quick else ["1024", "4096", "16384"]
+    cmd, med = criterion("calibrate", "calibrate", [f"/({'|'.join(windows)})$"], quick)
+    rows = ["| window (micro-batches) | refit | sort of the window's 7 W feature values | refit over the sort |",
+            "|---:|---:|---:|---:|"]
+    for w in windows:
+        t = need(med, f"calibrator_refit/refit/{w}", "calibrate")
+        s = need(med, f"calibrator_refit/sort_unstable_features/{w}", "calibrate")
+        rows.append(f"| {fmt_n(w)} | {fmt_time(t)} | {fmt_time(s)} | {t / s:.0f}x |")
+    doc.table("Refit time", """
+`benches/calibrate.rs`: `Calibrator::refit` on a full window of InternVL's 7 terms (micro-batches
+of 1 to 12 samples timed per phase, 3% noise, 2% of rows slowed 2x), once a step.""", cmd, rows, m)
+
+
+def step_closed_loop(doc, quick):
+    m = machine()
+    ranks = "8" if quick else "64"
+    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "closed_loop", "--", ranks]
+    out = run("closed-loop", cmd)
+    rows = ["| scenario | R | step 1 | step 2 | step 3 | steps 3-20, worst | preset's plans, steps 3-20, worst |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for block in re.split(r"\n(?=\S+, \d+ ranks)", out.strip()):
+        head = re.match(r"(\S+), (\d+) ranks", block)
+        # A step's row: step | calibrated | preset | truth | calibrated / truth | rows | R^2 | rejected | drift,
+        # the first four plans' values each the truth's step time over its bound.
+        steps = [[float(x) for x in line.split("|")[:5]]
+                 for line in block.splitlines() if re.match(r"\s*\d+ \|", line)]
+        if not head or len(steps) != 20:
+            raise Failure(f"closed loop: unexpected output (see {LOGS}/closed-loop.log)")
+        cal = [s[4] for s in steps]
+        preset = [s[2] / s[3] for s in steps]
+        rows.append(f"| {head.group(1)} | {head.group(2)} | {cal[0]:.4f} | {cal[1]:.4f} | {cal[2]:.4f} | "
+                    f"{max(cal[2:]):.4f} | {max(preset[2:]):.4f} |")
+    doc.table("Online calibration, closed loop", """
+`examples/closed_loop`: 20 steps, each a fresh batch (64 samples a rank, per-phase barriers),
+planned with the calibrator's model (step 1: the uncalibrated preset), every micro-batch
+"measured" under a hidden truth (other efficiencies, overheads per image, tile, sample and
+micro-batch that the preset does not have, 3% noise, 2% of micro-batches slowed 2x) and refitted
+at the step boundary. Each cell: the truth's step time of the calibrated plan over that of the
+plan made on the truth itself (1 is as good as knowing the truth); the last column the same for
+the preset's plans.""", shown(cmd), rows, m)
+
+
+def step_python(doc, quick, python):
+    m = machine()
+    cmd = [python, "python/benches/bench_plan.py", "--repeat", "2" if quick else "5"]
+    if quick:
+        cmd += ["--samples", "8192", "--ranks", "128"]
+    out = run("python", cmd)
+    (rows,) = expect_tables("python", out, 1)
+    doc.table("Planning from Python", """
+`python/benches/bench_plan.py` with the package installed in `.venv` (a release build): 65,536
+samples over 1,024 ranks; the wall time of `Planner.plan` from numpy arrays (checks, conversion,
+planning, wrapping) against the Rust planner's own time inside the same call (median of 5 after
+a warm-up). The ragged form passes one array of image tokens a sample.""", shown(cmd), rows, m)
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def preflight(args):
+    """Checks what the run needs before the long steps; returns the Python interpreter (or None)."""
+    if args.no_python:
+        return None
+    venv = ROOT / ".venv" / "bin" / "python"
+    python = str(venv) if venv.exists() else sys.executable
+    modules = "import numpy, microbatch" + (", binpacking, prtpy, numberpartitioning" if args.python_peers else "")
+    probe = subprocess.run([python, "-c", modules], cwd=ROOT / "python" / "benches",
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if probe.returncode != 0:
+        fix = ("pip install -r python/requirements-bench.txt" if args.python_peers
+               else "scripts/python-tests.sh --prepare")
+        raise Failure(f"{python} cannot `{modules}`: {probe.stderr.strip().splitlines()[-1] if probe.stderr else ''}\n"
+                      f"run `{fix}` first, or pass --no-python")
+    return python
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Writes BENCHMARKS.md from the benches and the table examples.")
+    ap.add_argument("--quick", action="store_true",
+                    help="every step on less work with short measurements (a smoke test; not for committing)")
+    ap.add_argument("--no-python", action="store_true", help="leave out the Python package's table")
+    ap.add_argument("--python-peers", action="store_true",
+                    help="add FFD and Karmarkar-Karp against the Python packages of python/requirements-bench.txt")
+    ap.add_argument("--out", type=pathlib.Path, help="where to write (default: BENCHMARKS.md, "
+                    "or target/benchmarks/BENCHMARKS.quick.md with --quick)")
+    args = ap.parse_args()
+    out = args.out or (LOGS / "BENCHMARKS.quick.md" if args.quick else ROOT / "BENCHMARKS.md")
+    started = time.monotonic()
+    try:
+        python = preflight(args)
+        print("building (release: the examples, the benches, the integration tests)", file=sys.stderr)
+        run("build-examples", ["cargo", "build", "--release", *FEATURES, "--examples"])
+        run("build-benches", ["cargo", "bench", *FEATURES, "--no-run"])
+        run("build-tests", ["cargo", "test", "--release", *FEATURES, "--test", "it", "--no-run"])
+
+        doc = Doc(args.quick)
+        steps = [
+            ("Bin packing", None, [step_pack, step_pack_quality, step_pack_peer]
+             + ([lambda d, q: step_python_peers(d, q, python)] if args.python_peers else [])),
+            ("Partitioning", None, [step_partition, step_partition_quality]),
+            ("Planner", """
+Batches from `microbatch::scenario` (feature `scenarios`): `llava-sft` (`llava-1.5-7b`, 4,096
+tokens), `anyres-mix` (`qwen2.5-vl-7b`, 16,384 tokens), `interleaved` (`internvl2.5-8b`, 16,384
+tokens and 48 tiles). Sync models: `step` (one barrier per step, DDP), `micro-step` (a barrier per
+micro-step: FSDP, ZeRO-3, pipelines), `phase` (the vision and language phases each a barrier).
+The lower bound is the one `Report::lower_bound` gives (see the `plan` module's docs).""",
+             [step_plan_table, step_gain, step_plan_time, step_plan_memory, step_optimum]),
+            ("Locality", None, [step_locality]),
+            ("Calibration", None, [step_calibrate, step_closed_loop]),
+        ]
+        if python:
+            steps.append(("Python package", None, [lambda d, q: step_python(d, q, python)]))
+        for title, text, fns in steps:
+            doc.section(title, text)
+            for fn in fns:
+                name = getattr(fn, "__name__", "step")
+                print(f"[{title}] {name}", file=sys.stderr, flush=True)
+                fn(doc, args.quick)
+    except Failure as e:
+        print(f"benchmarks: {e}", file=sys.stderr)
+        return 1
+    minutes = (time.monotonic() - started) / 60
+    options = " ".join(o for o, on in (("--quick", args.quick), ("--no-python", args.no_python),
+                                       ("--python-peers", args.python_peers)) if on)
+    header = f"""# Benchmarks
+
+Written by `scripts/benchmarks.py{(' ' + options) if options else ''}` ({minutes:.0f} minutes on the machine below);
+regenerate it with that command, never by hand. Each table gives the command that made it, the
+commit and the machine. Times depend on the machine and its load; the ratios (against sorting the
+same keys, against a lower bound, against a peer on the same instances) are measured in the same
+run and are what to compare. What was tried, measured and dropped along the way is in the git
+history of this file.
+"""
+    if args.quick:
+        header += "\n**A `--quick` run: short measurements of less work, a smoke test of the command.**\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(header + "\n" + doc.text(), encoding="utf-8")
+    print(f"wrote {out} ({len(out.read_text().splitlines())} lines) in {minutes:.1f} minutes", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
