@@ -68,6 +68,7 @@ from ._step import (
     status_round,
     wait_collective,
 )
+from ._torch_common import PLANNER_SETTINGS, PlanMismatchError, loss_token_count, planner_for
 from .errors import DtypeError, Error, InputError, InternalError, SettingError
 from .plan import Plan, Planner
 
@@ -483,8 +484,6 @@ Metadata = Callable[[Mapping[str, Any]], Tuple[Any, ...]]
 
 def _default_metadata(sample: Mapping[str, Any]) -> Tuple[int, Sequence[int], int]:
     """A text-only sample: its ``input_ids``' length, no image, the loss tokens of its ``labels`` (else of ``input_ids``)."""
-    from .torch import loss_tokens
-
     if "input_ids" not in sample:
         raise InputError(
             "the sample has no 'input_ids': give BalancedStream a metadata= callable that returns "
@@ -494,7 +493,7 @@ def _default_metadata(sample: Mapping[str, Any]) -> Tuple[int, Sequence[int], in
     x = torch.as_tensor(sample["input_ids"]).reshape(-1)
     labels = sample.get("labels")
     y = x if labels is None else torch.as_tensor(labels).reshape(-1)
-    return int(x.shape[0]), (), loss_tokens(y)
+    return int(x.shape[0]), (), loss_token_count(y)
 
 
 def _meta_row(meta: Metadata, sample: Mapping[str, Any]) -> Tuple[int, List[int], int]:
@@ -717,8 +716,6 @@ class BalancedStream:
         timeout: Optional[float] = None,
         **planner_settings: Any,
     ) -> None:
-        import inspect
-
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
@@ -741,32 +738,15 @@ class BalancedStream:
         if timeout is not None and not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0):
             raise SettingError(f"timeout must be a positive number of seconds or None, got {timeout!r}", item="timeout")
         self.timeout = None if timeout is None else datetime.timedelta(seconds=float(timeout))
-        if planner is None:
-            if model is None or seq_len is None:
-                raise SettingError(
-                    "give either planner= (a microbatch.Planner) or model= and seq_len= to build one",
-                    item="model" if model is None else "seq_len",
-                )
-            known = set(inspect.signature(Planner.__init__).parameters) - {"self", "model", "ranks", "seq_len"}
-            unknown = sorted(set(planner_settings) - known)
-            if unknown:
-                raise SettingError(
-                    f"unknown planner setting {unknown[0]!r}: use one of {', '.join(sorted(known))}", item=unknown[0]
-                )
-            planner = Planner(model, self.ranks, seq_len, **planner_settings)
-        elif model is not None or seq_len is not None or planner_settings:
-            names = [n for n, v in (("model", model), ("seq_len", seq_len)) if v is not None] + sorted(planner_settings)
+        unknown = sorted(set(planner_settings) - set(PLANNER_SETTINGS)) if planner is None else []
+        if unknown and model is not None and seq_len is not None:
             raise SettingError(
-                f"planner= is given, so the planner settings {names} would be ignored: set them on the planner",
-                item=names[0],
+                f"unknown planner setting {unknown[0]!r}: use one of {', '.join(sorted(PLANNER_SETTINGS))}",
+                item=unknown[0],
             )
-        if getattr(planner, "ranks", None) != self.ranks:
-            raise SettingError(
-                f"the planner plans for {getattr(planner, 'ranks', None)} ranks but the process group has "
-                f"{self.ranks}: build the planner with ranks equal to the world size",
-                item="planner",
-            )
-        self.planner = planner
+        self.planner = planner = planner_for(
+            planner, model, seq_len, planner_settings, ranks=self.ranks, ranks_are="the process group has"
+        )
         #: Where the collectives' buffers live (see ``device``).
         self.device = group_device(group) if device is None else torch.device(device)
         # What every rank must agree on besides the plan itself (compared each step); a repr that
@@ -840,8 +820,6 @@ class BalancedStream:
 
         raise_failed(failed, texts, error, failure, own_if_all=False)
         if differences:
-            from .torch import PlanMismatchError
-
             differ = sorted({r for _, values in differences for _, ranks in values[1:] for r in ranks})
             fix = (
                 "install the same microbatch version on every rank"
@@ -1086,8 +1064,6 @@ class BalancedStream:
         raise_failed(failed, texts, error, failure, own_if_all=True)
         differ = [r for r in range(self.ranks) if rows[r, 0] != rows[0, 0]]
         if differ:
-            from .torch import PlanMismatchError
-
             r = differ[0]
             a, b = (int(np.array(rows[i, 0], dtype=np.int64).view(np.uint64)) for i in (0, r))
             raise PlanMismatchError(

@@ -56,6 +56,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
+from ._torch_common import unwrap
 from .errors import DtypeError, SettingError
 
 __all__ = ["PhaseTimer", "MicroBatchTime", "find_phase_modules"]
@@ -65,17 +66,6 @@ __all__ = ["PhaseTimer", "MicroBatchTime", "find_phase_modules"]
 # Qwen2-VL and Qwen2.5-VL; LLaVA-style ``vision_tower``; older layouts at the top).
 _VISION_PATHS = ("model.visual", "visual", "model.vision_tower", "vision_tower", "model.vision_model", "vision_model")
 _LANGUAGE_PATHS = ("model.language_model", "language_model", "model.text_model", "text_model")
-
-
-def _unwrap(model: Any) -> Any:
-    """The module inside DDP (``.module``) or ``torch.compile`` (``._orig_mod``) wrappers."""
-    seen = 0
-    while seen < 8:
-        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
-        if not isinstance(inner, torch.nn.Module):
-            return model
-        model, seen = inner, seen + 1
-    return model
 
 
 def _path(model: Any, path: str) -> Optional[torch.nn.Module]:
@@ -92,8 +82,8 @@ def find_phase_modules(model: torch.nn.Module) -> Tuple[torch.nn.Module, torch.n
 
     Looks for the usual attribute paths (``model.visual`` and
     ``model.language_model`` for Qwen2-VL / Qwen2.5-VL in transformers 5,
-    ``vision_tower`` for LLaVA-style models, ...) inside DDP or
-    ``torch.compile`` wrappers.
+    ``vision_tower`` for LLaVA-style models, ...) inside DDP, DataParallel,
+    FSDP or ``torch.compile`` wrappers.
 
     Raises:
         SettingError: no vision tower or no language model at a known path
@@ -110,7 +100,7 @@ def find_phase_modules(model: torch.nn.Module) -> Tuple[torch.nn.Module, torch.n
     >>> type(v).__name__, v is not l
     ('Linear', True)
     """
-    inner = _unwrap(model)
+    inner = unwrap(model)
     found = []
     for phase, paths in (("vision", _VISION_PATHS), ("language", _LANGUAGE_PATHS)):
         module = next((m for m in (_path(inner, p) for p in paths) if m is not None), None)

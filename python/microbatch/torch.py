@@ -108,10 +108,29 @@ import torch
 import torch.nn.functional as F
 
 from . import _arrays, _native
-from ._step import PlanView, failure_text, group_device, raise_failed, status_round
+from ._step import PlanView, failure_text, group_device, raise_failed, status_round, wait_collective
+from ._torch_common import (
+    IGNORE_INDEX,
+    PLANNER_SETTINGS,
+    PlanMismatchError,
+    as_tensor,
+    loss_token_count,
+    packed_layout,
+    planner_for,
+    tokens,
+)
 from .cost import _costs
 from .errors import DtypeError, Error, InputError, InternalError, InvalidValueError, SettingError
 from .plan import Plan, Planner, _cost_values
+
+# The streaming path for per-rank loaders (every step: gather the metadata, plan with origins, execute
+# the exchange) and the per-phase timings of a real model (the vision tower and the language model of
+# each micro-batch, forward and backward) live in their own files; their public names are this module's.
+# Neither imports this module (the package's imports form no cycle: tests/test_imports.py).
+from ._stream import *  # noqa: F401,F403
+from ._stream import __all__ as _stream_all
+from ._timing import *  # noqa: F401,F403
+from ._timing import __all__ as _timing_all
 
 __all__ = [
     "BalancedBatchSampler",
@@ -124,40 +143,9 @@ __all__ = [
     "VISION_KEY_PREFIXES",
     "summed_loss",
     "verify_plans",
+    *_stream_all,
+    *_timing_all,
 ]
-
-#: The label value that carries no loss (PyTorch's and Hugging Face's ``ignore_index``).
-IGNORE_INDEX = -100
-
-
-class PlanMismatchError(Error):
-    """Ranks planned different steps: their plans' fingerprints differ.
-
-    Raised on every rank by :meth:`BalancedBatchSampler.verify` and
-    :func:`verify_plans`; :attr:`ranks` lists the ranks whose fingerprints
-    differ from rank 0's, :attr:`Error.item` is the first of them.
-    Every rank must build its sampler from the same metadata, global batch
-    size, seed, epoch and planner settings. :attr:`Error.kind` is
-    ``"PlanMismatch"``, or ``"PlanFailed"`` when some ranks failed to plan a
-    step that the others planned (``verify=True``): :attr:`ranks` are then the
-    failed ranks and the message the first one's error.
-
-    >>> e = PlanMismatchError("ranks differ", ranks=[1, 3])
-    >>> e.item, e.ranks, isinstance(e, Error)
-    (1, [1, 3], True)
-    """
-
-    def __init__(self, message: str, *, ranks: Sequence[int] = (), kind: str = "PlanMismatch", item: Any = None) -> None:
-        ranks = [int(r) for r in ranks]
-        super().__init__(message, kind=kind, item=ranks[0] if item is None and ranks else item)
-        self.ranks: List[int] = ranks
-
-    def __reduce__(self):
-        return (_rebuild_mismatch, (str(self), self.ranks, self.kind, self.item))
-
-
-def _rebuild_mismatch(message: str, ranks: List[int], kind: str, item: Any) -> PlanMismatchError:
-    return PlanMismatchError(message, ranks=ranks, kind=kind, item=item)
 
 
 def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
@@ -171,7 +159,10 @@ def verify_plans(fingerprints: Sequence[int], *, group: Any = None) -> None:
     from rank 0's, naming the ranks that differ and the first step where they
     do. Does nothing when ``torch.distributed`` is not initialized. A
     collective (one ``all_gather``, two when a rank gives more than one
-    fingerprint): every rank of ``group`` must call it.
+    fingerprint): every rank of ``group`` must call it. When the collective
+    itself fails (a rank's process ended, a rank never called it), the ranks
+    that see it raise :class:`PlanMismatchError` of kind ``"Communication"``
+    or ``"Timeout"`` (after the process group's timeout) saying what happened.
 
     >>> verify_plans([0x1234, 0x5678])  # no process group: nothing to compare
     """
@@ -198,12 +189,23 @@ def _verify_fingerprints(
             raise error
         return
     world = dist.get_world_size(group)
+    rank = dist.get_rank(group)
     device = group_device(group)
 
-    def gather(t: torch.Tensor) -> List[torch.Tensor]:
+    def fail(kind: str, text: str, waited: float) -> PlanMismatchError:
+        return PlanMismatchError(
+            f"{text}; the plans could not be compared and the process group cannot be used any more",
+            ranks=[rank],
+            kind=kind,
+        )
+
+    def gather(t: torch.Tensor, what: str = "plan check") -> List[torch.Tensor]:
+        """Every rank's copy of ``t``; a timeout or a closed connection is a PlanMismatchError saying which."""
         t = t.to(device)
         out = [torch.empty_like(t) for _ in range(world)]
-        dist.all_gather(out, t, group=group)
+        wait_collective(
+            lambda: dist.all_gather(out, t, group=group, async_op=True), timeout=None, fail=fail, rank=rank, what=what
+        )
         return [o.cpu() for o in out]
 
     mine = np.array([int(f) & (2**64 - 1) for f in fingerprints], dtype=np.uint64).view(np.int64)
@@ -228,7 +230,7 @@ def _verify_fingerprints(
     else:  # a second round, every rank's list padded to the longest
         padded = np.zeros(int(lengths.max()), dtype=np.int64)
         padded[: mine.shape[0]] = mine
-        everyone = torch.stack(gather(torch.from_numpy(padded))).numpy()
+        everyone = torch.stack(gather(torch.from_numpy(padded), "plan check's fingerprint round")).numpy()
         lists = [everyone[r, : int(lengths[r])] for r in range(world)]
     gathered = [(int(rows[r, 0]), lists[r].view(np.uint64).tolist()) for r in range(world)]
     reference = gathered[0]
@@ -300,9 +302,7 @@ TEXT_TOKEN_BYTES = 16
 IMAGE_TOKEN_BYTES = 2352
 
 # The keyword arguments of microbatch.Planner that the sampler passes on.
-_PLANNER_SETTINGS = tuple(
-    name for name in inspect.signature(Planner.__init__).parameters if name not in ("self", "model", "ranks", "seq_len")
-)
+_PLANNER_SETTINGS = PLANNER_SETTINGS
 
 
 class Steps(Sequence[Step]):
@@ -580,29 +580,10 @@ class BalancedBatchSampler(torch.utils.data.Sampler):
         self.plan_ahead = bool(plan_ahead)
         self.epoch = 0
 
-        if planner is None:
-            if model is None or seq_len is None:
-                raise SettingError(
-                    "give either planner= (a microbatch.Planner) or model= and seq_len= to build one",
-                    item="model" if model is None else "seq_len",
-                )
-            planner = Planner(model, self.num_replicas, seq_len, **planner_settings)
-            fixed = planner_settings.get("micro_steps")
-        elif model is not None or seq_len is not None or planner_settings:
-            names = [n for n, v in (("model", model), ("seq_len", seq_len)) if v is not None] + sorted(planner_settings)
-            raise SettingError(
-                f"planner= is given, so the planner settings {names} would be ignored: set them on the planner",
-                item=names[0],
-            )
-        else:
-            fixed = getattr(planner, "micro_steps", None)
-        if getattr(planner, "ranks", None) != self.num_replicas:
-            raise SettingError(
-                f"the planner plans for {getattr(planner, 'ranks', None)} ranks but num_replicas is "
-                f"{self.num_replicas}: build the planner with ranks equal to the world size",
-                item="planner",
-            )
-        self.planner = planner
+        fixed = planner_settings.get("micro_steps") if planner is None else getattr(planner, "micro_steps", None)
+        self.planner = planner = planner_for(
+            planner, model, seq_len, planner_settings, ranks=self.num_replicas, ranks_are="num_replicas is"
+        )
         #: The micro-steps of every step when the planner's setting fixes them (``len()`` then plans nothing).
         self.micro_steps: Optional[int] = fixed if isinstance(fixed, int) and not isinstance(fixed, bool) else None
 
@@ -1079,38 +1060,8 @@ class _CallableRows:
 # --- packed sequences --------------------------------------------------------
 
 
-def _as_tensor(x: Any, what: str, item: Any) -> torch.Tensor:
-    """``x`` as a tensor, detached (data, not parameters); torch's conversion errors become a DtypeError naming ``what``."""
-    if isinstance(x, torch.Tensor):
-        return x.detach()
-    try:
-        return torch.as_tensor(x)
-    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-        raise DtypeError(f"{what} cannot be converted to a tensor ({type(x).__name__}): {e}", item=item) from None
-
-
-def _tokens(x: Any, what: str, item: Any, *, integer: bool = True) -> torch.Tensor:
-    """A per-token value of one sample as a 1-D tensor (``(L,)`` or ``(1, L)`` accepted); int64 when ``integer``."""
-    t = _as_tensor(x, what, item)
-    if t.dim() == 2 and t.shape[0] == 1:
-        t = t[0]
-    if t.dim() != 1:
-        raise DtypeError(f"{what} must be 1-D (or (1, L)), got shape {tuple(t.shape)}", item=item)
-    if integer:
-        if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
-            raise DtypeError(f"{what} must hold integers, got {t.dtype}", item=item)
-        t = t.long()
-    return t
-
-
-def _packed_layout(lengths: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The packed row of documents of ``lengths``: ``cu_seqlens`` ``(n + 1,)`` int32 and positions ``(T,)`` int64 restarting at 0 per document."""
-    sizes = torch.tensor(list(lengths), dtype=torch.int64)
-    cu = torch.zeros(sizes.shape[0] + 1, dtype=torch.int32)
-    if sizes.shape[0]:
-        cu[1:] = torch.cumsum(sizes, 0)
-    starts = torch.repeat_interleave(cu[:-1].long(), sizes)
-    return cu, torch.arange(int(cu[-1]), dtype=torch.int64) - starts
+# The helpers hf/collate.py took from here under these names (they live in _torch_common now).
+_as_tensor, _tokens, _packed_layout = as_tensor, tokens, packed_layout
 
 
 #: The sample keys :func:`collate_packed` packs per token, like ``input_ids``.
@@ -1391,10 +1342,7 @@ def loss_tokens(labels: Any, *, ignore_index: int = IGNORE_INDEX) -> int:
     >>> loss_tokens([4, 5])  # position 0 is masked when packed
     1
     """
-    t = torch.as_tensor(labels)
-    if t.dim() != 1:
-        raise DtypeError(f"labels must be 1-D (one sample), got shape {tuple(t.shape)}", item="labels")
-    return int((t[1:] != ignore_index).sum())
+    return loss_token_count(labels, ignore_index)
 
 
 def summed_loss(
@@ -1501,18 +1449,3 @@ def _boundaries(batch: Mapping[str, Any]) -> torch.Tensor:
     start[1:] = (p[1:] - p[:-1]) != 1
     return torch.cat([torch.nonzero(start).flatten(), torch.tensor([p.shape[0]], device=p.device)])
 
-
-# The streaming path for per-rank loaders (every step: gather the metadata,
-# plan with origins, execute the exchange) lives in its own file; its public
-# names are this module's.
-from ._stream import *  # noqa: E402,F401,F403
-from ._stream import __all__ as _stream_all  # noqa: E402
-
-__all__ += _stream_all
-
-# Per-phase timings of a real model (the vision tower and the language model
-# of each micro-batch, forward and backward) live in their own file too.
-from ._timing import *  # noqa: E402,F401,F403
-from ._timing import __all__ as _timing_all  # noqa: E402
-
-__all__ += _timing_all

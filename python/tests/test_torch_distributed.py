@@ -42,12 +42,13 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 import microbatch  # noqa: E402
-from dist_support import VOCAB, new_model, spawn, worker_group  # noqa: E402
+from dist_support import VOCAB, init_group, new_model, run_workers, spawn, worker_group  # noqa: E402
 from microbatch.torch import (  # noqa: E402
     BalancedBatchSampler,
     PlanMismatchError,
@@ -321,3 +322,55 @@ def test_example_train_ddp_runs():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "step 0" in done.stdout and "done" in done.stdout, done.stdout
+
+
+def verify_worker(rank, world, port, out, how):
+    """Rank 1 ends its process (``how="killed"``: SIGKILL) or never calls (``"hangs"``: sleeps past the
+    group's 2 s timeout, then leaves) while rank 0 verifies its plans: rank 0 writes what it raised."""
+    import signal
+    import time
+
+    import datetime
+
+    init_group(rank, world, port)  # joining takes the default timeout (processes start slowly on a loaded machine)
+    group = dist.new_group(timeout=datetime.timedelta(seconds=2.0))  # the timeout of verify_plans' wait
+    dist.barrier(group)  # every connection is up: what follows is about a peer, not about joining
+    if rank == 1:
+        if how == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(5.0)
+        os._exit(0)
+    since = time.monotonic()
+    try:
+        verify_plans([1, 2, 3], group=group)
+        got = None
+    except Exception as e:  # noqa: BLE001 - what the test is about: any class is recorded and checked
+        got = {"type": type(e).__name__, "kind": getattr(e, "kind", None), "ranks": getattr(e, "ranks", None),
+               "message": str(e), "cause": type(e.__cause__).__name__}
+    torch.save({"err": got, "elapsed": time.monotonic() - since}, Path(out) / f"verify-{how}.pt")
+    os._exit(0)  # the group cannot be destroyed cleanly after a peer is gone
+
+
+@pytest.mark.parametrize("how", ["killed", "hangs"])
+def test_verify_plans_with_a_rank_gone_is_a_microbatch_error_saying_what_happened(how, tmp_path):
+    """verify_plans' all_gather goes through _step.wait_collective: a killed peer is kind Communication
+    at once, a peer that never comes is kind Timeout after the group's timeout; never torch's raw error."""
+    import re
+    import signal
+
+    codes = run_workers(verify_worker, 2, str(tmp_path), how, killed=[1] if how == "killed" else [], timeout=120)
+    assert codes == [0, -signal.SIGKILL if how == "killed" else 0], codes
+    got = torch.load(tmp_path / f"verify-{how}.pt")
+    err, elapsed = got["err"], got["elapsed"]
+    assert err is not None, f"{how}: verify_plans returned"
+    assert err["type"] == "PlanMismatchError" and err["ranks"] == [0] and err["cause"] == "RuntimeError", err
+    assert "the plans could not be compared" in err["message"], err
+    if how == "killed":
+        m = re.search(r"rank 0's plan check failed after ([0-9.]+) s .*the connection to another rank closed",
+                      err["message"])
+        assert err["kind"] == "Communication" and m, err
+        assert float(m.group(1)) <= elapsed + 0.01 < 2.0, (elapsed, err)
+    else:
+        m = re.search(r"rank 0 timed out in the plan check after waiting ([0-9.]+) s", err["message"])
+        assert err["kind"] == "Timeout" and m, err
+        assert 1.9 <= float(m.group(1)) <= elapsed + 0.05, (elapsed, err)
