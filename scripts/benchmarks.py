@@ -27,6 +27,7 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,9 +46,11 @@ class Failure(Exception):
 
 
 def shown(cmd, env=None):
-    """The command as a reader would type it (with the environment variables it sets)."""
+    """The command as a reader would type it (with the environment variables it sets; paths in
+    the repository relative to it)."""
     prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items() if k != "CRITERION_HOME")
-    return prefix + " ".join(shlex.quote(c) for c in cmd)
+    root = str(ROOT) + os.sep
+    return prefix + " ".join(shlex.quote(c[len(root):] if c.startswith(root) else c) for c in cmd)
 
 
 def run(step, cmd, env=None, cwd=ROOT):
@@ -64,6 +67,45 @@ def run(step, cmd, env=None, cwd=ROOT):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
         raise Failure(f"step {step!r} failed (exit {proc.returncode}): {shown(cmd, env)}\n{tail}\n(whole output: {log})")
     return proc.stdout
+
+
+BUILT = {}  # (kind, name) -> the executable built at the start of the run
+
+
+def build(step, cmd):
+    """Runs a cargo build with JSON messages and records its executables, so that every table of
+    the run comes from this one build even if the sources change while it runs."""
+    out = run(step, cmd + ["--message-format=json-render-diagnostics"])
+    for line in out.splitlines():
+        if not line.startswith("{"):
+            continue
+        msg = json.loads(line)
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+            # A copy of its own: another build in the same target folder (of other sources)
+            # would overwrite cargo's file while the run reads it.
+            kind, name = msg["target"]["kind"][0], msg["target"]["name"]
+            copy = LOGS / "bin" / f"{kind}-{name}"
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(msg["executable"], copy)
+            BUILT[(kind, name)] = str(copy)
+
+
+def exe(kind, name, step):
+    if (kind, name) not in BUILT:
+        raise Failure(f"step {step!r}: the build made no {kind} {name!r} (built: {sorted(BUILT)})")
+    return BUILT[(kind, name)]
+
+
+def run_built(step, kind, name, cmd, args, env=None):
+    """Runs the executable built for `cmd` (the cargo command a reader would type) with `args`."""
+    out = run(step, [exe(kind, name, step), *args], env=env)
+    return shown(cmd + (["--"] if args and "--" not in cmd else []) + args, env), out
+
+
+def example(step, name, args):
+    """Runs the example `name` built at the start with `args`: (the command, its stdout)."""
+    cmd = ["cargo", "run", "--release", *FEATURES, "--example", name]
+    return run_built(step, "example", name, cmd, args)
 
 
 def git(*args):
@@ -128,17 +170,17 @@ def expect_tables(step, text, count):
 def criterion(step, bench, args, quick):
     """Runs a criterion bench and returns {full id: median in ns}; `args` are criterion's (a filter)."""
     warm, measure = ("0.1", "0.3") if quick else ("0.5", "2")
-    cmd = ["cargo", "bench", *FEATURES, "--bench", bench, "--", "--warm-up-time", warm,
-           "--measurement-time", measure, *args]
+    cmd = ["cargo", "bench", *FEATURES, "--bench", bench]
+    crit = ["--warm-up-time", warm, "--measurement-time", measure, *args]
     with tempfile.TemporaryDirectory() as home:
-        run(step, cmd, env={"CRITERION_HOME": home})
+        run(step, [exe("bench", bench, step), "--bench", *crit], env={"CRITERION_HOME": home})
         medians = {}
         for meta in pathlib.Path(home).rglob("new/benchmark.json"):
             estimates = json.loads((meta.parent / "estimates.json").read_text())
             medians[json.loads(meta.read_text())["full_id"]] = estimates["median"]["point_estimate"]
     if not medians:
         raise Failure(f"step {step!r}: criterion measured nothing (filter {args})")
-    return shown(cmd), medians
+    return shown(cmd + ["--", *crit]), medians
 
 
 def need(medians, key, step):
@@ -162,10 +204,10 @@ def fmt_n(n):
 
 
 class Doc:
-    def __init__(self, quick):
+    def __init__(self, quick, commit_line):
         self.quick = quick
         self.parts = []
-        self.commit = commit()
+        self.commit = commit_line
 
     def section(self, title, text=None):
         self.parts.append(f"## {title}\n")
@@ -212,14 +254,12 @@ algorithm's median time over that of `sort_unstable` of the same keys in the sam
 
 def step_pack_quality(doc, quick):
     m = machine()
-    args = ["pack", "10000"] if quick else ["pack"]
-    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "quality_table", "--", *args]
-    out = run("pack-quality", cmd)
+    cmd, out = example("pack-quality", "quality_table", ["pack", "10000"] if quick else ["pack"])
     (rows,) = expect_tables("pack-quality", out, 1)
     doc.table("Bins against the lower bound", """
 The same inputs: the bins each algorithm opens over the Martello-Toth L2 lower bound, and the
 efficiency (tokens over the bins' capacity). Where a sample's tiles bind, even the bound is far
-from what any packing reaches.""", shown(cmd), rows, m)
+from what any packing reaches.""", cmd, rows, m)
 
 
 def step_pack_peer(doc, quick):
@@ -261,7 +301,7 @@ def step_partition(doc, quick):
 
     def add(name, n, k, key, ref_key, ref_name):
         t = need(med, key, "partition")
-        ref = med.get(ref_key)
+        ref = med.get(ref_key) if ref_key else None
         ratio = f"{t / ref:.2f}x" if ref else "-"
         rows.append(f"| {name} | {fmt_n(n)} | {k} | {fmt_time(t)} | {ref_name if ref else '-'} | {ratio} |")
 
@@ -288,7 +328,7 @@ def step_partition(doc, quick):
         add("`Partitioner`, 2 dims, `PerDim`, equal counts", 5000, 250, "partitioner/per_dim_refined/5000",
             "partitioner/per_dim_lpt/5000", "the same unrefined")
     for n in (["12", "16"] if quick else ["12", "16", "20"]):
-        add("`exact` (node budget 10^6)", n, 3, f"exact/{n}", f"exact/sort_unstable/{n}", "`sort_unstable` of the keys")
+        add("`exact` (node budget 10^6)", n, 3, f"exact/{n}", None, None)
     doc.table("Speed", """
 `benches/partition.rs`: sizes uniform in 1..=16,384 (`u32`), and verl's workload `24576 T + T^2`
 of each scenario's 65,536 samples; each time against a reference measured in the same run.""",
@@ -297,18 +337,16 @@ of each scenario's 65,536 samples; each time against a reference measured in the
 
 def step_partition_quality(doc, quick):
     m = machine()
-    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "quality_table", "--", "partition"]
-    out = run("partition-quality", cmd)
+    cmd, out = example("partition-quality", "quality_table", ["partition"])
     (rows,) = expect_tables("partition-quality", out, 1)
     doc.table("Largest part against the lower bound", """
 The bench's inputs: each algorithm's largest part over the lower bound `max(ceil(sum / k),
-largest item)` (1 is optimal).""", shown(cmd), rows, m)
+largest item)` (1 is optimal).""", cmd, rows, m)
 
 
 def step_plan_table(doc, quick):
     m = machine()
-    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "plan_table"] + (["--", "64", "42"] if quick else [])
-    out = run("plan-table", cmd)
+    cmd, out = example("plan-table", "plan_table", ["64", "42"] if quick else [])
     (rows,) = expect_tables("plan-table", out, 1)
     doc.table("Step time over the lower bound, against token balancing", """
 `examples/plan_table.rs`: each scenario's seeded batch (seed 42, 64 samples a rank) with its
@@ -317,19 +355,18 @@ preset, sequence length and cap; `given`: per-sample costs in seconds from an in
 step time under the row's sync model over its lower bound (1 is optimal): the naive baseline
 (loader order, next fit, dealt in turn), verl-style Karmarkar-Karp on `24576 T + T^2` with
 equal counts, this planner on token counts, and this planner. `planning`: the wall time of
-that one plan on this machine.""", shown(cmd), rows, m)
+that one plan on this machine.""", cmd, rows, m)
 
 
 def step_gain(doc, quick):
     m = machine()
-    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "quality_table", "--", "gain"] + (["64"] if quick else [])
-    out = run("gain", cmd)
+    cmd, out = example("gain", "quality_table", ["gain"] + (["64"] if quick else []))
     (rows,) = expect_tables("gain", out, 1)
     doc.table("Gain against what users run", """
 The same batches and planner (preset costs): the predicted step time of what users run without
 the planner (`Report::users_baseline`: `DistributedSampler`'s deal, fixed micro-batches of equal
 count, first fit) and of the naive packed plan (`Report::baseline`) over the plan's. Predicted by
-the cost model, not measured.""", shown(cmd), rows, m)
+the cost model, not measured.""", cmd, rows, m)
 
 
 def step_plan_time(doc, quick):
@@ -340,9 +377,9 @@ def step_plan_time(doc, quick):
     commands = []
     for size, rounds in sizes:
         env = {"MICROBATCH_BENCH_ROUNDS": "1" if quick else rounds, "MICROBATCH_BENCH_SIZE": size}
-        cmd = ["cargo", "bench", *FEATURES, "--bench", "plan"]
-        out = run(f"plan-rounds-{size.split(',')[0]}", cmd, env=env)
-        commands.append(shown(cmd, env))
+        cmd, out = run_built(f"plan-rounds-{size.split(',')[0]}", "bench", "plan",
+                             ["cargo", "bench", *FEATURES, "--bench", "plan"], [], env=env)
+        commands.append(cmd)
         head = re.search(r"^(\d+) anyres-mix samples over (\d+) ranks, \d+ rounds: sorting \d+ scrambled ids ([\d.]+) ms", out, re.M)
         lines = re.findall(r"^([a-z-]+): (\d+) ms \(median\), ([\d.]+)x the sort .*?, ([\d.]+) over its bound, fingerprint ([0-9a-f]+)$",
                            out, re.M)
@@ -361,12 +398,10 @@ same plans.""", " ; ".join(commands), rows, m)
 def step_plan_memory(doc, quick):
     m = machine()
     rows = ["| sync model | extra memory at peak, bytes a sample | of which the plan itself |", "|---|---:|---:|"]
-    commands = []
     for sync in ("step", "micro-step", "phase"):
         env = {"MICROBATCH_BENCH_MEMORY": sync}
-        cmd = ["cargo", "bench", *FEATURES, "--bench", "plan"]
-        out = run(f"plan-memory-{sync}", cmd, env=env)
-        commands.append(shown(cmd, env))
+        _, out = run_built(f"plan-memory-{sync}", "bench", "plan",
+                           ["cargo", "bench", *FEATURES, "--bench", "plan"], [], env=env)
         hit = re.search(r"([\d.]+) bytes a sample at peak \(of which the plan itself: ([\d.]+)\)", out)
         if not hit:
             if "not measured" in out:
@@ -382,32 +417,31 @@ def step_plan_memory(doc, quick):
 
 def step_optimum(doc, quick):
     m = machine()
-    cmd = ["cargo", "test", "--release", *FEATURES, "--test", "it", "plan_optimum::table", "--",
-           "--ignored", "--nocapture", "--exact"]
-    out = run("optimum", cmd)
+    args = ["plan_optimum::table", "--ignored", "--nocapture", "--exact"]
+    _, out = run_built("optimum", "test", "it", ["cargo", "test"], args)
+    cmd = shown(["cargo", "test", "--release", *FEATURES, "--test", "it", args[0], "--", *args[1:]])
     (rows,) = expect_tables("optimum", out, 1)
     doc.table("Against the exact optimum on small instances", """
 `tests/it/plan_optimum.rs`: 40 random instances (8 to 12 samples, 2 or 3 ranks, 1 to 4
 micro-steps) and 10 of each scenario, each under every sync model, against optimal plans found
 by branch and bound (`tests/it/common/exact.rs`, checked against plain enumeration): the plan and
-the lower bound over the optimum.""", shown(cmd), rows, m)
+the lower bound over the optimum.""", cmd, rows, m)
 
 
 def step_locality(doc, quick):
     m = machine()
-    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "locality_table"] + (["--", "64", "42"] if quick else [])
-    out = run("locality", cmd)
+    cmd, out = example("locality", "locality_table", ["64", "42"] if quick else [])
     found = expect_tables("locality", out, 3)
     doc.table("Samples and bytes moved", """
 `examples/locality_table.rs`: origins are the data loader's round-robin placement (sample `i` on
 rank `i mod R`), 64 samples a rank, seed 42; "free" is the plan without locality, "0.5%" the
 plan with `Locality::new(0.005)`, which keeps the step time within 0.5% of the free plan's.
-Bytes are image bytes (2,352 an image token).""", shown(cmd), found[0], m)
+Bytes are image bytes (2,352 an image token).""", cmd, found[0], m)
     doc.table("Bytes moved against the tolerance", "The same batches: the share of image bytes moved at each tolerance.",
-              shown(cmd), found[1], m)
+              cmd, found[1], m)
     doc.table("Planning time with locality", """
 65,536 samples over 1,024 ranks: the planning time with a 0.5% tolerance over the time without,
-both measured in the same run (best of 5).""", shown(cmd), found[2], m)
+both measured in the same run (best of 5).""", cmd, found[2], m)
 
 
 def step_calibrate(doc, quick):
@@ -428,8 +462,7 @@ of 1 to 12 samples timed per phase, 3% noise, 2% of rows slowed 2x), once a step
 def step_closed_loop(doc, quick):
     m = machine()
     ranks = "8" if quick else "64"
-    cmd = ["cargo", "run", "--release", *FEATURES, "--example", "closed_loop", "--", ranks]
-    out = run("closed-loop", cmd)
+    cmd, out = example("closed-loop", "closed_loop", [ranks])
     rows = ["| scenario | R | step 1 | step 2 | step 3 | steps 3-20, worst | preset's plans, steps 3-20, worst |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     for block in re.split(r"\n(?=\S+, \d+ ranks)", out.strip()):
@@ -451,7 +484,7 @@ planned with the calibrator's model (step 1: the uncalibrated preset), every mic
 micro-batch that the preset does not have, 3% noise, 2% of micro-batches slowed 2x) and refitted
 at the step boundary. Each cell: the truth's step time of the calibrated plan over that of the
 plan made on the truth itself (1 is as good as knowing the truth); the last column the same for
-the preset's plans.""", shown(cmd), rows, m)
+the preset's plans.""", cmd, rows, m)
 
 
 def step_python(doc, quick, python):
@@ -462,10 +495,11 @@ def step_python(doc, quick, python):
     out = run("python", cmd)
     (rows,) = expect_tables("python", out, 1)
     doc.table("Planning from Python", """
-`python/benches/bench_plan.py` with the package installed in `.venv` (a release build): 65,536
-samples over 1,024 ranks; the wall time of `Planner.plan` from numpy arrays (checks, conversion,
+`python/benches/bench_plan.py` with the package installed in `.venv` (a release build): the
+scenarios' batches, 65,536 samples over 1,024 ranks (fewer with `--quick`); the wall time of `Planner.plan` from numpy arrays (checks, conversion,
 planning, wrapping) against the Rust planner's own time inside the same call (median of 5 after
-a warm-up). The ragged form passes one array of image tokens a sample.""", shown(cmd), rows, m)
+a warm-up). The ragged form passes one array of image tokens a sample. Rebuild the package after
+changing the crate (`scripts/python-tests.sh --prepare`).""", shown(cmd), rows, m)
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -503,11 +537,12 @@ def main():
     try:
         python = preflight(args)
         print("building (release: the examples, the benches, the integration tests)", file=sys.stderr)
-        run("build-examples", ["cargo", "build", "--release", *FEATURES, "--examples"])
-        run("build-benches", ["cargo", "bench", *FEATURES, "--no-run"])
-        run("build-tests", ["cargo", "test", "--release", *FEATURES, "--test", "it", "--no-run"])
+        doc_commit = commit()  # what the build below compiles
+        build("build-examples", ["cargo", "build", "--release", *FEATURES, "--examples"])
+        build("build-benches", ["cargo", "bench", *FEATURES, "--no-run"])
+        build("build-tests", ["cargo", "test", "--release", *FEATURES, "--test", "it", "--no-run"])
 
-        doc = Doc(args.quick)
+        doc = Doc(args.quick, doc_commit)
         steps = [
             ("Bin packing", None, [step_pack, step_pack_quality, step_pack_peer]
              + ([lambda d, q: step_python_peers(d, q, python)] if args.python_peers else [])),
