@@ -158,8 +158,8 @@ def test_the_shared_helpers_examples():
     assert result.attempted > 0 and result.failed == 0, result
 
 
-def test_the_old_names_stay_importable_from_torch():
-    """What ``microbatch.hf.collate`` takes from ``microbatch.torch`` today is the shared helpers themselves."""
+def test_torch_reads_the_shared_helpers_and_reexports_the_public_names():
+    """``microbatch.torch``'s private names for the shared helpers are the helpers of ``_torch_common`` themselves (one copy)."""
     pytest.importorskip("torch")
     from microbatch import _torch_common as common
     from microbatch import torch as T

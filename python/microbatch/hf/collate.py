@@ -26,7 +26,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import torch
 
 from ..errors import DtypeError, InputError, SettingError
-from ..torch import IGNORE_INDEX, _as_tensor, _packed_layout, _tokens
+from .._torch_common import IGNORE_INDEX, as_tensor, packed_layout, unwrap
+from .._torch_common import tokens as _tokens  # `tokens` is a local name below
 
 __all__ = ["PackedCollator", "PackingError", "LayerMasks", "TOKEN_KEYS", "ITEM_KEYS"]
 
@@ -121,21 +122,6 @@ class LayerMasks(dict):
 
 
 # --- reading the model ------------------------------------------------------
-
-
-def _unwrap(model: Any) -> Any:
-    """The model inside DDP / DataParallel / FSDP / torch.compile wrappers."""
-    seen = 0
-    while seen < 8:
-        seen += 1
-        for attr in ("module", "_fsdp_wrapped_module", "_orig_mod"):
-            inner = getattr(model, attr, None)
-            if isinstance(inner, torch.nn.Module):
-                model = inner
-                break
-        else:
-            break
-    return model
 
 
 def _is_config(x: Any) -> bool:
@@ -487,7 +473,7 @@ class PackedCollator:
         if _is_config(model_or_config):
             model, config = None, model_or_config
         else:
-            model = _unwrap(model_or_config)
+            model = unwrap(model_or_config)
             config = getattr(model, "config", None)
             if config is None or not _is_config(config):
                 raise SettingError(
@@ -705,8 +691,8 @@ class PackedCollator:
         patches that runs is used instead. The padding document found must run
         through the whole model. Sets the padding sample and the probe's images.
         """
-        target = model_or_wrapper if hasattr(model_or_wrapper, "_fsdp_wrapped_module") else _unwrap(model_or_wrapper)
-        model = _unwrap(model_or_wrapper)
+        target = model_or_wrapper if hasattr(model_or_wrapper, "_fsdp_wrapped_module") else unwrap(model_or_wrapper)
+        model = unwrap(model_or_wrapper)
         vision = self.config.vision_config
         hw = _size2(getattr(vision, "image_size", None))
         features = getattr(model, "get_image_features", None)
@@ -974,7 +960,7 @@ class PackedCollator:
                     raise DtypeError(f"sample {i}: {k} has {t.shape[0]} positions but input_ids has {n}", item=i)
                 tokens[k] = t
             else:
-                t = _as_tensor(v, f"sample {i}: {k}", i)
+                t = as_tensor(v, f"sample {i}: {k}", i)
                 items[k] = t.reshape(1) if t.dim() == 0 else t
         if n and (int(ids.min()) < 0 or (self._vocab is not None and int(ids.max()) >= self._vocab)):
             bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
@@ -1027,7 +1013,7 @@ class PackedCollator:
 
     def _pack(self, docs: List[Dict[str, Any]], token_present: Dict[str, int], masks: bool) -> Dict[str, Any]:
         lengths = [int(d["input_ids"].shape[0]) for d in docs]
-        cu, text_pos = _packed_layout(lengths)
+        cu, text_pos = packed_layout(lengths)
         out: Dict[str, Any] = {
             "input_ids": torch.cat([d["input_ids"] for d in docs]).unsqueeze(0),
             "labels": torch.cat([d["labels"] for d in docs]).unsqueeze(0),
@@ -1275,8 +1261,8 @@ class PackedCollator:
         """
         # FSDP (version 1) must be called through its wrapper, which gathers the sharded weights;
         # DDP, DataParallel and torch.compile are called through the module inside.
-        target = model if hasattr(model, "_fsdp_wrapped_module") else _unwrap(model)
-        model = _unwrap(model)
+        target = model if hasattr(model, "_fsdp_wrapped_module") else unwrap(model)
+        model = unwrap(model)
         device, dtype = _device_dtype(model)
         emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
         vocab = int(getattr(emb, "num_embeddings", 0) or self._vocab or 32)

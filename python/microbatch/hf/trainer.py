@@ -87,9 +87,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import torch
 import transformers
 
-from ..cost import _either
+from .. import _native
 from ..errors import InputError, SettingError
-from ..plan import NORMALIZATIONS
 from ..torch import VISION_KEY_PREFIXES, BalancedBatchSampler, sample_tokens, summed_loss
 from .collate import PackedCollator
 
@@ -377,8 +376,7 @@ class BalancedTrainer(transformers.Trainer):
             raise SettingError(
                 "pass BalancedTrainer's arguments by keyword (model=..., args=..., train_dataset=...)", item="args"
             )
-        if normalization not in NORMALIZATIONS:
-            raise SettingError(f"unknown normalization {normalization!r}: use {_either(NORMALIZATIONS)}", item="normalization")
+        normalization = _native.normalization(normalization)
         settings = dict(sampler_settings or {})
         taken = sorted(set(settings) & {"micro_steps", "num_replicas", "rank", "seed", "drop_last", "global_batch_size",
                                          "model", "seq_len", "sync", "planner", "loss_tokens", "image_tokens"})
