@@ -258,8 +258,8 @@ def step_pack_quality(doc, quick):
     (rows,) = expect_tables("pack-quality", out, 1)
     doc.table("Bins against the lower bound", """
 The same inputs: the bins each algorithm opens over the Martello-Toth L2 lower bound, and the
-efficiency (tokens over the bins' capacity). Where a sample's tiles bind, even the bound is far
-from what any packing reaches.""", cmd, rows, m)
+efficiency (tokens over the bins' capacity). With tiles the bound is the larger of the two
+dimensions' bounds, each taken alone, so their gap is partly the bound's.""", cmd, rows, m)
 
 
 def step_pack_peer(doc, quick):
@@ -495,11 +495,11 @@ def step_python(doc, quick, python):
     out = run("python", cmd)
     (rows,) = expect_tables("python", out, 1)
     doc.table("Planning from Python", """
-`python/benches/bench_plan.py` with the package installed in `.venv` (a release build): the
-scenarios' batches, 65,536 samples over 1,024 ranks (fewer with `--quick`); the wall time of `Planner.plan` from numpy arrays (checks, conversion,
-planning, wrapping) against the Rust planner's own time inside the same call (median of 5 after
-a warm-up). The ragged form passes one array of image tokens a sample. Rebuild the package after
-changing the crate (`scripts/python-tests.sh --prepare`).""", shown(cmd), rows, m)
+`python/benches/bench_plan.py` with the package installed in `.venv` (a release build; rebuild it
+after changing the crate: `scripts/python-tests.sh --prepare`): the scenarios' batches, 65,536
+samples over 1,024 ranks (fewer with `--quick`). The wall time of `Planner.plan` from numpy arrays
+(checks, conversion, planning, wrapping) against the Rust planner's own time inside the same call,
+median of 5 after a warm-up. The ragged form passes one array of image tokens a sample.""", shown(cmd), rows, m)
 
 
 # --- main -------------------------------------------------------------------------------------
