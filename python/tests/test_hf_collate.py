@@ -28,13 +28,7 @@ from microbatch.torch import summed_loss  # noqa: E402
 transformers.logging.set_verbosity_error()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: these models are tiny, and on a loaded machine threads only wait for each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 VOCAB = 64
