@@ -18,27 +18,33 @@
 //! evaluation ([`Report::predicted`](microbatch::plan::Report::predicted))
 //! on its plans by the tests.
 //!
-//! **The search**: samples in decreasing order of total cost, each to every
-//! slot it fits, depth first, the children in increasing order of the
-//! bound they leave. Symmetries are broken: ranks, and micro-steps (the same
-//! permutation on every rank), are interchangeable, so a sample enters an
-//! empty rank only if it is the first empty one, and an empty micro-step
-//! only if it is the first empty one (under `step`, where each rank may
-//! order its micro-steps on its own, the first empty slot of its rank);
-//! relabelling ranks and micro-steps by the order in which they first
-//! receive a sample maps every plan to one the search visits, at the same
-//! step time. A node is cut when its bound reaches the best plan found:
-//! the time of the slots so far (costs are non-negative: it only grows),
-//! raised by the work left beyond the room under the current maxima
-//! (every unit of it above the room lifts some maximum by at least `1 /
-//! R`), and by the next sample, which lifts the slot it joins. Exact: no
-//! plan better than the returned one by more than a relative `1e-12`
-//! exists.
+//! **The search**: samples in decreasing order of total cost, depth first,
+//! the children in increasing order of the bound they leave; a node is cut
+//! when its bound reaches the best plan found. Costs are non-negative, so
+//! the time of what is placed only grows; the bounds add the work left
+//! beyond the room under the current maxima (every unit of it above the
+//! room lifts some maximum by at least `1 / R`), or the lift of the next
+//! sample on the slot (rank) it joins. Two searches, by the shape of the
+//! step time:
 //!
-//! Exponential in the worst case: for the tests' 8 to 12 samples on 2 or 3
-//! ranks and 1 to 4 micro-steps, at most a few million nodes
-//! ([`Optimum::nodes`]); a node budget makes the search give up rather than
-//! hang.
+//! - `step` (only rank totals count): samples to *ranks* (a sample enters
+//!   an empty rank only if it is the first empty one), a rank's samples
+//!   checked to pack into its `A` micro-steps within `L` and the cap (a
+//!   small exhaustive packing, cached per set of samples; a subset of a set
+//!   that packs packs), so the micro-step a sample takes is never branched
+//!   on;
+//! - `micro-step`, `phase` (only each micro-step's maxima count): samples
+//!   to slots, where the slots of one micro-step are interchangeable on
+//!   their own (a sample enters an empty slot only if it is the first empty
+//!   one of its micro-step, an empty micro-step only if it is the first
+//!   empty one); a plan needs `R` non-empty slots, which a rotation of each
+//!   micro-step's slots spreads over every rank at the same step time.
+//!
+//! Every plan has a relabelling the search visits at the same step time,
+//! so the search is exact: no plan better than the returned one by more
+//! than a relative `1e-12` exists. Exponential in the worst case; a node
+//! budget (search and packing nodes, [`Optimum::nodes`]) makes it give up
+//! rather than hang.
 #![allow(dead_code)]
 
 use microbatch::cost::{Given, Phases};
@@ -215,7 +221,28 @@ pub struct Optimum {
 /// The optimal plan of `inst` under `sync`, or `None` when no plan exists
 /// or the search needs more than `budget` nodes.
 pub fn optimum(inst: &Instance, sync: SyncModel, budget: u64) -> Option<Optimum> {
+    optimum_below(inst, sync, budget, f64::INFINITY)
+        .ok()
+        .flatten()
+}
+
+/// The optimal plan of `inst` under `sync` if its step time is below `bar`
+/// (by more than a relative `1e-12`), searched only below `bar`:
+/// `Ok(None)` when no plan is (a proof that every plan takes at least
+/// about `bar`), `Err(nodes)` when the search needs more than `budget`
+/// nodes. A bar just above a known plan's time (the planner's, say) makes
+/// the search explore only what can beat it; the answer does not trust
+/// the bar.
+pub fn optimum_below(
+    inst: &Instance,
+    sync: SyncModel,
+    budget: u64,
+    bar: f64,
+) -> Result<Option<Optimum>, u64> {
     let n = inst.items.len();
+    if n > 64 {
+        return Err(0);
+    }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| {
         let (x, y) = (&inst.items[a], &inst.items[b]);
@@ -230,63 +257,15 @@ pub fn optimum(inst: &Instance, sync: SyncModel, budget: u64) -> Option<Optimum>
     for d in (0..n).rev() {
         rest[d] = rest[d + 1] + inst.items[order[d]].cost;
     }
-    let k = inst.ranks * inst.micro_steps;
-    let (cap_t, cap_u) = inst.caps();
-    let mut s = Search {
-        inst,
-        sync,
-        order,
-        rest,
-        cap_t,
-        cap_u,
-        tokens: vec![0; k],
-        units: vec![0; k],
-        cost: vec![Phases::ZERO; k],
-        count: vec![0; k],
-        per_rank: vec![0; inst.ranks],
-        per_step: vec![0; inst.micro_steps],
-        assign: vec![0; n],
-        best: f64::INFINITY,
-        best_assign: None,
-        nodes: 0,
-        budget,
+    let found = match sync {
+        SyncModel::Step => rank_search(inst, order, rest, budget, bar)?,
+        _ => column_search(inst, sync, order, rest, budget, bar)?,
     };
-    s.dive(0);
-    if s.nodes > budget {
-        return None;
-    }
-    let order = s.order;
-    let best = s.best_assign?;
-    let mut slots = vec![0; n];
-    for (d, &i) in order.iter().enumerate() {
-        slots[i] = best[d];
-    }
-    Some(Optimum {
+    Ok(found.map(|(slots, nodes)| Optimum {
         time: inst.time(sync, &slots),
         slots,
-        nodes: s.nodes,
-    })
-}
-
-struct Search<'a> {
-    inst: &'a Instance,
-    sync: SyncModel,
-    order: Vec<usize>,
-    rest: Vec<Phases>,
-    cap_t: u64,
-    cap_u: u64,
-    tokens: Vec<u64>,
-    units: Vec<u64>,
-    cost: Vec<Phases>,
-    count: Vec<usize>,
-    per_rank: Vec<usize>,
-    per_step: Vec<usize>,
-    /// The slot of the sample at each depth.
-    assign: Vec<usize>,
-    best: f64,
-    best_assign: Option<Vec<usize>>,
-    nodes: u64,
-    budget: u64,
+        nodes,
+    }))
 }
 
 /// Room-raised bound of one barrier family: the sum of the maxima plus
@@ -297,43 +276,343 @@ fn raised(maxima: f64, room: f64, left: f64, ranks: f64, lift: f64) -> f64 {
     (maxima + (left - room).max(0.0) / ranks).max(maxima + lift)
 }
 
-impl Search<'_> {
-    /// The lower bound of any completion of the current slots, with the
-    /// samples from depth `d` on left.
+/// Whether a node of bound `b` can still beat `best` (by more than a
+/// relative `1e-12`).
+fn promising(b: f64, best: f64) -> bool {
+    b < best * (1.0 - 1e-12)
+}
+
+/// One barrier a step: samples to ranks, depth first (a sample enters an
+/// empty rank only if it is the first empty one); a rank's samples must
+/// pack into its `A` micro-steps ([`pack`], cached per set). The bound: the
+/// largest rank total raised by the work left beyond the room under it,
+/// or by the next sample on the least loaded rank. Returns the slots of
+/// the best plan and the nodes (search and packing).
+fn rank_search(
+    inst: &Instance,
+    order: Vec<usize>,
+    rest: Vec<Phases>,
+    budget: u64,
+    bar: f64,
+) -> Result<Option<(Vec<usize>, u64)>, u64> {
+    let mut s = Ranks {
+        inst,
+        order,
+        rest,
+        load: vec![0.0; inst.ranks],
+        members: vec![0; inst.ranks],
+        assign: vec![0; inst.items.len()],
+        best: bar,
+        best_assign: None,
+        nodes: 0,
+        budget,
+        packs: std::collections::HashMap::new(),
+    };
+    s.dive(0);
+    if s.nodes > budget {
+        return Err(s.nodes);
+    }
+    let Some(best) = s.best_assign.take() else {
+        return Ok(None);
+    };
+    let mut slots = vec![0; inst.items.len()];
+    for r in 0..inst.ranks {
+        let mine: Vec<usize> = (0..s.order.len())
+            .filter(|&d| best[d] == r)
+            .map(|d| s.order[d])
+            .collect();
+        let mut nodes = 0;
+        let bins = pack(inst, &mine, &mut nodes).expect("a rank's samples packed in the search");
+        for (&i, b) in mine.iter().zip(bins) {
+            slots[i] = r * inst.micro_steps + b;
+        }
+    }
+    Ok(Some((slots, s.nodes)))
+}
+
+struct Ranks<'a> {
+    inst: &'a Instance,
+    order: Vec<usize>,
+    rest: Vec<Phases>,
+    load: Vec<f64>,
+    /// Per rank: its samples (bit `i` for sample `i`).
+    members: Vec<u64>,
+    /// The rank of the sample at each depth.
+    assign: Vec<usize>,
+    best: f64,
+    best_assign: Option<Vec<usize>>,
+    nodes: u64,
+    budget: u64,
+    /// Whether a set of samples packs into `A` micro-steps.
+    packs: std::collections::HashMap<u64, bool>,
+}
+
+impl Ranks<'_> {
     fn bound(&self, d: usize) -> f64 {
-        let (ranks, steps) = (self.inst.ranks, self.inst.micro_steps);
-        let rf = ranks as f64;
-        let left = self.rest[d];
-        let next = self.order.get(d).map(|&i| self.inst.items[i].cost);
-        match self.sync {
-            SyncModel::Step => {
-                let loads: Vec<f64> = (0..ranks)
-                    .map(|r| (0..steps).map(|j| self.cost[r * steps + j].total()).sum())
-                    .collect();
-                let max = loads.iter().copied().fold(0.0, f64::max);
-                let room: f64 = loads.iter().map(|l| max - l).sum();
-                let least = loads.iter().copied().fold(f64::INFINITY, f64::min);
-                let lift = next.map_or(0.0, |c| (least + c.total() - max).max(0.0));
-                raised(max, room, left.total(), rf, lift)
+        let max = self.load.iter().copied().fold(0.0, f64::max);
+        let least = self.load.iter().copied().fold(f64::INFINITY, f64::min);
+        let room: f64 = self.load.iter().map(|l| max - l).sum();
+        let lift = self.order.get(d).map_or(0.0, |&i| {
+            (least + self.inst.items[i].cost.total() - max).max(0.0)
+        });
+        raised(
+            max,
+            room,
+            self.rest[d].total(),
+            self.inst.ranks as f64,
+            lift,
+        )
+    }
+
+    /// Whether no completion beats `self.best`, by capacity (as
+    /// [`Columns::hopeless`], the ranks one micro-step): the largest
+    /// total raised by less than `D = best - max`, a rank of room `rho`
+    /// takes at most `rho` plus the raise and at most the samples left of
+    /// cost up to `rho + D`.
+    fn hopeless(&self, d: usize) -> bool {
+        let max = self.load.iter().copied().fold(0.0, f64::max);
+        let room = self.best * (1.0 - 1e-12) - max;
+        if room <= 0.0 {
+            return true;
+        }
+        let values: Vec<f64> = self.order[d..]
+            .iter()
+            .map(|&i| self.inst.items[i].cost.total())
+            .collect();
+        let rooms: Vec<f64> = self.load.iter().map(|&l| max - l).collect();
+        least_raise_of(&[rooms], &values, room) >= room
+    }
+
+    fn fits(&mut self, set: u64) -> bool {
+        if let Some(&ok) = self.packs.get(&set) {
+            return ok;
+        }
+        let items: Vec<usize> = (0..self.inst.items.len())
+            .filter(|&i| set >> i & 1 == 1)
+            .collect();
+        let ok = pack(self.inst, &items, &mut self.nodes).is_some();
+        self.packs.insert(set, ok);
+        ok
+    }
+
+    fn dive(&mut self, d: usize) {
+        self.nodes += 1;
+        if self.nodes > self.budget {
+            return;
+        }
+        let n = self.order.len();
+        if d == n {
+            let t = self.load.iter().copied().fold(0.0, f64::max);
+            if t < self.best {
+                self.best = t;
+                self.best_assign = Some(self.assign.clone());
             }
-            SyncModel::MicroStep => {
-                let f = |c: &Phases| c.total();
-                self.columns(f, left.total(), next.as_ref().map(f))
+            return;
+        }
+        let ranks = self.inst.ranks;
+        let i = self.order[d];
+        let x = self.inst.items[i].cost.total();
+        let empty = self.members.iter().filter(|&&m| m == 0).count();
+        let first_empty = self.members.iter().position(|&m| m == 0);
+        let mut children: Vec<(f64, usize)> = Vec::with_capacity(ranks);
+        for r in 0..ranks {
+            let was_empty = self.members[r] == 0;
+            if (was_empty && Some(r) != first_empty) || empty - usize::from(was_empty) > n - d - 1 {
+                continue;
             }
-            _ => {
-                let v = |c: &Phases| c.vision;
-                let l = |c: &Phases| c.language;
-                self.columns(v, left.vision, next.as_ref().map(v))
-                    + self.columns(l, left.language, next.as_ref().map(l))
+            if !self.fits(self.members[r] | 1 << i) {
+                continue;
+            }
+            let old = self.load[r];
+            self.load[r] += x;
+            let b = self.bound(d + 1);
+            let cut = !promising(b, self.best) || self.hopeless(d + 1);
+            self.load[r] = old;
+            if !cut {
+                children.push((b, r));
             }
         }
+        children.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (b, r) in children {
+            if !promising(b, self.best) || self.nodes > self.budget {
+                continue;
+            }
+            let old = self.load[r];
+            self.load[r] += x;
+            self.members[r] |= 1 << i;
+            self.assign[d] = r;
+            self.dive(d + 1);
+            self.members[r] &= !(1 << i);
+            self.load[r] = old;
+        }
+    }
+}
+
+/// The micro-step of each of `items` (indices into `inst.items`) in a
+/// packing into `A` micro-steps within `L` and the cap, if one exists: the
+/// items by decreasing tokens, each into every micro-step it fits (an
+/// empty one only if it is the first), depth first. Counts its nodes.
+fn pack(inst: &Instance, items: &[usize], nodes: &mut u64) -> Option<Vec<usize>> {
+    let (cap_t, cap_u) = inst.caps();
+    let mut idx: Vec<usize> = (0..items.len()).collect();
+    idx.sort_by_key(|&k| {
+        core::cmp::Reverse((inst.items[items[k]].tokens, inst.items[items[k]].units))
+    });
+    let sizes: Vec<(u64, u64)> = idx
+        .iter()
+        .map(|&k| (inst.items[items[k]].tokens, inst.items[items[k]].units))
+        .collect();
+    let mut load = vec![(0u64, 0u64); inst.micro_steps];
+    let mut bin = vec![0; items.len()];
+    fn go(
+        d: usize,
+        sizes: &[(u64, u64)],
+        load: &mut [(u64, u64)],
+        bin: &mut [usize],
+        caps: (u64, u64),
+        nodes: &mut u64,
+    ) -> bool {
+        *nodes += 1;
+        let Some(&(t, u)) = sizes.get(d) else {
+            return true;
+        };
+        for b in 0..load.len() {
+            // Bins of equal load are interchangeable: the first of them.
+            if load[..b].contains(&load[b]) {
+                continue;
+            }
+            if load[b].0 + t > caps.0 || load[b].1 + u > caps.1 {
+                continue;
+            }
+            load[b].0 += t;
+            load[b].1 += u;
+            bin[d] = b;
+            let ok = go(d + 1, sizes, load, bin, caps, nodes);
+            load[b].0 -= t;
+            load[b].1 -= u;
+            if ok {
+                return true;
+            }
+        }
+        false
+    }
+    if !go(0, &sizes, &mut load, &mut bin, (cap_t, cap_u), nodes) {
+        return None;
+    }
+    let mut out = vec![0; items.len()];
+    for (d, &k) in idx.iter().enumerate() {
+        out[k] = bin[d];
+    }
+    Some(out)
+}
+
+/// Barriers every micro-step (`micro-step`, `phase`): samples to slots,
+/// depth first. Only the micro-step's maxima count, so the slots of one
+/// micro-step are interchangeable on their own (and the micro-steps with
+/// each other): a sample enters an empty slot only if it is the first empty
+/// slot of its micro-step, and an empty micro-step only if it is the first
+/// empty one. Every rank holds a sample once at least `R` slots do: each
+/// micro-step's slots are rotated at the end so that the non-empty ones
+/// cover every rank, at the same step time. The bound: per micro-step
+/// family (the totals; per phase, the vision and the language sums, and
+/// at least the totals' bound) the sum of the maxima, raised by the work
+/// left beyond the room under them, or by the next sample, which lifts the
+/// slot it joins. Returns the slots of the best plan and the nodes.
+fn column_search(
+    inst: &Instance,
+    sync: SyncModel,
+    order: Vec<usize>,
+    rest: Vec<Phases>,
+    budget: u64,
+    bar: f64,
+) -> Result<Option<(Vec<usize>, u64)>, u64> {
+    let k = inst.ranks * inst.micro_steps;
+    let (cap_t, cap_u) = inst.caps();
+    let mut s = Columns {
+        inst,
+        sync,
+        order,
+        rest,
+        cap_t,
+        cap_u,
+        tokens: vec![0; k],
+        units: vec![0; k],
+        cost: vec![Phases::ZERO; k],
+        count: vec![0; k],
+        filled: vec![0; inst.micro_steps],
+        assign: vec![(0, 0); inst.items.len()],
+        best: bar,
+        best_assign: None,
+        nodes: 0,
+        budget,
+    };
+    s.dive(0);
+    if s.nodes > budget {
+        return Err(s.nodes);
+    }
+    let Some(best) = s.best_assign.take() else {
+        return Ok(None);
+    };
+    let (ranks, steps) = (inst.ranks, inst.micro_steps);
+    // Rotate micro-step j by the slots filled before it: the non-empty
+    // slots, R at least, then cover every rank.
+    let mut filled = vec![0; steps];
+    for &(r, j) in &best {
+        filled[j] = filled[j].max(r + 1);
+    }
+    let mut offset = vec![0; steps];
+    for j in 1..steps {
+        offset[j] = offset[j - 1] + filled[j - 1];
+    }
+    let mut slots = vec![0; inst.items.len()];
+    for (d, &(r, j)) in best.iter().enumerate() {
+        slots[s.order[d]] = ((r + offset[j]) % ranks) * steps + j;
+    }
+    Ok(Some((slots, s.nodes)))
+}
+
+struct Columns<'a> {
+    inst: &'a Instance,
+    sync: SyncModel,
+    order: Vec<usize>,
+    rest: Vec<Phases>,
+    cap_t: u64,
+    cap_u: u64,
+    /// Per slot `r * A + j` (rank `r` in the search's own labels).
+    tokens: Vec<u64>,
+    units: Vec<u64>,
+    cost: Vec<Phases>,
+    count: Vec<usize>,
+    /// Per micro-step: its non-empty slots (always its first ones).
+    filled: Vec<usize>,
+    /// The (slot, micro-step) of the sample at each depth.
+    assign: Vec<(usize, usize)>,
+    best: f64,
+    best_assign: Option<Vec<(usize, usize)>>,
+    nodes: u64,
+    budget: u64,
+}
+
+impl Columns<'_> {
+    fn bound(&self, d: usize) -> f64 {
+        let left = self.rest[d];
+        let next = self.order.get(d).map(|&i| self.inst.items[i].cost);
+        let total = |c: &Phases| c.total();
+        let all = self.family(total, left.total(), next.as_ref().map(total));
+        if self.sync == SyncModel::MicroStep {
+            return all;
+        }
+        let v = |c: &Phases| c.vision;
+        let l = |c: &Phases| c.language;
+        let phases = self.family(v, left.vision, next.as_ref().map(v))
+            + self.family(l, left.language, next.as_ref().map(l));
+        phases.max(all)
     }
 
     /// The bound of the micro-step barriers in the value `f` of a slot's
     /// cost: the sum of the maxima, raised by the work `left` beyond the
-    /// room under them, or by the next sample of value `next`, which joins
-    /// some micro-step's slot.
-    fn columns(&self, f: impl Fn(&Phases) -> f64, left: f64, next: Option<f64>) -> f64 {
+    /// room under them, or by the next sample of value `next`.
+    fn family(&self, f: impl Fn(&Phases) -> f64, left: f64, next: Option<f64>) -> f64 {
         let (ranks, steps) = (self.inst.ranks, self.inst.micro_steps);
         let (mut maxima, mut room) = (0.0, 0.0);
         let mut lift = f64::INFINITY;
@@ -354,89 +633,193 @@ impl Search<'_> {
         raised(maxima, room, left, ranks as f64, lift)
     }
 
+    /// Whether no completion of the slots so far (the samples from depth
+    /// `d` on left) beats `self.best`, by capacity: with every micro-step's
+    /// maximum raised by `delta_j` (in each family of barriers), the raises
+    /// summing to less than `D = best - time so far`, a slot of room `rho`
+    /// under its micro-step's maximum takes at most `rho + delta_j` and at
+    /// most the samples left of value up to `rho + D`; the least sum of
+    /// raises that lets the slots take all the work left (a water-filling
+    /// over each micro-step's slots, whose capacity is concave in its
+    /// raise) must stay below `D`.
+    fn hopeless(&self, d: usize) -> bool {
+        let rest = &self.order[d..];
+        let items = self.inst.items.as_slice();
+        let total = |c: &Phases| c.total();
+        let v = |c: &Phases| c.vision;
+        let l = |c: &Phases| c.language;
+        let families: Vec<&dyn Fn(&Phases) -> f64> = if self.sync == SyncModel::MicroStep {
+            vec![&total]
+        } else {
+            vec![&v, &l]
+        };
+        let maxima: f64 = families.iter().map(|f| self.maxima(f)).sum();
+        let room = self.best * (1.0 - 1e-12) - maxima;
+        if room <= 0.0 {
+            return true;
+        }
+        let mut need = 0.0;
+        for f in families {
+            let values: Vec<f64> = rest.iter().map(|&i| f(&items[i].cost)).collect();
+            need += self.least_raise(f, &values, room);
+            if need >= room {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The sum of the micro-steps' maxima in the value `f` of a slot.
+    fn maxima(&self, f: &dyn Fn(&Phases) -> f64) -> f64 {
+        let (ranks, steps) = (self.inst.ranks, self.inst.micro_steps);
+        (0..steps)
+            .map(|j| {
+                (0..ranks)
+                    .map(|r| f(&self.cost[r * steps + j]))
+                    .fold(0.0, f64::max)
+            })
+            .sum()
+    }
+
+    /// The least sum of raises of the micro-steps' maxima in the value `f`
+    /// (each raise below `limit`) under which the slots can take `values`
+    /// (the samples left), or infinity.
+    fn least_raise(&self, f: &dyn Fn(&Phases) -> f64, values: &[f64], limit: f64) -> f64 {
+        let (ranks, steps) = (self.inst.ranks, self.inst.micro_steps);
+        let rooms: Vec<Vec<f64>> = (0..steps)
+            .map(|j| {
+                let col: Vec<f64> = (0..ranks).map(|r| f(&self.cost[r * steps + j])).collect();
+                let max = col.iter().copied().fold(0.0, f64::max);
+                col.iter().map(|x| max - x).collect()
+            })
+            .collect();
+        least_raise_of(&rooms, values, limit)
+    }
+
     fn dive(&mut self, d: usize) {
         self.nodes += 1;
         if self.nodes > self.budget {
             return;
         }
         let n = self.order.len();
+        let (ranks, steps) = (self.inst.ranks, self.inst.micro_steps);
         if d == n {
-            let t = self.bound(d);
+            let t = step_time(self.sync, ranks, steps, &self.cost);
             if t < self.best {
                 self.best = t;
                 self.best_assign = Some(self.assign.clone());
             }
             return;
         }
-        let (ranks, steps) = (self.inst.ranks, self.inst.micro_steps);
         let it = self.inst.items[self.order[d]];
-        let first_empty_rank = (0..ranks).find(|&r| self.per_rank[r] == 0);
-        let first_empty_step = (0..steps).find(|&j| self.per_step[j] == 0);
-        let empty_ranks = self.per_rank.iter().filter(|&&c| c == 0).count();
-        let mut children: Vec<(f64, usize)> = Vec::with_capacity(ranks * steps);
-        for r in 0..ranks {
-            if self.per_rank[r] == 0 && Some(r) != first_empty_rank {
+        let nonempty: usize = self.filled.iter().sum();
+        let first_empty_step = self.filled.iter().position(|&f| f == 0);
+        let mut children: Vec<(f64, usize, usize)> = Vec::with_capacity(ranks * steps);
+        for j in 0..steps {
+            if self.filled[j] == 0 && Some(j) != first_empty_step {
                 continue;
             }
-            // After this sample, every empty rank needs one of the rest.
-            let empty_after = empty_ranks - usize::from(self.per_rank[r] == 0);
-            if empty_after > n - d - 1 {
-                continue;
-            }
-            let first_empty_here = (0..steps).find(|&j| self.count[r * steps + j] == 0);
-            for j in 0..steps {
+            for r in 0..(self.filled[j] + 1).min(ranks) {
+                let new = r == self.filled[j];
+                // Every rank needs a slot: R non-empty ones at the end.
+                if nonempty + usize::from(new) + (n - d - 1) < ranks {
+                    continue;
+                }
                 let s = r * steps + j;
-                let symmetric = match self.sync {
-                    SyncModel::Step => self.count[s] == 0 && Some(j) != first_empty_here,
-                    _ => self.per_step[j] == 0 && Some(j) != first_empty_step,
-                };
-                if symmetric
-                    || self.tokens[s] + it.tokens > self.cap_t
-                    || self.units[s] + it.units > self.cap_u
+                if self.tokens[s] + it.tokens > self.cap_t || self.units[s] + it.units > self.cap_u
                 {
                     continue;
                 }
-                let old = self.place(s, &it, d);
+                let old = self.place(r, j, &it, d);
                 let b = self.bound(d + 1);
-                self.unplace(s, &it, old);
-                if b < self.best * (1.0 - 1e-12) {
-                    children.push((b, s));
+                let cut = !promising(b, self.best) || self.hopeless(d + 1);
+                self.unplace(r, j, &it, old);
+                if !cut {
+                    children.push((b, r, j));
                 }
             }
         }
-        children.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (b, s) in children {
-            if b >= self.best * (1.0 - 1e-12) || self.nodes > self.budget {
+        children.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.2, a.1).cmp(&(b.2, b.1))));
+        for (b, r, j) in children {
+            if !promising(b, self.best) || self.nodes > self.budget {
                 continue;
             }
-            let old = self.place(s, &it, d);
+            let old = self.place(r, j, &it, d);
             self.dive(d + 1);
-            self.unplace(s, &it, old);
+            self.unplace(r, j, &it, old);
         }
     }
 
-    /// Places the sample at depth `d` in slot `s` and returns what the
-    /// slot held, for [`Search::unplace`] (exactly: no float subtraction).
-    fn place(&mut self, s: usize, it: &Item, d: usize) -> Phases {
-        let steps = self.inst.micro_steps;
+    /// Places the sample at depth `d` in slot `r` of micro-step `j` and
+    /// returns what the slot held, for [`Columns::unplace`] (exactly: no
+    /// float subtraction).
+    fn place(&mut self, r: usize, j: usize, it: &Item, d: usize) -> Phases {
+        let s = r * self.inst.micro_steps + j;
         let old = self.cost[s];
         self.tokens[s] += it.tokens;
         self.units[s] += it.units;
         self.cost[s] += it.cost;
+        if self.count[s] == 0 {
+            self.filled[j] += 1;
+        }
         self.count[s] += 1;
-        self.per_rank[s / steps] += 1;
-        self.per_step[s % steps] += 1;
-        self.assign[d] = s;
+        self.assign[d] = (r, j);
         old
     }
 
-    fn unplace(&mut self, s: usize, it: &Item, old: Phases) {
-        let steps = self.inst.micro_steps;
+    fn unplace(&mut self, r: usize, j: usize, it: &Item, old: Phases) {
+        let s = r * self.inst.micro_steps + j;
         self.tokens[s] -= it.tokens;
         self.units[s] -= it.units;
         self.cost[s] = old;
         self.count[s] -= 1;
-        self.per_rank[s / steps] -= 1;
-        self.per_step[s % steps] -= 1;
+        // The slot left empty is the last non-empty one of its micro-step
+        // (it entered as the first empty one).
+        if self.count[s] == 0 {
+            self.filled[j] -= 1;
+        }
     }
+}
+
+/// The least sum of raises of the maxima of groups of slots (`rooms`: per
+/// group, each slot's room under its group's maximum; each raise below
+/// `limit`) under which the slots can take `values`, or infinity: a slot of
+/// room `rho` in a group raised by `delta` takes at most `rho + delta` and
+/// at most the values up to `rho + limit`, so a group's capacity is
+/// concave in its raise (of slope the number of its slots below that
+/// cap), and raises bought in decreasing order of slope are the least.
+fn least_raise_of(rooms: &[Vec<f64>], values: &[f64], limit: f64) -> f64 {
+    let left: f64 = values.iter().sum();
+    let mut have = 0.0;
+    let mut segments: Vec<(usize, f64)> = Vec::new();
+    for group in rooms {
+        let mut spans: Vec<f64> = Vec::new();
+        for &rho in group {
+            let cap: f64 = values.iter().filter(|&&y| y <= rho + limit).sum();
+            have += rho.min(cap);
+            if cap > rho {
+                spans.push(cap - rho);
+            }
+        }
+        spans.sort_by(f64::total_cmp);
+        let mut at = 0.0;
+        for (k, &t) in spans.iter().enumerate() {
+            segments.push((spans.len() - k, t - at));
+            at = t;
+        }
+    }
+    if have >= left {
+        return 0.0;
+    }
+    segments.sort_by_key(|&(slope, _)| std::cmp::Reverse(slope));
+    let mut raise = 0.0;
+    for (slope, len) in segments {
+        let gain = slope as f64 * len;
+        if have + gain >= left {
+            return raise + (left - have) / slope as f64;
+        }
+        have += gain;
+        raise += len;
+    }
+    f64::INFINITY
 }
