@@ -2,8 +2,8 @@
 //! of the calibrated small Qwen2-VL model (bench_hf_vlm's fitted coefficients: a cost per row in
 //! both phases, attention over the packed row) on batches drawn like the bench's, 4 ranks, rows of
 //! 1,024 tokens, with the model's group floor (the bound since issue 22's fourth pass) and with
-//! it hidden (the bound before), the plans checked identical (BENCHMARKS.md, "Lower bound with
-//! per-row costs").
+//! it hidden (the bound before), the plans checked identical (the history of BENCHMARKS.md:
+//! `git show 99d715a:BENCHMARKS.md`, "Lower bound with per-row costs").
 //!
 //! ```sh
 //! cargo run --release --example bound_rows_table -- [SAMPLES=48] [BATCHES=20]

@@ -1,7 +1,8 @@
 //! Karmarkar-Karp over k = 1,024 parts: uniform weights against verl's workload
 //! `24576 T + T^2` on each scenario's token counts, the inputs alternated in one
-//! process, medians over rounds, each as a ratio to the uniform input (BENCHMARKS.md,
-//! "Karmarkar-Karp on heavy-tailed weights").
+//! process, medians over rounds, each as a ratio to the uniform input (the history of
+//! BENCHMARKS.md: `git show 99d715a:BENCHMARKS.md`, "Karmarkar-Karp on heavy-tailed weights"; BENCHMARKS.md times the same
+//! inputs with `benches/partition.rs`).
 //!
 //! ```sh
 //! cargo run --release --example kk_table -- [N=65536] [ROUNDS=9] [SCENARIO]

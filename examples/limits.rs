@@ -1,4 +1,5 @@
-//! The resource limits of BENCHMARKS.md ("Resource limits"), one case a
+//! The resource limits (each function's `# Errors`; a table of their cost is in the history of
+//! BENCHMARKS.md: `git show 99d715a:BENCHMARKS.md`, "Resource limits"), one case a
 //! process: each case runs one call at (or past) a documented limit and
 //! prints what it returned and how long it took. Peak memory comes from the
 //! process, so run each case on its own under `/usr/bin/time`:

@@ -1,7 +1,7 @@
 //! Plans of a model that is not additive (a cost per packed row, attention over the whole row) on
 //! the scenarios' batches: the predicted step time, its ratio to the lower bound and the planning
-//! time (the thread's CPU time on Linux, else wall time), every sync model (BENCHMARKS.md,
-//! "Polish on the exact costs ... (issue 22, fourth pass)").
+//! time (the thread's CPU time on Linux, else wall time), every sync model (its tables are in the
+//! history of BENCHMARKS.md: `git show 99d715a:BENCHMARKS.md`, "Polish on the exact costs ... (issue 22, fourth pass)").
 //!
 //! The model, per scenario of sequence length `L`: 1 a token, 2 an image token, `0.3 / L` times
 //! the row's tokens squared (a full row's attention is 30% of its tokens' cost), 1,000 a row in

@@ -358,6 +358,21 @@ equal counts, this planner on token counts, and this planner. `planning`: the wa
 that one plan on this machine.""", cmd, rows, m)
 
 
+def step_plan_seeds(doc, quick):
+    m = machine()
+    rows = []
+    for ranks in (["64"] if quick else ["64", "1024"]):
+        for sync in ("step", "micro-step", "phase"):
+            cmd, out = example(f"plan-seeds-{sync}-{ranks}", "plan_table", ["seeds", sync, ranks])
+            (found,) = expect_tables(f"plan-seeds-{sync}-{ranks}", out, 1)
+            rows += found if not rows else found[2:]
+    doc.table("Over 13 seeds, given costs", """
+`examples/plan_table.rs`, seeds mode: the given-cost plans of the table above over the seeds 42,
+7, 1, 3, 5, 2, 4, 6, 8, 9, 10, 11 and 12 (64 samples a rank): the mean and the worst of the
+predicted step time over the lower bound, how many seeds are within 1.01, and the wall time of
+the 13 plans.""", cmd.replace(f"seeds {sync} {ranks}", "seeds <sync> <ranks>"), rows, m)
+
+
 def step_gain(doc, quick):
     m = machine()
     cmd, out = example("gain", "quality_table", ["gain"] + (["64"] if quick else []))
@@ -553,7 +568,7 @@ tokens), `anyres-mix` (`qwen2.5-vl-7b`, 16,384 tokens), `interleaved` (`internvl
 tokens and 48 tiles). Sync models: `step` (one barrier per step, DDP), `micro-step` (a barrier per
 micro-step: FSDP, ZeRO-3, pipelines), `phase` (the vision and language phases each a barrier).
 The lower bound is the one `Report::lower_bound` gives (see the `plan` module's docs).""",
-             [step_plan_table, step_gain, step_plan_time, step_plan_memory, step_optimum]),
+             [step_plan_table, step_plan_seeds, step_gain, step_plan_time, step_plan_memory, step_optimum]),
             ("Locality", None, [step_locality]),
             ("Calibration", None, [step_calibrate, step_closed_loop]),
         ]
