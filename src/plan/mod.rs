@@ -49,7 +49,7 @@
 //! samples first); it binds when the largest sample is denser than the
 //! rest (a long document whose attention grows as `T^2`). All three are
 //! checked against exact optima on small instances (`tests/plan_bound.rs`,
-//! `tests/plan_bound_rows.rs`, `tests/plan_optimum.rs`). For a small batch (at most 16 samples, no
+//! `tests/plan_bound_rows.rs`, `tests/plan_optimum.rs`). For a small batch (at most 24 samples, no
 //! groups) whose costs are additive (every floor equal to the cost alone),
 //! the bound is also at least what the exact search proves of every plan of
 //! any number of micro-steps, within [`Planner::search_effort`]'s budget:
@@ -73,7 +73,7 @@
 //! | 6. `refine` | moves and swaps of single samples from the slowest group (rank, or micro-batch of a micro-step) to the fastest, every cap kept, while the slowest drops | O(n) a round, counted |
 //! | 7. `pair` | per-micro-step models: micro-batches at their barrier's maximum trade one sample with those farthest below it, in bulk | O(n s + R A log(R A)) a round |
 //! | 8. `search` | per-micro-step models: the worst barrier's binding micro-batch trades places with another of its rank, or a sample with a partner near the wanted cost in any micro-step, while the exact step time drops | [`Planner::search_effort`] |
-//! | 8'. `exact` | small batches: a branch and bound over every layout of the same shape, replacing the layout only by a strictly better one; its proof raises the bound | [`Planner::search_effort`] |
+//! | 8'. `exact` | small batches (at most 24 positions, none pinned): a branch and bound over every layout of the plan's shape (the micro-batches of a micro-step interchangeable; under one barrier a step, positions to ranks with a packing check), cut by a bound and by capacity, replacing the layout only by a strictly better one; its proof raises the bound, so a small step is optimal and says so (`ratio() == 1`) | O(budget log n), [`Planner::search_effort`] |
 //! | 9. `group`, back | every rank gets a unit where there are enough; units expanded to samples | O(n) |
 //! | 10. `polish` | for a model that is not additive: moves and swaps weighed by the model's exact cost of the two sequences they touch | [`Planner::search_effort`] |
 //! | 11. `locality` | with [`Planner::locality`]: the fewest bytes moved within the step-time tolerance ([`Locality`]) | see [`Locality`] |

@@ -77,9 +77,9 @@ pub struct Report {
     /// [`predicted`](Report::predicted) nor [`baseline`](Report::baseline)
     /// (rounded down to them where it exceeds one by floating-point
     /// rounding only). For a small batch of an additive model without groups
-    /// (at most 16 samples), the planner may raise it to the optimum that an
-    /// exact search proved within its budget, so that `ratio() == 1` there
-    /// means the plan is optimal; when that proof does not fit the budget,
+    /// (at most 24 samples), the planner may raise it to the optimum that an
+    /// exact search proved within its budget, so that `ratio() == 1` (within
+    /// `1e-9`) there means the plan is proven optimal; when that proof does not fit the budget,
     /// to the highest of a few values below the plan's time (1/32 to 1/1024
     /// of it below) that the search proved no plan beats.
     pub lower_bound: f64,

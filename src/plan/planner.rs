@@ -438,16 +438,13 @@ impl<M: Incremental> Planner<M> {
     /// binary searches, rescans) to `effort * max(n + K, 65536)` units for
     /// n samples in K sequences (counted, not timed: the plan stays
     /// deterministic); `0` turns the pairing and the search off. The
-    /// default, 45, keeps planning 65,536 samples over 1,024 ranks within
-    /// 1.5 times (1.15 to 1.43 measured) what it took at 30 before the
-    /// search weighed swaps among samples of the same size (thread CPU
-    /// time, `BENCHMARKS.md`); larger values search longer on large
-    /// batches. Under [`SyncModel::MicroStep`] the
+    /// default is 45 (its planning times: `BENCHMARKS.md`); larger values
+    /// search longer on large batches. Under [`SyncModel::MicroStep`] the
     /// per-phase plan is made and searched on as well (twice the search).
-    /// Small batches (at most 16 samples or units, none pinned) also get an
+    /// Small batches (at most 24 samples or units, none pinned) also get an
     /// exact branch and bound over every layout of the plan's shape, of
-    /// `effort * 65536` units (a child weighed costs `R` per micro-step in
-    /// use, plus one), and, with additive costs and no groups, a second one
+    /// `effort * 65536` units (a child weighed costs `R * A + 1` units,
+    /// `R + 1` under one barrier a step), and, with additive costs and no groups, a second one
     /// over every number of micro-steps, of `effort * 262144` units, which
     /// raises
     /// [`Report::lower_bound`](crate::plan::Report::lower_bound) to the
@@ -746,7 +743,7 @@ impl<M: Incremental> Planner<M> {
     /// row: the `share` stage of the [module docs](super#algorithm)) costs
     /// O(n) more model evaluations a round and every stage from `group` to
     /// `search` up to five times (ten times, and the polish twice, for a
-    /// batch of at most 16 samples, planned with and without the exact
+    /// batch of at most 24 samples, planned with and without the exact
     /// stage).
     ///
     /// # Examples
