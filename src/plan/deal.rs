@@ -56,10 +56,8 @@ impl RowKey {
 /// One sequence's positions, up to 8 held inline (a sequence of
 /// `anyres-mix` holds about 7 samples at 10^6 over 16,384 ranks). As
 /// `Vec`s, one small buffer a sequence of each layout the planner holds
-/// at once (most of the 425,623 small allocations live at its peak) sat in
-/// the holes of its freed arrays: at 10^6 `anyres-mix` samples the peak
-/// resident memory under per-micro-step barriers was 139 bytes a sample
-/// for 107 live (`BENCHMARKS.md`, "Peak memory at 10^6").
+/// at once sat in the holes of its freed arrays (peak memory a sample:
+/// `BENCHMARKS.md`, "Memory").
 pub(crate) type Members = smallvec::SmallVec<[u32; 8]>;
 
 /// The packed sequences with what the dealing and the refinement read:

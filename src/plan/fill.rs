@@ -32,11 +32,8 @@
 //! placed first, longest first (each alone in a sequence of its own if it
 //! is above the largest sample in a phase: outside, it costs its
 //! micro-step more than it raises the row's maximum), and the row built
-//! again around them, kept if less of the outliers' costs is left out
-//! (65,536 `anyres-mix` samples over 1,024 ranks, seed 42: one long
-//! sample, about 5% above a mean sequence in language cost, set a
-//! micro-step's maximum alone; 1.0158 -> 1.0103 over the bound under
-//! per-phase barriers). The dealing puts the row's sequences, the most
+//! again around them, kept if less of the outliers' costs is left out.
+//! The dealing puts the row's sequences, the most
 //! costly ones, into one micro-step. The planner packs around this row in
 //! the second of its two packings under per-phase barriers (the other
 //! samples over all the sequences, the row's included; that start kept
@@ -133,10 +130,7 @@ pub(crate) fn fill_row(
 /// wait for, so it takes the samples densest in the phases where it waits:
 /// those whose fill term binds ([`Prepared::fill`]; both, the total, where
 /// only the totals' term binds), else those where the largest sample is
-/// above a mean sequence (on `interleaved` seed 12 at 1,024 ranks no term
-/// binds, the largest sample is 1.567 s of language, 1.20 times a mean
-/// sequence, and without a row its micro-step held 1.524 s a rank:
-/// 1.0114 -> 1.0093 over the bound); none if it is above the mean in no
+/// above a mean sequence; none if it is above the mean in no
 /// phase (its micro-step waits for nothing it brings). (By the total, on
 /// `interleaved` batches, where only the language term binds, the row
 /// took samples dense in vision.) A sequence of the row stays at or below

@@ -160,17 +160,14 @@ use crate::num::order_bits;
 /// step 3 dominates the time; about 4 with the swap pass, which is
 /// O(n * (log n + 8 + m)) a round for m the most samples of a sequence);
 /// besides at most five exact evaluations of the plan (O(n) model
-/// insertions each). Nothing is O(R^2). The extra space is at most about
-/// 100 bytes a sample.
+/// insertions each). Nothing is O(R^2). The extra space is O(n).
 ///
-/// What that costs in practice (65,536 samples over 1,024 ranks of the
-/// built-in scenarios, 0.5% tolerance; `BENCHMARKS.md`, "Locality's
-/// planning time"): planning with locality takes about 1.2x-1.4x the
-/// locality-free time under [`SyncModel::Step`], 1.6x-2.6x under
-/// [`SyncModel::MicroStep`] and 2.2x-3.5x under [`SyncModel::Phase`],
+/// Planning with locality costs most under the per-micro-step models,
 /// where step 3 starts with most samples away from home (a micro-step's
 /// budget leaves too little slack to fill the micro-batches home first);
 /// [`effort`](Locality::effort) bounds step 3 there, for more bytes moved.
+/// The measured time against the locality-free plan, and the bytes moved:
+/// `BENCHMARKS.md`, "Locality".
 ///
 /// # Examples
 ///
@@ -255,27 +252,12 @@ impl Locality {
     /// finds worth weighing: about 4 to 5 re-splits a sample on the
     /// built-in scenarios, most of locality's planning time.
     ///
-    /// A bound trades bytes moved for planning time. At 65,536 samples of
-    /// the built-in scenarios over 1,024 ranks, 0.5% tolerance
-    /// (`BENCHMARKS.md`, "A bound on step 3's work"; the machine's noise
-    /// moves a ratio by about 0.1-0.2), planning with locality over
-    /// planning without, and the bytes moved:
-    ///
-    /// | effort | per-micro-step | per-phase |
-    /// |---|---|---|
-    /// | 2 | 1.2x-1.3x, 20%-26% | 1.4x-1.6x, 19%-30% |
-    /// | 4 | 1.2x-1.6x, 19%-23% | 1.5x-1.9x, 18%-27% |
-    /// | 8 | 1.4x-1.8x, 15%-19% | 1.7x-2.2x, 15%-23% |
-    /// | none | 1.8x-2.6x, 10%-13% | 2.3x-3.7x, 11%-13% |
-    ///
-    /// Under the per-micro-step models only: under [`SyncModel::Step`] the
-    /// fill of step 2 brings most samples home and step 3 has little left
-    /// to do (planning with locality takes 1.2x-1.4x the time without it
-    /// there), but where the fill fails step 3 starts with nearly every
-    /// sample away and a bound would leave most of the bytes away (tried:
-    /// 57% instead of 5.5% on a held-out `llava-sft` batch at 64 ranks with
-    /// effort 4; 86% instead of 4.4% at 10^6 `interleaved` samples over
-    /// 16,384 ranks with effort 2), so the bound is not applied there.
+    /// A bound trades bytes moved for planning time (`BENCHMARKS.md`,
+    /// "Locality"). Under the per-micro-step models only: under
+    /// [`SyncModel::Step`] the fill of step 2 brings most samples home and
+    /// step 3 has little left to do, but where the fill fails step 3 starts
+    /// with nearly every sample away and a bound would leave most of the
+    /// bytes away, so the bound is not applied there.
     ///
     /// # Examples
     ///

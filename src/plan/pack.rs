@@ -154,9 +154,8 @@ pub(crate) fn balanced_at(prep: &Prepared, request: Request, steps: usize) -> Op
 }
 
 /// A sample as a bin packing item of its first `D` sizes and its id: a
-/// reference (copies of the sizes and ids were 24 bytes a sample at the
-/// planner's peak of memory on `interleaved` batches at 10^6, where the
-/// first-fit-decreasing count runs).
+/// reference, so that the first-fit-decreasing count copies nothing a
+/// sample.
 struct Sizes<'a, const D: usize>(&'a Entry);
 
 impl<const D: usize> Item for Sizes<'_, D> {
@@ -178,9 +177,8 @@ impl<const D: usize> Item for Sizes<'_, D> {
 }
 
 /// A sample whose phases are balanced each on its own (a reference, made
-/// on demand by [`vector_lpt_by`]: an array of copies of the entries would
-/// be 40 bytes a sample at the peak of planning under per-phase barriers,
-/// one of references 8).
+/// on demand by [`vector_lpt_by`], so that no array of copies of the
+/// entries is held).
 struct Phased<'a>(&'a Entry);
 
 impl VectorItem<3> for Phased<'_> {

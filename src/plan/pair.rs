@@ -39,13 +39,11 @@
 //! space, `m` the samples of the largest micro-step. The rounds across
 //! micro-steps list the members of [`PAIR_CHUNK`] pairs before any is weighed
 //! (the pairs of a round are disjoint, so a change leaves the others'
-//! members as listed, and the reads of many pairs overlap; at 10^6 samples
-//! over 16,384 ranks this took the pairing's time down by about 30%); the
+//! members as listed, and the reads of many pairs overlap); the
 //! rounds within run one micro-step at a time (its rounds touch only its
 //! micro-batches) and list its members once for all of them, a pair's two
 //! lists again after each change: each sample is read once for all the
-//! rounds, not once a round and barrier (per-phase plans at 10^6 x 16,384
-//! about a tenth faster than with the pairs gathered a round at a time).
+//! rounds, not once a round and barrier.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -59,13 +57,8 @@ use crate::cost::Phases;
 /// The rounds within every micro-step and barrier under `sync`. Under
 /// per-phase barriers a round balances the vision phase, then the
 /// language phase, each pulling the other's micro-batches apart, and more
-/// rounds settle them: 6 instead of 2 took the per-phase plans of 65,536
-/// samples over 1,024 ranks (given costs, 13 seeds) from 1.0112 to 1.0096
-/// over the bound on `anyres-mix` and from 1.0099 to 1.0091 on
-/// `interleaved`, for 3%-13% more instructions a plan (valgrind). Under one
-/// barrier a micro-step 6 changed the same plans by at most 0.0001 (0.0004
-/// at 10^6 samples over 16,384 ranks) for about a third more planning time
-/// at 10^6, so it stays 2 (`BENCHMARKS.md`).
+/// rounds settle them (6); under one barrier a micro-step more rounds
+/// change the plans little for more planning time (2).
 fn passes(sync: SyncModel) -> usize {
     match sync {
         SyncModel::Phase => 6,

@@ -1056,11 +1056,6 @@ impl<M: Incremental> Planner<M> {
     /// so the plan is never worse, under per-micro-step barriers, than the
     /// per-phase plan.
     ///
-    /// Searching only the start of lower step time (one search, not two)
-    /// was tried and dropped: at 10^6 samples over 16,384 ranks it saved 2%
-    /// of the time and lost 0.9 points over the bound (1.0090 -> 1.0181,
-    /// the own start chosen where the per-phase plan searched on wins).
-    ///
     /// # Complexity
     ///
     /// Two packings (one for the own plan, shared with the per-phase plan,
@@ -1094,15 +1089,9 @@ impl<M: Incremental> Planner<M> {
     /// `refine` stages under `sync`: `first` dealt and refined (and, for
     /// per-phase barriers, the per-phase packing too, the better kept, or
     /// the per-phase packing if it holds the fill row: the search balances
-    /// the other micro-steps around that row, but never builds one; on
-    /// `interleaved` batches at 1,024 ranks the row's start was 0.1%-0.3%
-    /// slower here and 0.12-0.17 points nearer the bound after the search,
-    /// `BENCHMARKS.md`). The per-phase packing is the balanced one of
-    /// `first`'s micro-steps, or none: where it did not fit, the
-    /// first-fit-decreasing packing made in its place was kept on no batch
-    /// measured (the 10^6 plans and the 13-seed tables at 64 and 1,024 ranks
-    /// unchanged without it), and at 10^6 `interleaved` samples it was the
-    /// planner's peak of memory and 1.6 s of its time.
+    /// the other micro-steps around that row, but never builds one). The
+    /// per-phase packing is the balanced one of `first`'s micro-steps, or
+    /// none (no first-fit-decreasing packing is made in its place).
     fn start(
         &self,
         sync: SyncModel,

@@ -4,11 +4,8 @@
 //! for a model that is not additive (a cost per packed sequence, attention
 //! over the packed row) those are each sample's share of its sequence's
 //! cost (the `share` stage), fixed while samples move, so the plan they
-//! reach is balanced by an approximation of the model. On the batches of a
-//! small real Qwen2-VL with its calibrated model (`language.groups`,
-//! `vision.groups`, `language.row_attention`), per-phase plans sat 3-5%
-//! above the mean by the model, and a local search on the exact costs
-//! took 1-2% (4 micro-steps) to 2-5% (6 micro-steps) off the step time.
+//! reach is balanced by an approximation of the model, which a local
+//! search on the exact costs improves.
 //!
 //! [`polish`] is that search, deterministic and on a counted budget. Every
 //! barrier (one a step for [`SyncModel::Step`], one a micro-step for
@@ -33,9 +30,7 @@
 //! [`splitmix64`]: the same batch, the same plan), keeping every cap, and
 //! the descent again; a faster layout becomes the best one, else the best
 //! one comes back. After [`POLISH_KICKS`] kicks in a row without a faster layout
-//! the polish stops. (An iterated local search: on the batches above the
-//! kicks take another 0.5-1.7% off the per-phase step time at 4
-//! micro-steps, max/mean by the model 1.02-1.04 -> 1.016-1.030.) A barrier without such a change is passed over, and the
+//! the polish stops (an iterated local search). A barrier without such a change is passed over, and the
 //! search ends when none has one or the budget is spent.
 //!
 //! The sequences weighed as destinations are all of them when there are

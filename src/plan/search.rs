@@ -37,12 +37,9 @@
 //! (whole micro-batches change micro-steps, so no cap is at stake; none
 //! that holds a pinned position). A micro-batch that sets its micro-step's
 //! maximum, often around a sample much longer than most, goes where a
-//! still longer sample sets the maximum: on the per-phase plans of 65,536
-//! samples over 1,024 ranks with given costs it took the worst of 13 seeds
-//! from 1.0134 to 1.0119 over the bound on `anyres-mix`, the others within
-//! 0.0006 (`BENCHMARKS.md`). Weighed with the samples' changes instead, in
-//! every round, the trades took the room the samples' moves fill more
-//! finely and lost on most seeds.
+//! still longer sample sets the maximum. The trades run in a round of
+//! their own, not weighed with the samples' changes, which fill the room
+//! more finely.
 //!
 //! (The costs never change; sample -> sequence -> micro-batch maps are kept
 //! up to date.) Every sequence keeps its length and caps; pinned positions

@@ -9,10 +9,7 @@
 //! [`FullAttention`](crate::cost::FullAttention) (`language.row_attention`,
 //! sdpa and eager attention on packed rows) a sample of `t` tokens alone
 //! costs `c t^2` but adds about `c t T` to a row of `T` tokens. Balancing
-//! those costs balances the wrong thing (on the batches of
-//! `tests/it/plan_share.rs`, with the model the calibrator fitted to a
-//! small real Qwen2-VL: per-phase plans up to 13% slower, by their own
-//! model, than the plans of the FLOPs preset).
+//! those costs balances the wrong thing (`tests/it/plan_share.rs`).
 //!
 //! The planner first probes the model ([`additive`]) on at most [`SHARE_PROBES`]
 //! pairs of samples spread over the batch: when every pair costs the sum of
