@@ -439,21 +439,16 @@ class Planner:
             ``"step"``): at most ``locality_effort * n / 8`` re-splits for
             ``n`` samples (``8``: one a sample on average, ``0``: none), the
             samples of most bytes first; ``None`` (the default): no bound. It
-            trades bytes moved for planning time: at 65,536 samples over
-            1,024 ranks under ``sync="micro-step"``, planning with locality
-            takes 1.8x-2.6x the time without it and moves 10%-13% of the
-            bytes; with ``locality_effort=4``, 1.2x-1.6x and 19%-23%
-            (``BENCHMARKS.md``). Counted work, not time: the plan stays a
-            pure function of the inputs.
+            trades bytes moved for planning time (measured in
+            ``BENCHMARKS.md``, "Locality"). Counted work, not time: the plan
+            stays a pure function of the inputs.
         group_scope: where the samples of one group (``groups=`` of
             :meth:`plan`) stay together: ``"micro-batch"`` or ``"rank"``.
         search_effort: how long the planner searches (counted work, not
             time: the plan stays a pure function of the inputs); ``None``: the
             crate's default (45), ``0``: no pairing and no search. Larger
-            values search longer on large batches, e.g. per-phase barriers
-            over 1,024 ranks (``BENCHMARKS.md``): 1.0158 over the lower
-            bound at the default, about 1.007 at 1,000 for about ten times
-            the planning time.
+            values search longer on large batches, for plans nearer the
+            lower bound.
 
     The plan is a pure function of the step's samples (as a set keyed by id)
     and these settings: every rank planning the same step gets the same plan,
