@@ -68,12 +68,27 @@ pub fn random(seed: u64) -> Instance {
 }
 
 /// The scenario family's instance of `scenario` and `seed`, or `None` if
-/// the planner finds no plan of at most 4 micro-steps.
+/// the planner finds no plan of at most 4 micro-steps: 8 to 12 samples over
+/// 2 or 3 ranks.
 pub fn scenario(scenario: Scenario, seed: u64) -> Option<Instance> {
     let mut rng = TestRng::new(seed ^ 0x5ce0_a210);
     let n = 8 + rng.below(5) as usize;
     let ranks = 2 + rng.below(2) as usize;
     let extra = rng.below(2) as usize;
+    scenario_instance(scenario, seed, n, ranks, extra)
+}
+
+/// `n` samples of `scenario` (the batch of `seed`), each costed alone by the
+/// scenario's preset, over `ranks` ranks, the scenario's `L` and cap, the
+/// smallest feasible number of micro-steps plus `extra` (at most 4); `None`
+/// if no plan of at most 4 micro-steps exists.
+fn scenario_instance(
+    scenario: Scenario,
+    seed: u64,
+    n: usize,
+    ranks: usize,
+    extra: usize,
+) -> Option<Instance> {
     let batch = scenario.generate(n, seed);
     let model = scenario.preset().cost_model();
     let items: Vec<Item> = batch
@@ -352,29 +367,7 @@ pub fn small_step(scenario: Scenario, seed: u64) -> Option<Instance> {
     let n = 16 + rng.below(9) as usize;
     let ranks = 3 + rng.below(2) as usize;
     let extra = rng.below(2) as usize;
-    let batch = scenario.generate(n, seed + 1000);
-    let model = scenario.preset().cost_model();
-    let items: Vec<Item> = batch
-        .iter()
-        .map(|s| Item {
-            tokens: s.sample().tokens(),
-            units: s.units(),
-            cost: model.cost(&[s.sample()]),
-        })
-        .collect();
-    let mut inst = Instance {
-        items,
-        ranks,
-        micro_steps: 1,
-        seq_len: scenario.seq_len(),
-        max_units: scenario.max_units(),
-    };
-    let smallest = (1..=4).find(|&a| {
-        inst.micro_steps = a;
-        inst.planner(SyncModel::Step).plan(&inst.samples()).is_ok()
-    })?;
-    inst.micro_steps = (smallest + extra).min(4);
-    Some(inst)
+    scenario_instance(scenario, seed + 1000, n, ranks, extra)
 }
 
 /// The seeds of each scenario in [`small_steps_are_near_optimal`] (the
