@@ -1060,9 +1060,6 @@ class _CallableRows:
 # --- packed sequences --------------------------------------------------------
 
 
-# The helpers hf/collate.py took from here under these names (they live in _torch_common now).
-_as_tensor, _tokens, _packed_layout = as_tensor, tokens, packed_layout
-
 
 #: The sample keys :func:`collate_packed` packs per token, like ``input_ids``.
 TOKEN_KEYS = ("token_type_ids", "mm_token_type_ids")
@@ -1135,8 +1132,8 @@ def collate_packed(
     for i, s in enumerate(samples):
         if not isinstance(s, Mapping) or "input_ids" not in s:
             raise InputError(f"sample {i} is not a dict with 'input_ids': got {type(s).__name__}", item=i)
-        x = _tokens(s["input_ids"], f"sample {i}: input_ids", i)
-        y = x.clone() if s.get("labels") is None else _tokens(s["labels"], f"sample {i}: labels", i).clone()
+        x = tokens(s["input_ids"], f"sample {i}: input_ids", i)
+        y = x.clone() if s.get("labels") is None else tokens(s["labels"], f"sample {i}: labels", i).clone()
         if y.shape != x.shape:
             raise DtypeError(
                 f"sample {i}: labels has {y.shape[0]} positions but input_ids has {x.shape[0]}", item=i
@@ -1149,7 +1146,7 @@ def collate_packed(
             if k in ("input_ids", "labels"):
                 continue
             if k in token_keys:
-                t = _tokens(v, f"sample {i}: {k}", i, integer=False)
+                t = tokens(v, f"sample {i}: {k}", i, integer=False)
                 if t.shape[0] != x.shape[0]:
                     raise DtypeError(
                         f"sample {i}: {k} must hold one value per token ({x.shape[0]}), got shape {tuple(t.shape)}",
@@ -1163,7 +1160,7 @@ def collate_packed(
                 ts.append(None)
     n = len(ids)
     lengths = [t.shape[0] for t in ids]
-    cu, positions = _packed_layout(lengths)
+    cu, positions = packed_layout(lengths)
     out: Dict[str, Any] = {
         "input_ids": (torch.cat(ids) if ids else torch.zeros(0, dtype=torch.int64)).unsqueeze(0),
         "labels": (torch.cat(labels) if labels else torch.zeros(0, dtype=torch.int64)).unsqueeze(0),
@@ -1185,7 +1182,7 @@ def collate_packed(
             raise DtypeError(f"the samples' {k!r} cannot be packed: {e}", item=k) from None
     for k, pairs in extra.items():
         if all(isinstance(v, (torch.Tensor, np.ndarray)) for _, v in pairs):
-            rows = [(j, _as_tensor(v, f"sample {j}: {k}", j)) for j, v in pairs]
+            rows = [(j, as_tensor(v, f"sample {j}: {k}", j)) for j, v in pairs]
             rows = [(j, t.reshape(1) if t.dim() == 0 else t) for j, t in rows]
             for (j, t), (_, t0) in zip(rows[1:], rows):
                 if t.shape[1:] != t0.shape[1:]:
@@ -1283,7 +1280,7 @@ def sample_tokens(
     item = "input_ids" if index is None else index
     if not isinstance(sample, Mapping) or "input_ids" not in sample:
         raise InputError(f"{where} is not a dict with 'input_ids' ({type(sample).__name__})", item=item)
-    ids = _tokens(sample["input_ids"], f"{where}'s input_ids", item)
+    ids = tokens(sample["input_ids"], f"{where}'s input_ids", item)
     vision = sorted(
         k for k, v in sample.items()
         if isinstance(k, str) and v is not None
@@ -1319,7 +1316,7 @@ def sample_tokens(
             item=item,
         )
     labels = sample.get("labels")
-    target = ids if labels is None else _tokens(labels, f"{where}'s labels", item)
+    target = ids if labels is None else tokens(labels, f"{where}'s labels", item)
     if target.shape != ids.shape:
         raise DtypeError(
             f"{where} has {target.numel()} labels but {ids.numel()} input_ids: give one label a token", item=item

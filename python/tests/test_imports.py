@@ -159,13 +159,14 @@ def test_the_shared_helpers_examples():
 
 
 def test_torch_reads_the_shared_helpers_and_reexports_the_public_names():
-    """``microbatch.torch``'s private names for the shared helpers are the helpers of ``_torch_common`` themselves (one copy)."""
+    """``microbatch.torch`` uses the helpers of ``_torch_common`` themselves (one copy, no alias of its own)."""
     pytest.importorskip("torch")
     from microbatch import _torch_common as common
     from microbatch import torch as T
 
     assert T.IGNORE_INDEX == common.IGNORE_INDEX == -100
-    assert (T._as_tensor, T._tokens, T._packed_layout) == (common.as_tensor, common.tokens, common.packed_layout)
+    assert (T.as_tensor, T.tokens, T.packed_layout) == (common.as_tensor, common.tokens, common.packed_layout)
+    assert not any(hasattr(T, name) for name in ("_as_tensor", "_tokens", "_packed_layout"))
     for name in ("BalancedStream", "StreamError", "PhaseTimer", "find_phase_modules", "loss_tokens"):
         assert name in T.__all__ and getattr(T, name) is not None, name
     assert os.path.basename(T.__file__) == "torch.py"
