@@ -517,6 +517,187 @@ samples over 1,024 ranks (fewer with `--quick`). The wall time of `Planner.plan`
 median of 5 after a warm-up. The ragged form passes one array of image tokens a sample.""", shown(cmd), rows, m)
 
 
+# --- against an older version of the planner --------------------------------------------------
+
+OLD = "92013e7"  # the planner before the tuning passes (issue 45's speed target)
+AGAINST = LOGS / "against-old"
+
+
+def rounds_program(name, crate, lock):
+    """A throwaway package `name` under target/benchmarks/against-old/ whose one program is
+    scripts/plan_rounds.rs compiled against the crate at `crate` (with that tree's Cargo.lock, so
+    each version builds with the dependency versions it was committed with); returns its manifest."""
+    pkg = AGAINST / name
+    (pkg / "src").mkdir(parents=True, exist_ok=True)
+    manifest = pkg / "Cargo.toml"
+    manifest.write_text(f"""# Written by scripts/benchmarks.py: scripts/plan_rounds.rs against {crate}.
+[package]
+name = "{name}"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+microbatch = {{ path = "{crate}", features = ["scenarios"] }}
+
+# Not a member of the repository's workspace.
+[workspace]
+""", encoding="utf-8")
+    shutil.copy2(ROOT / "scripts" / "plan_rounds.rs", pkg / "src" / "main.rs")
+    if lock.exists() and not (pkg / "Cargo.lock").exists():
+        shutil.copy2(lock, pkg / "Cargo.lock")
+    return manifest
+
+
+def old_tree(rev):
+    """The sources of commit `rev`, extracted (git archive) under target/benchmarks/against-old/
+    once; works from any clone with the history."""
+    full = git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    tree = AGAINST / f"src-{rev}"
+    stamp = tree / ".extracted"
+    if read(stamp).strip() != full:
+        if tree.exists():
+            shutil.rmtree(tree)
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", "--format=tar", full], cwd=ROOT, stdout=subprocess.PIPE, check=True)
+        # -m: files dated now, so that cargo never takes an older build for this one.
+        subprocess.run(["tar", "-x", "-m", "-C", str(tree)], input=archive.stdout, check=True)
+        stamp.write_text(full + "\n", encoding="utf-8")
+    return tree
+
+
+def build_against_old():
+    """Builds plan_rounds.rs against today's crate and against the crate at OLD, in one target
+    folder of their own (target/benchmarks/against-old/target)."""
+    tree = old_tree(OLD)
+    target = str(AGAINST / "target")
+    for name, crate, lock in ((f"plan-rounds-{OLD}", tree, tree / "Cargo.lock"),
+                              ("plan-rounds-today", ROOT, ROOT / "Cargo.lock")):
+        manifest = rounds_program(name, crate, lock)
+        build(f"build-{name}", ["cargo", "build", "--release", "--manifest-path", str(manifest),
+                                "--target-dir", target])
+
+
+def parse_rounds(step, out):
+    """plan_rounds.rs's output: (batch digest, {sync: [seconds]}, {sync: ratio}, {sync: fingerprint})."""
+    batch = re.search(r"^batch (\d+) (\d+) ([0-9a-f]+)$", out, re.M)
+    times, ratio, prints = {}, {}, {}
+    for sync, secs, r, fp in re.findall(r"^round \d+ (\S+) ([\d.]+) ([\d.]+) ([0-9a-f]+)$", out, re.M):
+        times.setdefault(sync, []).append(float(secs))
+        ratio[sync], prints[sync] = float(r), fp
+    if not batch or not times:
+        raise Failure(f"step {step!r}: unexpected output of plan_rounds.rs (see {LOGS / (step + '.log')})")
+    return batch.groups(), times, ratio, prints
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+TODAY_PRINTS = {}  # (samples, ranks) -> {sync: fingerprint} of today's anyres-mix plans (seed 42), from against-old
+
+
+def step_against_old(doc, quick):
+    """Today's planner against the one at OLD: the same program (scripts/plan_rounds.rs) built
+    against each, run in turn (old, today, old, today, ...), each process planning the same batch
+    with every sync model after one warm-up plan each."""
+    m = machine()
+    n, ranks = ("8192", "128") if quick else ("65536", "1024")
+    pairs, rounds = (1, 1) if quick else (4, 3)
+    old_exe = exe("bin", f"plan-rounds-{OLD}", "against-old")
+    new_exe = exe("bin", "plan-rounds-today", "against-old")
+    times = {OLD: {}, "today": {}}
+    ratios, digests, pair_ratios = {}, set(), {}
+    for i in range(pairs):
+        per_pair = {}
+        for version, program in ((OLD, old_exe), ("today", new_exe)):
+            out = run(f"against-old-{version}-{i}", [program, n, str(ranks), str(rounds)])
+            digest, t, r, fps = parse_rounds(f"against-old-{version}-{i}", out)
+            digests.add(digest)
+            if version == "today":
+                TODAY_PRINTS[(int(n), int(ranks))] = fps
+            for sync, secs in t.items():
+                times[version].setdefault(sync, []).extend(secs)
+                per_pair.setdefault(sync, {})[version] = median(secs)
+                ratios[(version, sync)] = r[sync]
+        for sync, both in per_pair.items():
+            pair_ratios.setdefault(sync, []).append(both["today"] / both[OLD])
+    if len(digests) != 1:
+        raise Failure(f"step 'against-old': the two versions generated different batches ({sorted(digests)}): "
+                      "the comparison needs the same samples")
+    rows = [f"| sync model | {OLD} (median) | today (median) | today / {OLD} (median of the pairs) "
+            f"| {OLD}: plan / lower bound | today: plan / lower bound |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for sync in sorted(times["today"], key=lambda s: ("step", "micro-step", "phase").index(s)
+                       if s in ("step", "micro-step", "phase") else 9):
+        if sync not in times[OLD]:
+            raise Failure(f"step 'against-old': {OLD} has no sync model {sync!r}")
+        rows.append(f"| {sync} | {fmt_time(median(times[OLD][sync]) * 1e9)} | "
+                    f"{fmt_time(median(times['today'][sync]) * 1e9)} | {median(pair_ratios[sync]):.2f}x | "
+                    f"{ratios[(OLD, sync)]:.4f} | {ratios[('today', sync)]:.4f} |")
+    cmd = "scripts/benchmarks.py --against-old" + (" --quick" if quick else "")
+    doc.table(f"Today's planner against {OLD}", f"""
+`scripts/plan_rounds.rs` compiled unchanged against this tree and against commit `{OLD}` (the
+planner before the tuning passes; extracted by `git archive` under `target/benchmarks/against-old/`,
+built with its own `Cargo.lock`), both release builds. The two programs run in turn ({OLD},
+today, {OLD}, today, ...; pairs: {pairs}), each a fresh process (`plan-rounds {n} {ranks} {rounds}`)
+that generates the same {fmt_n(n)} `anyres-mix` samples (seed 42; the script checks that both
+batches are the same), plans them once with every sync model over {fmt_n(ranks)} ranks as a
+warm-up, then times rounds of a plan with every sync model (rounds: {rounds}). Medians over all
+the timed plans of a version;
+the ratio is the median over the pairs of today's median over {OLD}'s in the pair (below 1:
+today is faster). Plan / lower bound: `Report::ratio` of each version's plan (each version's own
+bound).""", cmd, rows, m)
+
+
+
+def step_against_verl(doc, quick, python):
+    """The whole step as verl balances it against microbatch's plan (python/benches/bench_verl.py)."""
+    m = machine()
+    sizes, rounds = ("8192x128", "1") if quick else ("65536x1024,8192x128", "3")
+    cmd = [python, "python/benches/bench_verl.py", "--verl", str(LOGS / "verl"), "--sizes", sizes,
+           "--rounds", rounds, "--tensor-size", "8192x128"]
+    out = run("against-verl", cmd)
+    step, forms = expect_tables("against-verl", out, 2)
+    version = re.search(r"^verl (\S+) ", out, re.M)
+    version = version.group(1) if version else "?"
+    # The Python package in .venv must be this tree's crate: where the comparison with the old
+    # planner planned the same batch in this run, the fingerprints must agree.
+    checked = []
+    for name, n, ranks, sync, fp in re.findall(r"^fingerprint (\S+) (\d+) (\d+) (\S+) ([0-9a-f]+)$", out, re.M):
+        today = TODAY_PRINTS.get((int(n), int(ranks)), {})
+        if name != "anyres-mix" or sync not in today:
+            continue
+        if today[sync] != fp:
+            raise Failure(f"step 'against-verl': the Python package in .venv plans {n} anyres-mix samples over "
+                          f"{ranks} ranks ({sync}) differently from this tree's crate (fingerprint {fp}, the "
+                          f"crate's {today[sync]}): it is an older build; rebuild it "
+                          "(scripts/python-tests.sh --prepare) and run again")
+        checked.append(f"{sync} at {fmt_n(n)} x {fmt_n(ranks)}")
+    check = (f"The package's plans were checked to be this tree's: its fingerprints equal those of the "
+             f"comparison with {OLD} above ({', '.join(checked)})." if checked else
+             "Run with the comparison with the old planner (a full run) to check that the package in "
+             ".venv is a build of this tree (equal fingerprints); this run did not.")
+    doc.table("The whole step against verl's balancing", f"""
+`python/benches/bench_verl.py`: verl's own code (`verl/utils/seqlen_balancing.py` of verl
+{version}, its wheel installed without dependencies under
+`target/benchmarks/verl`, the file loaded alone because the package imports ray and tensordict)
+balancing each scenario's batch (seed 42, 64 samples a rank) as a step of verl does: its driver's
+Karmarkar-Karp over the ranks with equal counts on `24576 T + T^2` (`_balance_batch`'s lines,
+with the workloads as a list, faster than verl's tensor: see the next table) plus the slowest
+rank's `rearrange_micro_batches` (Karmarkar-Karp into the micro-batch count the ranks agree on,
+`max_token_len` the scenario's sequence length), against `Planner.plan` of the Python package
+(this crate, built into `.venv`) on the same samples, from numpy arrays, for every sync model,
+in one process, in alternating rounds (rounds: {rounds}). The driver and ours: medians; the slowest
+rank: the largest over the ranks of each rank's best round. "verl / microbatch": verl's step
+time over ours (the goal: 10x). {check}""", shown(cmd), step, m)
+    doc.table("verl's driver: workloads as a list and as verl passes them", """
+The same driver on one batch: verl's `_balance_batch` passes `calculate_workload`'s tensor to
+Karmarkar-Karp, which then compares 0-d tensors one at a time; the table above uses a list (the
+same partition, checked).""", shown(cmd), forms, m)
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -526,7 +707,8 @@ def preflight(args):
         return None
     venv = ROOT / ".venv" / "bin" / "python"
     python = str(venv) if venv.exists() else sys.executable
-    modules = "import numpy, microbatch" + (", binpacking, prtpy, numberpartitioning" if args.python_peers else "")
+    modules = ("import numpy, microbatch" + (", binpacking, prtpy, numberpartitioning" if args.python_peers else "")
+               + ("" if args.no_verl else ", torch"))
     probe = subprocess.run([python, "-c", modules], cwd=ROOT / "python" / "benches",
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if probe.returncode != 0:
@@ -537,30 +719,93 @@ def preflight(args):
     return python
 
 
+def step_name(fn):
+    """A step's name for --only: the function's name without `step_`, dashes for underscores."""
+    return fn.__name__.removeprefix("step_").replace("_", "-")
+
+
+def named(name, fn):
+    """`fn` under the step name `name` (for the steps that take more than (doc, quick))."""
+    fn.__name__ = f"step_{name.replace('-', '_')}"
+    return fn
+
+
+def blocks(text):
+    """`text` cut at its '## ' and '### ' headings: [(heading line or '', lines up to the next)]."""
+    out = [["", []]]
+    for line in text.splitlines():
+        if line.startswith(("## ", "### ")):
+            out.append([line, []])
+        else:
+            out[-1][1].append(line)
+    return out
+
+
+def update_in_place(path, partial):
+    """Replaces in `path` each table ('### ' block) of the document `partial`, or adds it at the end
+    of its section ('## ' block; the section at the end of the file if `path` has none)."""
+    have = blocks(read(path))
+    section = None
+    for head, lines in blocks(partial)[1:]:
+        if head.startswith("## "):
+            section = (head, lines)
+            continue
+        hit = next((b for b in have if b[0] == head), None)
+        if hit:
+            hit[1] = lines
+            continue
+        at = next((i for i, b in enumerate(have) if section and b[0] == section[0]), None)
+        if at is None:
+            have.append([section[0], section[1]])
+            have.append([head, lines])
+            continue
+        end = next((j for j in range(at + 1, len(have)) if have[j][0].startswith("## ")), len(have))
+        have.insert(end, [head, lines])
+    text = "\n".join("\n".join(([h] if h else []) + ls) for h, ls in have)
+    pathlib.Path(path).write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
 def main():
     ap = argparse.ArgumentParser(description="Writes BENCHMARKS.md from the benches and the table examples.")
     ap.add_argument("--quick", action="store_true",
                     help="every step on less work with short measurements (a smoke test; not for committing)")
-    ap.add_argument("--no-python", action="store_true", help="leave out the Python package's table")
+    ap.add_argument("--no-python", action="store_true",
+                    help="leave out the Python package's table and the comparison with verl (no .venv needed)")
     ap.add_argument("--python-peers", action="store_true",
                     help="add FFD and Karmarkar-Karp against the Python packages of python/requirements-bench.txt")
+    ap.add_argument("--no-verl", action="store_true",
+                    help="leave out the comparison with verl (which installs verl's wheel, without its "
+                    "dependencies, under target/benchmarks/verl the first time)")
+    ap.add_argument("--only", default="",
+                    help="only these steps (comma-separated names, listed by --list), into "
+                    "target/benchmarks/BENCHMARKS.only.md (or --out), or into BENCHMARKS.md with --update")
+    ap.add_argument("--against-old", action="store_true",
+                    help=f"only the comparison with the planner at {OLD} (as --only against-old; a full run has it)")
+    ap.add_argument("--against-verl", action="store_true",
+                    help="only the comparison with verl's balancing (as --only against-verl; a full run has it)")
+    ap.add_argument("--update", action="store_true",
+                    help="with --only: replace those tables in BENCHMARKS.md (or --out) in place, leaving the others")
+    ap.add_argument("--list", action="store_true", help="print the steps' names and exit")
     ap.add_argument("--out", type=pathlib.Path, help="where to write (default: BENCHMARKS.md, "
                     "or target/benchmarks/BENCHMARKS.quick.md with --quick)")
     args = ap.parse_args()
-    out = args.out or (LOGS / "BENCHMARKS.quick.md" if args.quick else ROOT / "BENCHMARKS.md")
+    only = {o.strip() for o in args.only.split(",") if o.strip()}
+    only |= {"against-old"} if args.against_old else set()
+    only |= {"against-verl"} if args.against_verl else set()
+    if args.update and not only:
+        ap.error("--update needs --only (or --against-old, --against-verl): a full run writes the whole file")
+    if args.update and args.quick:
+        ap.error("--update writes BENCHMARKS.md: not with --quick")
+    default_out = (LOGS / "BENCHMARKS.quick.md" if args.quick
+                   else ROOT / "BENCHMARKS.md" if not only or args.update else LOGS / "BENCHMARKS.only.md")
+    out = args.out or default_out
     started = time.monotonic()
     try:
-        python = preflight(args)
-        print("building (release: the examples, the benches, the integration tests)", file=sys.stderr)
-        doc_commit = commit()  # what the build below compiles
-        build("build-examples", ["cargo", "build", "--release", *FEATURES, "--examples"])
-        build("build-benches", ["cargo", "bench", *FEATURES, "--no-run"])
-        build("build-tests", ["cargo", "test", "--release", *FEATURES, "--test", "it", "--no-run"])
-
-        doc = Doc(args.quick, doc_commit)
+        python = (None if args.list or (only and not only & {"python", "python-peers", "against-verl"})
+                  else preflight(args))
         steps = [
             ("Bin packing", None, [step_pack, step_pack_quality, step_pack_peer]
-             + ([lambda d, q: step_python_peers(d, q, python)] if args.python_peers else [])),
+             + ([named("python-peers", lambda d, q: step_python_peers(d, q, python))] if args.python_peers else [])),
             ("Partitioning", None, [step_partition, step_partition_quality]),
             ("Planner", """
 Batches from `microbatch::scenario` (feature `scenarios`): `llava-sft` (`llava-1.5-7b`, 4,096
@@ -572,20 +817,52 @@ The lower bound is the one `Report::lower_bound` gives (see the `plan` module's 
             ("Locality", None, [step_locality]),
             ("Calibration", None, [step_calibrate, step_closed_loop]),
         ]
-        if python:
-            steps.append(("Python package", None, [lambda d, q: step_python(d, q, python)]))
-        for title, text, fns in steps:
+        if python or args.list:
+            steps.append(("Python package", None, [named("python", lambda d, q: step_python(d, q, python))]))
+        steps.append(("Planning speed against the planner before the tuning passes and against verl", None,
+                      [step_against_old]
+                      + ([named("against-verl", lambda d, q: step_against_verl(d, q, python))]
+                         if (python or args.list) and not args.no_verl else [])))
+        names = [step_name(fn) for _, _, fns in steps for fn in fns]
+        if args.list:
+            print("\n".join(names))
+            return 0
+        unknown = only - set(names)
+        if unknown:
+            raise Failure(f"--only: no step named {', '.join(sorted(unknown))} in this run "
+                          f"(steps: {', '.join(names)}; against-verl needs the Python environment and no --no-verl)")
+        selected = [(title, text, [fn for fn in fns if not only or step_name(fn) in only]) for title, text, fns in steps]
+        selected = [(title, text, fns) for title, text, fns in selected if fns]
+        chosen = {step_name(fn) for _, _, fns in selected for fn in fns}
+
+        doc_commit = commit()  # what the builds below compile
+        if chosen - {"against-old", "against-verl", "python", "python-peers"}:
+            print("building (release: the examples, the benches, the integration tests)", file=sys.stderr)
+            build("build-examples", ["cargo", "build", "--release", *FEATURES, "--examples"])
+            build("build-benches", ["cargo", "bench", *FEATURES, "--no-run"])
+            build("build-tests", ["cargo", "test", "--release", *FEATURES, "--test", "it", "--no-run"])
+        if "against-old" in chosen:
+            print(f"building scripts/plan_rounds.rs against {OLD} and today's crate", file=sys.stderr)
+            build_against_old()
+
+        doc = Doc(args.quick, doc_commit)
+        for title, text, fns in selected:
             doc.section(title, text)
             for fn in fns:
-                name = getattr(fn, "__name__", "step")
-                print(f"[{title}] {name}", file=sys.stderr, flush=True)
+                print(f"[{title}] {step_name(fn)}", file=sys.stderr, flush=True)
                 fn(doc, args.quick)
     except Failure as e:
         print(f"benchmarks: {e}", file=sys.stderr)
         return 1
     minutes = (time.monotonic() - started) / 60
     options = " ".join(o for o, on in (("--quick", args.quick), ("--no-python", args.no_python),
-                                       ("--python-peers", args.python_peers)) if on)
+                                       ("--python-peers", args.python_peers), ("--no-verl", args.no_verl),
+                                       (f"--only {','.join(sorted(only))}", bool(only))) if on)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.update:
+        update_in_place(out, doc.text())
+        print(f"updated {', '.join(sorted(chosen))} in {out} in {minutes:.1f} minutes", file=sys.stderr)
+        return 0
     header = f"""# Benchmarks
 
 Written by `scripts/benchmarks.py{(' ' + options) if options else ''}` ({minutes:.0f} minutes on the machine below);
@@ -597,11 +874,11 @@ history of this file.
 """
     if args.quick:
         header += "\n**A `--quick` run: short measurements of less work, a smoke test of the command.**\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if only:
+        header += f"\n**Only some steps ({', '.join(sorted(chosen))}): not the whole file.**\n"
     out.write_text(header + "\n" + doc.text(), encoding="utf-8")
     print(f"wrote {out} ({len(out.read_text().splitlines())} lines) in {minutes:.1f} minutes", file=sys.stderr)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
