@@ -523,71 +523,72 @@ OLD = "92013e7"  # the planner before the tuning passes (issue 45's speed target
 AGAINST = LOGS / "against-old"
 
 
-def rounds_program(name, crate, lock):
-    """A throwaway package `name` under target/benchmarks/against-old/ whose one program is
-    scripts/plan_rounds.rs compiled against the crate at `crate` (with that tree's Cargo.lock, so
-    each version builds with the dependency versions it was committed with); returns its manifest."""
-    pkg = AGAINST / name
-    (pkg / "src").mkdir(parents=True, exist_ok=True)
-    manifest = pkg / "Cargo.toml"
-    manifest.write_text(f"""# Written by scripts/benchmarks.py: scripts/plan_rounds.rs against {crate}.
-[package]
-name = "{name}"
-version = "0.0.0"
-edition = "2021"
-publish = false
-
-[dependencies]
-microbatch = {{ path = "{crate}", features = ["scenarios"] }}
-
-# Not a member of the repository's workspace.
-[workspace]
-""", encoding="utf-8")
-    shutil.copy2(ROOT / "scripts" / "plan_rounds.rs", pkg / "src" / "main.rs")
-    if lock.exists() and not (pkg / "Cargo.lock").exists():
-        shutil.copy2(lock, pkg / "Cargo.lock")
-    return manifest
-
-
 def old_tree(rev):
     """The sources of commit `rev`, extracted (git archive) under target/benchmarks/against-old/
-    once; works from any clone with the history."""
+    once, the package renamed `microbatch_old` (so that one program can link both versions);
+    works from any clone with the history."""
     full = git("rev-parse", "--verify", f"{rev}^{{commit}}")
     tree = AGAINST / f"src-{rev}"
     stamp = tree / ".extracted"
-    if read(stamp).strip() != full:
+    if read(stamp).strip() != f"{full} microbatch_old":
         if tree.exists():
             shutil.rmtree(tree)
         tree.mkdir(parents=True)
         archive = subprocess.run(["git", "archive", "--format=tar", full], cwd=ROOT, stdout=subprocess.PIPE, check=True)
         # -m: files dated now, so that cargo never takes an older build for this one.
         subprocess.run(["tar", "-x", "-m", "-C", str(tree)], input=archive.stdout, check=True)
-        stamp.write_text(full + "\n", encoding="utf-8")
+        manifest = tree / "Cargo.toml"
+        text, renamed = re.subn(r'^name = "microbatch"$', 'name = "microbatch_old"', manifest.read_text(), count=1,
+                                flags=re.M)
+        if not renamed:
+            raise Failure(f"step 'against-old': no `name = \"microbatch\"` line in {rev}'s Cargo.toml to rename")
+        manifest.write_text(text, encoding="utf-8")
+        stamp.write_text(f"{full} microbatch_old\n", encoding="utf-8")
     return tree
 
 
 def build_against_old():
-    """Builds plan_rounds.rs against today's crate and against the crate at OLD, in one target
-    folder of their own (target/benchmarks/against-old/target)."""
+    """Builds scripts/plan_rounds.rs as the one program of a throwaway package (outside the
+    workspace) that depends on today's crate and on the crate at OLD, in a target folder of its
+    own (target/benchmarks/against-old/target)."""
     tree = old_tree(OLD)
-    target = str(AGAINST / "target")
-    for name, crate, lock in ((f"plan-rounds-{OLD}", tree, tree / "Cargo.lock"),
-                              ("plan-rounds-today", ROOT, ROOT / "Cargo.lock")):
-        manifest = rounds_program(name, crate, lock)
-        build(f"build-{name}", ["cargo", "build", "--release", "--manifest-path", str(manifest),
-                                "--target-dir", target])
+    pkg = AGAINST / "plan-rounds"
+    (pkg / "src").mkdir(parents=True, exist_ok=True)
+    manifest = pkg / "Cargo.toml"
+    manifest.write_text(f"""# Written by scripts/benchmarks.py: scripts/plan_rounds.rs, today's crate against {OLD}'s.
+[package]
+name = "plan-rounds"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+microbatch = {{ path = "{ROOT}", features = ["scenarios"] }}
+old = {{ package = "microbatch_old", path = "{tree}", features = ["scenarios"] }}
+
+# Not a member of the repository's workspace.
+[workspace]
+""", encoding="utf-8")
+    shutil.copy2(ROOT / "scripts" / "plan_rounds.rs", pkg / "src" / "main.rs")
+    if not (pkg / "Cargo.lock").exists():
+        shutil.copy2(ROOT / "Cargo.lock", pkg / "Cargo.lock")  # today's dependency versions
+    build("build-plan-rounds", ["cargo", "build", "--release", "--manifest-path", str(manifest),
+                                "--target-dir", str(AGAINST / "target")])
 
 
 def parse_rounds(step, out):
-    """plan_rounds.rs's output: (batch digest, {sync: [seconds]}, {sync: ratio}, {sync: fingerprint})."""
-    batch = re.search(r"^batch (\d+) (\d+) ([0-9a-f]+)$", out, re.M)
-    times, ratio, prints = {}, {}, {}
-    for sync, secs, r, fp in re.findall(r"^round \d+ (\S+) ([\d.]+) ([\d.]+) ([0-9a-f]+)$", out, re.M):
-        times.setdefault(sync, []).append(float(secs))
-        ratio[sync], prints[sync] = float(r), fp
-    if not batch or not times:
+    """plan_rounds.rs's output: {(version, sync): [seconds]}, {(version, sync): ratio},
+    {(version, sync): fingerprint}, and per (round, sync) {version: seconds}."""
+    if not re.search(r"^batch \d+ \d+ [0-9a-f]+$", out, re.M):
         raise Failure(f"step {step!r}: unexpected output of plan_rounds.rs (see {LOGS / (step + '.log')})")
-    return batch.groups(), times, ratio, prints
+    times, ratio, prints, rounds = {}, {}, {}, {}
+    for r, version, sync, secs, q, fp in re.findall(r"^round (\d+) (\S+) (\S+) ([\d.]+) ([\d.]+) ([0-9a-f]+)$", out, re.M):
+        times.setdefault((version, sync), []).append(float(secs))
+        ratio[(version, sync)], prints[(version, sync)] = float(q), fp
+        rounds.setdefault((r, sync), {})[version] = float(secs)
+    if not times:
+        raise Failure(f"step {step!r}: plan_rounds.rs timed nothing (see {LOGS / (step + '.log')})")
+    return times, ratio, prints, rounds
 
 
 def median(values):
@@ -599,57 +600,35 @@ TODAY_PRINTS = {}  # (samples, ranks) -> {sync: fingerprint} of today's anyres-m
 
 
 def step_against_old(doc, quick):
-    """Today's planner against the one at OLD: the same program (scripts/plan_rounds.rs) built
-    against each, run in turn (old, today, old, today, ...), each process planning the same batch
-    with every sync model after one warm-up plan each."""
+    """Today's planner against the one at OLD, both linked into one program
+    (scripts/plan_rounds.rs) that alternates them plan by plan on the same batch."""
     m = machine()
-    n, ranks = ("8192", "128") if quick else ("65536", "1024")
-    pairs, rounds = (1, 1) if quick else (4, 3)
-    old_exe = exe("bin", f"plan-rounds-{OLD}", "against-old")
-    new_exe = exe("bin", "plan-rounds-today", "against-old")
-    times = {OLD: {}, "today": {}}
-    ratios, digests, pair_ratios = {}, set(), {}
-    for i in range(pairs):
-        per_pair = {}
-        for version, program in ((OLD, old_exe), ("today", new_exe)):
-            out = run(f"against-old-{version}-{i}", [program, n, str(ranks), str(rounds)])
-            digest, t, r, fps = parse_rounds(f"against-old-{version}-{i}", out)
-            digests.add(digest)
-            if version == "today":
-                TODAY_PRINTS[(int(n), int(ranks))] = fps
-            for sync, secs in t.items():
-                times[version].setdefault(sync, []).extend(secs)
-                per_pair.setdefault(sync, {})[version] = median(secs)
-                ratios[(version, sync)] = r[sync]
-        for sync, both in per_pair.items():
-            pair_ratios.setdefault(sync, []).append(both["today"] / both[OLD])
-    if len(digests) != 1:
-        raise Failure(f"step 'against-old': the two versions generated different batches ({sorted(digests)}): "
-                      "the comparison needs the same samples")
-    rows = [f"| sync model | {OLD} (median) | today (median) | today / {OLD} (median of the pairs) "
+    n, ranks, rounds = ("8192", "128", "2") if quick else ("65536", "1024", "9")
+    _, out = run_built("against-old", "bin", "plan-rounds", ["plan-rounds"], [n, ranks, rounds])
+    times, ratios, prints, pairs = parse_rounds("against-old", out)
+    syncs = list(dict.fromkeys(sync for _, sync in times))
+    TODAY_PRINTS[(int(n), int(ranks))] = {sync: prints[("today", sync)] for sync in syncs}
+    rows = [f"| sync model | {OLD} (median) | today (median) | today / {OLD} (median of the rounds) "
             f"| {OLD}: plan / lower bound | today: plan / lower bound |",
             "|---|---:|---:|---:|---:|---:|"]
-    for sync in sorted(times["today"], key=lambda s: ("step", "micro-step", "phase").index(s)
-                       if s in ("step", "micro-step", "phase") else 9):
-        if sync not in times[OLD]:
-            raise Failure(f"step 'against-old': {OLD} has no sync model {sync!r}")
-        rows.append(f"| {sync} | {fmt_time(median(times[OLD][sync]) * 1e9)} | "
-                    f"{fmt_time(median(times['today'][sync]) * 1e9)} | {median(pair_ratios[sync]):.2f}x | "
-                    f"{ratios[(OLD, sync)]:.4f} | {ratios[('today', sync)]:.4f} |")
+    for sync in syncs:
+        if ("old", sync) not in times or ("today", sync) not in times:
+            raise Failure(f"step 'against-old': {sync!r} was not timed for both versions (see {LOGS}/against-old.log)")
+        ratio = median([p["today"] / p["old"] for (_, s), p in pairs.items() if s == sync])
+        rows.append(f"| {sync} | {fmt_time(median(times[('old', sync)]) * 1e9)} | "
+                    f"{fmt_time(median(times[('today', sync)]) * 1e9)} | {ratio:.2f}x | "
+                    f"{ratios[('old', sync)]:.4f} | {ratios[('today', sync)]:.4f} |")
     cmd = "scripts/benchmarks.py --against-old" + (" --quick" if quick else "")
     doc.table(f"Today's planner against {OLD}", f"""
-`scripts/plan_rounds.rs` compiled unchanged against this tree and against commit `{OLD}` (the
-planner before the tuning passes; extracted by `git archive` under `target/benchmarks/against-old/`,
-built with its own `Cargo.lock`), both release builds. The two programs run in turn ({OLD},
-today, {OLD}, today, ...; pairs: {pairs}), each a fresh process (`plan-rounds {n} {ranks} {rounds}`)
-that generates the same {fmt_n(n)} `anyres-mix` samples (seed 42; the script checks that both
-batches are the same), plans them once with every sync model over {fmt_n(ranks)} ranks as a
-warm-up, then times rounds of a plan with every sync model (rounds: {rounds}). Medians over all
-the timed plans of a version;
-the ratio is the median over the pairs of today's median over {OLD}'s in the pair (below 1:
-today is faster). Plan / lower bound: `Report::ratio` of each version's plan (each version's own
-bound).""", cmd, rows, m)
-
+`scripts/plan_rounds.rs` (`plan-rounds {n} {ranks} {rounds}`): one release program linking this
+tree's crate and the crate at commit `{OLD}` (the planner before the tuning passes; extracted by
+`git archive` under `target/benchmarks/against-old/` and renamed), each generating the same
+{fmt_n(n)} `anyres-mix` samples (seed 42; checked) and planning them over {fmt_n(ranks)} ranks
+with every sync model: one plan of each as a warm-up, then rounds (rounds: {rounds}) in which the
+two versions plan in turn, plan by plan, the first alternating from round to round. Medians over
+the rounds; the ratio is the median over the rounds of today's time over {OLD}'s in the same
+round (below 1: today is faster). Plan / lower bound: `Report::ratio` of each version's plan
+(each version's own bound).""", cmd, rows, m)
 
 
 def step_against_verl(doc, quick, python):
@@ -731,7 +710,7 @@ def named(name, fn):
 
 
 def blocks(text):
-    """`text` cut at its '## ' and '### ' headings: [(heading line or '', lines up to the next)]."""
+    """`text` cut at its '## ' and '### ' headings: [[heading line or '', [lines up to the next]]]."""
     out = [["", []]]
     for line in text.splitlines():
         if line.startswith(("## ", "### ")):
@@ -742,27 +721,55 @@ def blocks(text):
 
 
 def update_in_place(path, partial):
-    """Replaces in `path` each table ('### ' block) of the document `partial`, or adds it at the end
-    of its section ('## ' block; the section at the end of the file if `path` has none)."""
+    """Replaces in the document at `path` each table ('### ' block) of the document `partial`
+    (the same heading in the same '## ' section), or adds it at the end of its section, or adds
+    the section at the end of the document; everything else stays as it was."""
+    def spaced(lines):  # a block ends with one blank line before the next heading
+        return lines if lines and lines[-1] == "" else lines + [""]
+
     have = blocks(read(path))
     section = None
     for head, lines in blocks(partial)[1:]:
+        lines = spaced(lines)
         if head.startswith("## "):
-            section = (head, lines)
+            section = [head, lines]
             continue
-        hit = next((b for b in have if b[0] == head), None)
-        if hit:
-            hit[1] = lines
-            continue
+        # The section's span in `have`: from its heading to the next '## ' heading.
         at = next((i for i, b in enumerate(have) if section and b[0] == section[0]), None)
         if at is None:
-            have.append([section[0], section[1]])
-            have.append([head, lines])
+            have[-1][1] = spaced(have[-1][1])
+            have += [list(section), [head, lines]]
             continue
         end = next((j for j in range(at + 1, len(have)) if have[j][0].startswith("## ")), len(have))
-        have.insert(end, [head, lines])
+        hit = next((j for j in range(at + 1, end) if have[j][0] == head), None)
+        if hit is None:
+            have[end - 1][1] = spaced(have[end - 1][1])
+            have.insert(end, [head, lines])
+        else:
+            have[hit][1] = lines
     text = "\n".join("\n".join(([h] if h else []) + ls) for h, ls in have)
     pathlib.Path(path).write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def self_test():
+    """Checks update_in_place on a small document (run by --self-test)."""
+    doc = ("# T\n\nintro\n\n## A\n\nabout A\n\n### x\n\nold x\n\n### y\n\nold y\n\n"
+           "## B\n\n### x\n\nB's x\n")
+    partial = ("## A\n\nabout A\n\n### y\n\nnew y\n| 1 |\n\n### z\n\nnew z\n\n## B\n\n### x\n\nB's new x\n\n"
+               "## C\n\n### w\n\nnew w\n")
+    want = ("# T\n\nintro\n\n## A\n\nabout A\n\n### x\n\nold x\n\n### y\n\nnew y\n| 1 |\n\n### z\n\nnew z\n\n"
+            "## B\n\n### x\n\nB's new x\n\n## C\n\n### w\n\nnew w\n")
+    with tempfile.TemporaryDirectory() as d:
+        path = pathlib.Path(d) / "B.md"
+        path.write_text(doc, encoding="utf-8")
+        update_in_place(path, partial)
+        got = path.read_text(encoding="utf-8")
+        if got != want:
+            raise Failure(f"self-test: update_in_place wrote\n{got}\ninstead of\n{want}")
+        update_in_place(path, partial)  # again: the same document
+        if path.read_text(encoding="utf-8") != want:
+            raise Failure("self-test: update_in_place is not idempotent")
+    print("self-test: update_in_place passed", file=sys.stderr)
 
 
 def main():
@@ -786,9 +793,17 @@ def main():
     ap.add_argument("--update", action="store_true",
                     help="with --only: replace those tables in BENCHMARKS.md (or --out) in place, leaving the others")
     ap.add_argument("--list", action="store_true", help="print the steps' names and exit")
+    ap.add_argument("--self-test", action="store_true", help="check the in-place update on a small document and exit")
     ap.add_argument("--out", type=pathlib.Path, help="where to write (default: BENCHMARKS.md, "
                     "or target/benchmarks/BENCHMARKS.quick.md with --quick)")
     args = ap.parse_args()
+    if args.self_test:
+        try:
+            self_test()
+        except Failure as e:
+            print(f"benchmarks: {e}", file=sys.stderr)
+            return 1
+        return 0
     only = {o.strip() for o in args.only.split(",") if o.strip()}
     only |= {"against-old"} if args.against_old else set()
     only |= {"against-verl"} if args.against_verl else set()
@@ -842,7 +857,7 @@ The lower bound is the one `Report::lower_bound` gives (see the `plan` module's 
             build("build-benches", ["cargo", "bench", *FEATURES, "--no-run"])
             build("build-tests", ["cargo", "test", "--release", *FEATURES, "--test", "it", "--no-run"])
         if "against-old" in chosen:
-            print(f"building scripts/plan_rounds.rs against {OLD} and today's crate", file=sys.stderr)
+            print(f"building scripts/plan_rounds.rs with today's crate and {OLD}'s", file=sys.stderr)
             build_against_old()
 
         doc = Doc(args.quick, doc_commit)

@@ -62,6 +62,7 @@ import subprocess
 import sys
 import time
 import types
+from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
@@ -95,15 +96,17 @@ def load(path: pathlib.Path) -> types.ModuleType:
     """verl's seqlen_balancing.py as a module of its own, with stand-ins for what it imports from verl."""
     stubs = {name: types.ModuleType(name) for name in
              ("verl", "verl.protocol", "verl.utils", "verl.utils.tensordict_utils", "verl.utils.device")}
-    stubs["verl.protocol"].DataProto = type("DataProto", (), {})  # a type annotation only
-    stubs["verl.utils.device"].get_device_name = lambda: "cpu"  # used only under torch.distributed
+    setattr(stubs["verl.protocol"], "DataProto", type("DataProto", (), {}))  # a type annotation only
+    setattr(stubs["verl.utils.device"], "get_device_name", lambda: "cpu")  # used only under torch.distributed
     # The copy of a micro-batch's tensors: data movement, not balancing; the indices stand for it.
-    stubs["verl.utils.tensordict_utils"].index_select_tensor_dict = lambda batch, indices: indices
-    stubs["verl.utils"].tensordict_utils = stubs["verl.utils.tensordict_utils"]
+    setattr(stubs["verl.utils.tensordict_utils"], "index_select_tensor_dict", lambda batch, indices: indices)
+    setattr(stubs["verl.utils"], "tensordict_utils", stubs["verl.utils.tensordict_utils"])
     saved = {name: sys.modules.get(name) for name in stubs}
     sys.modules.update(stubs)
     try:
         spec = importlib.util.spec_from_file_location("verl_seqlen_balancing", path)
+        if spec is None or spec.loader is None:
+            sys.exit(f"bench_verl: cannot load {path}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
@@ -179,9 +182,11 @@ def measure(name: str, n: int, ranks: int, rounds: int, sb):
         sb.rearrange_micro_batches({"input_ids": nested_input_ids(lens)}, max_token_len=batch.seq_len,
                                    min_num_micro_batch=count)
 
-    driver_s, rank_s = [], [[] for _ in range(ranks)]
-    ours = {sync: ([], []) for sync in planners}
-    prints, ratio = {}, {}
+    driver_s: List[float] = []
+    rank_s: List[List[float]] = [[] for _ in range(ranks)]
+    ours: Dict[str, Tuple[List[float], List[float]]] = {sync: ([], []) for sync in planners}
+    prints: Dict[str, int] = {}
+    ratio: Dict[str, float] = {}
     for _ in range(rounds):
         t = time.perf_counter()
         order = driver(sb, seqlens, ranks)
