@@ -3,9 +3,16 @@
 
     scripts/benchmarks.py                  # every table, into BENCHMARKS.md (about 20 minutes on 2 cores)
     scripts/benchmarks.py --quick          # a smoke run of every step, into target/benchmarks/BENCHMARKS.quick.md
-    scripts/benchmarks.py --no-python      # leave out the Python package's table (no .venv needed)
+    scripts/benchmarks.py --no-python      # leave out the Python package's table and verl (no .venv needed)
+    scripts/benchmarks.py --no-verl        # leave out the comparison with verl
     scripts/benchmarks.py --python-peers   # add FFD and Karmarkar-Karp against the Python packages
                                            # (pip install -r python/requirements-bench.txt first)
+    scripts/benchmarks.py --against-old    # only today's planner against 92013e7's (scripts/plan_rounds.rs)
+    scripts/benchmarks.py --against-verl   # only the whole step against verl's balancing
+                                           # (python/benches/bench_verl.py; installs verl's wheel
+                                           # without dependencies under target/benchmarks/verl)
+    scripts/benchmarks.py --only plan-time,against-old --update   # those tables, in place in BENCHMARKS.md
+    scripts/benchmarks.py --list           # the steps' names for --only
 
 Every table says the command that made it, the commit and the machine (with its load when the
 table started). Times depend on the machine; each ratio is measured in the same run (an
@@ -15,8 +22,10 @@ columns, rows) depends only on the options and the code, never on the machine, s
 of the file diff row by row. Each step's full output is kept in target/benchmarks/<step>.log.
 
 Needs: cargo, git, and for the Python table the environment of `scripts/python-tests.sh
---prepare` (.venv with the package installed; rebuild it after changing the crate). Standard
-library only.
+--prepare` (.venv with the package installed; rebuild it after changing the crate). The
+comparison with verl needs torch there too (the environment has it) and, the first time, the
+package index (pip installs verl's wheel alone); the one with 92013e7 needs the git history.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -603,7 +612,7 @@ def step_against_old(doc, quick):
     """Today's planner against the one at OLD, both linked into one program
     (scripts/plan_rounds.rs) that alternates them plan by plan on the same batch."""
     m = machine()
-    n, ranks, rounds = ("8192", "128", "2") if quick else ("65536", "1024", "9")
+    n, ranks, rounds = ("8192", "128", "2") if quick else ("65536", "1024", "11")
     _, out = run_built("against-old", "bin", "plan-rounds", ["plan-rounds"], [n, ranks, rounds])
     times, ratios, prints, pairs = parse_rounds("against-old", out)
     syncs = list(dict.fromkeys(sync for _, sync in times))
@@ -614,9 +623,10 @@ def step_against_old(doc, quick):
     for sync in syncs:
         if ("old", sync) not in times or ("today", sync) not in times:
             raise Failure(f"step 'against-old': {sync!r} was not timed for both versions (see {LOGS}/against-old.log)")
-        ratio = median([p["today"] / p["old"] for (_, s), p in pairs.items() if s == sync])
+        each = [p["today"] / p["old"] for (_, s), p in pairs.items() if s == sync]
         rows.append(f"| {sync} | {fmt_time(median(times[('old', sync)]) * 1e9)} | "
-                    f"{fmt_time(median(times[('today', sync)]) * 1e9)} | {ratio:.2f}x | "
+                    f"{fmt_time(median(times[('today', sync)]) * 1e9)} | "
+                    f"{median(each):.2f}x ({min(each):.2f}x-{max(each):.2f}x) | "
                     f"{ratios[('old', sync)]:.4f} | {ratios[('today', sync)]:.4f} |")
     cmd = "scripts/benchmarks.py --against-old" + (" --quick" if quick else "")
     doc.table(f"Today's planner against {OLD}", f"""
@@ -627,7 +637,7 @@ tree's crate and the crate at commit `{OLD}` (the planner before the tuning pass
 with every sync model: one plan of each as a warm-up, then rounds (rounds: {rounds}) in which the
 two versions plan in turn, plan by plan, the first alternating from round to round. Medians over
 the rounds; the ratio is the median over the rounds of today's time over {OLD}'s in the same
-round (below 1: today is faster). Plan / lower bound: `Report::ratio` of each version's plan
+round (below 1: today is faster), with the lowest and highest of the rounds. Plan / lower bound: `Report::ratio` of each version's plan
 (each version's own bound).""", cmd, rows, m)
 
 
@@ -669,7 +679,8 @@ rank's `rearrange_micro_batches` (Karmarkar-Karp into the micro-batch count the 
 `max_token_len` the scenario's sequence length), against `Planner.plan` of the Python package
 (this crate, built into `.venv`) on the same samples, from numpy arrays, for every sync model,
 in one process, in alternating rounds (rounds: {rounds}). The driver and ours: medians; the slowest
-rank: the largest over the ranks of each rank's best round. "verl / microbatch": verl's step
+rank: the largest over the ranks of each rank's best round (every rank timed in the first round,
+the 16 slowest of it again in the others). "verl / microbatch": verl's step
 time over ours (the goal: 10x). {check}""", shown(cmd), step, m)
     doc.table("verl's driver: workloads as a list and as verl passes them", """
 The same driver on one batch: verl's `_balance_batch` passes `calculate_workload`'s tensor to
