@@ -637,8 +637,8 @@ tree's crate and the crate at commit `{OLD}` (the planner before the tuning pass
 with every sync model: one plan of each as a warm-up, then rounds (rounds: {rounds}) in which the
 two versions plan in turn, plan by plan, the first alternating from round to round. Medians over
 the rounds; the ratio is the median over the rounds of today's time over {OLD}'s in the same
-round (below 1: today is faster), with the lowest and highest of the rounds. Plan / lower bound: `Report::ratio` of each version's plan
-(each version's own bound).""", cmd, rows, m)
+round (below 1: today is faster), with the lowest and highest of the rounds. Plan / lower
+bound: `Report::ratio` of each version's plan (each version's own bound).""", cmd, rows, m)
 
 
 def step_against_verl(doc, quick, python):
@@ -663,11 +663,11 @@ def step_against_verl(doc, quick, python):
                           f"{ranks} ranks ({sync}) differently from this tree's crate (fingerprint {fp}, the "
                           f"crate's {today[sync]}): it is an older build; rebuild it "
                           "(scripts/python-tests.sh --prepare) and run again")
-        checked.append(f"{sync} at {fmt_n(n)} x {fmt_n(ranks)}")
-    check = (f"The package's plans were checked to be this tree's: its fingerprints equal those of the "
-             f"comparison with {OLD} above ({', '.join(checked)})." if checked else
-             "Run with the comparison with the old planner (a full run) to check that the package in "
-             ".venv is a build of this tree (equal fingerprints); this run did not.")
+        checked.append(f"`anyres-mix` {fmt_n(n)} x {fmt_n(ranks)}, {sync}")
+    check = (f"The package's plans are this tree's: its fingerprints equal those of the comparison\n"
+             f"with {OLD} above ({', '.join(checked)})." if checked else
+             "Not checked in this run that the package in .venv is a build of this tree (a run with\n"
+             "--against-old compares the fingerprints).")
     doc.table("The whole step against verl's balancing", f"""
 `python/benches/bench_verl.py`: verl's own code (`verl/utils/seqlen_balancing.py` of verl
 {version}, its wheel installed without dependencies under
@@ -680,8 +680,10 @@ rank's `rearrange_micro_batches` (Karmarkar-Karp into the micro-batch count the 
 (this crate, built into `.venv`) on the same samples, from numpy arrays, for every sync model,
 in one process, in alternating rounds (rounds: {rounds}). The driver and ours: medians; the slowest
 rank: the largest over the ranks of each rank's best round (every rank timed in the first round,
-the 16 slowest of it again in the others). "verl / microbatch": verl's step
-time over ours (the goal: 10x). {check}""", shown(cmd), step, m)
+the 16 slowest of it again in the others). "verl / microbatch": verl's step time over ours
+(the goal: 10x).
+
+{check}""", shown(cmd), step, m)
     doc.table("verl's driver: workloads as a list and as verl passes them", """
 The same driver on one batch: verl's `_balance_batch` passes `calculate_workload`'s tensor to
 Karmarkar-Karp, which then compares 0-d tensors one at a time; the table above uses a list (the
