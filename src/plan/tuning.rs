@@ -22,6 +22,10 @@ pub(super) const INSIDE_NODE: u128 = 1;
 /// its bytes).
 pub(super) const BETWEEN_NODES: u128 = 8;
 
+/// The most sequences a rank may hold for step 2's fill to run (so that a
+/// rank's packing weighs O(64) sequences a sample at worst).
+pub(super) const LOCALITY_FILL_SEQUENCES: usize = 64;
+
 /// Sequences of the home rank (and its node) whose split with a sample's
 /// sequence is weighed, a sample and pass.
 pub(super) const LOCALITY_PAIRS: usize = 16;
@@ -68,6 +72,10 @@ pub(super) const PAIR_LEVELS: usize = 1;
 
 /// The pairs a round reads ahead: their members listed in one run.
 pub(super) const PAIR_CHUNK: usize = 256;
+
+/// The swap partners a member of a pair's first micro-batch is weighed
+/// with, at most: those of the second nearest to the ideal swap.
+pub(super) const PAIR_WINDOW: usize = 64;
 
 // The `planner` stage.
 
