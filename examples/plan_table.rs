@@ -25,14 +25,15 @@
 //! cargo run --release --example plan_table -- 64,1024 42   # ranks, seed
 //! ```
 //!
-//! With `seeds` first, the given-cost plans of one sync model over the 13
-//! seeds the tables of `BENCHMARKS.md` use (42 7 1 3 5 2 4 6 8 9 10 11 12),
-//! at each of the listed search efforts: per scenario and effort, the mean
+//! With `seeds` first, the plans of one sync model over the 13 seeds the
+//! tables of `BENCHMARKS.md` use (42 7 1 3 5 2 4 6 8 9 10 11 12), with the
+//! given costs, the preset's or both (the default), at each of the listed
+//! search efforts (`default`: the planner's): per scenario and effort, the mean
 //! and the worst of `predicted / lower_bound`, how many seeds are within
 //! 1.01, and the wall time of the 13 plans:
 //!
 //! ```text
-//! cargo run --release --example plan_table -- seeds phase 1024 45,70   # sync, ranks, efforts
+//! cargo run --release --example plan_table -- seeds phase 1024 45,70 given   # sync, ranks, efforts, costs
 //! ```
 
 use microbatch::cost::{CostModel, Given, Incremental, Phases, Sample, Tokens};
@@ -199,8 +200,8 @@ fn given_planner(scenario: Scenario, r: usize, sync: SyncModel) -> Planner<Given
 /// The seeds of the 13-seed tables of `BENCHMARKS.md`.
 const SEEDS: [u64; 13] = [42, 7, 1, 3, 5, 2, 4, 6, 8, 9, 10, 11, 12];
 
-/// The `seeds` mode (see the module docs): `sync`, `ranks` and the
-/// efforts from `args`.
+/// The `seeds` mode (see the module docs): `sync`, `ranks`, the efforts
+/// and the costs (`given`, `preset` or `both`) from `args`.
 fn seeds(mut args: impl Iterator<Item = String>) {
     let sync: SyncModel = args
         .next()
@@ -209,47 +210,72 @@ fn seeds(mut args: impl Iterator<Item = String>) {
         .expect("step, micro-step or phase");
     let r: usize = args.next().map_or(1024, |s| s.parse().expect("ranks"));
     // `None`: the planner's default effort.
-    let efforts: Vec<Option<u32>> = args.next().map_or_else(
-        || vec![None],
-        |s| {
-            s.split(',')
-                .map(|x| Some(x.parse().expect("an effort")))
-                .collect()
-        },
-    );
+    let efforts: Vec<Option<u32>> = match args.next().as_deref() {
+        None | Some("default") => vec![None],
+        Some(s) => s
+            .split(',')
+            .map(|x| Some(x.parse().expect("an effort")))
+            .collect(),
+    };
+    let costs = args.next().unwrap_or_else(|| "both".to_string());
+    let kinds: &[&str] = match costs.as_str() {
+        "given" => &["given"],
+        "preset" => &["preset"],
+        "both" => &["given", "preset"],
+        other => panic!("costs: given, preset or both (got {other:?})"),
+    };
     let count = SEEDS.len();
-    println!("| scenario | sync model | R | effort | mean | worst | seeds within 1.01 | seed {} | time of {count} plans |", SEEDS[0]);
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for scenario in Scenario::ALL {
-        let batches: Vec<Vec<StepSample>> = SEEDS
-            .iter()
-            .map(|&seed| measured(&scenario.generate(64 * r, seed), scenario))
-            .collect();
-        for &effort in &efforts {
-            let mut planner = given_planner(scenario, r, sync);
-            if let Some(e) = effort {
-                planner = planner.search_effort(e);
-            }
-            let effort = effort.map_or_else(|| "default".to_string(), |e| e.to_string());
-            let start = std::time::Instant::now();
-            let ratios: Vec<f64> = batches
+    println!("| scenario | costs | sync model | R | effort | mean | worst | seeds within 1.01 | seed {} | time of {count} plans |", SEEDS[0]);
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for &kind in kinds {
+        for scenario in Scenario::ALL {
+            let batches: Vec<Vec<StepSample>> = SEEDS
                 .iter()
-                .map(|given| {
-                    let plan = planner.plan(given).unwrap();
-                    plan.report().predicted / plan.report().lower_bound
+                .map(|&seed| {
+                    let batch = scenario.generate(64 * r, seed);
+                    if kind == "given" {
+                        measured(&batch, scenario)
+                    } else {
+                        batch
+                    }
                 })
                 .collect();
-            let time = start.elapsed();
-            let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-            let worst = ratios.iter().copied().fold(0.0, f64::max);
-            let within = ratios.iter().filter(|&&x| x <= 1.01).count();
-            println!(
-                "| {scenario} | {sync} | {r} | {effort} | {mean:.4} | {worst:.4} | {within} of {count} | {:.4} | {:.2} s |",
-                ratios[0],
-                time.as_secs_f64()
-            );
+            for &effort in &efforts {
+                let start = std::time::Instant::now();
+                let ratios: Vec<f64> = if kind == "given" {
+                    let planner = with_effort(given_planner(scenario, r, sync), effort);
+                    batches.iter().map(|b| ratio(&planner, b)).collect()
+                } else {
+                    let planner = with_effort(scenario.planner(r).sync(sync), effort);
+                    batches.iter().map(|b| ratio(&planner, b)).collect()
+                };
+                let time = start.elapsed();
+                let effort = effort.map_or_else(|| "default".to_string(), |e| e.to_string());
+                let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+                let worst = ratios.iter().copied().fold(0.0, f64::max);
+                let within = ratios.iter().filter(|&&x| x <= 1.01).count();
+                println!(
+                    "| {scenario} | {kind} | {sync} | {r} | {effort} | {mean:.4} | {worst:.4} | {within} of {count} | {:.4} | {:.2} s |",
+                    ratios[0],
+                    time.as_secs_f64()
+                );
+            }
         }
     }
+}
+
+/// `planner` with the search effort `effort` (`None`: its default).
+fn with_effort<M: Incremental>(planner: Planner<M>, effort: Option<u32>) -> Planner<M> {
+    match effort {
+        Some(e) => planner.search_effort(e),
+        None => planner,
+    }
+}
+
+/// The plan's predicted step time over its lower bound.
+fn ratio<M: Incremental>(planner: &Planner<M>, batch: &[StepSample]) -> f64 {
+    let plan = planner.plan(batch).unwrap();
+    plan.report().predicted / plan.report().lower_bound
 }
 
 fn main() {

@@ -29,7 +29,7 @@ use crate::cost::Phases;
 use crate::partition::{Algorithm, Partitioner};
 
 /// How sequences are ordered into micro-steps for [`SyncModel::Phase`]
-/// (the other sync models always use the total).
+/// (the other sync models always use the total); the planner tries both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RowKey {
     /// The larger excess over the mean in either phase: the outliers of
@@ -37,20 +37,6 @@ pub(crate) enum RowKey {
     Excess,
     /// The language cost.
     Language,
-    /// The vision cost.
-    Vision,
-    /// The total cost.
-    Total,
-}
-
-impl RowKey {
-    /// The keys tried for per-phase barriers, in order of preference.
-    pub(crate) const ALL: [RowKey; 4] = [
-        RowKey::Excess,
-        RowKey::Language,
-        RowKey::Vision,
-        RowKey::Total,
-    ];
 }
 
 /// One sequence's positions, up to 8 held inline (a sequence of
@@ -189,7 +175,6 @@ fn by_row(sync: SyncModel, row_key: RowKey, shape: Shape, seqs: &Sequences) -> V
     let key = |b: u32| -> f64 {
         let c = costs[b as usize];
         match (sync, row_key) {
-            (SyncModel::Phase, RowKey::Vision) => c.vision,
             (SyncModel::Phase, RowKey::Language) => c.language,
             (SyncModel::Phase, RowKey::Excess) => {
                 f64::max(c.vision - mean.vision, c.language - mean.language)

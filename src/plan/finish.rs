@@ -36,7 +36,7 @@ pub(crate) struct Context<'a, M> {
 /// The layout to finish: the shape, each slot's positions in ascending
 /// order, whether the balanced packing made the sequences, and the slots'
 /// costs when a [`Costed`] of these very slots has them.
-pub(crate) struct Layout {
+pub(crate) struct Placed {
     pub(crate) shape: Shape,
     pub(crate) slots: Vec<Vec<u32>>,
     pub(crate) balanced: bool,
@@ -59,9 +59,9 @@ pub(crate) struct Layout {
 pub(crate) fn finish<M: Incremental>(
     prep: &Prepared,
     cx: &Context<'_, M>,
-    layout: Layout,
+    layout: Placed,
 ) -> Result<Plan, Error> {
-    let Layout {
+    let Placed {
         shape,
         slots,
         balanced,

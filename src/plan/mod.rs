@@ -257,6 +257,7 @@ mod loss;
 mod output;
 mod pack;
 mod pair;
+mod pipeline;
 mod planner;
 mod polish;
 mod prepare;

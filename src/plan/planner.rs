@@ -3,26 +3,21 @@
 use alloc::vec::Vec;
 
 use super::baseline::Naive;
-use super::deal::{deal, RowKey, Sequences};
-use super::evaluate::step_time;
-use super::exact::{exact as exact_search, proven_bound, MAX_SAMPLES as EXACT_SAMPLES};
-use super::finish::{exact_time, finish, Context, Layout};
+use super::exact::{proven_bound, MAX_SAMPLES as EXACT_SAMPLES};
+use super::finish::{exact_time, finish, Context, Placed};
 use super::group::{ungroup, units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
-use super::pack::{balanced_at, pack, Packed, Request};
-use super::pair::pair;
+use super::pack::Request;
+use super::pipeline::{additive_time, Layout, Run};
 use super::polish::polish;
 use super::prepare::{prepare, Caps, Prepared};
-use super::refine::refine;
 use super::sample::StepSample;
-use super::search::search;
 use super::shape::Shape;
 use super::share::{additive, share};
 use super::sync::SyncModel;
 use super::tuning::{EFFORT, POLISH_BASE, SHARE_ROUNDS};
-use super::work::Stage;
-use crate::cost::{Incremental, Phases};
+use crate::cost::Incremental;
 use crate::error::Error;
 
 /// The most samples a step may have (positions are `u32`).
@@ -852,7 +847,7 @@ impl<M: Incremental> Planner<M> {
             }
         }
         // 12. finish
-        let layout = Layout {
+        let layout = Placed {
             shape,
             slots,
             balanced,
@@ -945,24 +940,23 @@ impl<M: Incremental> Planner<M> {
             },
             ..request
         };
-        let best = if self.sync == SyncModel::MicroStep && self.refine && self.search_effort > 0 {
-            self.micro_step_layout(batch, request, units, &pins, exact)?
-        } else {
-            self.layout(self.sync, batch, request, units, &pins, exact)?
+        let run = Run {
+            sync: self.sync,
+            refine: self.refine,
+            effort: self.search_effort,
+            exact,
+            batch,
+            request,
+            units,
+            pins: &pins,
         };
-        let Trial {
-            shape,
-            balanced,
-            order,
-            seqs,
-            ..
-        } = best;
+        let layout = run.layout()?;
         // Small batches of additive costs: the bound the exact search
         // proves (every plan of any number of micro-steps), on the search's
         // budget; with the model's own costs (not the shares): the proof
         // needs a sum of floors.
         let proven = if units.is_none() && self.refine && self.search_effort > 0 {
-            let time = additive_time(self.sync, prep, shape, &order, &seqs);
+            let time = additive_time(self.sync, prep, &layout);
             // Four times the exact stage's: it covers every number of
             // micro-steps.
             let budget = u64::from(self.search_effort) << 18;
@@ -971,6 +965,13 @@ impl<M: Incremental> Planner<M> {
             None
         };
         // 9. group, back: every rank some work, units expanded to samples.
+        let Layout {
+            shape,
+            balanced,
+            order,
+            seqs,
+            ..
+        } = layout;
         let slots = ungroup(units, shape, seqs.into_slots(order));
         Ok(Arranged {
             shape,
@@ -1014,222 +1015,13 @@ impl<M: Incremental> Planner<M> {
     pub fn baseline(&self, samples: &[StepSample]) -> Result<Plan, Error> {
         let (prep, cx) = self.prepare(samples)?;
         let naive = Naive::new(&prep, cx.samples, self.ranks, self.per_step);
-        let layout = Layout {
+        let layout = Placed {
             shape: naive.shape,
             slots: naive.slots(),
             balanced: false,
             costs: None,
         };
         finish(&prep, &cx, layout)
-    }
-
-    /// The `pack` to `search` stages under `sync`: the packing (and, for
-    /// per-phase barriers, the per-phase packing if it fits the same
-    /// request, built around the fill row of the largest sample where its
-    /// micro-step waits for it, `fill::fill_row`), each dealt and refined,
-    /// the better kept (the row's start whenever it is built),
-    /// then paired and searched. With `units`, `batch` is theirs.
-    fn layout(
-        &self,
-        sync: SyncModel,
-        batch: &Prepared,
-        request: Request,
-        units: Option<&Units>,
-        pins: &[bool],
-        exact: bool,
-    ) -> Result<Trial, Error> {
-        let first = pack(batch, request)?;
-        let start = self.start(sync, batch, request, first, units, pins);
-        Ok(self.searched(sync, batch, pins, start, exact))
-    }
-
-    /// The `pack` to `search` stages under per-micro-step barriers, with
-    /// the per-phase plan as a second start: the packing of `request` (made
-    /// once: the per-phase plan's first packing is the same) dealt, refined,
-    /// paired and searched under per-micro-step barriers (the own plan),
-    /// and the per-phase plan's layout (the `pack` to `search` stages under
-    /// [`SyncModel::Phase`], as [`layout`](Planner::layout) makes it; its
-    /// step time bounds the micro-step time of the same layout from above,
-    /// so it aims at the same maxima from the stricter side) paired and
-    /// searched under per-micro-step barriers too; the better of the two is
-    /// kept (ties to the own plan). Those stages never raise the step time,
-    /// so the plan is never worse, under per-micro-step barriers, than the
-    /// per-phase plan.
-    ///
-    /// # Complexity
-    ///
-    /// Two packings (one for the own plan, shared with the per-phase plan,
-    /// and the per-phase plan's own), five refinements, three pairings and
-    /// three searches of [`search_effort`](Planner::search_effort): O(n log
-    /// n + K) time besides the budgets, O(n + K) extra space (two layouts at
-    /// a time, the own plan's members only while the per-phase plan is
-    /// made).
-    fn micro_step_layout(
-        &self,
-        batch: &Prepared,
-        request: Request,
-        units: Option<&Units>,
-        pins: &[bool],
-        exact: bool,
-    ) -> Result<Trial, Error> {
-        let first = pack(batch, request)?;
-        let own = self.deal_and_refine(SyncModel::MicroStep, batch, first.clone(), units, pins);
-        let mut own = self.searched(SyncModel::MicroStep, batch, pins, own, exact);
-        // Held while the per-phase plan is made: only its members are read
-        // again (its time is known). (Its members in one array instead
-        // raised the peak: 130.5 -> 134.3 bytes a sample at 10^6.)
-        own.seqs = core::mem::take(&mut own.seqs).members_only();
-        let phase = self.start(SyncModel::Phase, batch, request, first, units, pins);
-        let phase = self.searched(SyncModel::Phase, batch, pins, phase, exact);
-        let phase = self.searched(SyncModel::MicroStep, batch, pins, phase, exact);
-        Ok(if phase.time < own.time { phase } else { own })
-    }
-
-    /// The `pack` (from its first packing `first`, of `request`) to
-    /// `refine` stages under `sync`: `first` dealt and refined (and, for
-    /// per-phase barriers, the per-phase packing too, the better kept, or
-    /// the per-phase packing if it holds the fill row: the search balances
-    /// the other micro-steps around that row, but never builds one). The
-    /// per-phase packing is the balanced one of `first`'s micro-steps, or
-    /// none (no first-fit-decreasing packing is made in its place).
-    fn start(
-        &self,
-        sync: SyncModel,
-        batch: &Prepared,
-        request: Request,
-        first: Packed,
-        units: Option<&Units>,
-        pins: &[bool],
-    ) -> Trial {
-        let steps = first.shape.steps;
-        let mut best = self.deal_and_refine(sync, batch, first, units, pins);
-        if sync == SyncModel::Phase {
-            let phases = Request {
-                phases: true,
-                ..request
-            };
-            if let Some(packed) = balanced_at(batch, phases, steps) {
-                let row = packed.fill_row;
-                let other = self.deal_and_refine(sync, batch, packed, units, pins);
-                if row || other.time < best.time {
-                    best = other;
-                }
-            }
-        }
-        best
-    }
-
-    /// The `pair` and `search` stages under `sync` on `trial` (per-micro-step
-    /// sync models, with the refinement and a search effort), its time
-    /// under `sync` (the samples' costs summed a sequence; 0 for
-    /// [`SyncModel::Step`]); with `exact`, the exact search of small
-    /// batches after them.
-    fn searched(
-        &self,
-        sync: SyncModel,
-        batch: &Prepared,
-        pins: &[bool],
-        trial: Trial,
-        exact: bool,
-    ) -> Trial {
-        let effort = self.search_effort;
-        let mut trial = trial;
-        if sync == SyncModel::Step {
-            return trial;
-        }
-        if self.refine && effort > 0 {
-            let stage = Stage {
-                prep: batch,
-                pinned: pins,
-                sync,
-                shape: trial.shape,
-                slots: &trial.order,
-            };
-            let seqs = core::mem::take(&mut trial.seqs);
-            let seqs = search(&stage, pair(&stage, seqs), effort).sorted();
-            // Small batches: the exact search, on the same budget.
-            trial.seqs = if exact {
-                exact_search(&stage, seqs, u64::from(effort) << 16)
-            } else {
-                seqs
-            };
-        }
-        trial.time = additive_time(sync, batch, trial.shape, &trial.order, &trial.seqs);
-        trial
-    }
-
-    /// The `deal` and `refine` stages on one packing of `batch`, for each
-    /// row key the sync model tries, keeping the layout of least predicted
-    /// step time (computed only for per-phase barriers, which try two
-    /// keys). With `units`, `batch` is theirs: chunks of groups go to their
-    /// home rank after dealing and, `pins` marking them, never move in the
-    /// refinement.
-    fn deal_and_refine(
-        &self,
-        sync: SyncModel,
-        batch: &Prepared,
-        packed: Packed,
-        units: Option<&Units>,
-        pins: &[bool],
-    ) -> Trial {
-        let shape = packed.shape;
-        let mut seqs = Sequences::new(batch, packed.sequences);
-        let keys: &[RowKey] = match sync {
-            // The other two keys never won once the per-phase packing,
-            // the pairing and the search come after (plan_table).
-            SyncModel::Phase => &RowKey::ALL[..2],
-            _ => &RowKey::ALL[..1],
-        };
-        let mut best: Option<Trial> = None;
-        for (i, &key) in keys.iter().enumerate() {
-            // The last key takes the sequences, the others a copy.
-            let mut trial = if i + 1 == keys.len() {
-                core::mem::take(&mut seqs)
-            } else {
-                seqs.clone()
-            };
-            let mut order = deal(sync, key, shape, &trial);
-            if let Some(u) = units {
-                u.gather(sync, shape, &mut order, &trial);
-            }
-            if self.refine {
-                let stage = Stage {
-                    prep: batch,
-                    pinned: pins,
-                    sync,
-                    shape,
-                    slots: &order,
-                };
-                trial = refine(&stage, trial).sorted();
-                if sync == SyncModel::Step {
-                    // The data loader's order again within each rank.
-                    for rank in order.chunks_mut(shape.per_rank()) {
-                        rank.sort_unstable_by_key(|&b| (trial.first(b), b));
-                    }
-                }
-            }
-            let time = if sync != SyncModel::Phase {
-                0.0
-            } else {
-                additive_time(sync, batch, shape, &order, &trial)
-            };
-            if best.as_ref().map_or(true, |b| time < b.time) {
-                best = Some(Trial {
-                    time,
-                    shape,
-                    balanced: packed.balanced,
-                    order,
-                    seqs: trial,
-                });
-            }
-        }
-        best.unwrap_or(Trial {
-            time: 0.0,
-            shape,
-            balanced: packed.balanced,
-            order: Vec::new(),
-            seqs,
-        })
     }
 }
 
@@ -1243,34 +1035,4 @@ struct Arranged {
     slots: Vec<Vec<u32>>,
     proven: Option<f64>,
     grouped: bool,
-}
-
-/// A dealt and refined layout: its step time (per-phase barriers only),
-/// shape, whether the balanced packing made it, the deal (`order[k]` is
-/// the sequence in slot `k`) and the sequences.
-struct Trial {
-    time: f64,
-    shape: Shape,
-    balanced: bool,
-    order: Vec<u32>,
-    seqs: Sequences,
-}
-
-/// The step time under `sync` of the layout `order` of `seqs`, each
-/// sequence costing the sum of its members' costs in `batch`.
-fn additive_time(
-    sync: SyncModel,
-    batch: &Prepared,
-    shape: Shape,
-    order: &[u32],
-    seqs: &Sequences,
-) -> f64 {
-    let cost = |b: &u32| -> Phases {
-        seqs.members[*b as usize]
-            .iter()
-            .map(|&p| batch.cost(p as usize))
-            .sum()
-    };
-    let slot_costs: Vec<Phases> = order.iter().map(cost).collect();
-    step_time(sync, shape, &slot_costs)
 }

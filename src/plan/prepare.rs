@@ -162,7 +162,6 @@ pub(crate) fn prepare<M: Incremental>(
     per_step: usize,
     sync: SyncModel,
 ) -> Result<Prepared, Error> {
-    let per_row = ranks.saturating_mul(per_step);
     let group = checked_group_floor(model.group_floor())?;
     let mut keyed: Vec<(u64, u32)> = samples
         .iter()
@@ -187,53 +186,14 @@ pub(crate) fn prepare<M: Incremental>(
     // u32; an oversize sample is refused below), so below 2^64 and 2^96.
     let (mut tokens_sum, mut squares) = (0u128, 0u128);
     for (id, i) in keyed {
-        let s = &samples[i as usize];
         if items.last().is_some_and(|e| e.id == id) {
             return Err(Error::DuplicateId { id });
         }
-        let tokens = s.sample().tokens();
-        if s.loss_tokens() > tokens {
-            return Err(Error::LossTokens {
-                id,
-                loss_tokens: s.loss_tokens(),
-                tokens,
-            });
-        }
-        let size = [tokens, s.units(), s.sample().images().len() as u64];
-        for (d, limit) in DIMENSIONS.into_iter().enumerate() {
-            if size[d] > caps[d] {
-                oversize.push(Oversize {
-                    index: i as usize,
-                    id: Some(id),
-                    dim: d,
-                    name: Some(limit),
-                    size: Scalar::Int(size[d]),
-                    capacity: Scalar::Int(caps[d]),
-                });
-            }
-        }
-        // Both in one evaluation where the model's floor is its cost
-        // alone (`Incremental::cost_and_floor`).
-        let (c, floor) = model.cost_and_floor(s.sample());
-        for phase in Phase::ALL {
-            let (value, low) = (c.get(phase), floor.get(phase));
-            // NaN-safe: `!(x >= 0.0)` is also true for NaN.
-            if let Some(reason) = InvalidReason::of_float(value) {
-                return Err(Error::float(Locator::Cost { id, phase }, value, reason));
-            }
-            if !(low >= 0.0 && low <= value) {
-                let reason = InvalidReason::of_float(low).unwrap_or(InvalidReason::AboveCost);
-                let at = Locator::Floor {
-                    id,
-                    phase,
-                    cost: value,
-                };
-                return Err(Error::float(at, low, reason));
-            }
-        }
+        let (entry, floor) = checked(&samples[i as usize], i, model, caps, &mut oversize)?;
+        let c = entry.cost;
         total += c;
         floors += floor;
-        let t = u128::from(tokens);
+        let t = u128::from(entry.sizes[0]);
         tokens_sum = tokens_sum.saturating_add(t);
         squares = squares.saturating_add(t.saturating_mul(t));
         if sync != SyncModel::Step {
@@ -242,14 +202,7 @@ pub(crate) fn prepare<M: Incremental>(
         largest = largest.max(c);
         largest_total = largest_total.max(c.total());
         largest_floor = largest_floor.max(floor.total());
-        items.push(Entry {
-            id,
-            input: i,
-            // Within caps every size fits u32 (tokens <= L, a u32);
-            // without a cap saturating is harmless.
-            sizes: size.map(|x| u32::try_from(x).unwrap_or(u32::MAX)),
-            cost: c,
-        });
+        items.push(entry);
     }
     if !oversize.is_empty() {
         return Err(Error::Oversize { items: oversize });
@@ -263,53 +216,14 @@ pub(crate) fn prepare<M: Incremental>(
             samples: items.len(),
         });
     }
-    // The staircases and fills only where the sync model's bound uses them
-    // (each is a sort or a selection over the samples).
-    let size = |i: usize| items[i].sizes;
-    let n = items.len();
-    // Each is over one part of the floors: the totals, or a phase.
-    let total = |p: Phases| p.total();
-    let vision = |p: Phases| p.vision;
-    let language = |p: Phases| p.language;
-    let (mut stairs, mut stairs_total) = (Phases::ZERO, 0.0);
-    let mut stair_keys: Vec<Stair> = Vec::new();
-    let mut stair = |part: fn(Phases) -> f64| {
-        staircase(
-            n,
-            |i| part(floor_of[i]),
-            size,
-            caps,
-            per_row,
-            &mut stair_keys,
-        )
-    };
-    if sync != SyncModel::Step {
-        stairs_total = stair(total);
-    }
-    if sync == SyncModel::Phase {
-        stairs = Phases::new(stair(vision), stair(language));
-    }
-    drop(stair_keys);
-    // A micro-step holds `per_row` sequences of `caps[0]` tokens.
-    let capacity = per_row as f64 * caps[0] as f64;
-    let tokens = |i: usize| u64::from(items[i].sizes[0]);
-    let mut keys = Vec::new();
-    let mut fill_of = |part: fn(Phases) -> f64| {
-        fill_excess(n, |i| part(floor_of[i]), tokens, capacity, ranks, &mut keys)
-    };
-    let (mut fill, mut fill_total) = (Phases::ZERO, 0.0);
-    if sync != SyncModel::Step {
-        fill_total = fill_of(total);
-    }
-    if sync == SyncModel::Phase {
-        fill = Phases::new(fill_of(vision), fill_of(language));
-    }
+    let per_row = ranks.saturating_mul(per_step);
+    let terms = FloorTerms::of(&items, &floor_of, caps, ranks, per_row, sync);
     let beyond = Beyond {
         group,
         tokens: tokens_sum,
         squares,
         fewest: fewest_sequences(items.iter().map(|e| e.sizes), caps),
-        most: n,
+        most: items.len(),
     };
     Ok(Prepared {
         items,
@@ -318,12 +232,149 @@ pub(crate) fn prepare<M: Incremental>(
         largest_total,
         floors,
         largest_floor,
-        stairs,
-        stairs_total,
-        fill,
-        fill_total,
+        stairs: terms.stairs,
+        stairs_total: terms.stairs_total,
+        fill: terms.fill,
+        fill_total: terms.fill_total,
         beyond,
     })
+}
+
+/// Sample `s` (input index `i`) checked: its loss tokens against its
+/// tokens, its sizes against `caps` (each size over a cap pushed to
+/// `oversize`, to be refused with all the others), its cost alone and its
+/// floor from `model`; its entry and floor.
+///
+/// # Errors
+///
+/// [`Error::LossTokens`], and [`Error::Invalid`] at a cost or a floor, as
+/// [`prepare`] lists them.
+fn checked<M: Incremental>(
+    s: &StepSample,
+    i: u32,
+    model: &M,
+    caps: Caps,
+    oversize: &mut Vec<Oversize>,
+) -> Result<(Entry, Phases), Error> {
+    let id = s.id();
+    let tokens = s.sample().tokens();
+    if s.loss_tokens() > tokens {
+        return Err(Error::LossTokens {
+            id,
+            loss_tokens: s.loss_tokens(),
+            tokens,
+        });
+    }
+    let size = [tokens, s.units(), s.sample().images().len() as u64];
+    for (d, limit) in DIMENSIONS.into_iter().enumerate() {
+        if size[d] > caps[d] {
+            oversize.push(Oversize {
+                index: i as usize,
+                id: Some(id),
+                dim: d,
+                name: Some(limit),
+                size: Scalar::Int(size[d]),
+                capacity: Scalar::Int(caps[d]),
+            });
+        }
+    }
+    // Both in one evaluation where the model's floor is its cost alone
+    // (`Incremental::cost_and_floor`).
+    let (c, floor) = model.cost_and_floor(s.sample());
+    for phase in Phase::ALL {
+        let (value, low) = (c.get(phase), floor.get(phase));
+        // NaN-safe: `!(x >= 0.0)` is also true for NaN.
+        if let Some(reason) = InvalidReason::of_float(value) {
+            return Err(Error::float(Locator::Cost { id, phase }, value, reason));
+        }
+        if !(low >= 0.0 && low <= value) {
+            let reason = InvalidReason::of_float(low).unwrap_or(InvalidReason::AboveCost);
+            let at = Locator::Floor {
+                id,
+                phase,
+                cost: value,
+            };
+            return Err(Error::float(at, low, reason));
+        }
+    }
+    let entry = Entry {
+        id,
+        input: i,
+        // Within caps every size fits u32 (tokens <= L, a u32); without a
+        // cap saturating is harmless.
+        sizes: size.map(|x| u32::try_from(x).unwrap_or(u32::MAX)),
+        cost: c,
+    };
+    Ok((entry, floor))
+}
+
+/// The staircases and fill terms of the floors ([`staircase`],
+/// [`fill_excess`]), per phase and of their totals, only where the sync
+/// model's bound uses them (zero otherwise).
+struct FloorTerms {
+    stairs: Phases,
+    stairs_total: f64,
+    fill: Phases,
+    fill_total: f64,
+}
+
+impl FloorTerms {
+    /// The terms of `items` with floors `floor_of` (empty under
+    /// [`SyncModel::Step`]), for micro-steps of `per_row` sequences over
+    /// `ranks`. O(n log n) time (each is a sort or a selection), O(n) extra
+    /// space.
+    fn of(
+        items: &[Entry],
+        floor_of: &[Phases],
+        caps: Caps,
+        ranks: usize,
+        per_row: usize,
+        sync: SyncModel,
+    ) -> Self {
+        let mut terms = FloorTerms {
+            stairs: Phases::ZERO,
+            stairs_total: 0.0,
+            fill: Phases::ZERO,
+            fill_total: 0.0,
+        };
+        if sync == SyncModel::Step {
+            return terms;
+        }
+        let n = items.len();
+        let size = |i: usize| items[i].sizes;
+        // Each is over one part of the floors: the totals, or a phase.
+        let total = |p: Phases| p.total();
+        let vision = |p: Phases| p.vision;
+        let language = |p: Phases| p.language;
+        let mut stair_keys: Vec<Stair> = Vec::new();
+        let mut stair = |part: fn(Phases) -> f64| {
+            staircase(
+                n,
+                |i| part(floor_of[i]),
+                size,
+                caps,
+                per_row,
+                &mut stair_keys,
+            )
+        };
+        terms.stairs_total = stair(total);
+        if sync == SyncModel::Phase {
+            terms.stairs = Phases::new(stair(vision), stair(language));
+        }
+        drop(stair_keys);
+        // A micro-step holds `per_row` sequences of `caps[0]` tokens.
+        let capacity = per_row as f64 * caps[0] as f64;
+        let tokens = |i: usize| u64::from(items[i].sizes[0]);
+        let mut keys = Vec::new();
+        let mut fill_of = |part: fn(Phases) -> f64| {
+            fill_excess(n, |i| part(floor_of[i]), tokens, capacity, ranks, &mut keys)
+        };
+        terms.fill_total = fill_of(total);
+        if sync == SyncModel::Phase {
+            terms.fill = Phases::new(fill_of(vision), fill_of(language));
+        }
+        terms
+    }
 }
 
 /// `group`, a model's [`GroupFloor`], if both its parts are finite and
