@@ -79,11 +79,12 @@
 //! | 11. `locality` | with [`Planner::locality`]: the fewest bytes moved within the step-time tolerance ([`Locality`]) | see [`Locality`] |
 //! | 12. `finish` | every sequence evaluated as a group, the [`Report`] against the bound and both baselines, the [`Exchange`] | O(n + K) |
 //!
-//! Where two starts compete (two packings under per-phase barriers, the
-//! per-phase layout searched again under per-micro-step barriers, the
-//! plans with and without the exact stage for a model that is not
-//! additive), the plan of lower predicted step time is kept, ties to the
-//! first: under per-micro-step barriers the plan is never worse than the
+//! Stages 4 to 8 are composed in `pipeline.rs`. Where two starts compete
+//! (two packings and two row keys under per-phase barriers, the plans with
+//! and without the exact stage for a model that is not additive), the plan
+//! of lower predicted step time is kept, ties to the first. Under
+//! per-micro-step barriers the per-phase layout is the start, searched
+//! again under per-micro-step barriers: the plan is never worse than the
 //! per-phase plan of the same batch.
 //!
 //! The cost of a sequence in stages 4 to 8 is the sum of its samples' costs

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`SyncModel::Step`] | pack, then deal and refine |
 //! | [`SyncModel::Phase`] | pack; deal and refine that packing and the per-phase packing of the same micro-steps, keep the best (the per-phase one whenever it holds the fill row); pair, search, exact |
-//! | [`SyncModel::MicroStep`] | the best of two: the packing dealt, refined, paired, searched and made exact under per-micro-step barriers; and the per-phase layout, searched again under per-micro-step barriers |
+//! | [`SyncModel::MicroStep`] | the per-phase layout (the row above), then pair, search, exact under per-micro-step barriers; without a search, pack, deal and refine |
 //!
 //! Dealing under [`SyncModel::Phase`] tries two row keys ([`RowKey`]) and
 //! keeps the best. Every "keep the best" is [`best`]: the lowest step time
@@ -17,10 +17,10 @@
 //!
 //! # Complexity
 //!
-//! Per run: at most two packings (O(n log n) each), five deals and
-//! refinements, three pairings, three searches and three exact stages (the
-//! last two on their counted budgets); O(n + K) extra space, two layouts at
-//! a time.
+//! Per run: at most two packings (O(n log n) each), four deals and
+//! refinements, two pairings, two searches and two exact stages (the last
+//! two on their counted budgets); O(n + K) extra space, two layouts at a
+//! time.
 
 use alloc::vec::Vec;
 
@@ -94,16 +94,12 @@ impl Run<'_> {
         let first = pack(self.batch, self.request)?;
         let searching = self.refine && self.effort > 0;
         Ok(match self.sync {
+            // The per-phase layout bounds the per-micro-step time of the
+            // same layout from above: the search under per-micro-step
+            // barriers starts from it and never raises that time.
             SyncModel::MicroStep if searching => {
-                let micro = SyncModel::MicroStep;
-                let mut own = self.searched(micro, self.dealt(micro, first.clone()));
-                // Held while the other is made: only its members are read
-                // again (its time is known).
-                own.seqs = core::mem::take(&mut own.seqs).members_only();
-                let from_phase = core::iter::once_with(|| {
-                    self.searched(micro, self.searched(SyncModel::Phase, self.started(first)))
-                });
-                best(own, from_phase, |l| l.time)
+                let phase = self.searched(SyncModel::Phase, self.started(first));
+                self.searched(SyncModel::MicroStep, phase)
             }
             SyncModel::Phase => self.searched(SyncModel::Phase, self.started(first)),
             sync => self.searched(sync, self.dealt(sync, first)),

@@ -435,7 +435,8 @@ impl<M: Incremental> Planner<M> {
     /// deterministic); `0` turns the pairing and the search off. The
     /// default is 45 (its planning times: `BENCHMARKS.md`); larger values
     /// search longer on large batches. Under [`SyncModel::MicroStep`] the
-    /// per-phase plan is made and searched on as well (twice the search).
+    /// per-phase plan is made first and searched on again (twice the
+    /// search).
     /// Small batches (at most 24 samples or units, none pinned) also get an
     /// exact branch and bound over every layout of the plan's shape, of
     /// `effort * 65536` units (a child weighed costs `R * A + 1` units,
@@ -725,12 +726,12 @@ impl<M: Incremental> Planner<M> {
     /// O(n log n + K) time and O(n + K) extra space for n samples in K
     /// sequences, K below `2 * max(n, 65536)` by the limits above; the
     /// refinement weighs at most `64 * (n + K)` candidate changes (four
-    /// times for [`SyncModel::Phase`]: two packings, two row keys; five
-    /// for [`SyncModel::MicroStep`], which also makes the per-phase plan),
-    /// the search at most [`search_effort`](Planner::search_effort)` *
-    /// max(n + K, 65536)` units (three times for
-    /// [`SyncModel::MicroStep`]), the exact search of small batches at most
-    /// `search_effort * 65536` units (three times for
+    /// times for [`SyncModel::Phase`] and [`SyncModel::MicroStep`]: two
+    /// packings, two row keys), the search at most
+    /// [`search_effort`](Planner::search_effort)` * max(n + K, 65536)`
+    /// units (twice for [`SyncModel::MicroStep`], which searches the
+    /// per-phase plan again), the exact search of small batches at most
+    /// `search_effort * 65536` units (twice for
     /// [`SyncModel::MicroStep`]) and its proof of the bound at most
     /// `search_effort * 262144`, whatever the settings: no
     /// setting alone makes planning slower or larger. A model that is not
