@@ -33,13 +33,23 @@
 //! every change. Every sequence keeps its length and caps; pinned
 //! positions never move.
 //!
+//! A pair's change is sought among the moves of each sample of the first
+//! micro-batch into the first sequence of the second with room for it,
+//! and its swaps with the samples of the second: all of them when the
+//! second holds at most [`PAIR_WINDOW`] movable samples, else the
+//! [`PAIR_WINDOW`] nearest to the ideal swap (the one that moves half the
+//! pair's gap in the barrier it balances), so that a pair of micro-batches
+//! of thousands of samples each costs `O(s log s)`, not `O(s^2)`.
+//!
 //! Deterministic: fixed orders, ties to the first found. O((PAIR_LEVELS +
-//! passes) * (n s + R A log(R A))) time for n samples, at most `s` samples
-//! a micro-batch, R ranks and A micro-steps; O(R A + PAIR_CHUNK s + m) extra
-//! space, `m` the samples of the largest micro-step. The rounds across
-//! micro-steps list the members of [`PAIR_CHUNK`] pairs before any is weighed
-//! (the pairs of a round are disjoint, so a change leaves the others'
-//! members as listed, and the reads of many pairs overlap); the
+//! passes) * (n (log s + PAIR_WINDOW + f) + R A log(R A))) time for n
+//! samples, at most `s` samples a micro-batch, R ranks and A micro-steps,
+//! `f` the work of one first-fit query (`O(log S)` for `S` sequences a
+//! micro-batch when one cap binds); O(R A + PAIR_CHUNK s + m) extra space,
+//! `m` the samples of the largest micro-step. The rounds across
+//! micro-steps list the members of [`PAIR_CHUNK`] pairs before any is
+//! weighed (the pairs of a round are disjoint, so a change leaves the
+//! others' members as listed, and the reads of many pairs overlap); the
 //! rounds within run one micro-step at a time (its rounds touch only its
 //! micro-batches) and list its members once for all of them, a pair's two
 //! lists again after each change: each sample is read once for all the
@@ -50,9 +60,10 @@ use alloc::vec::Vec;
 
 use super::deal::Sequences;
 use super::sync::SyncModel;
-use super::tuning::{PAIR_CHUNK, PAIR_LEVELS};
-use super::work::{barrier, Dim, Stage};
+use super::tuning::{PAIR_CHUNK, PAIR_LEVELS, PAIR_WINDOW};
+use super::work::{barrier, swap_fits, Dim, Stage, Trade};
 use crate::cost::Phases;
+use crate::partition::balancing_window;
 
 /// The rounds within every micro-step and barrier under `sync`. Under
 /// per-phase barriers a round balances the vision phase, then the
@@ -193,11 +204,17 @@ fn within_in<const B: usize>(stage: &Stage<'_>, seqs: &mut Sequences) {
                     .count();
                 for k in 0..pairs {
                     let (x, y) = (order[k].1 as usize, order[ranks - 1 - k].1 as usize);
-                    let (mx, my) = (
-                        (cost[x], &lists[x][..]),
-                        (cost[y], batch(y, j), &lists[y][..]),
-                    );
-                    if let Some(dc) = best::<B>(stage, &row, mx, my, seqs) {
+                    let sx = Side {
+                        cost: cost[x],
+                        seqs: batch(x, j),
+                        members: &lists[x],
+                    };
+                    let sy = Side {
+                        cost: cost[y],
+                        seqs: batch(y, j),
+                        members: &lists[y],
+                    };
+                    if let Some(dc) = best::<B>(stage, &row, i, sx, sy, seqs) {
                         cost[x] = cost[x] - dc;
                         cost[y] += dc;
                         changed = true;
@@ -215,20 +232,26 @@ fn within_in<const B: usize>(stage: &Stage<'_>, seqs: &mut Sequences) {
     }
 }
 
-/// Applies the change from micro-batch `x` (cost and members) to `y`
-/// (cost, sequences and members) that lowers most the larger relative
-/// excess of the two in the `B` barriers, if any lowers it and keeps both
-/// below the maxima; returns the cost moved.
+/// Applies the change from micro-batch `x` to `y` that lowers most the
+/// larger relative excess of the two in the `B` barriers, if any lowers it
+/// and keeps both below the maxima, its swap partners sought around half
+/// the gap in barrier `i`; returns the cost moved.
 fn best<const B: usize>(
     stage: &Stage<'_>,
     row: &Row<B>,
-    x: (Phases, &[Member]),
-    y: (Phases, &[u32], &[Member]),
+    i: usize,
+    x: Side<'_>,
+    y: Side<'_>,
     seqs: &mut Sequences,
 ) -> Option<Phases> {
-    let score = |nx, ny| row.excess(values::<B>(nx)).max(row.excess(values::<B>(ny)));
-    let below = |nx, ny| row.below(values::<B>(nx)) && row.below(values::<B>(ny));
-    change(stage, score, below, x, y, seqs)
+    let goal = Goal {
+        score: |nx, ny| row.excess(values::<B>(nx)).max(row.excess(values::<B>(ny))),
+        ok: |nx, ny| row.below(values::<B>(nx)) && row.below(values::<B>(ny)),
+        dim: Dim::barriers(stage.sync)[i],
+        want: (barrier::<B>(i, x.cost) - barrier::<B>(i, y.cost)) / 2.0,
+        window: PAIR_WINDOW,
+    };
+    change(stage, &goal, x, y, seqs)
 }
 
 /// A movable member of a micro-batch as [`change`] weighs it: its
@@ -313,86 +336,163 @@ fn gather(stage: &Stage<'_>, seqs: &Sequences, bs: &[u32], out: &mut Vec<Member>
     total
 }
 
-/// Applies the change from micro-batch `x` (cost and unpinned members, as
-/// [`gather`] lists them) to `y` (cost, sequences and unpinned members) of
-/// least `score(x', y')` if it is below `score(x, y)` and `ok(x', y')`;
-/// returns the cost moved.
-fn change(
+/// One side of a pair as [`change`] weighs it: the micro-batch's cost, its
+/// sequences and its unpinned members ([`gather`]).
+#[derive(Clone, Copy)]
+struct Side<'m> {
+    cost: Phases,
+    seqs: &'m [u32],
+    members: &'m [Member],
+}
+
+/// What [`change`] minimizes for a pair: `score(x', y')` over the changes
+/// with `ok(x', y')`, and where to look for swap partners: the change that
+/// moves `want` in `dim` from `x` to `y` is the ideal one, and `window`
+/// partners nearest to it are weighed ([`PAIR_WINDOW`]).
+struct Goal<S, O> {
+    score: S,
+    ok: O,
+    dim: Dim,
+    want: f64,
+    window: usize,
+}
+
+/// Applies the change from micro-batch `x` to `y` of least `score(x', y')`
+/// if it is below `score(x, y)` and `ok(x', y')`; returns the cost moved.
+///
+/// Each unpinned member `a` of `x` is weighed as a move (into the first
+/// sequence of `y` with room for it) and as a swap with the members of
+/// `y`: all of them, in their order, when `y` has at most `goal.window`
+/// unpinned members; else the `goal.window` whose value in `goal.dim` is
+/// nearest to `a`'s minus `goal.want` (the swaps nearest to the ideal
+/// change), found in `y`'s members sorted once. Ties go to the first
+/// found. O(|y| log |y| + |x| (log |y| + window + f)) time, `f` the work
+/// of a first-fit query ([`Rooms`]).
+fn change<S, O>(
     stage: &Stage<'_>,
-    scoring: impl Fn(Phases, Phases) -> f64,
-    ok: impl Fn(Phases, Phases) -> bool,
-    (cx, mx): (Phases, &[Member]),
-    (cy, by, my): (Phases, &[u32], &[Member]),
+    goal: &Goal<S, O>,
+    x: Side<'_>,
+    y: Side<'_>,
     seqs: &mut Sequences,
-) -> Option<Phases> {
+) -> Option<Phases>
+where
+    S: Fn(Phases, Phases) -> f64,
+    O: Fn(Phases, Phases) -> bool,
+{
     let prep = stage.prep;
     let loads = &seqs.loads;
-    let now = scoring(cx, cy);
-    // (score, sequence of x, index in it, sequence of y, index in it or NONE).
-    let mut found: Option<(f64, u32, usize, u32, usize)> = None;
-    let take = |found: &mut Option<(f64, u32, usize, u32, usize)>,
-                score: f64,
-                c: (u32, usize, u32, usize)| {
-        if score < now && found.map_or(true, |f| score < f.0) {
-            *found = Some((score, c.0, c.1, c.2, c.3));
-        }
-    };
-    for a in mx {
-        let (sx, ia) = (a.seq, a.index as usize);
-        let lx = loads[sx as usize];
-        let (ca, sa) = (a.cost, a.size);
-        let (nx, ny) = (cx - ca, cy + ca);
-        if ok(nx, ny) {
-            if let Some(&sy) = by
+    let (cx, cy) = (x.cost, y.cost);
+    let now = (goal.score)(cx, cy);
+    // y's members by value in the goal's dimension, when there are more
+    // than a window of them.
+    let mut sorted: Vec<(f64, u32)> = Vec::new();
+    if y.members.len() > goal.window {
+        sorted.extend(
+            y.members
                 .iter()
-                .find(|&&sy| prep.fits_size(loads[sy as usize], sa))
-            {
-                take(&mut found, scoring(nx, ny), (sx, ia, sy, usize::MAX));
+                .enumerate()
+                .map(|(i, b)| (goal.dim.of(b.cost), i as u32)),
+        );
+        sorted.sort_unstable_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+    }
+    let rooms = Rooms::new(prep.caps, y.seqs.iter().map(|&b| (b, loads[b as usize])));
+    // The best change so far and its score; ties to the first found.
+    let mut found: Option<(f64, Trade)> = None;
+    for a in x.members {
+        let lx = loads[a.seq as usize];
+        let (ca, sa) = (a.cost, a.size);
+        let better = |score: f64, found: &Option<(f64, Trade)>| {
+            score < now && found.map_or(true, |f| score < f.0)
+        };
+        let trade = |to: u32, back: Option<u32>| Trade {
+            from: a.seq,
+            a: a.index as usize,
+            to,
+            back: back.map(|b| b as usize),
+        };
+        let (nx, ny) = (cx - ca, cy + ca);
+        if (goal.ok)(nx, ny) && better((goal.score)(nx, ny), &found) {
+            if let Some(sy) = rooms.first_fit(sa) {
+                found = Some(((goal.score)(nx, ny), trade(sy, None)));
             }
         }
-        for b in my {
-            let cb = b.cost;
-            let (nx, ny) = (cx - ca + cb, cy + ca - cb);
-            if !ok(nx, ny) {
-                continue;
+        let mut weigh = |b: &Member| {
+            let (nx, ny) = (cx - ca + b.cost, cy + ca - b.cost);
+            if !(goal.ok)(nx, ny) {
+                return;
             }
-            let score = scoring(nx, ny);
-            if score >= now || found.is_some_and(|f| score >= f.0) {
-                continue;
+            let score = (goal.score)(nx, ny);
+            if better(score, &found) && swap_fits(prep, lx, loads[b.seq as usize], sa, b.size) {
+                found = Some((score, trade(b.seq, Some(b.index))));
             }
-            let (sy, ib, sb) = (b.seq, b.index as usize, b.size);
-            let ly = loads[sy as usize];
-            let fits = (0..3).all(|k| {
-                lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k]
-            });
-            if fits {
-                take(&mut found, score, (sx, ia, sy, ib));
+        };
+        if sorted.is_empty() {
+            y.members.iter().for_each(&mut weigh);
+        } else {
+            let target = goal.dim.of(ca) - goal.want;
+            let at = sorted.partition_point(|e| e.0 < target);
+            for &(_, i) in &sorted[balancing_window(sorted.len(), at, goal.window / 2)] {
+                weigh(&y.members[i as usize]);
             }
         }
     }
-    let (_, sx, ia, sy, ib) = found?;
-    let (sx, sy) = (sx as usize, sy as usize);
-    let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
-    let pa = bins[sx][ia];
-    let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
-    if ib == usize::MAX {
-        bins[sx].swap_remove(ia);
-        bins[sy].push(pa);
-        for k in 0..3 {
-            loads[sx][k] -= sa[k];
-            loads[sy][k] += sa[k];
+    let [ca, cb] = found?.1.apply(prep, seqs);
+    Some(ca - cb)
+}
+
+/// The sequences of a micro-batch in their order, for the first with room
+/// for a sample: a binary tree whose nodes hold their leaves' least load
+/// in each dimension, so a subtree none of whose sequences can hold the
+/// sample is skipped. O(k) to build for k sequences; a query is
+/// O(log k) when one cap binds (several may send it down subtrees whose
+/// least loads in different dimensions come from different sequences).
+struct Rooms {
+    caps: [u64; 3],
+    /// The leaves: the sequences in order.
+    seqs: Vec<u32>,
+    /// Node `i`'s least loads; children `2i + 1` and `2i + 2`; the leaves
+    /// from `width - 1` on, padded with full ones.
+    least: Vec<[u64; 3]>,
+    width: usize,
+}
+
+impl Rooms {
+    fn new(caps: [u64; 3], seqs: impl ExactSizeIterator<Item = (u32, [u64; 3])>) -> Self {
+        let width = seqs.len().next_power_of_two();
+        let mut least = vec![caps; 2 * width - 1];
+        let mut ids = Vec::with_capacity(seqs.len());
+        for (i, (b, load)) in seqs.enumerate() {
+            least[width - 1 + i] = load;
+            ids.push(b);
         }
-        Some(ca)
-    } else {
-        let pb = bins[sy][ib];
-        let (cb, sb) = (prep.cost(pb as usize), prep.size(pb as usize));
-        bins[sx][ia] = pb;
-        bins[sy][ib] = pa;
-        for k in 0..3 {
-            loads[sx][k] = loads[sx][k] - sa[k] + sb[k];
-            loads[sy][k] = loads[sy][k] - sb[k] + sa[k];
+        for i in (0..width - 1).rev() {
+            let (l, r) = (least[2 * i + 1], least[2 * i + 2]);
+            least[i] = core::array::from_fn(|k| l[k].min(r[k]));
         }
-        Some(ca - cb)
+        Rooms {
+            caps,
+            seqs: ids,
+            least,
+            width,
+        }
+    }
+
+    /// The first sequence that holds a sample of sizes `size`.
+    fn first_fit(&self, size: [u64; 3]) -> Option<u32> {
+        self.below(0, size)
+    }
+
+    fn below(&self, node: usize, size: [u64; 3]) -> Option<u32> {
+        let load = self.least[node];
+        // Loads never exceed the caps (padding leaves are at them).
+        if !(0..3).all(|k| size[k] <= self.caps[k] - load[k]) {
+            return None;
+        }
+        if node >= self.width - 1 {
+            return self.seqs.get(node + 1 - self.width).copied();
+        }
+        self.below(2 * node + 1, size)
+            .or_else(|| self.below(2 * node + 2, size))
     }
 }
 
@@ -428,10 +528,37 @@ fn level(stage: &Stage<'_>, seqs: &mut Sequences, chunk: usize) {
     let pair_of = |k: usize| (order[k].1 as usize, order[nm - 1 - k].1 as usize);
     scratch.each_pair(stage, seqs, nm / 2, chunk, pair_of, |k, lx, ly, seqs| {
         let (x, y) = pair_of(k);
-        let score = |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny));
-        let any = |_: Phases, _: Phases| true;
-        let (cx, cy) = ((cost[x], lx), (cost[y], stage.micro_batch(y), ly));
-        if let Some(dc) = change(stage, score, any, cx, cy, seqs) {
+        // Swap partners around half the gap in x's barrier of most excess.
+        let gap = |i: usize, d: Dim| {
+            let of = |m: usize| d.of(cost[m]) - max[m % steps][i];
+            (of(x) - of(y)) / 2.0
+        };
+        let (i, &dim) = dims
+            .iter()
+            .enumerate()
+            .max_by(|a, b| {
+                let e = |(i, d): (usize, &Dim)| (d.of(cost[x]) - max[x % steps][i]) / norm[i];
+                e(*a).total_cmp(&e(*b)).then(b.0.cmp(&a.0))
+            })
+            .expect("a barrier");
+        let goal = Goal {
+            score: |nx: Phases, ny: Phases| h(x, nx).max(h(y, ny)),
+            ok: |_: Phases, _: Phases| true,
+            dim,
+            want: gap(i, dim),
+            window: PAIR_WINDOW,
+        };
+        let sx = Side {
+            cost: cost[x],
+            seqs: stage.micro_batch(x),
+            members: lx,
+        };
+        let sy = Side {
+            cost: cost[y],
+            seqs: stage.micro_batch(y),
+            members: ly,
+        };
+        if let Some(dc) = change(stage, &goal, sx, sy, seqs) {
             cost[x] = cost[x] - dc;
             cost[y] += dc;
         }
@@ -540,8 +667,89 @@ mod tests {
         }
     }
 
+    /// Two ranks of one micro-step of one sequence each, with room for
+    /// everything: the positions of `costs` alternately on rank 0 and 1.
+    fn two_ranks(costs: &[(u32, u32)]) -> (Prepared, Shape, Sequences) {
+        let samples: Vec<StepSample> = costs
+            .iter()
+            .enumerate()
+            .map(|(i, &(t, v))| {
+                let imgs = (0..u32::from(v > 0)).map(|_| Image::new(16 + v));
+                StepSample::new(i as u64, Sample::new(t, imgs))
+            })
+            .collect();
+        let caps = [u64::MAX; 3];
+        let model = Preset::Qwen25Vl7b.cost_model();
+        let prep = prepare(&samples, &model, caps, 2, 1, SyncModel::MicroStep).unwrap();
+        let members = (0..2u32)
+            .map(|r| (0..prep.len() as u32).filter(|p| p % 2 == r).collect())
+            .collect();
+        let shape = Shape {
+            ranks: 2,
+            steps: 1,
+            per_step: 1,
+        };
+        let seqs = Sequences::new(&prep, members);
+        (prep, shape, seqs)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Under one barrier and no binding cap, the windowed search of a
+        /// pair finds a change as good as weighing every swap: the best
+        /// swap moves the cost nearest to half the gap, and the window is
+        /// centred there.
+        #[test]
+        fn a_window_finds_the_best_change_of_one_barrier(
+            costs in prop::collection::vec((1u32..3000, 0u32..2000), 40..400),
+            window in 2usize..8,
+        ) {
+            let (prep, shape, seqs) = two_ranks(&costs);
+            let slots = [0u32, 1];
+            let stage = Stage { prep: &prep, pinned: &[], sync: SyncModel::MicroStep, shape, slots: &slots };
+            let mut lists = [Vec::new(), Vec::new()];
+            let cost: Vec<Phases> = (0..2).map(|m| gather(&stage, &seqs, &slots[m..m + 1], &mut lists[m])).collect();
+            let (x, y) = if cost[0].total() >= cost[1].total() { (0, 1) } else { (1, 0) };
+            let score = |nx: Phases, ny: Phases| nx.total().max(ny.total());
+            let moved = |window: usize| {
+                let goal = Goal {
+                    score,
+                    ok: |_: Phases, _: Phases| true,
+                    dim: Dim::Total,
+                    want: (cost[x].total() - cost[y].total()) / 2.0,
+                    window,
+                };
+                let side = |m: usize| Side { cost: cost[m], seqs: &slots[m..m + 1], members: &lists[m] };
+                change(&stage, &goal, side(x), side(y), &mut seqs.clone())
+                    .map(|dc| score(cost[x] - dc, cost[y] + dc))
+            };
+            let (all, near) = (moved(usize::MAX), moved(2 * window));
+            match (all, near) {
+                (Some(a), Some(b)) => prop_assert!((a - b).abs() <= 1e-9 * a, "{a} vs {b}"),
+                (a, b) => prop_assert_eq!(a, b),
+            }
+        }
+
+        /// [`Rooms::first_fit`] is the first sequence, in their order,
+        /// with room for the sizes in every cap.
+        #[test]
+        fn rooms_find_the_first_sequence_with_room(
+            loads in prop::collection::vec((0u64..100, 0u64..10, 0u64..5), 1..70),
+            sizes in prop::collection::vec((0u64..100, 0u64..10, 0u64..5), 1..20),
+        ) {
+            let caps = [100, 10, 5];
+            let seqs = loads.iter().enumerate().map(|(i, &(a, b, c))| (7 * i as u32, [a, b, c]));
+            let rooms = Rooms::new(caps, seqs);
+            for &(a, b, c) in &sizes {
+                let size = [a, b, c];
+                let want = loads
+                    .iter()
+                    .position(|&(x, y, z)| (0..3).all(|k| [x, y, z][k] + size[k] <= caps[k]))
+                    .map(|i| 7 * i as u32);
+                prop_assert_eq!(rooms.first_fit(size), want);
+            }
+        }
 
         /// The pairs read ahead change nothing: reading 1, 3 or [`PAIR_CHUNK`]
         /// pairs ahead gives the same sequences, on batches of up to 600

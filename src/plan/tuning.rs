@@ -73,6 +73,10 @@ pub(super) const PAIR_LEVELS: usize = 1;
 /// The pairs a round reads ahead: their members listed in one run.
 pub(super) const PAIR_CHUNK: usize = 256;
 
+/// The swap partners a member of a pair's first micro-batch is weighed
+/// with, at most: those of the second nearest to the ideal swap.
+pub(super) const PAIR_WINDOW: usize = 64;
+
 // The `planner` stage.
 
 /// The most times the stages run again on the shares of the plan they made

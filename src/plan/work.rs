@@ -2,6 +2,7 @@
 
 use core::cell::Cell;
 
+use super::deal::Sequences;
 use super::prepare::Prepared;
 use super::shape::Shape;
 use super::sync::SyncModel;
@@ -110,6 +111,57 @@ pub(crate) fn barrier<const B: usize>(i: usize, c: Phases) -> f64 {
     } else {
         c.total()
     }
+}
+
+/// One change of sequences: the sample at index `a` of sequence `from`
+/// moves to sequence `to` and, for a swap, the sample at index `back` of
+/// `to` moves to `a`'s place. The stages weigh their candidates in their
+/// own way and apply the one they pick with [`Trade::apply`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Trade {
+    pub(crate) from: u32,
+    pub(crate) a: usize,
+    pub(crate) to: u32,
+    pub(crate) back: Option<usize>,
+}
+
+impl Trade {
+    /// Makes the change in `seqs` (members and loads; a move takes the
+    /// sample out by `swap_remove` and appends it to `to`), and returns the
+    /// costs of the sample that went to `to` and of the one that came back
+    /// (zero for a move). O(1).
+    pub(crate) fn apply(self, prep: &Prepared, seqs: &mut Sequences) -> [Phases; 2] {
+        let (sx, sy) = (self.from as usize, self.to as usize);
+        let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
+        let pa = bins[sx][self.a];
+        let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
+        let (cb, sb) = match self.back {
+            None => {
+                bins[sx].swap_remove(self.a);
+                bins[sy].push(pa);
+                (Phases::ZERO, [0; 3])
+            }
+            Some(ib) => {
+                let pb = bins[sy][ib];
+                bins[sx][self.a] = pb;
+                bins[sy][ib] = pa;
+                (prep.cost(pb as usize), prep.size(pb as usize))
+            }
+        };
+        for k in 0..3 {
+            loads[sx][k] = loads[sx][k] - sa[k] + sb[k];
+            loads[sy][k] = loads[sy][k] - sb[k] + sa[k];
+        }
+        [ca, cb]
+    }
+}
+
+/// Whether swapping a sample of sizes `sa` in a sequence of loads `lx` for
+/// one of sizes `sb` in a sequence of loads `ly` keeps both within `prep`'s
+/// caps (`sb` zero: a move of the first into the second).
+#[inline]
+pub(crate) fn swap_fits(prep: &Prepared, lx: [u64; 3], ly: [u64; 3], sa: [u64; 3], sb: [u64; 3]) -> bool {
+    (0..3).all(|k| lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k])
 }
 
 /// Spends `units` of the work left in `left`; `false` (and nothing left)
