@@ -49,7 +49,7 @@ use super::sync::SyncModel;
 use super::tuning::{
     REFINE_CANDIDATES, REFINE_POOLS, REFINE_ROUNDS, REFINE_TOLERANCE, REFINE_WIDE, REFINE_WORK,
 };
-use super::work::{self, Dim, Stage};
+use super::work::{self, swap_fits, Dim, Stage, Trade};
 use crate::cost::Phases;
 use crate::num::{from_order_bits, order_bits};
 use crate::partition::balancing_window;
@@ -327,11 +327,7 @@ impl Contest<'_> {
                 let sb = swap.map_or([0u64; 3], |(ib, _)| {
                     prep.size(bins[by as usize][ib] as usize)
                 });
-                let (lx, ly) = (loads[bx as usize], loads[by as usize]);
-                let fits = (0..3).all(|k| {
-                    lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k]
-                });
-                if fits {
+                if swap_fits(prep, loads[bx as usize], loads[by as usize], sa, sb) {
                     *best = Some(Change {
                         bx,
                         a: ia,
@@ -427,11 +423,7 @@ impl Contest<'_> {
                             if oth > limit_other {
                                 continue;
                             }
-                            let fits = (0..3).all(|k| {
-                                lx[k] - sa[k] + sb[k] <= prep.caps[k]
-                                    && ly[k] - sb[k] + sa[k] <= prep.caps[k]
-                            });
-                            if !fits {
+                            if !swap_fits(prep, lx, ly, sa, sb) {
                                 continue;
                             }
                             best = Some(Change {
@@ -451,36 +443,19 @@ impl Contest<'_> {
     }
 
     fn apply(&mut self, x: usize, c: Change, seqs: &mut Sequences) {
-        let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
-        let prep = self.stage.prep;
-        let (bx, by) = (c.bx as usize, c.by as usize);
-        let pa = bins[bx][c.a];
-        let sa = prep.size(pa as usize);
-        let ca = prep.cost(pa as usize);
-        match c.b {
-            None => {
-                bins[bx].swap_remove(c.a);
-                bins[by].push(pa);
-                for k in 0..3 {
-                    loads[bx][k] -= sa[k];
-                    loads[by][k] += sa[k];
-                }
-                self.cost[x] = self.cost[x] - ca;
-                self.cost[c.y] += ca;
-            }
-            Some(ib) => {
-                let pb = bins[by][ib];
-                let sb = prep.size(pb as usize);
-                let cb = prep.cost(pb as usize);
-                bins[bx][c.a] = pb;
-                bins[by][ib] = pa;
-                for k in 0..3 {
-                    loads[bx][k] = loads[bx][k] - sa[k] + sb[k];
-                    loads[by][k] = loads[by][k] - sb[k] + sa[k];
-                }
-                self.cost[x] = self.cost[x] - ca + cb;
-                self.cost[c.y] = self.cost[c.y] + ca - cb;
-            }
+        let trade = Trade {
+            from: c.bx,
+            a: c.a,
+            to: c.by,
+            back: c.b,
+        };
+        let [ca, cb] = trade.apply(self.stage.prep, seqs);
+        if c.b.is_none() {
+            self.cost[x] = self.cost[x] - ca;
+            self.cost[c.y] += ca;
+        } else {
+            self.cost[x] = self.cost[x] - ca + cb;
+            self.cost[c.y] = self.cost[c.y] + ca - cb;
         }
         self.version[x] = self.version[x].wrapping_add(1);
         self.version[c.y] = self.version[c.y].wrapping_add(1);

@@ -78,6 +78,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::Cell;
 use core::cmp::Reverse;
+use core::ops::ControlFlow;
 
 use super::deal::Sequences;
 use super::shape::Shape;
@@ -86,7 +87,7 @@ use super::tuning::{
     SEARCH_BLOCK, SEARCH_BUCKET, SEARCH_BUCKET_WINDOW, SEARCH_KEPT, SEARCH_MIN_SIZE, SEARCH_RUN,
     SEARCH_SINKS, SEARCH_WINDOW,
 };
-use super::work::{self, barrier, Stage};
+use super::work::{self, barrier, swap_fits, Stage, Trade};
 use crate::cost::Phases;
 use crate::num::{from_order_bits, order_bits};
 
@@ -156,18 +157,89 @@ enum Moves {
 /// `by` [`NONE`], micro-batches `x` and `y` (of one rank) trade places
 /// whole.
 #[derive(Clone, Copy)]
-struct Change {
+struct Cand {
     x: usize,
     bx: u32,
     a: usize,
     y: usize,
     by: u32,
     b: Option<u32>,
+}
+
+/// A change weighed: what it does to the step time (`delta`), the cost
+/// `dc` that `x` gives `y`, and the change of the sum of squares of the
+/// two micro-batches' values (`spread`).
+#[derive(Clone, Copy)]
+struct Change {
+    c: Cand,
     delta: f64,
-    /// The cost `x` gives `y`.
     dc: Phases,
-    /// The change of the sum of squares of the two micro-batches' values.
     spread: f64,
+}
+
+/// The barrier a hunt improves: its binding micro-batch `x`, its index
+/// `i`, the value `limit` of `x` in it, and the tolerance of the step time.
+#[derive(Clone, Copy)]
+struct Aim {
+    x: usize,
+    i: usize,
+    limit: f64,
+    tol: f64,
+}
+
+/// Micro-step `rows[0]` and its sinks, `rows[..len]`.
+struct Sinks {
+    rows: [usize; 1 + SEARCH_SINKS],
+    len: usize,
+}
+
+/// What the hunt for one barrier's change weighs: the aim, the transfers
+/// sought, the micro-steps whose least loaded micro-batches take moves,
+/// and the change that ends it (the step time down by `enough.0`, `x` at
+/// most `enough.1`).
+struct Hunt {
+    aim: Aim,
+    transfers: [f64; 3],
+    rows: Sinks,
+    enough: (f64, f64),
+}
+
+impl Hunt {
+    /// The transfers above the tolerance, each once in a row.
+    fn distinct_transfers(&self) -> impl Iterator<Item = f64> + '_ {
+        let t = &self.transfers;
+        (0..t.len())
+            .filter(move |&k| !(t[k] <= self.aim.tol || (k > 0 && t[k] == t[k - 1])))
+            .map(move |k| t[k])
+    }
+}
+
+/// A sample of the binding micro-batch `x` weighed out: its sequence `bx`,
+/// its index `ia` there, its position, cost and sizes, and the sequence's
+/// load.
+struct Out {
+    x: usize,
+    bx: u32,
+    ia: usize,
+    pa: u32,
+    ca: Phases,
+    sa: [u64; 3],
+    lx: [u64; 3],
+}
+
+impl Out {
+    /// This sample to sequence `by` of micro-batch `y`, `b` back if a swap.
+    #[inline]
+    fn to(&self, y: usize, by: u32, b: Option<u32>) -> Cand {
+        Cand {
+            x: self.x,
+            bx: self.bx,
+            a: self.ia,
+            y,
+            by,
+            b,
+        }
+    }
 }
 
 /// A candidate partner as [`Search::locate`] reads it: its sequence, the
@@ -587,12 +659,13 @@ impl<const B: usize> Search<'_, B> {
         delta
     }
 
-    /// Whether `x` giving `dc` to `y` takes `x` strictly below `limit` in
-    /// barrier `i` while every value it raises stays strictly below its
-    /// barrier's maximum.
-    fn level(&self, x: usize, y: usize, dc: Phases, i: usize, limit: f64, tol: f64) -> bool {
+    /// Whether `x` giving `dc` to `y` takes `x` strictly below the aim's
+    /// limit in its barrier while every value it raises stays strictly
+    /// below its barrier's maximum.
+    fn level(&self, x: usize, y: usize, dc: Phases, aim: Aim) -> bool {
+        let tol = aim.tol;
         let nx = self.cost[self.at(x)] - dc;
-        if barrier::<B>(i, nx) >= limit - tol {
+        if barrier::<B>(aim.i, nx) >= aim.limit - tol {
             return false;
         }
         let ny = self.cost[self.at(y)] + dc;
@@ -652,7 +725,7 @@ impl<const B: usize> Search<'_, B> {
                 self.stuck[j][i] = self.top[j][i][0];
                 continue;
             }
-            let (jx, jy) = (self.step(c.x), self.step(c.y));
+            let (jx, jy) = (self.step(c.c.x), self.step(c.c.y));
             self.push(&mut heap, jx, tol);
             if jy != jx {
                 self.push(&mut heap, jy, tol);
@@ -670,15 +743,19 @@ impl<const B: usize> Search<'_, B> {
         tol: f64,
         moves: Moves,
     ) -> Option<Change> {
-        let prep = self.stage.prep;
-        let d = |c: Phases| barrier::<B>(i, c);
         let (xm, second) = (self.top[j][i][0], self.top[j][i][1]);
         let x = xm.1 as usize;
         if x >= self.cost.len() {
             return None;
         }
+        let aim = Aim {
+            x,
+            i,
+            limit: xm.0,
+            tol,
+        };
         if moves == Moves::Trades {
-            return self.trade_for(x, i, xm.0, tol, seqs);
+            return self.trade_for(aim, seqs);
         }
         let mean = self.sum[j][i] / self.stage.shape.ranks as f64;
         let excess = xm.0 - mean;
@@ -687,16 +764,47 @@ impl<const B: usize> Search<'_, B> {
         } else {
             xm.0 - second.0
         };
-        let transfers = [excess, 0.5 * excess, gap];
-        // Good enough: `x` at most halfway to the mean and the step time
-        // down by the gap at least.
-        let enough = |c: &Option<Change>| {
-            c.is_some_and(|c| {
-                c.delta <= -gap + tol && d(self.cost[self.at(x)] - c.dc) <= mean + 0.75 * excess
-            })
+        let hunt = Hunt {
+            aim,
+            transfers: [excess, 0.5 * excess, gap],
+            rows: self.sinks(j),
+            // Good enough: `x` at most halfway to the mean and the step
+            // time down by the gap at least.
+            enough: (gap, mean + 0.75 * excess),
         };
-        // The micro-steps whose barriers leave the most room under their
-        // maxima: moves into their least loaded micro-batches cost nothing.
+        let prep = self.stage.prep;
+        let mut best: Option<Change> = None;
+        for &bx in self.stage.micro_batch(x) {
+            let lx = seqs.loads[bx as usize];
+            for (ia, &pa) in seqs.members[bx as usize].iter().enumerate() {
+                if self.stage.pinned(pa) {
+                    continue;
+                }
+                let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
+                let a = Out {
+                    x,
+                    bx,
+                    ia,
+                    pa,
+                    ca,
+                    sa,
+                    lx,
+                };
+                if self.into_sinks(&hunt, &a, seqs, &mut best).is_break()
+                    || self.by_cost(&hunt, &a, seqs, &mut best).is_break()
+                    || self.by_size(&hunt, &a, seqs, &mut best).is_break()
+                {
+                    return best;
+                }
+            }
+        }
+        best
+    }
+
+    /// Micro-step `j` and the [`SEARCH_SINKS`] others whose barriers
+    /// exceed their means most (room under their maxima that costs
+    /// nothing to fill), in that order. O(A).
+    fn sinks(&self, j: usize) -> Sinks {
         let mut rows = [j; 1 + SEARCH_SINKS];
         let mut room = [f64::NEG_INFINITY; SEARCH_SINKS];
         for r in (0..self.stage.shape.steps).filter(|&r| r != j) {
@@ -708,144 +816,167 @@ impl<const B: usize> Search<'_, B> {
                 rows[1 + at] = r;
             }
         }
-        let rows = &rows[..1 + room.iter().filter(|x| x.is_finite()).count()];
-        let (index, coarse) = (&self.index[i], &self.coarse[i]);
-        let log = u64::from(usize::BITS - index.len().leading_zeros());
-        let (bins, loads) = (&seqs.members, &seqs.loads);
-        let mut best: Option<Change> = None;
-        for &bx in self.stage.micro_batch(x) {
-            let lx = loads[bx as usize];
-            for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                if self.stage.pinned(pa) {
+        Sinks {
+            rows,
+            len: 1 + room.iter().filter(|x| x.is_finite()).count(),
+        }
+    }
+
+    /// Whether `best` is good enough to end the hunt.
+    #[inline]
+    fn enough(&self, hunt: &Hunt, best: &Option<Change>) -> bool {
+        let (gap, most) = hunt.enough;
+        let (x, i, tol) = (hunt.aim.x, hunt.aim.i, hunt.aim.tol);
+        best.is_some_and(|c| {
+            c.delta <= -gap + tol && barrier::<B>(i, self.cost[self.at(x)] - c.dc) <= most
+        })
+    }
+
+    /// The moves of `a` into the least loaded micro-batches, in each
+    /// barrier, of the hunt's micro-step and its sinks. Breaks when the
+    /// budget ends.
+    fn into_sinks(
+        &self,
+        hunt: &Hunt,
+        a: &Out,
+        seqs: &Sequences,
+        best: &mut Option<Change>,
+    ) -> ControlFlow<()> {
+        let (prep, loads) = (self.stage.prep, &seqs.loads);
+        let x = hunt.aim.x;
+        let rows = &hunt.rows.rows[..hunt.rows.len];
+        for (k, row) in (0..B).flat_map(|k| rows.iter().map(move |&r| (k, r))) {
+            for e in self.low[row][k] {
+                let y = e.1 as usize;
+                if y >= self.cost.len() || y == x {
                     continue;
                 }
-                let (ca, sa) = (prep.cost(pa as usize), prep.size(pa as usize));
-                let va = d(ca);
-                // Moves into the least loaded micro-batches of `j` and of
-                // the sinks.
-                for (k, row) in (0..B).flat_map(|k| rows.iter().map(move |&r| (k, r))) {
-                    for e in self.low[row][k] {
-                        let y = e.1 as usize;
-                        if y >= self.cost.len() || y == x {
-                            continue;
-                        }
-                        if !self.spend(self.stage.shape.per_step as u64) {
-                            return best;
-                        }
-                        if let Some(&by) = self
-                            .stage
-                            .micro_batch(y)
-                            .iter()
-                            .find(|&&by| prep.fits(loads[by as usize], pa as usize))
-                        {
-                            let c = (x, bx, ia, y, by, None);
-                            self.consider(c, ca, i, xm.0, tol, &mut best);
-                        }
-                    }
+                if !self.spend(self.stage.shape.per_step as u64) {
+                    return ControlFlow::Break(());
                 }
-                for (t, &transfer) in transfers.iter().enumerate() {
-                    if transfer <= tol || (t > 0 && transfer == transfers[t - 1]) {
+                if let Some(&by) = self
+                    .stage
+                    .micro_batch(y)
+                    .iter()
+                    .find(|&&by| prep.fits(loads[by as usize], a.pa as usize))
+                {
+                    self.consider(a.to(y, by, None), a.ca, hunt.aim, best);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// For each transfer, the [`SEARCH_WINDOW`] samples on each side of
+    /// `a`'s value minus the transfer in the cost index: the move of `a`
+    /// into their sequences, the swap with each below `a`. Breaks when the
+    /// budget ends or a change is good enough.
+    fn by_cost(
+        &self,
+        hunt: &Hunt,
+        a: &Out,
+        seqs: &Sequences,
+        best: &mut Option<Change>,
+    ) -> ControlFlow<()> {
+        let (prep, loads) = (self.stage.prep, &seqs.loads);
+        let (x, i) = (hunt.aim.x, hunt.aim.i);
+        let d = |c: Phases| barrier::<B>(i, c);
+        let (index, coarse) = (&self.index[i], &self.coarse[i]);
+        let log = u64::from(usize::BITS - index.len().leading_zeros());
+        let va = d(a.ca);
+        for transfer in hunt.distinct_transfers() {
+            if !self.spend(log) {
+                return ControlFlow::Break(());
+            }
+            let at = lower(index, coarse, va - transfer, |p| d(prep.cost(p as usize)));
+            let (lo, hi) = (
+                at.saturating_sub(SEARCH_WINDOW),
+                (at + SEARCH_WINDOW).min(index.len()),
+            );
+            let near = self.locate(&index[lo..hi], x, loads);
+            for (&pb, n) in index[lo..hi].iter().zip(&near) {
+                let Near { by, y, ly, cb, sb } = *n;
+                if !self.spend(1) {
+                    return ControlFlow::Break(());
+                }
+                if y == x || y >= self.cost.len() {
+                    continue;
+                }
+                if prep.fits(ly, a.pa as usize) {
+                    self.consider(a.to(y, by, None), a.ca, hunt.aim, best);
+                }
+                if d(cb) >= va || !swap_fits(prep, a.lx, ly, a.sa, sb) {
+                    continue;
+                }
+                self.consider(a.to(y, by, Some(pb)), a.ca - cb, hunt.aim, best);
+                if self.enough(hunt, best) {
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// For each transfer, the swaps of `a` with the
+    /// [`SEARCH_BUCKET_WINDOW`] samples on each side of its value minus
+    /// the transfer in `a`'s size bucket and the two next to it. Breaks
+    /// when the budget ends or a change is good enough.
+    fn by_size(
+        &self,
+        hunt: &Hunt,
+        a: &Out,
+        seqs: &Sequences,
+        best: &mut Option<Change>,
+    ) -> ControlFlow<()> {
+        let prep = self.stage.prep;
+        let (x, i) = (hunt.aim.x, hunt.aim.i);
+        let d = |c: Phases| barrier::<B>(i, c);
+        let va = d(a.ca);
+        let buckets = self.bounds.len();
+        let home = self
+            .bounds
+            .partition_point(|&t| t <= a.sa[0])
+            .saturating_sub(1);
+        let bucketed = &self.bucketed[i];
+        for transfer in hunt.distinct_transfers() {
+            for k in home.saturating_sub(1)..(home + 2).min(buckets) {
+                if !self.spend(SEARCH_BUCKET.ilog2().into()) {
+                    return ControlFlow::Break(());
+                }
+                let bucket =
+                    &bucketed[k * SEARCH_BUCKET..((k + 1) * SEARCH_BUCKET).min(bucketed.len())];
+                let at = lower_in(bucket, |p| d(prep.cost(p as usize)) < va - transfer);
+                let (lo, hi) = (
+                    at.saturating_sub(SEARCH_BUCKET_WINDOW),
+                    (at + SEARCH_BUCKET_WINDOW).min(bucket.len()),
+                );
+                let near = self.locate(&bucket[lo..hi], x, &seqs.loads);
+                for (&pb, n) in bucket[lo..hi].iter().zip(&near) {
+                    let Near { by, y, ly, cb, sb } = *n;
+                    if !self.spend(1) {
+                        return ControlFlow::Break(());
+                    }
+                    if d(cb) >= va || y == x || y >= self.cost.len() {
                         continue;
                     }
-                    if !self.spend(log) {
-                        return best;
-                    }
-                    let target = va - transfer;
-                    let at = lower(index, coarse, target, |p| d(prep.cost(p as usize)));
-                    let (lo, hi) = (
-                        at.saturating_sub(SEARCH_WINDOW),
-                        (at + SEARCH_WINDOW).min(index.len()),
-                    );
-                    let near = self.locate(&index[lo..hi], x, loads);
-                    for (&pb, n) in index[lo..hi].iter().zip(&near) {
-                        let Near { by, y, ly, cb, sb } = *n;
-                        let vb = d(cb);
-                        if !self.spend(1) {
-                            return best;
-                        }
-                        if y == x || y >= self.cost.len() {
-                            continue;
-                        }
-                        if prep.fits(ly, pa as usize) {
-                            let c = (x, bx, ia, y, by, None);
-                            self.consider(c, ca, i, xm.0, tol, &mut best);
-                        }
-                        if vb >= va {
-                            continue;
-                        }
-                        if !swap_fits(prep, lx, ly, sa, sb) {
-                            continue;
-                        }
-                        let c = (x, bx, ia, y, by, Some(pb));
-                        self.consider(c, ca - cb, i, xm.0, tol, &mut best);
-                        if enough(&best) {
-                            return best;
-                        }
-                    }
-                }
-                // Swaps with samples of about `a`'s size: a window at each
-                // transfer's target in `a`'s bucket and its two neighbours.
-                let buckets = self.bounds.len();
-                let home = self
-                    .bounds
-                    .partition_point(|&t| t <= sa[0])
-                    .saturating_sub(1);
-                let bucketed = &self.bucketed[i];
-                for (t, &transfer) in transfers.iter().enumerate() {
-                    if transfer <= tol || (t > 0 && transfer == transfers[t - 1]) {
+                    if !swap_fits(prep, a.lx, ly, a.sa, sb) {
                         continue;
                     }
-                    for k in home.saturating_sub(1)..(home + 2).min(buckets) {
-                        if !self.spend(SEARCH_BUCKET.ilog2().into()) {
-                            return best;
-                        }
-                        let bucket = &bucketed
-                            [k * SEARCH_BUCKET..((k + 1) * SEARCH_BUCKET).min(bucketed.len())];
-                        let at = lower_in(bucket, |p| d(prep.cost(p as usize)) < va - transfer);
-                        let (lo, hi) = (
-                            at.saturating_sub(SEARCH_BUCKET_WINDOW),
-                            (at + SEARCH_BUCKET_WINDOW).min(bucket.len()),
-                        );
-                        let near = self.locate(&bucket[lo..hi], x, loads);
-                        for (&pb, n) in bucket[lo..hi].iter().zip(&near) {
-                            let Near { by, y, ly, cb, sb } = *n;
-                            if !self.spend(1) {
-                                return best;
-                            }
-                            if d(cb) >= va {
-                                continue;
-                            }
-                            if y == x || y >= self.cost.len() {
-                                continue;
-                            }
-                            if !swap_fits(prep, lx, ly, sa, sb) {
-                                continue;
-                            }
-                            let c = (x, bx, ia, y, by, Some(pb));
-                            self.consider(c, ca - cb, i, xm.0, tol, &mut best);
-                            if enough(&best) {
-                                return best;
-                            }
-                        }
+                    self.consider(a.to(y, by, Some(pb)), a.ca - cb, hunt.aim, best);
+                    if self.enough(hunt, best) {
+                        return ControlFlow::Break(());
                     }
                 }
             }
         }
-        best
+        ControlFlow::Continue(())
     }
 
-    /// The best trade of the binding micro-batch `x` (at `limit` in
-    /// barrier `i`) with another micro-batch of its rank: whole
-    /// micro-batches change micro-steps, so no cap is at stake; none where
-    /// either holds a pinned position.
-    fn trade_for(
-        &self,
-        x: usize,
-        i: usize,
-        limit: f64,
-        tol: f64,
-        seqs: &Sequences,
-    ) -> Option<Change> {
+    /// The best trade of the aim's binding micro-batch with another
+    /// micro-batch of its rank: whole micro-batches change micro-steps, so
+    /// no cap is at stake; none where either holds a pinned position.
+    fn trade_for(&self, aim: Aim, seqs: &Sequences) -> Option<Change> {
+        let x = aim.x;
         let mut best = None;
         if self.holds_pinned(x, seqs) {
             return best;
@@ -860,7 +991,15 @@ impl<const B: usize> Search<'_, B> {
                 continue;
             }
             let dc = self.cost[self.at(x)] - self.cost[self.at(y)];
-            self.consider((x, NONE, 0, y, NONE, None), dc, i, limit, tol, &mut best);
+            let whole = Cand {
+                x,
+                bx: NONE,
+                a: 0,
+                y,
+                by: NONE,
+                b: None,
+            };
+            self.consider(whole, dc, aim, &mut best);
         }
         best
     }
@@ -896,20 +1035,14 @@ impl<const B: usize> Search<'_, B> {
         near
     }
 
-    /// Keeps the change `(x, bx, a, y, by, b)` moving `dc` from `x` to `y`
-    /// in `best` if it is taken (see the module docs) and better.
+    /// Keeps the change `c` moving `dc` from `c.x` to `c.y` in `best` if
+    /// it is taken (see the module docs) and better.
     #[inline]
-    fn consider(
-        &self,
-        (x, bx, a, y, by, b): (usize, u32, usize, usize, u32, Option<u32>),
-        dc: Phases,
-        i: usize,
-        limit: f64,
-        tol: f64,
-        best: &mut Option<Change>,
-    ) {
+    fn consider(&self, c: Cand, dc: Phases, aim: Aim, best: &mut Option<Change>) {
+        let Cand { x, y, .. } = c;
+        let tol = aim.tol;
         let delta = self.delta(x, y, dc);
-        if !(delta < -tol || (delta <= 0.0 && self.level(x, y, dc, i, limit, tol))) {
+        if !(delta < -tol || (delta <= 0.0 && self.level(x, y, dc, aim))) {
             return;
         }
         let spread: f64 = (0..B)
@@ -927,12 +1060,7 @@ impl<const B: usize> Search<'_, B> {
         });
         if better {
             *best = Some(Change {
-                x,
-                bx,
-                a,
-                y,
-                by,
-                b,
+                c,
                 delta,
                 dc,
                 spread,
@@ -951,43 +1079,33 @@ impl<const B: usize> Search<'_, B> {
             })
     }
 
-    /// Applies `c`; `false` (nothing changed) if its swap partner is not
+    /// Applies `change`; `false` (nothing changed) if its swap partner is not
     /// in its sequence, which the index rules out.
-    fn apply(&mut self, c: Change, seqs: &mut Sequences) -> bool {
+    fn apply(&mut self, change: Change, seqs: &mut Sequences) -> bool {
+        let c = change.c;
         if c.bx == NONE {
             self.trade(c.x, c.y, seqs);
             return true;
         }
-        let prep = self.stage.prep;
-        let (bins, loads) = (&mut seqs.members, &mut seqs.loads);
-        let (bx, by) = (c.bx as usize, c.by as usize);
-        let pa = bins[bx][c.a];
-        let (sa, ca) = (prep.size(pa as usize), prep.cost(pa as usize));
-        let dc = match c.b {
-            None => {
-                bins[bx].swap_remove(c.a);
-                bins[by].push(pa);
-                for k in 0..3 {
-                    loads[bx][k] -= sa[k];
-                    loads[by][k] += sa[k];
-                }
-                ca
-            }
+        let pa = seqs.members[c.bx as usize][c.a];
+        let back = match c.b {
+            None => None,
             Some(pb) => {
-                let Some(ib) = bins[by].iter().position(|&p| p == pb) else {
+                let Some(ib) = seqs.members[c.by as usize].iter().position(|&p| p == pb) else {
                     return false;
                 };
-                let (sb, cb) = (prep.size(pb as usize), prep.cost(pb as usize));
-                bins[bx][c.a] = pb;
-                bins[by][ib] = pa;
-                for k in 0..3 {
-                    loads[bx][k] = loads[bx][k] - sa[k] + sb[k];
-                    loads[by][k] = loads[by][k] - sb[k] + sa[k];
-                }
                 self.seq_of[pb as usize] = c.bx;
-                ca - cb
+                Some(ib)
             }
         };
+        let trade = Trade {
+            from: c.bx,
+            a: c.a,
+            to: c.by,
+            back,
+        };
+        let [ca, cb] = trade.apply(self.stage.prep, seqs);
+        let dc = ca - cb;
         self.seq_of[pa as usize] = c.by;
         let (ax, ay) = (self.at(c.x), self.at(c.y));
         let (old_x, old_y) = (self.cost[ax], self.cost[ay]);
@@ -1030,18 +1148,6 @@ impl<const B: usize> Search<'_, B> {
         self.version[jx] = self.version[jx].wrapping_add(1);
         self.version[jy] = self.version[jy].wrapping_add(1);
     }
-}
-
-/// Whether swapping a sample of sizes `sa` in a sequence of loads `lx` for
-/// one of sizes `sb` in a sequence of loads `ly` keeps both within the caps.
-fn swap_fits(
-    prep: &super::prepare::Prepared,
-    lx: [u64; 3],
-    ly: [u64; 3],
-    sa: [u64; 3],
-    sb: [u64; 3],
-) -> bool {
-    (0..3).all(|k| lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k])
 }
 
 #[cfg(test)]
