@@ -103,6 +103,15 @@ impl Sides {
             *l += x;
         }
     }
+
+    /// Sample `it`, of demands `v`, off side `k`.
+    fn take(&mut self, k: usize, it: &Info, v: [f64; 5]) {
+        self.now[k] = self.now[k] - it.cost;
+        self.size[k] = sub3(self.size[k], it.size.map(u64::from));
+        for (l, x) in self.load[k].iter_mut().zip(v) {
+            *l -= x;
+        }
+    }
 }
 
 /// What a re-split of the pair `(a, b)` weighs against: the slots, their
@@ -124,18 +133,13 @@ impl Search<'_> {
     /// [`SyncModel::Phase`], else in total and 0), tokens, units, images.
     #[inline]
     fn demands(&self, it: &Info) -> [f64; 5] {
-        let phase = self.budget.sync == SyncModel::Phase;
-        [
-            if phase {
-                it.cost.vision
-            } else {
-                it.cost.total()
-            },
-            if phase { it.cost.language } else { 0.0 },
-            f64::from(it.size[0]),
-            f64::from(it.size[1]),
-            f64::from(it.size[2]),
-        ]
+        let c = it.cost;
+        let (first, second) = match self.budget.sync {
+            SyncModel::Phase => (c.vision, c.language),
+            _ => (c.total(), 0.0),
+        };
+        let z = it.size.map(f64::from);
+        [first, second, z[0], z[1], z[2]]
     }
 
     /// The samples of sequence `a` as [`Search::split`] starts from them
@@ -311,14 +315,8 @@ impl Search<'_> {
                     return false;
                 };
                 let it = &self.info[self.item(f, i)];
-                sides.now[k] = sides.now[k] - it.cost;
-                sides.now[o] += it.cost;
-                sides.size[k] = sub3(sides.size[k], it.size.map(u64::from));
-                sides.size[o] = add(sides.size[o], it.size.map(u64::from));
-                for (d, &x) in pair.now.v[i].iter().enumerate() {
-                    sides.load[k][d] -= x;
-                    sides.load[o][d] += x;
-                }
+                sides.take(k, it, pair.now.v[i]);
+                sides.put(o, it, pair.now.v[i]);
                 pair.now.side[i] = k == 1;
             }
         }
@@ -396,10 +394,11 @@ impl Search<'_> {
         // Checked again in the sums of the budgets.
         let mut sides = Sides::default();
         for (i, &side) in pair.now.side.iter().enumerate() {
-            let it = &self.info[self.item(f, i)];
-            let k = usize::from(!side);
-            sides.now[k] += it.cost;
-            sides.size[k] = add(sides.size[k], it.size.map(u64::from));
+            sides.put(
+                usize::from(!side),
+                &self.info[self.item(f, i)],
+                pair.now.v[i],
+            );
         }
         if !(0..2).all(|k| self.side_fits(f, &sides, k)) {
             return None;
