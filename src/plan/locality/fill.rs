@@ -16,8 +16,8 @@
 //!    rank of its home node first) that takes it within the budget and
 //!    the share of the caps.
 //! 3. *Pack*: each rank's samples, in decreasing cost, into the fullest of
-//!    its sequences that takes them within the caps ([`Fullest`], best fit
-//!    decreasing), while the rank keeps within the budget.
+//!    its sequences that takes them within the caps (best fit decreasing),
+//!    while the rank keeps within the budget.
 //! 4. *Rest*: what found no place, in decreasing cost, into the fullest
 //!    sequence that takes it of the rank of most slack (a heap; with nodes
 //!    the ranks of its home node first, at most 64). If none of the first
@@ -273,11 +273,12 @@ impl Fill<'_> {
     }
 
     /// Step 3: each rank's samples (`rank_of`), in decreasing cost, into
-    /// the fullest of its sequences that takes them, while the rank keeps
-    /// within the budget; `leftover` and what found no place.
+    /// the fullest of its sequences that takes them (best fit decreasing:
+    /// a rank is one group, so every sequence of it keeps the same room),
+    /// while the rank keeps within the budget; `leftover` and what found
+    /// no place.
     fn pack(&self, rank_of: &[u32], mut leftover: Vec<u32>) -> (Packed, Vec<u32>) {
-        let (ranks, per_rank, slots) =
-            (self.shape.ranks, self.shape.per_rank(), self.shape.slots());
+        let (ranks, slots) = (self.shape.ranks, self.shape.slots());
         let (first, mut members) = by_key(
             ranks,
             (0..rank_of.len() as u32).filter_map(|p| {
@@ -285,44 +286,31 @@ impl Fill<'_> {
                 (r != u32::MAX).then_some((r, p))
             }),
         );
-        // The slot of every sample placed (`NONE` for none): the slots are
-        // made once, of their size, after the loop.
-        let mut at = vec![NONE; rank_of.len()];
-        let mut count = vec![0usize; slots];
-        let mut size = vec![[0u64; 3]; slots];
-        let mut load = vec![Phases::ZERO; ranks];
+        let mut packed = Packed {
+            slots: vec![Vec::new(); slots],
+            size: vec![[0; 3]; slots],
+            load: vec![Phases::ZERO; ranks],
+        };
         let mut keyed = Vec::new();
-        // A rank is one group, so every sequence of it keeps the same room
-        // and the best fit is the fullest in tokens that takes the sample.
-        let mut fullest = Fullest::default();
         for r in 0..ranks {
             let list = &mut members[first[r]..first[r + 1]];
             // By cost (descending, in `total_cmp`'s order), then position.
             sort_by_keys(list, &mut keyed, |p| Reverse(order_bits(self.total(p))));
-            fullest.reset(r * per_rank..(r + 1) * per_rank);
             for &p in list.iter() {
                 let (c, z) = (self.prep.cost(p as usize), self.prep.size(p as usize));
-                let to = if self.room(load[r] + c) >= 0.0 {
-                    fullest.place(&mut size, z, self.prep.caps)
-                } else {
-                    None
-                };
+                let to = (self.room(packed.load[r] + c) >= 0.0)
+                    .then(|| self.best_slot(&packed, r, z))
+                    .flatten();
                 let Some(k) = to else {
                     leftover.push(p);
                     continue;
                 };
-                at[p as usize] = k as u32;
-                count[k] += 1;
-                load[r] += c;
+                packed.slots[k].push(p);
+                packed.size[k] = add(packed.size[k], z);
+                packed.load[r] += c;
             }
         }
-        let mut slots: Vec<Vec<u32>> = count.iter().map(|&c| Vec::with_capacity(c)).collect();
-        for (p, &k) in at.iter().enumerate() {
-            if k != NONE {
-                slots[k as usize].push(p as u32);
-            }
-        }
-        (Packed { slots, size, load }, leftover)
+        (packed, leftover)
     }
 
     /// The fullest sequence of rank `g` that takes `z`, then the lowest.
@@ -520,62 +508,15 @@ fn sort_by_keys<K: Ord>(list: &mut [u32], scratch: &mut Vec<(K, u32)>, key: impl
     }
 }
 
-/// Best fit by tokens among sequences `slots` of one rank: the sequences
-/// by decreasing tokens, then index, so that the fullest that takes a
-/// sample (of most tokens within the caps, then the lowest index, as a
-/// scan of every sequence would choose) is the first that fits from the
-/// first with the sample's tokens free, found by binary search. O(log S)
-/// a sample, plus the sequences skipped for their units or images, plus
-/// the moves of the one placed back to its place (O(S) at worst).
-#[derive(Default)]
-struct Fullest {
-    order: Vec<usize>,
-}
-
-impl Fullest {
-    /// Every sequence of `slots` empty: in index order.
-    fn reset(&mut self, slots: core::ops::Range<usize>) {
-        self.order.clear();
-        self.order.extend(slots);
-    }
-
-    /// Places `z` in the fullest sequence that takes it within `caps`
-    /// (then the lowest index) and returns it, its `size` raised; `None`
-    /// when none takes it.
-    fn place(&mut self, size: &mut [[u64; 3]], z: [u64; 3], caps: [u64; 3]) -> Option<usize> {
-        let most = caps[0].checked_sub(z[0])?;
-        let order = &mut self.order;
-        let from = order.partition_point(|&k| size[k][0] > most);
-        let mut i = (from..order.len()).find(|&i| {
-            let s = add(size[order[i]], z);
-            (0..3).all(|d| s[d] <= caps[d])
-        })?;
-        let k = order[i];
-        size[k] = add(size[k], z);
-        // Back to its place: fuller than those before it now, or as full
-        // and of a lower index.
-        while i > 0 && {
-            let j = order[i - 1];
-            (size[j][0], Reverse(j)) < (size[k][0], Reverse(k))
-        } {
-            order.swap(i - 1, i);
-            i -= 1;
-        }
-        Some(k)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::add;
     use super::super::batch;
-    use super::{Fill, Fullest};
+    use super::Fill;
     use crate::plan::shape::Shape;
     use crate::plan::tuning::{LOCALITY_EVICT_AFTER, LOCALITY_TRIED, LOCALITY_WIDER};
     use crate::plan::SyncModel;
     use alloc::vec;
     use alloc::vec::Vec;
-    use proptest::prelude::*;
 
     #[test]
     fn the_fill_evicts_among_the_first_groups_before_weighing_a_thousand() {
@@ -643,41 +584,5 @@ mod tests {
             })
             .count();
         assert_eq!(away, extra);
-    }
-
-    proptest! {
-        /// [`Fullest`] places every sample where a scan of every sequence
-        /// would: the one of most tokens that takes it within the caps,
-        /// then the lowest index; `None` when none does.
-        #[test]
-        fn the_fullest_sequence_is_the_one_a_scan_picks(
-            seqs in 1usize..12,
-            items in proptest::collection::vec((1u64..60, 0u64..4, 0u64..3), 1..80),
-            caps in (40u64..120, 1u64..8, 1u64..5),
-        ) {
-            let caps = [caps.0, caps.1, caps.2];
-            // The rank's sequences start at slot 3, after other ranks'.
-            let slots = 3..3 + seqs;
-            let mut fast = vec![[0u64; 3]; 3 + seqs];
-            let mut scan = fast.clone();
-            let mut fullest = Fullest::default();
-            fullest.reset(slots.clone());
-            for &(t, u, i) in &items {
-                let z = [t, u, i];
-                let mut pick: Option<usize> = None;
-                for k in slots.clone() {
-                    let s = add(scan[k], z);
-                    let fits = (0..3).all(|d| s[d] <= caps[d]);
-                    if fits && pick.map_or(true, |q| scan[k][0] > scan[q][0]) {
-                        pick = Some(k);
-                    }
-                }
-                if let Some(k) = pick {
-                    scan[k] = add(scan[k], z);
-                }
-                prop_assert_eq!(fullest.place(&mut fast, z, caps), pick);
-                prop_assert_eq!(&fast, &scan);
-            }
-        }
     }
 }
