@@ -89,6 +89,17 @@ impl Sequences {
         self
     }
 
+    /// The sequences with only their members kept (the costs and loads
+    /// freed): for a layout that is only held (its time known) while
+    /// another is made, then turned into slots.
+    pub(crate) fn members_only(self) -> Self {
+        Sequences {
+            members: self.members,
+            costs: Vec::new(),
+            loads: Vec::new(),
+        }
+    }
+
     /// The slots' members: `order[k]` is the sequence in slot `k`.
     pub(crate) fn into_slots(mut self, order: Vec<u32>) -> Vec<Vec<u32>> {
         order

@@ -9,7 +9,7 @@ use super::group::{ungroup, units, GroupScope, Units};
 use super::locality::{check_origins, localize, Homes, Locality, Movable};
 use super::output::Plan;
 use super::pack::Request;
-use super::pipeline::{additive_time, Layout, Run};
+use super::pipeline::{additive_time, best, Layout, Run};
 use super::polish::polish;
 use super::prepare::{prepare, Caps, Prepared};
 use super::sample::StepSample;
@@ -762,24 +762,24 @@ impl<M: Incremental> Planner<M> {
         // The stages of the module docs ("Algorithm"), in their order.
         // 1. prepare
         let (prep, cx) = self.prepare(samples)?;
-        let mut plan = self.planned(&prep, &cx, samples, self.micro_steps.exactly())?;
-        if let MicroSteps::Fastest { up_to } = self.micro_steps {
-            // Never more sequences than samples.
-            let most = up_to.min(samples.len() / self.ranks.saturating_mul(self.per_step).max(1));
-            for a in plan.micro_steps() + 1..=most {
-                // A number of micro-steps whose plan fails (a cost beyond
-                // f64) is passed over.
-                if let Ok(next) = self.planned(&prep, &cx, samples, Some(a)) {
-                    if next.report.predicted < plan.report.predicted {
-                        plan = next;
-                    }
-                }
-            }
-        }
+        let first = self.planned(&prep, &cx, samples, self.micro_steps.exactly())?;
+        // With `Fastest`, every larger number of micro-steps up to the
+        // limit (never more sequences than samples); one whose plan fails
+        // (a cost beyond f64) is passed over.
+        let (from, most) = match self.micro_steps {
+            MicroSteps::Fastest { up_to } => (
+                first.micro_steps() + 1,
+                up_to.min(samples.len() / self.ranks.saturating_mul(self.per_step).max(1)),
+            ),
+            _ => (1, 0),
+        };
+        let more = (from..=most).filter_map(|a| self.planned(&prep, &cx, samples, Some(a)).ok());
+        let plan = best(first, more, |p| p.report.predicted);
         #[cfg(feature = "std")]
-        {
-            plan.planning_time = super::output::Elapsed(Some(start.elapsed()));
-        }
+        let plan = Plan {
+            planning_time: super::output::Elapsed(Some(start.elapsed())),
+            ..plan
+        };
         Ok(plan)
     }
 
@@ -810,25 +810,25 @@ impl<M: Incremental> Planner<M> {
         // stages run also without it, and the plan of lower exact step time
         // is kept (ties to the one with it).
         let additive = additive(prep, cx);
-        let mut best = self.balanced(prep, cx, samples, request, additive, true)?;
-        if !additive && self.refine && self.search_effort > 0 && prep.len() <= EXACT_SAMPLES {
-            // (The plan without the exact stage only ever replaces the
-            // other: its failure does not fail the plan.)
-            if let Ok(other) = self.balanced(prep, cx, samples, request, additive, false) {
-                let time =
-                    |a: &Arranged| exact_time(prep, cx, a.shape, &a.slots).unwrap_or(f64::INFINITY);
-                if time(&other) < time(&best) {
-                    best = other;
-                }
-            }
-        }
+        let with = self.balanced(prep, cx, samples, request, additive, true)?;
+        // (The plan without the exact stage only ever replaces the other:
+        // its failure does not fail the plan.)
+        let without =
+            (!additive && self.refine && self.search_effort > 0 && prep.len() <= EXACT_SAMPLES)
+                .then(|| {
+                    self.balanced(prep, cx, samples, request, additive, false)
+                        .ok()
+                })
+                .flatten();
+        let time = |a: &Arranged| exact_time(prep, cx, a.shape, &a.slots).unwrap_or(f64::INFINITY);
+        let chosen = best(with, without, time);
         let Arranged {
             shape,
             balanced,
             mut slots,
             proven,
             grouped,
-        } = best;
+        } = chosen;
         // 11. locality: with groups, only what keeps them whole moves: whole
         // micro-batches (a group lies in one sequence) or whole ranks (a
         // group spans one rank), never single samples.
