@@ -61,9 +61,8 @@ use alloc::vec::Vec;
 use super::deal::Sequences;
 use super::sync::SyncModel;
 use super::tuning::{PAIR_CHUNK, PAIR_LEVELS, PAIR_WINDOW};
-use super::work::{barrier, swap_fits, Dim, Stage, Trade};
+use super::work::{barrier, best_trade, gather, Dim, Goal, Member, Side, Stage};
 use crate::cost::Phases;
-use crate::partition::balancing_window;
 
 /// The rounds within every micro-step and barrier under `sync`. Under
 /// per-phase barriers a round balances the vision phase, then the
@@ -254,16 +253,6 @@ fn best<const B: usize>(
     change(stage, &goal, x, y, seqs)
 }
 
-/// A movable member of a micro-batch as [`change`] weighs it: its
-/// sequence, its index there, its cost and sizes.
-#[derive(Clone, Copy)]
-struct Member {
-    seq: u32,
-    index: u32,
-    cost: Phases,
-    size: [u64; 3],
-}
-
 /// The unpinned members of up to [`PAIR_CHUNK`] pairs of micro-batches, listed
 /// before any of them is weighed: the pairs of a round are disjoint, so a
 /// change to one leaves the others' members as listed.
@@ -313,61 +302,8 @@ impl Scratch {
     }
 }
 
-/// Appends the unpinned members of the sequences `bs`, in order, to `out`;
-/// returns the cost of all of them, pinned ones included, summed in order
-/// (as [`batch_cost`] sums a micro-batch: each sample read once).
-fn gather(stage: &Stage<'_>, seqs: &Sequences, bs: &[u32], out: &mut Vec<Member>) -> Phases {
-    let mut total = Phases::ZERO;
-    for &b in bs {
-        for (i, &p) in seqs.members[b as usize].iter().enumerate() {
-            let cost = stage.prep.cost(p as usize);
-            total += cost;
-            if stage.pinned(p) {
-                continue;
-            }
-            out.push(Member {
-                seq: b,
-                index: i as u32,
-                cost,
-                size: stage.prep.size(p as usize),
-            });
-        }
-    }
-    total
-}
-
-/// One side of a pair as [`change`] weighs it: the micro-batch's cost, its
-/// sequences and its unpinned members ([`gather`]).
-#[derive(Clone, Copy)]
-struct Side<'m> {
-    cost: Phases,
-    seqs: &'m [u32],
-    members: &'m [Member],
-}
-
-/// What [`change`] minimizes for a pair: `score(x', y')` over the changes
-/// with `ok(x', y')`, and where to look for swap partners: the change that
-/// moves `want` in `dim` from `x` to `y` is the ideal one, and `window`
-/// partners nearest to it are weighed ([`PAIR_WINDOW`]).
-struct Goal<S, O> {
-    score: S,
-    ok: O,
-    dim: Dim,
-    want: f64,
-    window: usize,
-}
-
-/// Applies the change from micro-batch `x` to `y` of least `score(x', y')`
-/// if it is below `score(x, y)` and `ok(x', y')`; returns the cost moved.
-///
-/// Each unpinned member `a` of `x` is weighed as a move (into the first
-/// sequence of `y` with room for it) and as a swap with the members of
-/// `y`: all of them, in their order, when `y` has at most `goal.window`
-/// unpinned members; else the `goal.window` whose value in `goal.dim` is
-/// nearest to `a`'s minus `goal.want` (the swaps nearest to the ideal
-/// change), found in `y`'s members sorted once. Ties go to the first
-/// found. O(|y| log |y| + |x| (log |y| + window + f)) time, `f` the work
-/// of a first-fit query ([`Rooms`]).
+/// Applies the change from micro-batch `x` to `y` that [`best_trade`]
+/// finds, if any; returns the cost moved.
 fn change<S, O>(
     stage: &Stage<'_>,
     goal: &Goal<S, O>,
@@ -379,121 +315,9 @@ where
     S: Fn(Phases, Phases) -> f64,
     O: Fn(Phases, Phases) -> bool,
 {
-    let prep = stage.prep;
-    let loads = &seqs.loads;
-    let (cx, cy) = (x.cost, y.cost);
-    let now = (goal.score)(cx, cy);
-    // y's members by value in the goal's dimension, when there are more
-    // than a window of them.
-    let mut sorted: Vec<(f64, u32)> = Vec::new();
-    if y.members.len() > goal.window {
-        sorted.extend(
-            y.members
-                .iter()
-                .enumerate()
-                .map(|(i, b)| (goal.dim.of(b.cost), i as u32)),
-        );
-        sorted.sort_unstable_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
-    }
-    let rooms = Rooms::new(prep.caps, y.seqs.iter().map(|&b| (b, loads[b as usize])));
-    // The best change so far and its score; ties to the first found.
-    let mut found: Option<(f64, Trade)> = None;
-    for a in x.members {
-        let lx = loads[a.seq as usize];
-        let (ca, sa) = (a.cost, a.size);
-        let better = |score: f64, found: &Option<(f64, Trade)>| {
-            score < now && found.map_or(true, |f| score < f.0)
-        };
-        let trade = |to: u32, back: Option<u32>| Trade {
-            from: a.seq,
-            a: a.index as usize,
-            to,
-            back: back.map(|b| b as usize),
-        };
-        let (nx, ny) = (cx - ca, cy + ca);
-        if (goal.ok)(nx, ny) && better((goal.score)(nx, ny), &found) {
-            if let Some(sy) = rooms.first_fit(sa) {
-                found = Some(((goal.score)(nx, ny), trade(sy, None)));
-            }
-        }
-        let mut weigh = |b: &Member| {
-            let (nx, ny) = (cx - ca + b.cost, cy + ca - b.cost);
-            if !(goal.ok)(nx, ny) {
-                return;
-            }
-            let score = (goal.score)(nx, ny);
-            if better(score, &found) && swap_fits(prep, lx, loads[b.seq as usize], sa, b.size) {
-                found = Some((score, trade(b.seq, Some(b.index))));
-            }
-        };
-        if sorted.is_empty() {
-            y.members.iter().for_each(&mut weigh);
-        } else {
-            let target = goal.dim.of(ca) - goal.want;
-            let at = sorted.partition_point(|e| e.0 < target);
-            for &(_, i) in &sorted[balancing_window(sorted.len(), at, goal.window / 2)] {
-                weigh(&y.members[i as usize]);
-            }
-        }
-    }
-    let [ca, cb] = found?.1.apply(prep, seqs);
+    let (_, trade) = best_trade(stage.prep, goal, x, y, &seqs.loads)?;
+    let [ca, cb] = trade.apply(stage.prep, seqs);
     Some(ca - cb)
-}
-
-/// The sequences of a micro-batch in their order, for the first with room
-/// for a sample: a binary tree whose nodes hold their leaves' least load
-/// in each dimension, so a subtree none of whose sequences can hold the
-/// sample is skipped. O(k) to build for k sequences; a query is
-/// O(log k) when one cap binds (several may send it down subtrees whose
-/// least loads in different dimensions come from different sequences).
-struct Rooms {
-    caps: [u64; 3],
-    /// The leaves: the sequences in order.
-    seqs: Vec<u32>,
-    /// Node `i`'s least loads; children `2i + 1` and `2i + 2`; the leaves
-    /// from `width - 1` on, padded with full ones.
-    least: Vec<[u64; 3]>,
-    width: usize,
-}
-
-impl Rooms {
-    fn new(caps: [u64; 3], seqs: impl ExactSizeIterator<Item = (u32, [u64; 3])>) -> Self {
-        let width = seqs.len().next_power_of_two();
-        let mut least = vec![caps; 2 * width - 1];
-        let mut ids = Vec::with_capacity(seqs.len());
-        for (i, (b, load)) in seqs.enumerate() {
-            least[width - 1 + i] = load;
-            ids.push(b);
-        }
-        for i in (0..width - 1).rev() {
-            let (l, r) = (least[2 * i + 1], least[2 * i + 2]);
-            least[i] = core::array::from_fn(|k| l[k].min(r[k]));
-        }
-        Rooms {
-            caps,
-            seqs: ids,
-            least,
-            width,
-        }
-    }
-
-    /// The first sequence that holds a sample of sizes `size`.
-    fn first_fit(&self, size: [u64; 3]) -> Option<u32> {
-        self.below(0, size)
-    }
-
-    fn below(&self, node: usize, size: [u64; 3]) -> Option<u32> {
-        let load = self.least[node];
-        // Loads never exceed the caps (padding leaves are at them).
-        if !(0..3).all(|k| size[k] <= self.caps[k] - load[k]) {
-            return None;
-        }
-        if node >= self.width - 1 {
-            return self.seqs.get(node + 1 - self.width).copied();
-        }
-        self.below(2 * node + 1, size)
-            .or_else(|| self.below(2 * node + 2, size))
-    }
 }
 
 /// The rounds across micro-steps (step 1 of the module docs).
@@ -728,26 +552,6 @@ mod tests {
             match (all, near) {
                 (Some(a), Some(b)) => prop_assert!((a - b).abs() <= 1e-9 * a, "{a} vs {b}"),
                 (a, b) => prop_assert_eq!(a, b),
-            }
-        }
-
-        /// [`Rooms::first_fit`] is the first sequence, in their order,
-        /// with room for the sizes in every cap.
-        #[test]
-        fn rooms_find_the_first_sequence_with_room(
-            loads in prop::collection::vec((0u64..100, 0u64..10, 0u64..5), 1..70),
-            sizes in prop::collection::vec((0u64..100, 0u64..10, 0u64..5), 1..20),
-        ) {
-            let caps = [100, 10, 5];
-            let seqs = loads.iter().enumerate().map(|(i, &(a, b, c))| (7 * i as u32, [a, b, c]));
-            let rooms = Rooms::new(caps, seqs);
-            for &(a, b, c) in &sizes {
-                let size = [a, b, c];
-                let want = loads
-                    .iter()
-                    .position(|&(x, y, z)| (0..3).all(|k| [x, y, z][k] + size[k] <= caps[k]))
-                    .map(|i| 7 * i as u32);
-                prop_assert_eq!(rooms.first_fit(size), want);
             }
         }
 

@@ -14,18 +14,18 @@
 //! swaps nearest to moving half the gap are tried
 //! ([`balancing_window`](crate::partition::balancing_window) in `y`'s
 //! samples sorted by cost, as the partition refinement does) and moves go
-//! to `y`'s roomiest sequence; per phase every pair is tried. Every applied
-//! change lowers the contest's multiset of group costs, so the loop ends;
-//! it also stops when the slowest group is within [`REFINE_TOLERANCE`] of the
-//! mean, after [`REFINE_ROUNDS`] iterations per group, and when the work budget
-//! is spent: at most [`REFINE_WORK`]` * (n + K)` candidate changes weighed (a move
-//! or swap scored, or a sample of a candidate group sorted) for n samples
-//! in K sequences, counted, not timed, so the plan stays deterministic. On
-//! the batches of the benches a refinement weighs at most 13 per sample and
-//! sequence, so the budget only stops shapes that would otherwise take
-//! quadratic time (two micro-batches of thousands of samples each: per
-//! phase every pair is tried).
-//!
+//! to `y`'s roomiest sequence; per phase the pair's search of the pairing
+//! stage weighs them ([`best_trade`]: every swap where `y` holds at most
+//! [`PAIR_WINDOW`] movable samples, else the [`PAIR_WINDOW`] nearest to
+//! moving half the gap; moves to `y`'s first sequence with room). Every
+//! applied change lowers the contest's multiset of group costs, so the
+//! loop ends; it also stops when the slowest group is within
+//! [`REFINE_TOLERANCE`] of the mean, after [`REFINE_ROUNDS`] iterations per
+//! group, and when the work budget is spent: at most [`REFINE_WORK`]` * (n
+//! + K)` candidate changes weighed (a move or swap scored, or a sample of
+//! a candidate group sorted) for n samples in K sequences, counted, not
+//! timed, so the plan stays deterministic.
+
 //! This is the planner's own rather than [`partition::refine`](crate::partition::refine)
 //! because its groups are sets of capacity-bounded sequences (a move must
 //! fit one sequence of the group, not a cap on the group's sum) and under
@@ -35,8 +35,9 @@
 //! Costs are the samples' own costs added up (exact for additive models).
 //!
 //! O(min(iterations * candidates * |x| * log |y|, REFINE_WORK * (n + K) * log n))
-//! time on the total, O(min(iterations * candidates * |x| * |y|, REFINE_WORK *
-//! (n + K))) per phase; O(groups + n) extra space.
+//! time on the total, O(min(iterations * candidates * (|x| (PAIR_WINDOW + log
+//! |y| + f) + |y| log |y|), REFINE_WORK * (n + K) * log n)) per phase (`f` a
+//! first-fit query, see [`best_trade`]); O(groups + n) extra space.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -47,9 +48,10 @@ use core::cmp::Reverse;
 use super::deal::Sequences;
 use super::sync::SyncModel;
 use super::tuning::{
-    REFINE_CANDIDATES, REFINE_POOLS, REFINE_ROUNDS, REFINE_TOLERANCE, REFINE_WIDE, REFINE_WORK,
+    PAIR_WINDOW, REFINE_CANDIDATES, REFINE_POOLS, REFINE_ROUNDS, REFINE_TOLERANCE, REFINE_WIDE,
+    REFINE_WORK,
 };
-use super::work::{self, swap_fits, Dim, Stage, Trade};
+use super::work::{self, best_trade, swap_fits, Dim, Goal, Side, Stage, Trade};
 use crate::cost::Phases;
 use crate::num::{from_order_bits, order_bits};
 use crate::partition::balancing_window;
@@ -359,7 +361,10 @@ impl Contest<'_> {
     }
 
     /// The best move or swap between `x` and one of `ys` on `target`'s
-    /// dimension: every pair is tried.
+    /// dimension, by [`best_trade`]: every pair is tried where `y` holds at
+    /// most [`PAIR_WINDOW`] movable samples, else the swaps nearest to half
+    /// the gap. Each candidate `y` spends `|x| * (min(|y|, window) + 1)` of
+    /// the budget before it is weighed.
     fn best_change(
         &self,
         x: usize,
@@ -368,74 +373,50 @@ impl Contest<'_> {
         seqs: &Sequences,
     ) -> Option<Change> {
         let Target { d, limit_other } = target;
-        let (bins, loads) = (&seqs.members, &seqs.loads);
-        let prep = self.stage.prep;
         let gx = self.cost[x];
         let m = d.of(gx);
         let other = d.other();
+        let (mut xs, mut my) = (Vec::new(), Vec::new());
+        work::gather(self.stage, seqs, self.groups[x], &mut xs);
         let mut best: Option<Change> = None;
         for e in ys {
             let y = e.1 .0 as usize;
-            if y == x {
-                continue;
-            }
             let gy = self.cost[y];
-            if d.of(gy) >= m {
+            if y == x || d.of(gy) >= m {
                 continue;
             }
-            for &bx in self.groups[x] {
-                let lx = loads[bx as usize];
-                for (ia, &pa) in bins[bx as usize].iter().enumerate() {
-                    if self.stage.pinned(pa) {
-                        continue;
-                    }
-                    let ca = prep.cost(pa as usize);
-                    let sa = prep.size(pa as usize);
-                    for &by in self.groups[y] {
-                        let ly = loads[by as usize];
-                        let cands = bins[by as usize].len();
-                        // `None` is a move; `Some(ib)` a swap with sample ib.
-                        if !self.spend(cands as u64 + 1) {
-                            return best;
-                        }
-                        for ib in (0..=cands).map(|i| i.checked_sub(1)) {
-                            let (cb, sb) = match ib {
-                                None => (Phases::ZERO, [0u64; 3]),
-                                Some(ib) => {
-                                    let pb = bins[by as usize][ib];
-                                    if self.stage.pinned(pb) {
-                                        continue;
-                                    }
-                                    (prep.cost(pb as usize), prep.size(pb as usize))
-                                }
-                            };
-                            let nx = gx - ca + cb;
-                            let ny = gy + ca - cb;
-                            let (kx, ky) = (d.of(nx), d.of(ny));
-                            if !(kx < m && ky < m) {
-                                continue;
-                            }
-                            let score = kx.max(ky);
-                            if best.is_some_and(|b| b.score <= score) {
-                                continue;
-                            }
-                            let oth = other.map_or(0.0, |o| o.of(nx).max(o.of(ny)));
-                            if oth > limit_other {
-                                continue;
-                            }
-                            if !swap_fits(prep, lx, ly, sa, sb) {
-                                continue;
-                            }
-                            best = Some(Change {
-                                bx,
-                                a: ia,
-                                by,
-                                b: ib,
-                                y,
-                                score,
-                            });
-                        }
-                    }
+            my.clear();
+            work::gather(self.stage, seqs, self.groups[y], &mut my);
+            let weighed = my.len().min(PAIR_WINDOW) as u64 + 1;
+            if !self.spend(xs.len() as u64 * weighed) {
+                return best;
+            }
+            let goal = Goal {
+                // The larger of the two in `d`; `x` is at `m`, the largest.
+                score: |nx: Phases, ny: Phases| d.of(nx).max(d.of(ny)),
+                ok: |nx: Phases, ny: Phases| {
+                    other.map_or(0.0, |o| o.of(nx).max(o.of(ny))) <= limit_other
+                },
+                dim: d,
+                want: (m - d.of(gy)) / 2.0,
+                window: PAIR_WINDOW,
+            };
+            let side = |g: usize, members| Side {
+                cost: self.cost[g],
+                seqs: self.groups[g],
+                members,
+            };
+            let found = best_trade(self.stage.prep, &goal, side(x, &xs), side(y, &my), &seqs.loads);
+            if let Some((score, t)) = found {
+                if best.map_or(true, |b| score < b.score) {
+                    best = Some(Change {
+                        bx: t.from,
+                        a: t.a,
+                        by: t.to,
+                        b: t.back,
+                        y,
+                        score,
+                    });
                 }
             }
         }

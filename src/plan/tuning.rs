@@ -73,8 +73,9 @@ pub(super) const PAIR_LEVELS: usize = 1;
 /// The pairs a round reads ahead: their members listed in one run.
 pub(super) const PAIR_CHUNK: usize = 256;
 
-/// The swap partners a member of a pair's first micro-batch is weighed
-/// with, at most: those of the second nearest to the ideal swap.
+/// The swap partners a sample of one group is weighed with in the other
+/// (`work::best_trade`: the pairing, and the refinement per phase), at
+/// most: those nearest to the ideal swap.
 pub(super) const PAIR_WINDOW: usize = 64;
 
 // The `planner` stage.
