@@ -21,11 +21,11 @@
 //! applied change lowers the contest's multiset of group costs, so the
 //! loop ends; it also stops when the slowest group is within
 //! [`REFINE_TOLERANCE`] of the mean, after [`REFINE_ROUNDS`] iterations per
-//! group, and when the work budget is spent: at most [`REFINE_WORK`]` * (n
-//! + K)` candidate changes weighed (a move or swap scored, or a sample of
-//! a candidate group sorted) for n samples in K sequences, counted, not
-//! timed, so the plan stays deterministic.
-
+//! group, and when the work budget is spent: at most
+//! [`REFINE_WORK`]` * (n + K)` candidate changes weighed (a move or swap
+//! scored, or a sample of a candidate group sorted) for n samples in K
+//! sequences, counted, not timed, so the plan stays deterministic.
+//!
 //! This is the planner's own rather than [`partition::refine`](crate::partition::refine)
 //! because its groups are sets of capacity-bounded sequences (a move must
 //! fit one sequence of the group, not a cap on the group's sum) and under
@@ -406,7 +406,13 @@ impl Contest<'_> {
                 seqs: self.groups[g],
                 members,
             };
-            let found = best_trade(self.stage.prep, &goal, side(x, &xs), side(y, &my), &seqs.loads);
+            let found = best_trade(
+                self.stage.prep,
+                &goal,
+                side(x, &xs),
+                side(y, &my),
+                &seqs.loads,
+            );
             if let Some((score, t)) = found {
                 if best.map_or(true, |b| score < b.score) {
                     best = Some(Change {

@@ -790,7 +790,7 @@ impl<const B: usize> Search<'_, B> {
                     sa,
                     lx,
                 };
-                if self.into_sinks(&hunt, &a, seqs, &mut best).is_break()
+                if self.sink_moves(&hunt, &a, seqs, &mut best).is_break()
                     || self.by_cost(&hunt, &a, seqs, &mut best).is_break()
                     || self.by_size(&hunt, &a, seqs, &mut best).is_break()
                 {
@@ -835,7 +835,7 @@ impl<const B: usize> Search<'_, B> {
     /// The moves of `a` into the least loaded micro-batches, in each
     /// barrier, of the hunt's micro-step and its sinks. Breaks when the
     /// budget ends.
-    fn into_sinks(
+    fn sink_moves(
         &self,
         hunt: &Hunt,
         a: &Out,

@@ -163,7 +163,13 @@ impl Trade {
 /// one of sizes `sb` in a sequence of loads `ly` keeps both within `prep`'s
 /// caps (`sb` zero: a move of the first into the second).
 #[inline]
-pub(crate) fn swap_fits(prep: &Prepared, lx: [u64; 3], ly: [u64; 3], sa: [u64; 3], sb: [u64; 3]) -> bool {
+pub(crate) fn swap_fits(
+    prep: &Prepared,
+    lx: [u64; 3],
+    ly: [u64; 3],
+    sa: [u64; 3],
+    sb: [u64; 3],
+) -> bool {
     (0..3).all(|k| lx[k] - sa[k] + sb[k] <= prep.caps[k] && ly[k] - sb[k] + sa[k] <= prep.caps[k])
 }
 
@@ -180,7 +186,12 @@ pub(crate) struct Member {
 /// Appends the unpinned members of the sequences `bs`, in order, to `out`;
 /// returns the cost of all of them, pinned ones included, summed in order
 /// (each sample read once).
-pub(crate) fn gather(stage: &Stage<'_>, seqs: &Sequences, bs: &[u32], out: &mut Vec<Member>) -> Phases {
+pub(crate) fn gather(
+    stage: &Stage<'_>,
+    seqs: &Sequences,
+    bs: &[u32],
+    out: &mut Vec<Member>,
+) -> Phases {
     let mut total = Phases::ZERO;
     for &b in bs {
         for (i, &p) in seqs.members[b as usize].iter().enumerate() {
@@ -285,9 +296,15 @@ where
             (y.members, &sorted[..])
         } else {
             let at = sorted.partition_point(|e| e.0 < goal.dim.of(ca) - goal.want);
-            (&[][..], &sorted[balancing_window(sorted.len(), at, goal.window / 2)])
+            (
+                &[][..],
+                &sorted[balancing_window(sorted.len(), at, goal.window / 2)],
+            )
         };
-        for b in all.iter().chain(near.iter().map(|&(_, i)| &y.members[i as usize])) {
+        for b in all
+            .iter()
+            .chain(near.iter().map(|&(_, i)| &y.members[i as usize]))
+        {
             let (nx, ny) = (cx - ca + b.cost, cy + ca - b.cost);
             if !(goal.ok)(nx, ny) {
                 continue;
@@ -349,7 +366,11 @@ impl<'s> Rooms<'s> {
     /// Whether a sequence of `load` holds a sample of sizes `size`.
     #[inline]
     fn holds(&self, load: [u64; 3], size: [u64; 3]) -> bool {
-        (0..3).all(|k| load[k].checked_add(size[k]).is_some_and(|t| t <= self.caps[k]))
+        (0..3).all(|k| {
+            load[k]
+                .checked_add(size[k])
+                .is_some_and(|t| t <= self.caps[k])
+        })
     }
 
     /// The first sequence that holds a sample of sizes `size`.
