@@ -24,9 +24,7 @@
 //!   and `b`. Sequences are nearly full, so a swap fits only where `b` is
 //!   about `a`'s size, which a window of the global index rarely holds
 //!   (most of its candidates fail a cap): the buckets find the swaps that
-//!   fit. At convergence (effort 1000) they take the per-phase plans of
-//!   65,536 samples over 1,024 ranks from 1.0090 to 1.0035 over the bound
-//!   on interleaved, 1.0085 to 1.0071 on anyres-mix;
+//!   fit (their effect is in `BENCHMARKS.md`);
 //! - the moves of `a` into the two least loaded micro-batches, in each
 //!   barrier, of `x`'s micro-step and of the [`SEARCH_SINKS`] other micro-steps
 //!   whose barriers exceed their means most (room under a maximum that a
@@ -94,8 +92,7 @@ use crate::num::{from_order_bits, order_bits};
 /// The first index of `index`, sorted by `key`, whose key is not below
 /// `target`, `coarse` holding every [`SEARCH_BLOCK`]-th key: a binary search in
 /// `coarse`, then one in a block that reads `key` of log2 [`SEARCH_BLOCK`]
-/// entries. (The keys of every entry, an array of 8 bytes a sample and
-/// barrier, were the largest part of the search's memory at its peak.)
+/// entries: no array of every entry's key is kept, only the positions.
 fn lower(index: &[u32], coarse: &[f64], target: f64, key: impl Fn(u32) -> f64) -> usize {
     let c = coarse.partition_point(|&v| v < target);
     if c == 0 {
@@ -571,9 +568,8 @@ impl<const B: usize> Search<'_, B> {
     /// O(R * SEARCH_KEPT) time at worst, O(R + SEARCH_KEPT^2 log R) for values in no
     /// particular order: one pass, which keeps the [`SEARCH_KEPT`] + 1 first of
     /// each ranking seen so far, so that after the first few hundred ranks
-    /// a value is one comparison with the last of them. (A selection over
-    /// all R, then a sort, read them twice: a fifth of the planning time at
-    /// 16,384 ranks.)
+    /// a value is one comparison with the last of them: the values are
+    /// read once.
     fn rescan(&mut self, j: usize, i: usize) {
         let (steps, ranks) = (self.stage.shape.steps, self.stage.shape.ranks);
         self.spend(ranks as u64);

@@ -1,4 +1,15 @@
-//! Shared pieces of the stages that trade samples between groups (refine, pair, search): what they read ([`Stage`]), the dimensions they balance ([`Dim`], and [`barrier`] for loops generic over a sync model's barriers) and the counted work budget.
+//! What the stages that trade samples between groups (refine, pair, search) share: what they read ([`Stage`]), the dimensions they balance ([`Dim`], [`barrier`]), one change and its apply ([`Trade`]), the search of the best change between two groups ([`best_trade`]) and the counted work budget ([`spend`]).
+//!
+//! A *group* is a set of sequences that waits as one at a barrier: a
+//! rank's micro-batch of one micro-step, or a whole rank under one barrier
+//! a step. A change moves one sample of a group into a sequence of
+//! another, or swaps two samples; every cap of both sequences is kept and
+//! pinned positions never move. [`best_trade`] weighs the changes between
+//! two groups under an objective the stage gives ([`Goal`]), in
+//! `O(|y| log |y| + |x| (log |y| + window + f))` time for groups of `|x|`
+//! and `|y|` movable samples (`f` a first-fit query, `O(log S)` for `S`
+//! sequences when one cap binds); [`Trade::apply`] makes the change in
+//! O(1).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -101,8 +112,7 @@ impl Dim {
 /// [`Dim::barriers`] lists them: vision and language for `B = 2`
 /// ([`SyncModel::Phase`]), the total for `B = 1` (the others). The stages'
 /// inner loops are generic over `B`, so that the compiler knows the
-/// barriers: no loop over a slice of [`Dim`] and no branch on each
-/// (the pairing took a third fewer instructions so).
+/// barriers: no loop over a slice of [`Dim`] and no branch on each.
 #[inline(always)]
 pub(crate) fn barrier<const B: usize>(i: usize, c: Phases) -> f64 {
     if B == 2 {
