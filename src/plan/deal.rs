@@ -39,11 +39,9 @@ pub(crate) enum RowKey {
     Language,
 }
 
-/// One sequence's positions, up to 8 held inline (a sequence of
-/// `anyres-mix` holds about 7 samples at 10^6 over 16,384 ranks). As
-/// `Vec`s, one small buffer a sequence of each layout the planner holds
-/// at once sat in the holes of its freed arrays (peak memory a sample:
-/// `BENCHMARKS.md`, "Memory").
+/// One sequence's positions, up to 8 held inline: no allocation of its own
+/// for a sequence of a few samples (peak memory a sample: `BENCHMARKS.md`,
+/// "Memory").
 pub(crate) type Members = smallvec::SmallVec<[u32; 8]>;
 
 /// The packed sequences with what the dealing and the refinement read:

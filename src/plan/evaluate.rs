@@ -328,8 +328,7 @@ pub(crate) struct Stair {
 ///
 /// `keys` is scratch space (cleared): each sample's floor, sizes and
 /// index, read once in index order and sorted together, so that the scan
-/// in floor order reads no sample (reading `size(i)` in that order was a
-/// cache miss a sample on large batches).
+/// in floor order reads no sample.
 ///
 /// # Complexity
 ///

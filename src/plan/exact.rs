@@ -61,7 +61,7 @@
 //! O(budget * log n) time: each child weighed costs `R * A + 1` units
 //! (`R + 1` a rank under one barrier a step), its bound and capacity O(log n)
 //! a micro-batch (a binary search in the sorted values left), each node of
-//! a packing one unit per sequence tried; O(n^2 log n) before, to sort the
+//! a packing one unit per sequence tried; O(n^2 log n) once, to sort the
 //! values left at every depth. O(n^2 + K) extra space, and O(n + K) a level
 //! of the recursion (depth n; the children, a packing's undo), for
 //! `K = R * A * S` sequences.

@@ -224,12 +224,10 @@ fn balanced(
 /// by phase over all `k` sequences, the row's holding what it holds
 /// ([`vector_lpt_onto`]: a row sequence, costlier than the mean, takes one
 /// only where no other has room for it), `None` if they do not fit.
-///
-/// (Balanced over the other `k - row` sequences alone, they did not fit
-/// on `interleaved` batches, whose units fill 94% of the sequences: a row
-/// of long, language-dense samples holds fewer units than its share, so
-/// the others were left 97% full of them and the greedy failed. The row
-/// was then dropped without a word.)
+/// Balancing the others over all `k` sequences, not the `k - row` outside
+/// the row, matters where units nearly fill the sequences: a row of long,
+/// language-dense samples holds fewer units than its share, and the
+/// others alone may not fit the rest.
 fn around_fill_row(prep: &Prepared, k: usize, row: usize) -> Option<Vec<Vec<u32>>> {
     let (mut sequences, taken) = fill_row(prep, row, k)?;
     let rest: Vec<u32> = (0..prep.len() as u32)

@@ -15,8 +15,7 @@
 //! pairs of samples spread over the batch: when every pair costs the sum of
 //! its two costs alone (to `1e-9` relative, phase by phase), the model is
 //! taken as additive and nothing changes (the built-in additive models, the
-//! presets with varlen attention: their plans are bit for bit those of
-//! before). Otherwise [`share`] evaluates every sequence of a plan exactly
+//! presets with varlen attention). Otherwise [`share`] evaluates every sequence of a plan exactly
 //! as a group, and gives each sample, per phase, its floor
 //! ([`CostModel::floor`]) plus the sequence's cost above its samples'
 //! floors split in proportion to the samples' tokens: the shares of a
@@ -28,12 +27,6 @@
 //! so the plan is never worse than the plan of the own costs; the
 //! [`Report`](super::Report) still evaluates every sequence exactly, and
 //! the lower bound still sums the floors.
-//!
-//! Tried and dropped (same batches): the vision part split by ViT units
-//! (a sequence's few image samples took its whole per-sequence vision
-//! cost; worse), each sample's leave-one-out marginal cost (worse: it
-//! counts `c T^2` twice over), and the part every sample pays alone (a
-//! cost per sequence) left out of the shares (worse).
 //!
 //! # Complexity
 //!
