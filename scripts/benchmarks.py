@@ -24,7 +24,8 @@ of the file diff row by row. Each step's full output is kept in target/benchmark
 Needs: cargo, git, and for the Python table the environment of `scripts/python-tests.sh
 --prepare` (.venv with the package installed; rebuild it after changing the crate). The
 comparison with verl needs torch there too (the environment has it) and, the first time, the
-package index (pip installs verl's wheel alone); the one with 92013e7 needs the git history.
+package index (pip installs verl's wheel alone); the ones with 92013e7 and bf14e0f (the 13-seed
+table) need the git history.
 Standard library only.
 """
 
@@ -81,9 +82,10 @@ def run(step, cmd, env=None, cwd=ROOT):
 BUILT = {}  # (kind, name) -> the executable built at the start of the run
 
 
-def build(step, cmd):
+def build(step, cmd, tag=""):
     """Runs a cargo build with JSON messages and records its executables, so that every table of
-    the run comes from this one build even if the sources change while it runs."""
+    the run comes from this one build even if the sources change while it runs. `tag` tells apart
+    the executables of another version's build: each is recorded as (kind, name + tag)."""
     out = run(step, cmd + ["--message-format=json-render-diagnostics"])
     for line in out.splitlines():
         if not line.startswith("{"):
@@ -93,10 +95,10 @@ def build(step, cmd):
             # A copy of its own: another build in the same target folder (of other sources)
             # would overwrite cargo's file while the run reads it.
             kind, name = msg["target"]["kind"][0], msg["target"]["name"]
-            copy = LOGS / "bin" / f"{kind}-{name}"
+            copy = LOGS / "bin" / f"{kind}-{name}{tag}"
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(msg["executable"], copy)
-            BUILT[(kind, name)] = str(copy)
+            BUILT[(kind, name + tag)] = str(copy)
 
 
 def exe(kind, name, step):
@@ -367,19 +369,83 @@ equal counts, this planner on token counts, and this planner. `planning`: the wa
 that one plan on this machine.""", cmd, rows, m)
 
 
+BEFORE = "bf14e0f"  # the planner before issue 45's rewrite (its quality target: "today's")
+BEFORE_DIR = LOGS / "before-45"
+
+
+def build_before(step):
+    """Builds this tree's examples/plan_table.rs against the crate at BEFORE: the commit extracted
+    (git archive, old_tree) under target/benchmarks/before-45/, the example copied over its
+    own (it uses only the public API, which BEFORE has), built in a target folder of its own.
+    Returns the executable."""
+    tree = old_tree(BEFORE, BEFORE_DIR, rename=False)
+    source = (ROOT / "examples" / "plan_table.rs").read_bytes()
+    copy = tree / "examples" / "plan_table.rs"
+    if copy.read_bytes() != source:  # written (dated now) only when it changes: cargo then rebuilds it
+        copy.write_bytes(source)
+    build(f"build-{step}-{BEFORE}", ["cargo", "build", "--release", *FEATURES, "--example", "plan_table",
+                                      "--manifest-path", str(tree / "Cargo.toml"),
+                                      "--target-dir", str(BEFORE_DIR / "target")], tag=f"-{BEFORE}")
+    return exe("example", f"plan_table-{BEFORE}", step)
+
+
+def seed_rows(step, out):
+    """The seeds mode's rows: {(scenario, costs, sync, R): (mean, worst)} in the order printed."""
+    (found,) = expect_tables(step, out, 1)
+    head = [c.strip() for c in found[0].strip("|").split("|")]
+    want = ["scenario", "costs", "sync model", "R", "effort", "mean", "worst"]
+    if head[:len(want)] != want:
+        raise Failure(f"step {step!r}: the seeds table's columns are {head}, expected {want} first "
+                      f"(see {LOGS / (step + '.log')})")
+    rows = {}
+    for line in found[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[tuple(cells[:4])] = (float(cells[5]), float(cells[6]))
+    return rows
+
+
 def step_plan_seeds(doc, quick):
+    """The 13-seed quality table, at BEFORE and today: the same example (today's file) built
+    against both versions of the crate, every sync model, given and preset costs."""
     m = machine()
-    rows = []
+    old = build_before("plan-seeds")
+    before, today = {}, {}
     for ranks in (["64"] if quick else ["64", "1024"]):
         for sync in ("step", "micro-step", "phase"):
-            cmd, out = example(f"plan-seeds-{sync}-{ranks}", "plan_table", ["seeds", sync, ranks])
-            (found,) = expect_tables(f"plan-seeds-{sync}-{ranks}", out, 1)
-            rows += found if not rows else found[2:]
-    doc.table("Over 13 seeds, given costs", """
-`examples/plan_table.rs`, seeds mode: the given-cost plans of the table above over the seeds 42,
-7, 1, 3, 5, 2, 4, 6, 8, 9, 10, 11 and 12 (64 samples a rank): the mean and the worst of the
-predicted step time over the lower bound, how many seeds are within 1.01, and the wall time of
-the 13 plans.""", cmd.replace(f"seeds {sync} {ranks}", "seeds <sync> <ranks>"), rows, m)
+            name, args = f"plan-seeds-{sync}-{ranks}", ["seeds", sync, ranks, "default", "both"]
+            before.update(seed_rows(f"{name}-{BEFORE}", run(f"{name}-{BEFORE}", [old, *args])))
+            _, out = example(name, "plan_table", args)
+            today.update(seed_rows(name, out))
+    if before.keys() != today.keys():
+        raise Failure(f"step 'plan-seeds': {BEFORE} and today printed different rows "
+                      f"({sorted(before.keys() ^ today.keys())}; see {LOGS}/plan-seeds-*.log)")
+    rows = [f"| scenario | costs | sync model | R | {BEFORE} mean | {BEFORE} worst | today mean | today worst "
+            f"| worst, today - {BEFORE} (points) |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    rises = []  # (points, which, row)
+    for key, (mean, worst) in today.items():
+        old_mean, old_worst = before[key]
+        rises += [(round((mean - old_mean) * 100, 2), "mean", key),
+                  (round((worst - old_worst) * 100, 2), "worst", key)]
+        rows.append(f"| {' | '.join(key)} | {old_mean:.4f} | {old_worst:.4f} | {mean:.4f} | {worst:.4f} | "
+                    f"{(worst - old_worst) * 100:+.2f} |")
+    top = {which: max(r for r in rises if r[1] == which) for which in ("mean", "worst")}
+    said = "; ".join(f"{which} {p:+.2f} points ({', '.join(key)})" if p > 0 else f"no {which} above {BEFORE}'s"
+                     for which, (p, _, key) in top.items())
+    within = all(p <= 0.1 for p, _, _ in rises)
+    verdict = (f"Largest rise over {BEFORE}: {said}. Every row's mean and worst within 0.1 point of "
+               f"{BEFORE}'s (issue 45's target): {'yes' if within else 'no'}.")
+    doc.table(f"Over 13 seeds, {BEFORE} and today", f"""
+`examples/plan_table.rs`, seeds mode (`seeds <sync> <ranks> default both`), this tree's file run
+twice: built here, and built against the crate at commit `{BEFORE}` (the planner before issue
+45's rewrite; extracted by `git archive` under `target/benchmarks/before-45/`, the example copied
+over its own: it uses only the public API). Each scenario's batch over the seeds 42, 7, 1, 3, 5,
+2, 4, 6, 8, 9, 10, 11 and 12 (64 samples a rank), with the given costs (`cost::Given`, told
+each sample's cost in seconds from the independent "measured" model) and with the scenario's
+preset: the mean and the worst over the seeds of the predicted step time over the lower bound
+(1 is optimal). A point is 0.01 of the ratio; differences are of the printed four-decimal
+ratios. Times are in the timing tables.""", "scripts/benchmarks.py --only plan-seeds" + (" --quick" if quick else ""),
+              rows, m, after=verdict)
 
 
 def step_gain(doc, quick):
@@ -532,27 +598,29 @@ OLD = "92013e7"  # the planner before the tuning passes (issue 45's speed target
 AGAINST = LOGS / "against-old"
 
 
-def old_tree(rev):
-    """The sources of commit `rev`, extracted (git archive) under target/benchmarks/against-old/
-    once, the package renamed `microbatch_old` (so that one program can link both versions);
+def old_tree(rev, under=AGAINST, rename=True):
+    """The sources of commit `rev`, extracted (git archive) into `under`/src-<rev> once, the
+    package renamed `microbatch_old` if `rename` (so that one program can link both versions);
     works from any clone with the history."""
     full = git("rev-parse", "--verify", f"{rev}^{{commit}}")
-    tree = AGAINST / f"src-{rev}"
+    tree = under / f"src-{rev}"
     stamp = tree / ".extracted"
-    if read(stamp).strip() != f"{full} microbatch_old":
+    name = "microbatch_old" if rename else "microbatch"
+    if read(stamp).strip() != f"{full} {name}":
         if tree.exists():
             shutil.rmtree(tree)
         tree.mkdir(parents=True)
         archive = subprocess.run(["git", "archive", "--format=tar", full], cwd=ROOT, stdout=subprocess.PIPE, check=True)
         # -m: files dated now, so that cargo never takes an older build for this one.
         subprocess.run(["tar", "-x", "-m", "-C", str(tree)], input=archive.stdout, check=True)
-        manifest = tree / "Cargo.toml"
-        text, renamed = re.subn(r'^name = "microbatch"$', 'name = "microbatch_old"', manifest.read_text(), count=1,
-                                flags=re.M)
-        if not renamed:
-            raise Failure(f"step 'against-old': no `name = \"microbatch\"` line in {rev}'s Cargo.toml to rename")
-        manifest.write_text(text, encoding="utf-8")
-        stamp.write_text(f"{full} microbatch_old\n", encoding="utf-8")
+        if rename:
+            manifest = tree / "Cargo.toml"
+            text, renamed = re.subn(r'^name = "microbatch"$', 'name = "microbatch_old"', manifest.read_text(),
+                                    count=1, flags=re.M)
+            if not renamed:
+                raise Failure(f"step 'against-old': no `name = \"microbatch\"` line in {rev}'s Cargo.toml to rename")
+            manifest.write_text(text, encoding="utf-8")
+        stamp.write_text(f"{full} {name}\n", encoding="utf-8")
     return tree
 
 
