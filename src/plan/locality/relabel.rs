@@ -92,6 +92,19 @@ pub(super) fn relabel(
         taken.iter_mut().for_each(|t| *t = false);
         start = end;
     }
+    // A rank ends up without samples when every block given to it is
+    // empty (each column's blocks go to the ranks one to one): then
+    // nothing moves.
+    let mut filled = vec![false; ranks];
+    for c in 0..cols {
+        for r in 0..ranks {
+            let k = first_slot(c, r);
+            filled[to[c * ranks + r]] |= slots[k..k + width].iter().any(|s| !s.is_empty());
+        }
+    }
+    if filled.contains(&false) {
+        return slots;
+    }
     let mut out: Vec<Vec<u32>> = vec![Vec::new(); slots.len()];
     for c in 0..cols {
         for r in 0..ranks {
@@ -100,21 +113,6 @@ pub(super) fn relabel(
                 out[dest + i] = core::mem::take(&mut slots[from + i]);
             }
         }
-    }
-    if out
-        .chunks(shape.per_rank())
-        .any(|rank| rank.iter().all(Vec::is_empty))
-    {
-        // Put everything back.
-        for c in 0..cols {
-            for r in 0..ranks {
-                let (from, dest) = (first_slot(c, r), first_slot(c, to[c * ranks + r]));
-                for i in 0..width {
-                    slots[from + i] = core::mem::take(&mut out[dest + i]);
-                }
-            }
-        }
-        return slots;
     }
     out
 }
@@ -186,6 +184,29 @@ mod tests {
         let relabelled = relabel(&homes, sync, true, shape, slots.clone());
         assert_eq!(homes.cost(shape, &relabelled).0, 3);
         assert_eq!(homes.cost(shape, &slots).0, 22);
+    }
+
+    #[test]
+    fn a_matching_that_would_empty_a_rank_moves_nothing() {
+        // Two ranks of two micro-steps: rank 0 holds a sample of rank 1 in
+        // micro-step 0, rank 1 another in micro-step 1. Matched greedily,
+        // both micro-batches go to rank 1 and rank 0 would get none: the
+        // layout stays as it is.
+        let shape = Shape {
+            ranks: 2,
+            steps: 2,
+            per_step: 1,
+        };
+        let samples = [(1, 1.0, 0.0, 1, 10), (1, 1.0, 0.0, 1, 10)];
+        let (_, homes) = batch(&samples, 8, shape, SyncModel::MicroStep);
+        let slots = vec![vec![0], vec![], vec![], vec![1]];
+        let kept = relabel(&homes, SyncModel::MicroStep, false, shape, slots.clone());
+        assert_eq!(kept, slots);
+        // With one of them at home on rank 0 instead, each rank keeps one.
+        let samples = [(1, 1.0, 0.0, 0, 10), (1, 1.0, 0.0, 1, 10)];
+        let (_, homes) = batch(&samples, 8, shape, SyncModel::MicroStep);
+        let moved = relabel(&homes, SyncModel::MicroStep, false, shape, slots.clone());
+        assert_eq!(homes.cost(shape, &moved).0, 0);
     }
 
     proptest! {
