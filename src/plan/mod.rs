@@ -83,9 +83,10 @@
 //! (two packings and two row keys under per-phase barriers, the plans with
 //! and without the exact stage for a model that is not additive), the plan
 //! of lower predicted step time is kept, ties to the first. Under
-//! per-micro-step barriers the per-phase layout is the start, searched
-//! again under per-micro-step barriers: the plan is never worse than the
-//! per-phase plan of the same batch.
+//! per-micro-step barriers the search starts from the per-phase start (the
+//! packings dealt and refined phase by phase), or the plan without the
+//! search is kept where it is faster: raising the search effort never
+//! makes a plan slower.
 //!
 //! The cost of a sequence in stages 4 to 8 is the sum of its samples' costs
 //! (their own for additive models, their shares for the others); the

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`SyncModel::Step`] | pack, then deal and refine |
 //! | [`SyncModel::Phase`] | pack; deal and refine that packing and the per-phase packing of the same micro-steps, keep the best (the per-phase one whenever it holds the fill row); pair, search, exact |
-//! | [`SyncModel::MicroStep`] | the per-phase layout (the row above) paired, searched and made exact again under per-micro-step barriers; or the packing dealt and refined under them, where that is faster |
+//! | [`SyncModel::MicroStep`] | the per-phase start (the row above, before its pair) paired, searched and made exact under per-micro-step barriers; or the packing dealt and refined under them, where that is faster |
 //!
 //! Dealing under [`SyncModel::Phase`] tries two row keys ([`RowKey`]) and
 //! keeps the best. Every "keep the best" is [`best`]: the lowest step time
@@ -18,8 +18,8 @@
 //! # Complexity
 //!
 //! Per run: at most two packings (O(n log n) each), five deals and
-//! refinements, two pairings, two searches and two exact stages (the last
-//! two on their counted budgets); O(n + K) extra space, two layouts at a
+//! refinements, one pairing, one search and one exact stage (the last two
+//! on their counted budgets); O(n + K) extra space, two layouts at a
 //! time.
 
 use alloc::vec::Vec;
@@ -94,12 +94,12 @@ impl Run<'_> {
         let first = pack(self.batch, self.request)?;
         let searching = self.refine && self.effort > 0;
         Ok(match self.sync {
-            // The per-phase layout (its per-phase time bounds its
-            // per-micro-step time from above) searched again under
-            // per-micro-step barriers; or, where it is faster under them,
-            // the packing dealt and refined under them (the plan without
-            // the search). So the plan is never worse than the per-phase
-            // plan, nor than the plan without the search.
+            // The per-phase start (stages 4 to 6 under per-phase barriers:
+            // its per-phase time bounds its per-micro-step time from above)
+            // paired, searched and made exact under per-micro-step
+            // barriers; or, where it is faster under them, the packing
+            // dealt and refined under them (the plan without the search):
+            // never worse than that.
             SyncModel::MicroStep if searching => {
                 let micro = SyncModel::MicroStep;
                 let mut own = self.dealt(micro, first.clone());
@@ -107,8 +107,7 @@ impl Run<'_> {
                 // Held while the other is made: only its members are read
                 // again (its time is known).
                 own.seqs = core::mem::take(&mut own.seqs).members_only();
-                let phase = self.searched(SyncModel::Phase, self.started(first));
-                best(self.searched(micro, phase), [own], |l| l.time)
+                best(self.searched(micro, self.started(first)), [own], |l| l.time)
             }
             SyncModel::Phase => self.searched(SyncModel::Phase, self.started(first)),
             sync => self.searched(sync, self.dealt(sync, first)),

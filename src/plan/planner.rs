@@ -435,8 +435,8 @@ impl<M: Incremental> Planner<M> {
     /// deterministic); `0` turns the pairing and the search off. The
     /// default is 45 (its planning times: `BENCHMARKS.md`); larger values
     /// search longer on large batches. Under [`SyncModel::MicroStep`] the
-    /// per-phase plan is made first and searched on again (twice the
-    /// search).
+    /// search starts from the per-phase start (the packings dealt and
+    /// refined phase by phase).
     /// Small batches (at most 24 samples or units, none pinned) also get an
     /// exact branch and bound over every layout of the plan's shape, of
     /// `effort * 65536` units (a child weighed costs `R * A + 1` units,
@@ -729,10 +729,8 @@ impl<M: Incremental> Planner<M> {
     /// times for [`SyncModel::Phase`] and [`SyncModel::MicroStep`]: two
     /// packings, two row keys), the search at most
     /// [`search_effort`](Planner::search_effort)` * max(n + K, 65536)`
-    /// units (twice for [`SyncModel::MicroStep`], which searches the
-    /// per-phase plan again), the exact search of small batches at most
-    /// `search_effort * 65536` units (twice for
-    /// [`SyncModel::MicroStep`]) and its proof of the bound at most
+    /// units, the exact search of small batches at most
+    /// `search_effort * 65536` units and its proof of the bound at most
     /// `search_effort * 262144`, whatever the settings: no
     /// setting alone makes planning slower or larger. A model that is not
     /// additive on the batch (a cost per sequence, attention over the packed
