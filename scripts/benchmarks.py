@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -433,8 +434,8 @@ def step_plan_seeds(doc, quick):
     said = "; ".join(f"{which} {p:+.2f} points ({', '.join(key)})" if p > 0 else f"no {which} above {BEFORE}'s"
                      for which, (p, _, key) in top.items())
     within = all(p <= 0.1 for p, _, _ in rises)
-    verdict = (f"Largest rise over {BEFORE}: {said}. Every row's mean and worst within 0.1 point of "
-               f"{BEFORE}'s (issue 45's target): {'yes' if within else 'no'}.")
+    verdict = textwrap.fill(f"Largest rise over {BEFORE}: {said}. Every row's mean and worst within 0.1 point "
+                            f"of {BEFORE}'s (issue 45's target): {'yes' if within else 'no'}.", 100)
     doc.table(f"Over 13 seeds, {BEFORE} and today", f"""
 `examples/plan_table.rs`, seeds mode (`seeds <sync> <ranks> default both`), this tree's file run
 twice: built here, and built against the crate at commit `{BEFORE}` (the planner before issue
