@@ -6,7 +6,7 @@ use super::baseline::Naive;
 use super::exact::{proven_bound, MAX_SAMPLES as EXACT_SAMPLES};
 use super::finish::{exact_time, finish, Context, Placed};
 use super::group::{ungroup, units, GroupScope, Units};
-use super::locality::{check_origins, localize, Homes, Locality, Movable};
+use super::locality::{check_origins, localize, Asked, Homes, Locality, Movable};
 use super::output::Plan;
 use super::pack::Request;
 use super::pipeline::{additive_time, best, Layout, Run};
@@ -839,7 +839,11 @@ impl<M: Incremental> Planner<M> {
                     (true, GroupScope::MicroBatch) => Movable::WholeMicroBatches,
                     (true, _) => Movable::WholeRanks,
                 };
-                let (local, t0) = localize(prep, cx, shape, slots, &homes, loc, movable)?;
+                let asked = Asked {
+                    locality: loc,
+                    movable,
+                };
+                let (local, t0) = localize(prep, cx, shape, slots, &homes, asked)?;
                 slots = local.slots;
                 costs = Some(local.costs);
                 locality_free = Some(t0);

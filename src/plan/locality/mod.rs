@@ -279,6 +279,14 @@ pub(crate) enum Movable {
     WholeRanks,
 }
 
+/// What locality is asked for: the user's [`Locality`] (tolerance, nodes)
+/// and what the plan lets move.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Asked {
+    pub(crate) locality: Locality,
+    pub(crate) movable: Movable,
+}
+
 /// A layout evaluated exactly, and the weighted bytes and samples it moves.
 type Scored = (Costed, (u128, usize));
 
@@ -295,9 +303,12 @@ pub(crate) fn localize<M: Incremental>(
     shape: Shape,
     slots: Vec<Vec<u32>>,
     homes: &Homes,
-    loc: Locality,
-    movable: Movable,
+    asked: Asked,
 ) -> Result<(Costed, f64), Error> {
+    let Asked {
+        locality: loc,
+        movable,
+    } = asked;
     // Every layout below is evaluated exactly, each from one already
     // evaluated, so that only the sequences it changed are evaluated anew.
     let p0 = Costed::new(prep, cx, shape, slots)?;
