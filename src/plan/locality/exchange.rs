@@ -39,47 +39,8 @@ use super::super::tuning::{LOCALITY_NODES, LOCALITY_PAIR};
 use super::budget::Budget;
 use super::homes::Homes;
 use super::split::Pair;
-use super::{add, normalize, sub3};
+use super::state::{add, normalize, sub3, Info, Search};
 use crate::cost::Phases;
-
-/// What the search reads of a sample, in one place (one cache line).
-#[derive(Clone, Copy)]
-pub(super) struct Info {
-    pub(super) cost: Phases,
-    pub(super) size: [u32; 3],
-    pub(super) origin: u32,
-    pub(super) bytes: u64,
-}
-
-/// Step 3's state: a layout, its sizes and loads, and when each rank,
-/// node and group last changed.
-pub(super) struct Search<'a> {
-    /// Every sample's cost, size, origin and bytes, by position.
-    pub(super) info: Vec<Info>,
-    pub(super) prep: &'a Prepared,
-    pub(super) homes: &'a Homes,
-    pub(super) budget: Budget,
-    pub(super) slots: Vec<Vec<u32>>,
-    pub(super) slot_of: Vec<u32>,
-    /// Tokens, units, images of every slot.
-    pub(super) size: Vec<[u64; 3]>,
-    /// Samples of every rank (a rank is never emptied).
-    pub(super) count: Vec<usize>,
-    /// Samples of every rank held by another rank or by none.
-    foreign: Vec<usize>,
-    /// Changes applied so far; the last change to every rank, every node
-    /// (rank without nodes) and every group; the changes counted when
-    /// every sample was last weighed.
-    tick: u64,
-    changed: Vec<u64>,
-    node_changed: Vec<u64>,
-    group_changed: Vec<u64>,
-    seen: Vec<u64>,
-    /// The cost of every group.
-    pub(super) load: Vec<Phases>,
-    /// The re-splits this run may still weigh ([`Locality::effort`](super::Locality::effort)).
-    pub(super) resplits: u64,
-}
 
 impl<'a> Search<'a> {
     /// The search on `slots` under `budget`. O(n + K).

@@ -50,7 +50,7 @@ use super::super::sync::SyncModel;
 use super::super::tuning::LOCALITY_FILL_SEQUENCES;
 use super::super::tuning::{LOCALITY_EVICT_AFTER, LOCALITY_TRIED, LOCALITY_WIDER};
 use super::homes::{Homes, NONE};
-use super::{add, normalize, sub3};
+use super::state::{add, normalize, sub3};
 use crate::cost::Phases;
 use crate::num::order_bits;
 

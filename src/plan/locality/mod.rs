@@ -34,13 +34,14 @@ mod fill;
 mod homes;
 mod relabel;
 mod split;
+mod state;
 mod swap;
 
 use self::budget::Budget;
-use self::exchange::Search;
 use self::fill::{Fill, WAYS};
 pub(crate) use self::homes::{check_origins, Homes};
 use self::relabel::{relabel, relabel_floor};
+use self::state::Search;
 
 /// Locality settings for [`Planner::locality`](crate::plan::Planner::locality):
 /// move as few bytes between ranks as possible while the predicted step
@@ -446,31 +447,6 @@ impl<M: Incremental> Local<'_, '_, M> {
         }
         Ok(best.0)
     }
-}
-
-/// Every slot ascending and, for [`SyncModel::Step`], each rank's
-/// sequences in the data loader's order (by first position).
-fn normalize(sync: SyncModel, shape: Shape, slots: &mut [Vec<u32>]) {
-    for s in slots.iter_mut() {
-        s.sort_unstable();
-    }
-    if sync == SyncModel::Step {
-        for rank in slots.chunks_mut(shape.per_rank()) {
-            rank.sort_by_key(|s| s.first().copied().unwrap_or(u32::MAX));
-        }
-    }
-}
-
-/// The sum of two sizes (tokens, units, images), saturating.
-#[inline]
-fn add(a: [u64; 3], b: [u64; 3]) -> [u64; 3] {
-    core::array::from_fn(|d| a[d].saturating_add(b[d]))
-}
-
-/// The difference of two sizes, saturating at zero.
-#[inline]
-fn sub3(a: [u64; 3], b: [u64; 3]) -> [u64; 3] {
-    core::array::from_fn(|d| a[d].saturating_sub(b[d]))
 }
 
 /// `(tokens, vision, language, origin, bytes)` samples (origin

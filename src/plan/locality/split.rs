@@ -27,8 +27,7 @@ use alloc::vec::Vec;
 
 use super::super::sync::SyncModel;
 use super::super::tuning::{LOCALITY_FREE, LOCALITY_NODES, LOCALITY_PAIR};
-use super::exchange::{Info, Search};
-use super::{add, sub3};
+use super::state::{add, sub3, Info, Search};
 use crate::cost::Phases;
 
 /// The samples of a pair (or of one sequence of it) as listed for a
@@ -482,7 +481,7 @@ impl Dfs<'_> {
 mod tests {
     use super::super::batch;
     use super::super::budget::Budget;
-    use super::super::exchange::Search;
+    use super::super::state::Search;
     use super::{Dfs, Listed, Pair, Sums};
     use crate::plan::shape::Shape;
     use crate::plan::SyncModel;

@@ -20,8 +20,7 @@ use alloc::vec::Vec;
 use core::cmp::Reverse;
 
 use super::super::tuning::LOCALITY_NEAR;
-use super::exchange::Search;
-use super::{add, sub3};
+use super::state::{add, sub3, Search};
 
 impl Search<'_> {
     /// Up to `rounds` rounds of the swap pass (see the module docs), while
@@ -107,7 +106,7 @@ impl Search<'_> {
     fn swap_fits(&self, x: usize, sa: usize, y: usize, sb: usize) -> bool {
         let (a, b) = (self.rank(sa), self.rank(sb));
         let (ix, iy) = (&self.info[x], &self.info[y]);
-        let w = |i: &super::exchange::Info, r: usize| self.homes.tied(i.origin, i.bytes, r);
+        let w = |i: &super::state::Info, r: usize| self.homes.tied(i.origin, i.bytes, r);
         let before = w(ix, a) + w(iy, b);
         let after = w(ix, b) + w(iy, a);
         let (sx, sy) = (ix.size.map(u64::from), iy.size.map(u64::from));
@@ -124,8 +123,8 @@ impl Search<'_> {
 mod tests {
     use super::super::batch;
     use super::super::budget::Budget;
-    use super::super::exchange::Search;
     use super::super::homes::Homes;
+    use super::super::state::Search;
     use crate::cost::Phases;
     use crate::plan::prepare::Prepared;
     use crate::plan::shape::Shape;
