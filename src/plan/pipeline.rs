@@ -233,7 +233,7 @@ impl Run<'_> {
 
     /// The step time of `layout` under `sync`, each sequence costing the
     /// sum of its members' costs in the batch.
-    pub(crate) fn time(&self, sync: SyncModel, layout: &Layout) -> f64 {
+    fn time(&self, sync: SyncModel, layout: &Layout) -> f64 {
         additive_time(sync, self.batch, layout)
     }
 }
